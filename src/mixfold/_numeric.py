@@ -1,0 +1,43 @@
+"""Numerical kernels shared by the latent-variable families: stable log-sum-exp and normalisation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["log_normalize_rows", "logsumexp_rows"]
+
+
+def log_normalize_rows(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Turn per-row log-scores (n, K) into posteriors in place; return (posteriors, log-sum-exp).
+
+    Stable (the row maximum is subtracted before exponentiating). A row whose scores are all
+    -inf gets a log-sum-exp of -inf and a posterior of zeros, never NaN; the caller reports it.
+
+    >>> p, lse = log_normalize_rows(np.log(np.array([[1.0, 3.0]])))
+    >>> p.round(2).tolist(), round(float(lse[0]), 6)
+    ([[0.25, 0.75]], 1.386294)
+    """
+    raw_top = scores.max(axis=1)
+    dead = ~np.isfinite(raw_top)
+    top = np.where(dead, 0.0, raw_top) if dead.any() else raw_top
+    scores -= top[:, None]
+    np.exp(scores, out=scores)
+    total = scores.sum(axis=1)
+    if dead.any():
+        scores[dead] = 0.0
+        total = np.where(dead, 1.0, total)
+    scores /= total[:, None]
+    with np.errstate(divide="ignore"):
+        lse = top + np.log(total)
+    if dead.any():
+        lse[dead] = np.where(np.isnan(raw_top[dead]), np.nan, -np.inf)
+    return scores, lse
+
+
+def logsumexp_rows(scores: np.ndarray) -> np.ndarray:
+    """log(sum(exp(scores), axis=1)) for an (n, K) array, stable; does not modify ``scores``."""
+    top = scores.max(axis=1)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        out = safe + np.log(np.exp(scores - safe[:, None]).sum(axis=1))
+    return np.where(np.isfinite(top), out, top)

@@ -1,0 +1,98 @@
+"""The one interface every data backend implements: resident encoded shards and a fold over them.
+
+A backend holds the encoded rows where they are processed (in-process, in worker processes, in
+Spark partitions, on MPI ranks...) for the whole fit. Per iteration the fit loop asks it for
+:meth:`EncodedDataHandle.fold`: run the E-step of the model over every resident row, reduce the
+fixed-size statistics, and hand back one accumulator. Everything else (initialisation, scoring,
+one EM step, streaming statistics) is built on ``fold`` and ``init_sample`` here, once.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
+                                        Estimator, InitRandom)
+
+__all__ = ["EncodedDataHandle", "FoldResult", "INIT_SAMPLE_ROWS", "init_sample_mask"]
+
+#: Rows in the initialisation sample (k-means++ and other seeding runs on these).
+INIT_SAMPLE_ROWS = 10_000
+
+
+@dataclass
+class FoldResult:
+    """One E-step over all rows: row count, total row weight, weighted log-density, statistics."""
+
+    n_rows: int
+    weight: float
+    log_density: float
+    stats: Accumulator
+
+    @property
+    def mean_log_density(self) -> float:
+        return self.log_density / self.weight if self.weight > 0 else float("nan")
+
+
+def init_sample_mask(enc: Encoded, seed: int, n_total: int, size: int = INIT_SAMPLE_ROWS) -> np.ndarray:
+    """Which rows of ``enc`` belong to the initialisation sample (a hash of the global row index).
+
+    The same rows are chosen however the data is chunked or sharded.
+    """
+    if n_total <= size:
+        return np.ones(enc.n_rows, dtype=bool)
+    u = InitRandom(seed).child("init-sample").row_uniform(enc, 1)[:, 0]
+    return u < size / n_total
+
+
+class EncodedDataHandle(ABC):
+    """Encoded rows resident on a backend, and the fold that runs over them."""
+
+    #: The backend's name, as given to ``optimize(backend=...)``.
+    name: str = ""
+    n_rows: int
+    total_weight: float
+
+    @abstractmethod
+    def fold(self, factory: AccumulatorFactory, model: Distribution,
+             precision: str = "float64") -> FoldResult:
+        """E-step of ``model`` over all resident rows, reduced into one accumulator."""
+
+    @abstractmethod
+    def init_sample(self, seed: int) -> tuple[Encoded, np.ndarray]:
+        """The initialisation sample (rows chosen by :func:`init_sample_mask`) and its weights."""
+
+    def close(self) -> None:
+        """Release what the backend holds (processes, cached partitions); idempotent."""
+
+    def estimate(self, estimator: Estimator, model: Distribution,
+                 precision: str = "float64") -> tuple[Distribution, FoldResult]:
+        """One EM iteration: fold (E-step + reduce), tie keys, M-step in float64."""
+        result = self.fold(estimator.accumulator_factory(), model, precision)
+        result.stats.tie_keys()
+        return estimator.estimate(result.weight, result.stats.value()), result
+
+    def initialize(self, estimator: Estimator, seed: int) -> Distribution:
+        """The seeded starting model: a guess from the sample, then one full EM step."""
+        sample, weights = self.init_sample(seed)
+        guess = estimator.initial_guess(sample, weights, InitRandom(seed))
+        return self.estimate(estimator, guess)[0]
+
+    @abstractmethod
+    def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
+        """(number of rows, total weighted log-density of the rows under ``model``)."""
+
+    def stream_accumulate(self, estimator: Estimator, model: Distribution,
+                          precision: str = "float64") -> tuple[float, Accumulator]:
+        """(total row weight, folded statistics) for streaming or incremental EM."""
+        result = self.fold(estimator.accumulator_factory(), model, precision)
+        return result.weight, result.stats
+
+    def __enter__(self) -> EncodedDataHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,69 @@
+"""The errors mixfold raises, each naming what was expected and where it went wrong."""
+
+from __future__ import annotations
+
+__all__ = ["DataError", "DataTypeError", "NumericalError", "ModelFileError", "EMDecreaseWarning",
+           "ParameterError"]
+
+
+def _format_path(path: tuple) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part!r}]" if isinstance(part, str) else f"[{part}]"
+    return out
+
+
+class DataError(ValueError):
+    """A value in the data that the model cannot accept.
+
+    ``row`` is the index of the offending row in the data passed to mixfold (``None`` when the
+    problem is not tied to one row, e.g. empty data) and ``path`` the route from the row to the
+    field: ``("age",)`` for a record field, ``(2,)`` for a tuple position, ``("visits", 5)`` for the
+    sixth item of a sequence field.
+
+    >>> str(DataError("expected a finite float, got nan", row=3, path=("age",)))
+    "row 3, field ['age']: expected a finite float, got nan"
+    """
+
+    def __init__(self, message: str, *, row: int | None = None, path: tuple = ()):
+        self.message = message
+        self.row = row
+        self.path = tuple(path)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.row is not None:
+            where.append(f"row {self.row}")
+        if self.path:
+            where.append(f"field {_format_path(self.path)}")
+        return (", ".join(where) + ": " if where else "") + self.message
+
+    def __str__(self) -> str:
+        return self._render()
+
+    def within(self, *, path_prefix: tuple = (), row: int | None = None) -> DataError:
+        """The same error seen from an enclosing node: a longer path, the enclosing row index."""
+        err = type(self)(self.message, row=self.row if row is None else row,
+                         path=tuple(path_prefix) + self.path)
+        return err
+
+
+class DataTypeError(DataError, TypeError):
+    """A value of the wrong type (a string where a number is expected, a ragged tuple row...)."""
+
+
+class NumericalError(ArithmeticError, ValueError):
+    """A fit produced a non-finite log-likelihood or parameter; nothing half-fitted is returned."""
+
+
+class ModelFileError(ValueError):
+    """A model file that is not a valid mixfold JSON model."""
+
+
+class EMDecreaseWarning(RuntimeWarning):
+    """An EM step lowered the log-likelihood by more than round-off; the step was not accepted."""
+
+
+class ParameterError(ValueError):
+    """Parameters a distribution cannot take (a negative variance, weights that do not sum to 1)."""

@@ -1,0 +1,193 @@
+"""What the leaf families share: validated numeric encoders and the leaf accumulator/estimator bases."""
+
+from __future__ import annotations
+
+import numbers
+from abc import abstractmethod
+from typing import Any, Callable
+
+import numpy as np
+
+from mixfold.errors import DataError, DataTypeError
+from mixfold.families._protocol import (Accumulator, AccumulatorFactory, ArrayEncoded, Encoded,
+                                        Encoder, Estimator, InitRandom)
+
+__all__ = ["NumericEncoder", "VectorEncoder", "LeafAccumulator", "LeafEstimator", "to_float_array"]
+
+
+def _is_integral(x: np.ndarray) -> np.ndarray:
+    return np.isfinite(x) & (np.floor(x) == x)
+
+
+# domain -> (test of the valid values, what was expected)
+_DOMAINS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
+    "real": (np.isfinite, "a finite number"),
+    "positive": (lambda x: np.isfinite(x) & (x > 0), "a finite number > 0"),
+    "nonnegative": (lambda x: np.isfinite(x) & (x >= 0), "a finite number >= 0"),
+    "count": (lambda x: _is_integral(x) & (x >= 0), "an integer >= 0"),
+    "positive_count": (lambda x: _is_integral(x) & (x >= 1), "an integer >= 1"),
+    "binary": (lambda x: (x == 0) | (x == 1), "0 or 1 (or a bool)"),
+}
+
+
+def _first_non_numeric(values: Any, allow_bool: bool) -> tuple[int, Any] | None:
+    for i, v in enumerate(values):
+        if isinstance(v, (bool, np.bool_)):
+            if not allow_bool:
+                return i, v
+        elif not isinstance(v, (numbers.Real, np.floating, np.integer)):
+            return i, v
+    return None
+
+
+def to_float_array(values: Any, *, allow_bool: bool = False, what: str = "a number") -> np.ndarray:
+    """``values`` as a float64 array; a string, None or other non-number raises DataTypeError."""
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values)
+    kind = arr.dtype.kind
+    if kind in "iuf" or (kind == "b" and allow_bool):
+        return arr.astype(np.float64, copy=False)
+    if kind == "O" and arr.ndim == 1:
+        bad = _first_non_numeric(arr, allow_bool)
+        if bad is None:
+            return arr.astype(np.float64)
+        row, value = bad
+    else:
+        flat = arr.reshape(-1) if arr.ndim else arr.reshape(1)
+        row, value = 0, (flat[0] if flat.size else None)
+        if arr.ndim > 1:
+            return _reject_ndim(arr)
+    raise DataTypeError(f"expected {what}, got {value!r} ({type(value).__name__})", row=row)
+
+
+def _reject_ndim(arr: np.ndarray) -> np.ndarray:
+    raise DataTypeError(f"expected one scalar per row, got an array of shape {arr.shape}")
+
+
+class NumericEncoder(Encoder):
+    """Encodes one scalar per row into a float64 array, checking the family's domain.
+
+    >>> NumericEncoder("count").encode([0, 3, 2]).values
+    array([0., 3., 2.])
+    >>> NumericEncoder("count").encode([1, 2.5])
+    Traceback (most recent call last):
+    ...
+    mixfold.errors.DataError: row 1: expected an integer >= 0, got 2.5
+    """
+
+    def __init__(self, domain: str, upper: float | None = None):
+        if domain not in _DOMAINS:
+            raise ValueError(f"domain must be one of {sorted(_DOMAINS)}, got {domain!r}")
+        self.domain = domain
+        self.upper = upper
+
+    def encode(self, values: Any) -> ArrayEncoded:
+        test, expected = _DOMAINS[self.domain]
+        x = to_float_array(values, allow_bool=self.domain == "binary", what=expected)
+        if x.ndim != 1:
+            raise DataTypeError(f"expected one scalar per row, got an array of shape {x.shape}")
+        with np.errstate(invalid="ignore"):
+            ok = test(x)
+            if self.upper is not None:
+                ok &= x <= self.upper
+                expected = f"{expected} and <= {self.upper:g}"
+        if not ok.all():
+            row = int(np.flatnonzero(~ok)[0])
+            raise DataError(f"expected {expected}, got {_raw(values, row, x)!r}", row=row)
+        return ArrayEncoded(np.ascontiguousarray(x))
+
+    def __repr__(self) -> str:
+        return f"NumericEncoder({self.domain!r})"
+
+
+def _raw(values: Any, row: int, fallback: np.ndarray) -> Any:
+    try:
+        v = values[row]
+    except Exception:  # noqa: BLE001 - only used to quote the value in a message
+        v = fallback[row]
+    return v.item() if isinstance(v, np.generic) else v
+
+
+class VectorEncoder(Encoder):
+    """Encodes a fixed-length vector of finite floats per row into an array (n_rows, dim)."""
+
+    def __init__(self, dim: int):
+        self.dim = int(dim)
+
+    def encode(self, values: Any) -> ArrayEncoded:
+        if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
+            x = values.astype(np.float64, copy=False)
+        else:
+            rows = list(values) if not isinstance(values, np.ndarray) else values
+            for i, r in enumerate(rows):
+                if np.ndim(r) != 1 or len(r) != self.dim:
+                    raise DataTypeError(f"expected a vector of length {self.dim}, got "
+                                        f"{_describe(r)}", row=i)
+            try:
+                x = np.asarray(rows, dtype=np.float64)
+            except (TypeError, ValueError):
+                for i, r in enumerate(rows):
+                    bad = _first_non_numeric(r, allow_bool=False)
+                    if bad is not None:
+                        raise DataTypeError(f"expected a number, got {bad[1]!r}",
+                                            row=i, path=(bad[0],)) from None
+                raise
+        if x.ndim == 1 and self.dim == 1:
+            x = x[:, None]
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise DataTypeError(f"expected rows of length {self.dim}, got an array of shape "
+                                f"{x.shape}")
+        finite = np.isfinite(x)
+        if not finite.all():
+            row, col = map(int, np.argwhere(~finite)[0])
+            raise DataError(f"expected a finite number, got {x[row, col]!r}", row=row, path=(col,))
+        return ArrayEncoded(np.ascontiguousarray(x))
+
+    def __repr__(self) -> str:
+        return f"VectorEncoder({self.dim})"
+
+
+def _describe(r: Any) -> str:
+    if np.ndim(r) == 0:
+        return f"a scalar {r!r}"
+    return f"a value of shape {np.shape(r)}"
+
+
+class LeafAccumulator(Accumulator):
+    """A leaf's statistics are weighted sums of functions of its values; no latent variables.
+
+    Subclasses implement ``_add(values, weights)``; updating and initialising are the same sum.
+    """
+
+    def __init__(self, keys: str | None = None):
+        self.keys = keys
+
+    @abstractmethod
+    def _add(self, values: np.ndarray, weights: np.ndarray) -> None:
+        """Add weighted statistics of the encoded values (array with rows on axis 0)."""
+
+    def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
+                   precision: str = "float64") -> None:
+        self._add(enc.values, weights)
+        return None
+
+    def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
+        self._add(enc.values, weights)
+
+
+class LeafEstimator(Estimator):
+    """Base of leaf estimators: an accumulator class, an encoder, optional keys."""
+
+    accumulator_class: type[LeafAccumulator]
+
+    def __init__(self, keys: str | None = None):
+        self.keys = keys
+
+    def _new_accumulator(self) -> LeafAccumulator:
+        return self.accumulator_class(keys=self.keys)
+
+    def accumulator_factory(self) -> AccumulatorFactory:
+        return AccumulatorFactory(self._new_accumulator)
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if v is not None)
+        return f"{type(self).__name__}({opts})"

@@ -1,0 +1,445 @@
+"""The family protocol: Distribution, Encoder, Accumulator (+ factory), Estimator, Sampler.
+
+A model is a tree of distributions. Its estimator (the same tree, without parameters) makes an
+encoder that turns raw rows into :class:`Encoded` columnar arrays once, and accumulators that fold
+encoded rows into sufficient statistics. Accumulators form a commutative monoid under
+:meth:`Accumulator.combine`; their statistics are float64 buffers of fixed shapes, so the whole
+tree's statistics flatten into one payload (:meth:`Accumulator.to_array`) whose layout depends only
+on the estimator tree. Latent nodes (mixtures, hidden Markov models) pass per-row posteriors down as
+row weights, so leaves only ever do weighted sums.
+"""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+
+from mixfold.errors import DataError
+
+__all__ = [
+    "Encoded", "ArrayEncoded", "Encoder", "Accumulator", "AccumulatorFactory", "Estimator",
+    "Distribution", "Sampler", "InitRandom", "family", "family_class", "as_weights",
+]
+
+# ---------------------------------------------------------------------------------------------
+# Encoded data
+
+
+class Encoded(ABC):
+    """Rows of one model node, encoded as columnar arrays.
+
+    ``n_rows`` is the number of rows; ``start`` the global index of the first row in the data the
+    encoding came from (slices keep it, so seeded per-row randomness does not depend on how the
+    data is chunked or sharded).
+    """
+
+    n_rows: int
+    start: int
+
+    @abstractmethod
+    def rows(self, begin: int, end: int) -> Encoded:
+        """The contiguous rows ``[begin, end)``, as views where the layout allows."""
+
+    @abstractmethod
+    def take(self, indices: np.ndarray) -> Encoded:
+        """The rows at ``indices`` (sorted), copied; ``start`` of the result is 0."""
+
+    @property
+    @abstractmethod
+    def nbytes(self) -> int:
+        """Bytes held by the encoded arrays."""
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+
+class ArrayEncoded(Encoded):
+    """Encoded rows held in one NumPy array whose first axis is the row axis."""
+
+    __slots__ = ("values", "n_rows", "start")
+
+    def __init__(self, values: np.ndarray, start: int = 0):
+        self.values = values
+        self.n_rows = int(values.shape[0])
+        self.start = int(start)
+
+    def rows(self, begin: int, end: int) -> ArrayEncoded:
+        return ArrayEncoded(self.values[begin:end], self.start + begin)
+
+    def take(self, indices: np.ndarray) -> ArrayEncoded:
+        return ArrayEncoded(self.values[indices], 0)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.nbytes)
+
+    def __repr__(self) -> str:
+        return f"ArrayEncoded(shape={self.values.shape}, dtype={self.values.dtype})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Seeded, chunk-independent randomness for initialisation
+
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+class InitRandom:
+    """Seeded randomness for initialisation that depends only on the seed, the node and the row.
+
+    Each row's random numbers are a hash of (seed, node path, global row index), so the starting
+    model is the same however the rows are chunked or sharded, on every backend.
+
+    >>> r = InitRandom(7).child("weights")
+    >>> enc = ArrayEncoded(np.zeros(6))
+    >>> bool(np.array_equal(r.row_uniform(enc, 2)[4:], r.row_uniform(enc.rows(4, 6), 2)))
+    True
+    """
+
+    __slots__ = ("seed", "salt")
+
+    def __init__(self, seed: int, salt: int = 0):
+        self.seed = int(seed)
+        self.salt = int(salt) & 0xFFFFFFFFFFFFFFFF
+
+    def child(self, name: object) -> InitRandom:
+        """Randomness for a child node, independent of this node's and its siblings'."""
+        tag = zlib.crc32(repr(name).encode())
+        mixed = _splitmix64(np.array([self.salt ^ (tag << 20)], dtype=np.uint64))[0]
+        return InitRandom(self.seed, int(mixed))
+
+    def _base(self) -> np.uint64:
+        key = np.array([(self.seed * 0x632BE59BD9B4E019 + self.salt) & 0xFFFFFFFFFFFFFFFF],
+                       dtype=np.uint64)
+        return _splitmix64(key)[0]
+
+    def row_uniform(self, enc: Encoded, k: int = 1) -> np.ndarray:
+        """Uniforms in [0, 1) of shape (enc.n_rows, k), one stream per global row index."""
+        ids = (np.arange(enc.n_rows, dtype=np.uint64) + np.uint64(enc.start))[:, None]
+        with np.errstate(over="ignore"):
+            keys = ids * np.uint64(k) + np.arange(k, dtype=np.uint64)[None, :] + self._base()
+        bits = _splitmix64(_splitmix64(keys))
+        return (bits >> np.uint64(11)).astype(np.float64) * (2.0 ** -53)
+
+    def generator(self) -> np.random.Generator:
+        """A NumPy generator for sample-based steps (k-means++ on an initialisation sample)."""
+        return np.random.default_rng([self.seed & 0xFFFFFFFF, self.seed >> 32, self.salt & 0xFFFFFFFF,
+                                      self.salt >> 32])
+
+
+# ---------------------------------------------------------------------------------------------
+# Roles
+
+
+class Encoder(ABC):
+    """Turns raw values of one node into :class:`Encoded` arrays (once per fit).
+
+    ``fit`` learns what must be fixed before encoding (categorical levels); ``encode`` raises
+    :class:`~mixfold.DataError` naming the row and field of a value it cannot encode.
+    """
+
+    def fit(self, values: Any) -> Encoder:
+        """An encoder with its vocabularies learnt from ``values``; most encoders return self."""
+        return self
+
+    @abstractmethod
+    def encode(self, values: Any) -> Encoded:
+        """Encode a batch of raw values (a sequence or array of rows) for this node."""
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+
+class Accumulator(ABC):
+    """Running weighted sufficient statistics of one model node.
+
+    Subclasses hold float64 buffers of fixed shapes (``own_arrays``) and the accumulators of their
+    children (``children``); everything else — combine, flat payload, key tying — follows.
+    """
+
+    keys: str | None = None
+
+    def own_arrays(self) -> list[np.ndarray]:
+        """This node's statistic buffers (float64, fixed shapes), mutated in place."""
+        return []
+
+    def children(self) -> Sequence[Accumulator]:
+        """The accumulators of child nodes, in a fixed order."""
+        return ()
+
+    def arrays(self) -> list[np.ndarray]:
+        """All statistic buffers of this subtree, in payload order."""
+        out = list(self.own_arrays())
+        for child in self.children():
+            out.extend(child.arrays())
+        return out
+
+    @abstractmethod
+    def seq_update(self, enc: Encoded, weights: np.ndarray, model: Distribution,
+                   precision: str = "float64") -> np.ndarray | None:
+        """E-step: add the rows of ``enc`` with row weights under ``model``.
+
+        Returns the per-row log-density under ``model`` when the update computed it anyway (a
+        mixture's log-sum-exp), else ``None``, so the fit loop scores rows only once.
+        """
+
+    @abstractmethod
+    def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
+        """Add the rows with seeded random posteriors for latent nodes (no model yet)."""
+
+    def combine(self, other: Accumulator) -> Accumulator:
+        """Add ``other``'s statistics into this accumulator (same estimator tree); returns self."""
+        mine, theirs = self.arrays(), other.arrays()
+        if len(mine) != len(theirs):
+            raise ValueError("cannot combine accumulators of different estimator trees")
+        for a, b in zip(mine, theirs):
+            a += b
+        return self
+
+    def value(self) -> Any:
+        """The statistics as a nested tuple of array copies (what ``Estimator.estimate`` reads)."""
+        return (tuple(a.copy() for a in self.own_arrays()),
+                tuple(c.value() for c in self.children()))
+
+    def from_value(self, value: Any) -> Accumulator:
+        """Set the statistics from ``value()`` output; returns self."""
+        own, kids = value
+        for a, v in zip(self.own_arrays(), own, strict=True):
+            a[...] = v
+        for child, v in zip(self.children(), kids, strict=True):
+            child.from_value(v)
+        return self
+
+    def payload_size(self) -> int:
+        """Length of the flat float64 payload; depends only on the estimator tree."""
+        return sum(a.size for a in self.arrays())
+
+    def to_array(self) -> np.ndarray:
+        """All statistics as one flat float64 array (what a backend reduces)."""
+        arrays = self.arrays()
+        if not arrays:
+            return np.zeros(0)
+        return np.concatenate([a.ravel() for a in arrays])
+
+    def from_array(self, flat: np.ndarray) -> Accumulator:
+        """Set the statistics from a flat payload made by ``to_array``; returns self."""
+        flat = np.asarray(flat, dtype=np.float64)
+        if flat.ndim != 1 or flat.size != self.payload_size():
+            raise ValueError(f"payload must be a flat array of {self.payload_size()} floats, "
+                             f"got shape {flat.shape}")
+        pos = 0
+        for a in self.arrays():
+            a[...] = flat[pos:pos + a.size].reshape(a.shape)
+            pos += a.size
+        return self
+
+    def key_merge(self, pooled: dict[str, np.ndarray]) -> None:
+        """Pool the statistics of keyed subtrees into ``pooled`` (key -> summed payload).
+
+        A keyed node ties its whole subtree: every node with the same key gets the summed
+        statistics, hence identical parameters. Keys below a keyed node are subsumed by it.
+        """
+        if self.keys is not None:
+            flat = self.to_array()
+            if self.keys in pooled:
+                if pooled[self.keys].size != flat.size:
+                    raise ValueError(f"nodes tied by key {self.keys!r} have different structures")
+                pooled[self.keys] = pooled[self.keys] + flat
+            else:
+                pooled[self.keys] = flat
+            return
+        for child in self.children():
+            child.key_merge(pooled)
+
+    def key_replace(self, pooled: dict[str, np.ndarray]) -> None:
+        """Replace keyed subtrees' statistics by the pooled sums from :meth:`key_merge`."""
+        if self.keys is not None:
+            self.from_array(pooled[self.keys])
+            return
+        for child in self.children():
+            child.key_replace(pooled)
+
+    def tie_keys(self) -> None:
+        """Pool and redistribute keyed statistics (called once after the reduce, before the M-step)."""
+        pooled: dict[str, np.ndarray] = {}
+        self.key_merge(pooled)
+        if pooled:
+            self.key_replace(pooled)
+
+
+class AccumulatorFactory:
+    """Makes empty accumulators for one estimator tree (``make()``), e.g. one per shard."""
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[], Accumulator]):
+        self._make = make
+
+    def make(self) -> Accumulator:
+        return self._make()
+
+
+class Estimator(ABC):
+    """The structure of a model without parameters: how to accumulate and how to estimate.
+
+    ``keys`` ties this node's parameters to every other node with the same key.
+    """
+
+    keys: str | None = None
+
+    @abstractmethod
+    def accumulator_factory(self) -> AccumulatorFactory:
+        """A factory of empty accumulators for this estimator tree."""
+
+    @abstractmethod
+    def estimate(self, nobs: float, stats: Any) -> Distribution:
+        """The M-step: parameters from summed statistics (``Accumulator.value()``), in float64."""
+
+    @abstractmethod
+    def encoder(self) -> Encoder:
+        """The encoder for raw values of this node."""
+
+    def bind(self, encoder: Encoder) -> Estimator:
+        """This estimator with what the fitted ``encoder`` fixed (categorical levels)."""
+        return self
+
+    def initial_guess(self, sample: Encoded, weights: np.ndarray, rng: InitRandom) -> Distribution:
+        """A starting model from a small weighted sample of rows (before the first full E-step).
+
+        The default accumulates the sample with seeded random posteriors and estimates;
+        combinators recurse so that each latent node can seed itself (k-means++ for Gaussian
+        mixtures).
+        """
+        acc = self.accumulator_factory().make()
+        acc.seq_initialize(sample, weights, rng)
+        return self.estimate(float(weights.sum()), acc.value())
+
+
+class Sampler:
+    """Draws raw values (in the same format the encoder reads) from a distribution.
+
+    ``sample()`` gives one value, ``sample(n)`` a batch of ``n``.
+    """
+
+    def __init__(self, dist: Distribution, seed: int | np.random.Generator | None = None):
+        self.dist = dist
+        self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+    def sample(self, n: int | None = None) -> Any:
+        if n is None:
+            batch = self.dist._sample(1, self.rng)
+            return batch[0]
+        if int(n) < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        return self.dist._sample(int(n), self.rng)
+
+
+_FAMILIES: dict[str, type[Distribution]] = {}
+
+
+def family(name: str) -> Callable[[type], type]:
+    """Register a distribution class under ``name`` for model files (``mixfold.load``)."""
+
+    def register(cls: type) -> type:
+        if name in _FAMILIES and _FAMILIES[name] is not cls:
+            raise ValueError(f"family name {name!r} registered twice")
+        _FAMILIES[name] = cls
+        cls.family_name = name
+        return cls
+
+    return register
+
+
+def family_class(name: str) -> type[Distribution]:
+    """The distribution class registered under ``name``."""
+    try:
+        return _FAMILIES[name]
+    except KeyError:
+        raise ValueError(f"unknown family {name!r}; known: {sorted(_FAMILIES)}") from None
+
+
+class Distribution(ABC):
+    """A distribution with parameters: scores rows, samples, and knows its estimator and encoder."""
+
+    family_name: ClassVar[str] = ""
+
+    @abstractmethod
+    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        """Log-density of every encoded row, array of shape (n_rows,), vectorized over rows."""
+
+    @abstractmethod
+    def encoder(self) -> Encoder:
+        """The encoder for values this distribution scores."""
+
+    @abstractmethod
+    def estimator(self, **options: Any) -> Estimator:
+        """An estimator of this distribution's structure (the start of a refit)."""
+
+    @abstractmethod
+    def _sample(self, n: int, rng: np.random.Generator) -> Any:
+        """``n`` raw values drawn with ``rng``."""
+
+    @abstractmethod
+    def _params(self) -> dict[str, Any]:
+        """JSON-ready parameters for ``to_dict``."""
+
+    @classmethod
+    @abstractmethod
+    def _from_params(cls, params: dict[str, Any]) -> Distribution:
+        """Inverse of ``_params``."""
+
+    def log_density(self, x: Any) -> float:
+        """Log-density of one value ``x``."""
+        return float(self.seq_log_density(self.encoder().encode([x]))[0])
+
+    def sampler(self, seed: int | np.random.Generator | None = None) -> Sampler:
+        """A seeded sampler: ``dist.sampler(0).sample(100)``."""
+        return Sampler(self, seed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description: ``{"family": name, **parameters}``."""
+        return {"family": self.family_name, **self._params()}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Distribution:
+        """The distribution described by ``to_dict`` output (no code is run from the data)."""
+        if not isinstance(d, dict) or not isinstance(d.get("family"), str):
+            raise ValueError(f"a distribution dict needs a 'family' name, got {type(d).__name__}")
+        params = {k: v for k, v in d.items() if k != "family"}
+        return family_class(d["family"])._from_params(params)
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(self.family_name)
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({body})"
+
+
+def as_weights(weights: Any, n_rows: int) -> np.ndarray:
+    """Row weights as a float64 array of shape (n_rows,): finite and non-negative."""
+    if weights is None:
+        return np.ones(n_rows)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (n_rows,):
+        raise DataError(f"weights must have shape ({n_rows},), got {w.shape}")
+    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+    if bad.size:
+        raise DataError(f"weights must be finite and >= 0, got {w[bad[0]]!r}", row=int(bad[0]))
+    return w

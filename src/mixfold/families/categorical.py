@@ -1,0 +1,260 @@
+"""Categorical distribution over any hashable values; the levels are fixed at encode time."""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Mapping, Sequence
+
+import numpy as np
+
+from mixfold.errors import DataError, DataTypeError, ParameterError
+from mixfold.families._leaf import LeafAccumulator, LeafEstimator
+from mixfold.families._protocol import (ArrayEncoded, Distribution, Encoded, Encoder, InitRandom,
+                                        family)
+
+__all__ = ["CategoricalDistribution", "CategoricalEstimator", "CategoricalAccumulator",
+           "CategoricalEncoder", "level_to_json", "level_from_json"]
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _check_level(v: Any, row: int | None = None) -> Hashable:
+    v = _plain(v)
+    if v is None or (isinstance(v, float) and v != v):
+        raise DataError("missing value in a categorical field; wrap the field in "
+                        "OptionalEstimator to model missing values", row=row)
+    try:
+        hash(v)
+    except TypeError:
+        raise DataTypeError(f"categorical levels must be hashable, got {type(v).__name__}",
+                            row=row) from None
+    return v
+
+
+def _ordered_levels(found: Sequence[Hashable]) -> tuple:
+    try:
+        return tuple(sorted(found))
+    except TypeError:  # mixed types that do not order: keep first-seen order
+        return tuple(found)
+
+
+def _as_array(values: Any) -> np.ndarray | None:
+    if isinstance(values, np.ndarray):
+        return values
+    try:
+        return np.asarray(values)
+    except ValueError:  # ragged tuples and the like: the slow path checks each value
+        return None
+
+
+class CategoricalEncoder(Encoder):
+    """Maps values to integer codes 0..L-1 for a fixed tuple of levels.
+
+    >>> enc = CategoricalEncoder().fit(["b", "a", "b"])
+    >>> enc.levels
+    ('a', 'b')
+    >>> enc.encode(["b", "a"]).values
+    array([1, 0])
+    """
+
+    def __init__(self, levels: Sequence[Hashable] | None = None):
+        self.levels = None if levels is None else tuple(_check_level(v) for v in levels)
+        if self.levels is not None and len(set(self.levels)) != len(self.levels):
+            raise ValueError(f"categorical levels must be distinct, got {self.levels!r}")
+
+    def fit(self, values: Any) -> CategoricalEncoder:
+        if self.levels is not None:
+            return self
+        arr = _as_array(values)
+        if arr is not None and arr.dtype.kind in "iuUS" and arr.ndim == 1:
+            found = [_plain(v) for v in np.unique(arr)]
+        else:
+            found = list(dict.fromkeys(_check_level(v, i) for i, v in enumerate(values)))
+        if not found:
+            raise DataError("cannot learn categorical levels from empty data")
+        return CategoricalEncoder(_ordered_levels(found))
+
+    def encode(self, values: Any) -> ArrayEncoded:
+        if self.levels is None:
+            raise ValueError("CategoricalEncoder has no levels yet: call fit(values) first")
+        codes = self._fast_codes(_as_array(values))
+        if codes is None:
+            index = {v: i for i, v in enumerate(self.levels)}
+            codes = np.empty(len(values), dtype=np.int64)
+            for i, v in enumerate(values):
+                v = _check_level(v, i)
+                try:
+                    codes[i] = index[v]
+                except KeyError:
+                    raise self._unseen(v, i) from None
+        return ArrayEncoded(codes)
+
+    def _fast_codes(self, arr: np.ndarray | None) -> np.ndarray | None:
+        if arr is None or arr.ndim != 1 or arr.dtype.kind not in "iuUS":
+            return None
+        kinds = {type(v) for v in self.levels}
+        if arr.dtype.kind in "iu" and kinds != {int}:
+            return None
+        if arr.dtype.kind in "US" and kinds != {str}:
+            return None
+        levels = np.asarray(self.levels)
+        order = np.argsort(levels)
+        pos = np.searchsorted(levels[order], arr)
+        pos = np.minimum(pos, len(levels) - 1)
+        hit = levels[order][pos] == arr
+        if not hit.all():
+            row = int(np.flatnonzero(~hit)[0])
+            raise self._unseen(_plain(arr[row]), row)
+        return order[pos].astype(np.int64)
+
+    def _unseen(self, v: Any, row: int) -> DataError:
+        shown = list(self.levels[:10]) + (["..."] if len(self.levels) > 10 else [])
+        return DataError(f"level {v!r} is not among the {len(self.levels)} levels fixed at "
+                         f"encode time {shown}", row=row)
+
+    def __repr__(self) -> str:
+        return f"CategoricalEncoder({self.levels!r})"
+
+
+def level_to_json(v: Any) -> Any:
+    """A level as a JSON value; tuples are tagged so they load back as tuples."""
+    v = _plain(v)
+    if isinstance(v, tuple):
+        return {"tuple": [level_to_json(x) for x in v]}
+    if isinstance(v, (str, int, float, bool)):
+        return v
+    raise TypeError(f"a categorical level of type {type(v).__name__} cannot be saved as JSON")
+
+
+def level_from_json(v: Any) -> Any:
+    if isinstance(v, dict):
+        if set(v) != {"tuple"} or not isinstance(v["tuple"], list):
+            raise ValueError(f"bad categorical level {v!r}")
+        return tuple(level_from_json(x) for x in v["tuple"])
+    if isinstance(v, list):
+        raise ValueError(f"bad categorical level {v!r}")
+    return v
+
+
+@family("Categorical")
+class CategoricalDistribution(Distribution):
+    """Probabilities over a fixed tuple of levels.
+
+    ``CategoricalDistribution({"a": 0.25, "b": 0.75})`` or
+    ``CategoricalDistribution([0.25, 0.75], levels=["a", "b"])``.
+
+    >>> d = CategoricalDistribution({"a": 0.25, "b": 0.75})
+    >>> round(d.log_density("b"), 6)
+    -0.287682
+    """
+
+    def __init__(self, probs: Mapping[Hashable, float] | Sequence[float],
+                 levels: Sequence[Hashable] | None = None):
+        if isinstance(probs, Mapping):
+            if levels is not None:
+                raise ValueError("give levels either as the keys of probs or as levels=, not both")
+            levels, probs = list(probs.keys()), list(probs.values())
+        p = np.asarray(probs, dtype=np.float64)
+        if levels is None:
+            levels = list(range(len(p)))
+        self.levels = tuple(_check_level(v) for v in levels)
+        if p.ndim != 1 or len(p) != len(self.levels) or len(p) == 0:
+            raise ParameterError(f"need one probability per level, got {len(p)} for "
+                             f"{len(self.levels)} levels")
+        if not (np.isfinite(p).all() and (p >= 0).all() and abs(p.sum() - 1.0) < 1e-9):
+            raise ParameterError(f"probabilities must be >= 0 and sum to 1, got {p.tolist()}")
+        self.probs = p / p.sum()
+        with np.errstate(divide="ignore"):
+            self.log_probs = np.log(self.probs)
+
+    def prob(self, level: Hashable) -> float:
+        return float(self.probs[self.levels.index(level)])
+
+    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        return self.log_probs[enc.values]
+
+    def encoder(self) -> Encoder:
+        return CategoricalEncoder(self.levels)
+
+    def estimator(self, **options: Any) -> CategoricalEstimator:
+        options.setdefault("levels", self.levels)
+        return CategoricalEstimator(**options)
+
+    def _sample(self, n: int, rng: np.random.Generator) -> list:
+        codes = rng.choice(len(self.levels), size=n, p=self.probs)
+        if all(type(v) in (int, float, str, bool) for v in self.levels):
+            return np.asarray(self.levels)[codes]
+        return [self.levels[c] for c in codes]
+
+    def _params(self) -> dict[str, Any]:
+        return {"levels": [level_to_json(v) for v in self.levels], "probs": self.probs.tolist()}
+
+    @classmethod
+    def _from_params(cls, p: dict[str, Any]) -> CategoricalDistribution:
+        return cls(p["probs"], levels=[level_from_json(v) for v in p["levels"]])
+
+
+class CategoricalAccumulator(LeafAccumulator):
+    """Statistics: weighted count of each level."""
+
+    def __init__(self, n_levels: int, keys: str | None = None):
+        super().__init__(keys)
+        self.counts = np.zeros(n_levels)
+
+    def own_arrays(self) -> list[np.ndarray]:
+        return [self.counts]
+
+    def _add(self, codes: np.ndarray, w: np.ndarray) -> None:
+        self.counts += np.bincount(codes, weights=w, minlength=len(self.counts))
+
+
+class CategoricalEstimator(LeafEstimator):
+    """M-step for :class:`CategoricalDistribution`.
+
+    ``levels=None`` learns the levels from the data when it is encoded (sorted when they order);
+    ``pseudo_count`` is added to every level's count, so unseen-in-a-component levels keep a
+    positive probability.
+    """
+
+    accumulator_class = CategoricalAccumulator
+    distribution_class = CategoricalDistribution
+
+    def __init__(self, levels: Sequence[Hashable] | None = None, pseudo_count: float = 0.0,
+                 keys: str | None = None):
+        super().__init__(keys)
+        if pseudo_count < 0:
+            raise ValueError(f"pseudo_count must be >= 0, got {pseudo_count!r}")
+        self.levels = None if levels is None else tuple(levels)
+        self.pseudo_count = float(pseudo_count)
+
+    def encoder(self) -> CategoricalEncoder:
+        return CategoricalEncoder(self.levels)
+
+    def bind(self, encoder: Encoder) -> CategoricalEstimator:
+        if not isinstance(encoder, CategoricalEncoder) or encoder.levels is None:
+            raise ValueError(f"a categorical estimator needs a fitted CategoricalEncoder, "
+                             f"got {encoder!r}")
+        return CategoricalEstimator(encoder.levels, self.pseudo_count, self.keys)
+
+    def _new_accumulator(self) -> CategoricalAccumulator:
+        if self.levels is None:
+            raise ValueError("CategoricalEstimator has no levels: give levels= or let optimize "
+                             "learn them when it encodes the data")
+        return CategoricalAccumulator(len(self.levels), self.keys)
+
+    def initial_guess(self, sample: Encoded, weights: np.ndarray,
+                      rng: InitRandom) -> CategoricalDistribution:
+        # Smoothed, so a level the sample lacks does not start at probability zero.
+        acc = self._new_accumulator()
+        acc._add(sample.values, weights)
+        c = acc.counts + 0.01 * max(float(weights.sum()), 1.0) / len(acc.counts)
+        return CategoricalDistribution(c / c.sum(), self.levels)
+
+    def estimate(self, nobs: float, stats: Any) -> CategoricalDistribution:
+        (counts,), _ = stats
+        c = counts + self.pseudo_count
+        total = c.sum()
+        if total <= 0:
+            return CategoricalDistribution(np.full(len(c), 1.0 / len(c)), self.levels)
+        return CategoricalDistribution(c / total, self.levels)

@@ -1,0 +1,331 @@
+"""Independent factors: Composite (tuple rows) and Record (named fields: dict rows, DataFrames)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from mixfold.errors import DataError, DataTypeError
+from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
+                                        Encoder, Estimator, InitRandom, family)
+
+__all__ = ["CompositeDistribution", "CompositeEstimator", "RecordDistribution", "RecordEstimator",
+           "FactorAccumulator", "FactorEncoded", "CompositeEncoder", "RecordEncoder"]
+
+
+class FactorEncoded(Encoded):
+    """One child encoding per factor, all with the same rows."""
+
+    __slots__ = ("children", "n_rows", "start")
+
+    def __init__(self, children: Sequence[Encoded], n_rows: int, start: int = 0):
+        self.children = tuple(children)
+        self.n_rows = int(n_rows)
+        self.start = int(start)
+
+    def rows(self, begin: int, end: int) -> FactorEncoded:
+        end = min(end, self.n_rows)
+        return FactorEncoded([c.rows(begin, end) for c in self.children], end - begin,
+                             self.start + begin)
+
+    def take(self, indices: np.ndarray) -> FactorEncoded:
+        return FactorEncoded([c.take(indices) for c in self.children], len(indices))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.nbytes for c in self.children)
+
+
+def _encode_columns(encoders: Sequence[Encoder], columns: Sequence[Any], names: Sequence[Any],
+                    n_rows: int) -> FactorEncoded:
+    parts = []
+    for enc, col, name in zip(encoders, columns, names):
+        try:
+            parts.append(enc.encode(col))
+        except DataError as err:
+            raise err.within(path_prefix=(name,)) from None
+    return FactorEncoded(parts, n_rows)
+
+
+def _fit_columns(encoders: Sequence[Encoder], columns: Sequence[Any],
+                 names: Sequence[Any]) -> list[Encoder]:
+    fitted = []
+    for enc, col, name in zip(encoders, columns, names):
+        try:
+            fitted.append(enc.fit(col))
+        except DataError as err:
+            raise err.within(path_prefix=(name,)) from None
+    return fitted
+
+
+class CompositeEncoder(Encoder):
+    """Splits tuple rows (or a 2-D array) into one column per factor."""
+
+    def __init__(self, encoders: Sequence[Encoder]):
+        self.encoders = tuple(encoders)
+
+    def columns(self, values: Any) -> tuple[list[Any], int]:
+        width = len(self.encoders)
+        if isinstance(values, np.ndarray) and values.ndim == 2:
+            if values.shape[1] != width:
+                raise DataTypeError(f"expected rows of {width} fields, got an array of shape "
+                                    f"{values.shape}")
+            return [values[:, i] for i in range(width)], values.shape[0]
+        rows = list(values)
+        if not rows:
+            return [[] for _ in range(width)], 0
+        for i, r in enumerate(rows):
+            if not isinstance(r, (tuple, list, np.ndarray)) or len(r) != width:
+                got = f"{len(r)} fields" if isinstance(r, (tuple, list, np.ndarray)) else \
+                    f"a {type(r).__name__}"
+                raise DataTypeError(f"expected a tuple of {width} fields, got {got}", row=i)
+        return [list(col) for col in zip(*rows)], len(rows)
+
+    def fit(self, values: Any) -> CompositeEncoder:
+        cols, _ = self.columns(values)
+        return CompositeEncoder(_fit_columns(self.encoders, cols, range(len(self.encoders))))
+
+    def encode(self, values: Any) -> FactorEncoded:
+        cols, n = self.columns(values)
+        return _encode_columns(self.encoders, cols, range(len(self.encoders)), n)
+
+    def __repr__(self) -> str:
+        return f"CompositeEncoder({list(self.encoders)!r})"
+
+
+class RecordEncoder(Encoder):
+    """Reads named fields from dict rows, a mapping of columns, or a pandas DataFrame."""
+
+    def __init__(self, encoders: Mapping[str, Encoder]):
+        self.encoders = dict(encoders)
+
+    def columns(self, values: Any) -> tuple[list[Any], int]:
+        names = list(self.encoders)
+        if hasattr(values, "columns") and hasattr(values, "__getitem__"):  # a DataFrame
+            missing = [n for n in names if n not in values.columns]
+            if missing:
+                raise DataError(f"column missing from the DataFrame (has {list(values.columns)})",
+                                path=(missing[0],))
+            return [values[n].to_numpy() for n in names], len(values)
+        if isinstance(values, Mapping):  # columnar: {name: array}
+            missing = [n for n in names if n not in values]
+            if missing:
+                raise DataError(f"column missing (has {list(values)})", path=(missing[0],))
+            cols = [values[n] for n in names]
+            lengths = {len(c) for c in cols}
+            if len(lengths) > 1:
+                raise DataTypeError(f"columns have different lengths {sorted(lengths)}")
+            return cols, lengths.pop() if lengths else 0
+        rows = values if isinstance(values, list) else list(values)
+        for i, r in enumerate(rows):
+            if not isinstance(r, Mapping):
+                raise DataTypeError(f"expected a dict with fields {names}, got a "
+                                    f"{type(r).__name__}", row=i)
+        cols = []
+        for name in names:
+            try:
+                cols.append([r[name] for r in rows])
+            except KeyError:
+                row = next(i for i, r in enumerate(rows) if name not in r)
+                raise DataError("field missing from the row", row=row, path=(name,)) from None
+        return cols, len(rows)
+
+    def fit(self, values: Any) -> RecordEncoder:
+        cols, _ = self.columns(values)
+        names = list(self.encoders)
+        return RecordEncoder(dict(zip(names, _fit_columns(self.encoders.values(), cols, names))))
+
+    def encode(self, values: Any) -> FactorEncoded:
+        cols, n = self.columns(values)
+        return _encode_columns(list(self.encoders.values()), cols, list(self.encoders), n)
+
+    def __repr__(self) -> str:
+        return f"RecordEncoder({self.encoders!r})"
+
+
+class _FactorDistribution(Distribution):
+    """Shared body of Composite and Record: the log-density is the sum over factors."""
+
+    factors: tuple[Distribution, ...]
+
+    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        out = np.zeros(enc.n_rows)
+        for dist, part in zip(self.factors, enc.children):
+            out += dist.seq_log_density(part, precision)
+        return out
+
+    def _sample_columns(self, n: int, rng: np.random.Generator) -> list[Any]:
+        cols = [d._sample(n, rng) for d in self.factors]
+        # rows of Python scalars, as a user would write them
+        return [c.tolist() if isinstance(c, np.ndarray) and c.ndim == 1 else c for c in cols]
+
+
+@family("Composite")
+class CompositeDistribution(_FactorDistribution):
+    """Independent factors of a tuple row: p(x) = prod_i p_i(x[i]).
+
+    >>> from mixfold import GaussianDistribution, PoissonDistribution
+    >>> d = CompositeDistribution([GaussianDistribution(0, 1), PoissonDistribution(2.0)])
+    >>> round(d.log_density((0.0, 1)), 6)
+    -2.224171
+    """
+
+    def __init__(self, factors: Sequence[Distribution]):
+        self.factors = tuple(factors)
+        if not self.factors:
+            raise ValueError("a composite needs at least one factor")
+
+    def encoder(self) -> Encoder:
+        return CompositeEncoder([f.encoder() for f in self.factors])
+
+    def estimator(self, **options: Any) -> CompositeEstimator:
+        return CompositeEstimator([f.estimator() for f in self.factors], **options)
+
+    def _sample(self, n: int, rng: np.random.Generator) -> list[tuple]:
+        return list(zip(*self._sample_columns(n, rng)))
+
+    def _params(self) -> dict[str, Any]:
+        return {"factors": [f.to_dict() for f in self.factors]}
+
+    @classmethod
+    def _from_params(cls, p: dict[str, Any]) -> CompositeDistribution:
+        return cls([Distribution.from_dict(f) for f in p["factors"]])
+
+
+@family("Record")
+class RecordDistribution(_FactorDistribution):
+    """Independent named fields: p(row) = prod_name p_name(row[name]).
+
+    >>> from mixfold import GaussianDistribution, CategoricalDistribution
+    >>> d = RecordDistribution({"age": GaussianDistribution(40, 100),
+    ...                         "plan": CategoricalDistribution({"free": 0.8, "pro": 0.2})})
+    >>> round(d.log_density({"age": 40.0, "plan": "pro"}), 6)
+    -4.830335
+    """
+
+    def __init__(self, fields: Mapping[str, Distribution]):
+        self.fields = dict(fields)
+        if not self.fields:
+            raise ValueError("a record needs at least one field")
+        self.factors = tuple(self.fields.values())
+
+    def encoder(self) -> Encoder:
+        return RecordEncoder({n: f.encoder() for n, f in self.fields.items()})
+
+    def estimator(self, **options: Any) -> RecordEstimator:
+        return RecordEstimator({n: f.estimator() for n, f in self.fields.items()}, **options)
+
+    def _sample(self, n: int, rng: np.random.Generator) -> list[dict]:
+        names = list(self.fields)
+        cols = self._sample_columns(n, rng)
+        return [dict(zip(names, vals)) for vals in zip(*cols)]
+
+    def _params(self) -> dict[str, Any]:
+        return {"fields": {n: f.to_dict() for n, f in self.fields.items()}}
+
+    @classmethod
+    def _from_params(cls, p: dict[str, Any]) -> RecordDistribution:
+        return cls({n: Distribution.from_dict(f) for n, f in p["fields"].items()})
+
+
+class FactorAccumulator(Accumulator):
+    """One accumulator per factor; every factor sees the same row weights."""
+
+    def __init__(self, factors: Sequence[Accumulator], keys: str | None = None):
+        self.factors = list(factors)
+        self.keys = keys
+
+    def children(self) -> Sequence[Accumulator]:
+        return self.factors
+
+    def seq_update(self, enc: Encoded, weights: np.ndarray, model: _FactorDistribution,
+                   precision: str = "float64") -> np.ndarray | None:
+        total: np.ndarray | None = np.zeros(enc.n_rows)
+        for acc, part, dist in zip(self.factors, enc.children, model.factors):
+            ll = acc.seq_update(part, weights, dist, precision)
+            if ll is None or total is None:
+                total = None
+            else:
+                total += ll
+        return total
+
+    def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
+        for i, (acc, part) in enumerate(zip(self.factors, enc.children)):
+            acc.seq_initialize(part, weights, rng.child(i))
+
+
+class _FactorEstimator(Estimator):
+    factors: tuple[Estimator, ...]
+
+    def accumulator_factory(self) -> AccumulatorFactory:
+        factories = [f.accumulator_factory() for f in self.factors]
+        keys = self.keys
+        return AccumulatorFactory(lambda: FactorAccumulator([f.make() for f in factories], keys))
+
+    def _estimate_factors(self, nobs: float, stats: Any) -> list[Distribution]:
+        _, factor_stats = stats
+        return [est.estimate(nobs, s) for est, s in zip(self.factors, factor_stats)]
+
+    def _guess_factors(self, sample: Encoded, weights: np.ndarray,
+                       rng: InitRandom) -> list[Distribution]:
+        return [est.initial_guess(part, weights, rng.child(i))
+                for i, (est, part) in enumerate(zip(self.factors, sample.children))]
+
+
+class CompositeEstimator(_FactorEstimator):
+    """Estimator of independent factors of tuple rows (or columns of a 2-D array)."""
+
+    def __init__(self, factors: Sequence[Estimator], keys: str | None = None):
+        self.factors = tuple(factors)
+        if not self.factors:
+            raise ValueError("a composite needs at least one factor estimator")
+        self.keys = keys
+
+    def encoder(self) -> CompositeEncoder:
+        return CompositeEncoder([f.encoder() for f in self.factors])
+
+    def bind(self, encoder: Encoder) -> CompositeEstimator:
+        return CompositeEstimator([f.bind(e) for f, e in zip(self.factors, encoder.encoders)],
+                                  self.keys)
+
+    def estimate(self, nobs: float, stats: Any) -> CompositeDistribution:
+        return CompositeDistribution(self._estimate_factors(nobs, stats))
+
+    def initial_guess(self, sample: Encoded, weights: np.ndarray,
+                      rng: InitRandom) -> CompositeDistribution:
+        return CompositeDistribution(self._guess_factors(sample, weights, rng))
+
+    def __repr__(self) -> str:
+        return f"CompositeEstimator({list(self.factors)!r})"
+
+
+class RecordEstimator(_FactorEstimator):
+    """Estimator of a record of named fields: ``RecordEstimator({"age": GaussianEstimator(), ...})``."""
+
+    def __init__(self, fields: Mapping[str, Estimator], keys: str | None = None):
+        self.fields = dict(fields)
+        if not self.fields:
+            raise ValueError("a record needs at least one field estimator")
+        bad = [n for n in self.fields if not isinstance(n, str)]
+        if bad:
+            raise TypeError(f"record field names must be strings, got {bad[0]!r}")
+        self.factors = tuple(self.fields.values())
+        self.keys = keys
+
+    def encoder(self) -> RecordEncoder:
+        return RecordEncoder({n: f.encoder() for n, f in self.fields.items()})
+
+    def bind(self, encoder: Encoder) -> RecordEstimator:
+        return RecordEstimator({n: f.bind(encoder.encoders[n]) for n, f in self.fields.items()},
+                               self.keys)
+
+    def estimate(self, nobs: float, stats: Any) -> RecordDistribution:
+        return RecordDistribution(dict(zip(self.fields, self._estimate_factors(nobs, stats))))
+
+    def initial_guess(self, sample: Encoded, weights: np.ndarray,
+                      rng: InitRandom) -> RecordDistribution:
+        return RecordDistribution(dict(zip(self.fields, self._guess_factors(sample, weights, rng))))
+
+    def __repr__(self) -> str:
+        return f"RecordEstimator({self.fields!r})"

@@ -1,0 +1,235 @@
+"""The one EM loop: encode once, initialise from the seed, fold / reduce / estimate until converged."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from mixfold.backends import EncodedDataHandle, make_handle
+from mixfold.errors import DataError, EMDecreaseWarning, NumericalError, ParameterError
+from mixfold.families._protocol import Distribution, Encoded, Estimator
+from mixfold.precision import check_precision
+
+__all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
+
+#: A log-likelihood drop smaller than this (relative) is round-off, not a decrease.
+DECREASE_TOLERANCE = 1e-9
+
+
+@dataclass
+class IterationInfo:
+    """What a callback sees after each EM iteration."""
+
+    iteration: int
+    log_likelihood: float
+    delta: float
+    seconds: float
+    model: Distribution
+
+
+@dataclass
+class FitResult:
+    """The history of one fit.
+
+    ``log_likelihood[i]`` is the mean log-likelihood per row (weighted by row weights) of the model
+    that entered iteration ``i`` — the value its E-step computed — and ``seconds[i]`` the wall time
+    of that iteration. ``model`` is the model after the last accepted M-step.
+    """
+
+    model: Distribution
+    log_likelihood: list[float] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    iterations: int = 0
+    converged: bool = False
+    stop_reason: str = "max_iter"
+    n_rows: int = 0
+    init_seconds: float = 0.0
+    backend: str = "local"
+    precision: str = "float64"
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def final_log_likelihood(self) -> float:
+        """The last mean log-likelihood per row the fit measured."""
+        return self.log_likelihood[-1] if self.log_likelihood else float("nan")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+# option -> (check, what is expected); checked once, up front
+_OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "max_iter": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "tol": (lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v >= 0,
+            "a finite number >= 0"),
+    "seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "chunk_rows": (lambda v: v is None or (_is_int(v) and v >= 1), "None or an integer >= 1"),
+    "progress": (lambda v: v is None or isinstance(v, bool), "None, True or False"),
+}
+
+
+def _check_options(**options: Any) -> None:
+    for name, value in options.items():
+        ok, expected = _OPTION_RULES[name]
+        if not ok(value):
+            raise ValueError(f"{name} must be {expected}, got {value!r}")
+
+
+def encode_data(data: Any, estimator: Estimator,
+                init: Distribution | None = None) -> tuple[Encoded, Estimator]:
+    """Encode raw rows once for ``estimator``; returns the encoding and the bound estimator.
+
+    Vocabularies (categorical levels) come from ``init`` when given, else from the data.
+    """
+    if isinstance(data, Encoded):
+        if data.n_rows == 0:
+            raise DataError("the data has no rows")
+        return data, estimator.bind(init.encoder()) if init is not None else estimator
+    if data is None or (hasattr(data, "__len__") and len(data) == 0):
+        raise DataError("the data has no rows")
+    encoder = (init.encoder() if init is not None else estimator.encoder()).fit(data)
+    return encoder.encode(data), estimator.bind(encoder)
+
+
+class _Progress:
+    """A one-line progress display on stderr (on by default only in a terminal)."""
+
+    def __init__(self, enabled: bool | None, max_iter: int):
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.max_iter = max_iter
+
+    def update(self, info: IterationInfo) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\rmixfold  iter {info.iteration + 1}/{self.max_iter}  "
+                             f"mean log-lik {info.log_likelihood:.8g}  "
+                             f"change {info.delta:+.3e}  {info.seconds:.3f}s/it   ")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e-6,
+        init: Distribution | str | None = None, seed: int = 0, weights: Any = None,
+        backend: Any = "local", num_workers: int | None = None, precision: str = "float64",
+        chunk_rows: int | None = None, progress: bool | None = None,
+        callbacks: Iterable[Callable[[IterationInfo], Any]] = ()) -> FitResult:
+    """Fit ``estimator`` to ``data`` by EM and return the :class:`FitResult` (``.model`` is the fit).
+
+    Same options as :func:`optimize`.
+    """
+    _check_options(max_iter=max_iter, tol=tol, seed=seed, chunk_rows=chunk_rows, progress=progress)
+    if not isinstance(estimator, Estimator):
+        raise TypeError(f"estimator must be a mixfold Estimator, got {type(estimator).__name__}")
+    if isinstance(init, str) and init != "auto":
+        raise ValueError(f"init must be None, 'auto' or a Distribution, got {init!r}")
+    start_model = init if isinstance(init, Distribution) else None
+    if init is not None and not isinstance(init, (str, Distribution)):
+        raise TypeError(f"init must be None, 'auto' or a Distribution, got {type(init).__name__}")
+    precision = check_precision(precision)
+    callbacks = list(callbacks)
+
+    if isinstance(data, EncodedDataHandle):
+        handle, owned = data, False
+    else:
+        enc, estimator = encode_data(data, estimator, start_model)
+        handle, owned = make_handle(backend, enc, weights, chunk_rows=chunk_rows,
+                                    num_workers=num_workers), True
+    try:
+        return _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol, seed=seed,
+                        precision=precision, progress=_Progress(progress, max_iter),
+                        callbacks=callbacks)
+    finally:
+        if owned:
+            handle.close()
+
+
+def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distribution | None, *,
+             max_iter: int, tol: float, seed: int, precision: str, progress: _Progress,
+             callbacks: list[Callable[[IterationInfo], Any]]) -> FitResult:
+    if handle.total_weight <= 0:
+        raise DataError("the row weights sum to zero: nothing to fit")
+    t0 = time.perf_counter()
+    if model is None:
+        model = _checked_m_step(lambda: handle.initialize(estimator, seed), "initialisation")
+    result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
+                       backend=handle.name, precision=precision)
+    previous = None
+    try:
+        for it in range(max_iter):
+            t_it = time.perf_counter()
+            new_model, fold = _checked_m_step(
+                lambda: handle.estimate(estimator, model, precision), f"iteration {it}")
+            ll = fold.mean_log_density
+            if not math.isfinite(ll):
+                raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
+            delta = math.inf if previous is None else ll - previous
+            if previous is not None and delta < -DECREASE_TOLERANCE * max(abs(previous), 1.0):
+                msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}; "
+                       f"keeping the model from before that step")
+                warnings.warn(msg, EMDecreaseWarning, stacklevel=3)
+                result.warnings.append(msg)
+                result.stop_reason = "decrease"
+                result.log_likelihood.append(ll)
+                result.seconds.append(time.perf_counter() - t_it)
+                return result
+            result.model, result.iterations = new_model, it + 1
+            result.log_likelihood.append(ll)
+            result.seconds.append(time.perf_counter() - t_it)
+            info = IterationInfo(it, ll, delta, result.seconds[-1], new_model)
+            progress.update(info)
+            if previous is not None and abs(delta) <= tol * max(abs(previous), 1e-300):
+                result.converged, result.stop_reason = True, "converged"
+                return result
+            if any([bool(cb(info)) for cb in callbacks]):
+                result.stop_reason = "callback"
+                return result
+            previous, model = ll, new_model
+        return result
+    finally:
+        progress.close()
+
+
+def _checked_m_step(step: Callable[[], Any], where: str) -> Any:
+    with np.errstate(divide="ignore"):
+        try:
+            return step()
+        except ParameterError as err:
+            raise NumericalError(f"{where}: the M-step produced invalid parameters: {err}") from err
+
+
+def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
+    """Fit ``estimator`` to ``data`` by EM and return the fitted distribution.
+
+    ``data``: rows in the format the estimator's encoder reads (an array of floats for a Gaussian,
+    tuples for a Composite, dicts or a DataFrame for a Record, lists for a Sequence...), an
+    already encoded :class:`~mixfold.families.Encoded`, or a backend handle.
+
+    Options: ``max_iter`` (100), ``tol`` (1e-6, on the relative change of the mean log-likelihood
+    per row), ``init`` (None/"auto" for the seeded initialisation, or a starting distribution),
+    ``seed`` (0; the starting model depends only on it and the data), ``weights`` (per-row,
+    >= 0), ``backend`` ("local"), ``num_workers``, ``precision`` of the E-step ("float64"),
+    ``chunk_rows`` (rows per E-step chunk), ``progress`` (None: a progress line when stderr is a
+    terminal), ``callbacks`` (called with an :class:`IterationInfo` after each iteration; a truthy
+    return stops the fit).
+
+    The :class:`FitResult` is on the returned model as ``model.fit_result``.
+
+    >>> import numpy as np, mixfold
+    >>> x = np.random.default_rng(0).poisson(3.0, size=1000)
+    >>> model = mixfold.optimize(x, mixfold.PoissonEstimator(), progress=False)
+    >>> round(model.lam, 2), model.fit_result.converged
+    (2.98, True)
+    """
+    result = fit(data, estimator, **options)
+    result.model.fit_result = result
+    return result.model

@@ -46,16 +46,14 @@ def to_float_array(values: Any, *, allow_bool: bool = False, what: str = "a numb
     kind = arr.dtype.kind
     if kind in "iuf" or (kind == "b" and allow_bool):
         return arr.astype(np.float64, copy=False)
-    if kind == "O" and arr.ndim == 1:
-        bad = _first_non_numeric(arr, allow_bool)
-        if bad is None:
-            return arr.astype(np.float64)
-        row, value = bad
-    else:
-        flat = arr.reshape(-1) if arr.ndim else arr.reshape(1)
-        row, value = 0, (flat[0] if flat.size else None)
-        if arr.ndim > 1:
-            return _reject_ndim(arr)
+    if arr.ndim > 1:
+        return _reject_ndim(arr)
+    source = values if not isinstance(values, np.ndarray) and arr.ndim == 1 else arr.reshape(-1)
+    bad = _first_non_numeric(source, allow_bool)
+    if bad is None:  # an object array of numbers
+        return arr.astype(np.float64)
+    row, value = bad
+    value = value.item() if isinstance(value, np.generic) else value
     raise DataTypeError(f"expected {what}, got {value!r} ({type(value).__name__})", row=row)
 
 

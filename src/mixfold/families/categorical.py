@@ -40,12 +40,13 @@ def _ordered_levels(found: Sequence[Hashable]) -> tuple:
 
 
 def _as_array(values: Any) -> np.ndarray | None:
+    """``values`` as a NumPy array when that keeps every value as it is (one int or str type)."""
     if isinstance(values, np.ndarray):
         return values
-    try:
+    kinds = set(map(type, values))
+    if len(kinds) == 1 and (kinds <= {int, str} or issubclass(kinds.pop(), (np.integer, np.str_))):
         return np.asarray(values)
-    except ValueError:  # ragged tuples and the like: the slow path checks each value
-        return None
+    return None
 
 
 class CategoricalEncoder(Encoder):
@@ -183,7 +184,8 @@ class CategoricalDistribution(Distribution):
 
     def _sample(self, n: int, rng: np.random.Generator) -> list:
         codes = rng.choice(len(self.levels), size=n, p=self.probs)
-        if all(type(v) in (int, float, str, bool) for v in self.levels):
+        kinds = {type(v) for v in self.levels}
+        if len(kinds) == 1 and kinds <= {int, float, str, bool}:
             return np.asarray(self.levels)[codes]
         return [self.levels[c] for c in codes]
 

@@ -1,0 +1,1 @@
+"""Runnable examples on data bundled with mixfold (``python -m mixfold.examples.customers``)."""

@@ -6,9 +6,18 @@ import numpy as np
 import pytest
 
 import mixfold
-from mixfold import (CategoricalDistribution, CategoricalEstimator, DataError, EMDecreaseWarning,
-                     GaussianDistribution, GaussianEstimator, MixtureDistribution, MixtureEstimator,
-                     NumericalError, RecordEstimator)
+from mixfold import (
+    CategoricalDistribution,
+    CategoricalEstimator,
+    DataError,
+    EMDecreaseWarning,
+    GaussianDistribution,
+    GaussianEstimator,
+    MixtureDistribution,
+    MixtureEstimator,
+    NumericalError,
+    RecordEstimator,
+)
 
 
 def mixture_data(n=6000, seed=0):

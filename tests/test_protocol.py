@@ -4,9 +4,18 @@ import numpy as np
 import pytest
 
 import mixfold
-from mixfold import (CategoricalDistribution, CategoricalEstimator, CompositeDistribution,
-                     CompositeEstimator, GaussianDistribution, GaussianEstimator,
-                     MixtureDistribution, MixtureEstimator, RecordDistribution, RecordEstimator)
+from mixfold import (
+    CategoricalDistribution,
+    CategoricalEstimator,
+    CompositeDistribution,
+    CompositeEstimator,
+    GaussianDistribution,
+    GaussianEstimator,
+    MixtureDistribution,
+    MixtureEstimator,
+    RecordDistribution,
+    RecordEstimator,
+)
 from mixfold.families import InitRandom
 
 

@@ -1,4 +1,4 @@
-"""Numerical kernels shared by the latent-variable families: stable log-sum-exp and normalisation."""
+"""Numerical kernels shared by the latent-variable families: stable log-sum-exp, normalisation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one EM loop: encode once, initialise from the seed, fold / reduce / estimate until converged."""
+"""The one EM loop: encode once, seed the start, then fold / reduce / estimate to convergence."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import math
 import sys
 import time
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -123,7 +124,7 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         backend: Any = "local", num_workers: int | None = None, precision: str = "float64",
         chunk_rows: int | None = None, progress: bool | None = None,
         callbacks: Iterable[Callable[[IterationInfo], Any]] = ()) -> FitResult:
-    """Fit ``estimator`` to ``data`` by EM and return the :class:`FitResult` (``.model`` is the fit).
+    """Fit ``estimator`` to ``data`` by EM; return the :class:`FitResult` (``.model`` is the fit).
 
     Same options as :func:`optimize`.
     """
@@ -160,15 +161,15 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
         raise DataError("the row weights sum to zero: nothing to fit")
     t0 = time.perf_counter()
     if model is None:
-        model = _checked_m_step(lambda: handle.initialize(estimator, seed), "initialisation")
+        model = _checked_m_step("initialisation", handle.initialize, estimator, seed)
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
                        backend=handle.name, precision=precision)
     previous = None
     try:
         for it in range(max_iter):
             t_it = time.perf_counter()
-            new_model, fold = _checked_m_step(
-                lambda: handle.estimate(estimator, model, precision), f"iteration {it}")
+            new_model, fold = _checked_m_step(f"iteration {it}", handle.estimate, estimator, model,
+                                              precision)
             ll = fold.mean_log_density
             if not math.isfinite(ll):
                 raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
@@ -199,10 +200,10 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
         progress.close()
 
 
-def _checked_m_step(step: Callable[[], Any], where: str) -> Any:
+def _checked_m_step(where: str, step: Callable[..., Any], *args: Any) -> Any:
     with np.errstate(divide="ignore"):
         try:
-            return step()
+            return step(*args)
         except ParameterError as err:
             raise NumericalError(f"{where}: the M-step produced invalid parameters: {err}") from err
 

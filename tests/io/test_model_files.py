@@ -4,8 +4,13 @@ import numpy as np
 import pytest
 
 import mixfold
-from mixfold import (CategoricalDistribution, GaussianDistribution, MixtureDistribution,
-                     ModelFileError, RecordDistribution)
+from mixfold import (
+    CategoricalDistribution,
+    GaussianDistribution,
+    MixtureDistribution,
+    ModelFileError,
+    RecordDistribution,
+)
 
 
 def nested_model():

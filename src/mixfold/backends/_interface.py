@@ -14,8 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        Estimator, InitRandom)
+from mixfold.families._protocol import (
+    Accumulator,
+    AccumulatorFactory,
+    Distribution,
+    Encoded,
+    Estimator,
+    InitRandom,
+)
 
 __all__ = ["EncodedDataHandle", "FoldResult", "INIT_SAMPLE_ROWS", "init_sample_mask"]
 
@@ -37,7 +43,8 @@ class FoldResult:
         return self.log_density / self.weight if self.weight > 0 else float("nan")
 
 
-def init_sample_mask(enc: Encoded, seed: int, n_total: int, size: int = INIT_SAMPLE_ROWS) -> np.ndarray:
+def init_sample_mask(enc: Encoded, seed: int, n_total: int,
+                     size: int = INIT_SAMPLE_ROWS) -> np.ndarray:
     """Which rows of ``enc`` belong to the initialisation sample (a hash of the global row index).
 
     The same rows are chosen however the data is chunked or sharded.
@@ -65,7 +72,7 @@ class EncodedDataHandle(ABC):
     def init_sample(self, seed: int) -> tuple[Encoded, np.ndarray]:
         """The initialisation sample (rows chosen by :func:`init_sample_mask`) and its weights."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - holding nothing is a valid backend
         """Release what the backend holds (processes, cached partitions); idempotent."""
 
     def estimate(self, estimator: Estimator, model: Distribution,

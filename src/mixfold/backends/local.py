@@ -6,8 +6,13 @@ import numpy as np
 
 from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
 from mixfold.errors import NumericalError
-from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        as_weights)
+from mixfold.families._protocol import (
+    Accumulator,
+    AccumulatorFactory,
+    Distribution,
+    Encoded,
+    as_weights,
+)
 
 __all__ = ["LocalEncodedData", "DEFAULT_CHUNK_ROWS", "fold_rows"]
 

@@ -1,16 +1,24 @@
-"""What the leaf families share: validated numeric encoders and the leaf accumulator/estimator bases."""
+"""What the leaf families share: validated numeric encoders, the leaf accumulator and estimator."""
 
 from __future__ import annotations
 
 import numbers
 from abc import abstractmethod
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from mixfold.errors import DataError, DataTypeError
-from mixfold.families._protocol import (Accumulator, AccumulatorFactory, ArrayEncoded, Encoded,
-                                        Encoder, Estimator, InitRandom)
+from mixfold.families._protocol import (
+    Accumulator,
+    AccumulatorFactory,
+    ArrayEncoded,
+    Encoded,
+    Encoder,
+    Estimator,
+    InitRandom,
+)
 
 __all__ = ["NumericEncoder", "VectorEncoder", "LeafAccumulator", "LeafEstimator", "to_float_array"]
 

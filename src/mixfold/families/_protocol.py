@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import zlib
 from abc import ABC, abstractmethod
-from typing import Any, Callable, ClassVar, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -133,8 +134,8 @@ class InitRandom:
 
     def generator(self) -> np.random.Generator:
         """A NumPy generator for sample-based steps (k-means++ on an initialisation sample)."""
-        return np.random.default_rng([self.seed & 0xFFFFFFFF, self.seed >> 32, self.salt & 0xFFFFFFFF,
-                                      self.salt >> 32])
+        words = [self.seed & 0xFFFFFFFF, self.seed >> 32, self.salt & 0xFFFFFFFF, self.salt >> 32]
+        return np.random.default_rng(words)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,7 +274,7 @@ class Accumulator(ABC):
             child.key_replace(pooled)
 
     def tie_keys(self) -> None:
-        """Pool and redistribute keyed statistics (called once after the reduce, before the M-step)."""
+        """Pool and redistribute keyed statistics (once after the reduce, before the M-step)."""
         pooled: dict[str, np.ndarray] = {}
         self.key_merge(pooled)
         if pooled:

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator
-from mixfold.families._protocol import (ArrayEncoded, Distribution, Encoded, Encoder, InitRandom,
-                                        family)
+from mixfold.families._protocol import (
+    ArrayEncoded,
+    Distribution,
+    Encoded,
+    Encoder,
+    InitRandom,
+    family,
+)
 
 __all__ = ["CategoricalDistribution", "CategoricalEstimator", "CategoricalAccumulator",
            "CategoricalEncoder", "level_to_json", "level_from_json"]

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from mixfold.errors import DataError, DataTypeError
-from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        Encoder, Estimator, InitRandom, family)
+from mixfold.families._protocol import (
+    Accumulator,
+    AccumulatorFactory,
+    Distribution,
+    Encoded,
+    Encoder,
+    Estimator,
+    InitRandom,
+    family,
+)
 
 __all__ = ["CompositeDistribution", "CompositeEstimator", "RecordDistribution", "RecordEstimator",
            "FactorAccumulator", "FactorEncoded", "CompositeEncoder", "RecordEncoder"]
@@ -301,7 +310,10 @@ class CompositeEstimator(_FactorEstimator):
 
 
 class RecordEstimator(_FactorEstimator):
-    """Estimator of a record of named fields: ``RecordEstimator({"age": GaussianEstimator(), ...})``."""
+    """Estimator of a record of named fields.
+
+    ``RecordEstimator({"age": GaussianEstimator(), "plan": CategoricalEstimator()})``
+    """
 
     def __init__(self, fields: Mapping[str, Estimator], keys: str | None = None):
         self.fields = dict(fields)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,8 @@ class GaussianDistribution(Distribution):
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         z = (x - dt.type(self.mu)) ** 2
-        out = dt.type(-0.5) * z / dt.type(self.sigma2) - dt.type(0.5 * (_LOG_2PI + np.log(self.sigma2)))
+        norm = dt.type(0.5 * (_LOG_2PI + np.log(self.sigma2)))
+        out = dt.type(-0.5) * z / dt.type(self.sigma2) - norm
         return out.astype(np.float64, copy=False)
 
     @classmethod

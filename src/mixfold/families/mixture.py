@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from mixfold._numeric import log_normalize_rows, logsumexp_rows
 from mixfold.errors import ParameterError
-from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        Encoder, Estimator, InitRandom, family)
+from mixfold.families._protocol import (
+    Accumulator,
+    AccumulatorFactory,
+    Distribution,
+    Encoded,
+    Encoder,
+    Estimator,
+    InitRandom,
+    family,
+)
 
 __all__ = ["MixtureDistribution", "MixtureEstimator", "MixtureAccumulator", "SharedEncoder",
            "SharedEncoded"]
@@ -105,7 +114,8 @@ class MixtureDistribution(Distribution):
     """Mixture of ``components`` with mixing ``weights`` (summing to one).
 
     >>> from mixfold import GaussianDistribution
-    >>> m = MixtureDistribution([GaussianDistribution(-2, 1), GaussianDistribution(2, 1)], [0.3, 0.7])
+    >>> m = MixtureDistribution([GaussianDistribution(-2, 1), GaussianDistribution(2, 1)],
+    ...                         [0.3, 0.7])
     >>> round(m.log_density(0.0), 6)
     -2.918939
     >>> m.posterior(2.0).round(4).tolist()
@@ -118,8 +128,8 @@ class MixtureDistribution(Distribution):
         if len(self.components) == 0:
             raise ParameterError("a mixture needs at least one component")
         if w.shape != (len(self.components),):
-            raise ParameterError(f"need one weight per component, got {w.shape[0] if w.ndim else 0} "
-                             f"weights for {len(self.components)} components")
+            raise ParameterError(f"need one weight per component, got {w.size} weights for "
+                                 f"{len(self.components)} components")
         if not (np.isfinite(w).all() and (w >= 0).all() and abs(w.sum() - 1.0) < 1e-9):
             raise ParameterError(f"weights must be >= 0 and sum to 1, got {w.tolist()}")
         self.weights = w / w.sum()
@@ -169,7 +179,8 @@ class MixtureDistribution(Distribution):
         return scatter_samples(parts, n)
 
     def _params(self) -> dict[str, Any]:
-        return {"weights": self.weights.tolist(), "components": [c.to_dict() for c in self.components]}
+        return {"weights": self.weights.tolist(),
+                "components": [c.to_dict() for c in self.components]}
 
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> MixtureDistribution:

@@ -3,7 +3,8 @@ import pytest
 from scipy import stats
 
 import mixfold
-from mixfold import DataError, DataTypeError, GaussianDistribution, GaussianEstimator, ParameterError
+from mixfold import (DataError, DataTypeError, GaussianDistribution, GaussianEstimator,
+                     ParameterError)
 
 
 @pytest.mark.parametrize("mu,s2", [(0.0, 1.0), (-3.5, 0.01), (1e3, 250.0)])

@@ -14,14 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mixfold.families._protocol import (
-    Accumulator,
-    AccumulatorFactory,
-    Distribution,
-    Encoded,
-    Estimator,
-    InitRandom,
-)
+from mixfold.families._protocol import Accumulator, Distribution, Encoded, Estimator, InitRandom
 
 __all__ = ["EncodedDataHandle", "FoldResult", "INIT_SAMPLE_ROWS", "init_sample_mask"]
 
@@ -64,9 +57,12 @@ class EncodedDataHandle(ABC):
     total_weight: float
 
     @abstractmethod
-    def fold(self, factory: AccumulatorFactory, model: Distribution,
+    def fold(self, estimator: Estimator, model: Distribution,
              precision: str = "float64") -> FoldResult:
-        """E-step of ``model`` over all resident rows, reduced into one accumulator."""
+        """E-step of ``model`` over all resident rows into ``estimator``'s accumulators, reduced.
+
+        The estimator (not a factory) is what travels to remote workers: it pickles.
+        """
 
     @abstractmethod
     def init_sample(self, seed: int) -> tuple[Encoded, np.ndarray]:
@@ -78,7 +74,7 @@ class EncodedDataHandle(ABC):
     def estimate(self, estimator: Estimator, model: Distribution,
                  precision: str = "float64") -> tuple[Distribution, FoldResult]:
         """One EM iteration: fold (E-step + reduce), tie keys, M-step in float64."""
-        result = self.fold(estimator.accumulator_factory(), model, precision)
+        result = self.fold(estimator, model, precision)
         result.stats.tie_keys()
         return estimator.estimate(result.weight, result.stats.value()), result
 
@@ -95,7 +91,7 @@ class EncodedDataHandle(ABC):
     def stream_accumulate(self, estimator: Estimator, model: Distribution,
                           precision: str = "float64") -> tuple[float, Accumulator]:
         """(total row weight, folded statistics) for streaming or incremental EM."""
-        result = self.fold(estimator.accumulator_factory(), model, precision)
+        result = self.fold(estimator, model, precision)
         return result.weight, result.stats
 
     def __enter__(self) -> EncodedDataHandle:

@@ -6,13 +6,7 @@ import numpy as np
 
 from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
 from mixfold.errors import NumericalError
-from mixfold.families._protocol import (
-    Accumulator,
-    AccumulatorFactory,
-    Distribution,
-    Encoded,
-    as_weights,
-)
+from mixfold.families._protocol import Accumulator, Distribution, Encoded, Estimator, as_weights
 
 __all__ = ["LocalEncodedData", "DEFAULT_CHUNK_ROWS", "fold_rows"]
 
@@ -73,9 +67,9 @@ class LocalEncodedData(EncodedDataHandle):
         self.total_weight = float(self.weights.sum())
         self.chunk_rows = int(chunk_rows)
 
-    def fold(self, factory: AccumulatorFactory, model: Distribution,
+    def fold(self, estimator: Estimator, model: Distribution,
              precision: str = "float64") -> FoldResult:
-        acc = factory.make()
+        acc = estimator.accumulator_factory().make()
         total = fold_rows(acc, self.enc, self.weights, model, precision, self.chunk_rows)
         return FoldResult(self.n_rows, self.total_weight, total, acc)
 

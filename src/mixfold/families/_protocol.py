@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -53,6 +53,22 @@ class Encoded(ABC):
     def nbytes(self) -> int:
         """Bytes held by the encoded arrays."""
 
+    # What distributed backends need when rows are encoded where they live (MPI ranks, Spark
+    # partitions): the per-node row counts, re-basing global indices, and joining samples.
+
+    def node_sizes(self) -> list[int]:
+        """Rows at every node of the encoding tree, in a fixed tree order (parents first)."""
+        raise NotImplementedError(f"{type(self).__name__} does not report node sizes")
+
+    def with_starts(self, starts: Iterator[int]) -> Encoded:
+        """A copy whose nodes' global start indices come from ``starts`` (tree order)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be re-based")
+
+    @classmethod
+    def concat(cls, parts: Sequence[Encoded]) -> Encoded:
+        """The rows of ``parts`` one after another (``start`` of the first part)."""
+        raise NotImplementedError(f"{cls.__name__} cannot be concatenated")
+
     def __len__(self) -> int:
         return self.n_rows
 
@@ -76,6 +92,16 @@ class ArrayEncoded(Encoded):
     @property
     def nbytes(self) -> int:
         return int(self.values.nbytes)
+
+    def node_sizes(self) -> list[int]:
+        return [self.n_rows]
+
+    def with_starts(self, starts: Iterator[int]) -> ArrayEncoded:
+        return ArrayEncoded(self.values, next(starts))
+
+    @classmethod
+    def concat(cls, parts: Sequence[Encoded]) -> ArrayEncoded:
+        return ArrayEncoded(np.concatenate([p.values for p in parts]), parts[0].start)
 
     def __repr__(self) -> str:
         return f"ArrayEncoded(shape={self.values.shape}, dtype={self.values.dtype})"
@@ -156,6 +182,17 @@ class Encoder(ABC):
     @abstractmethod
     def encode(self, values: Any) -> Encoded:
         """Encode a batch of raw values (a sequence or array of rows) for this node."""
+
+    def merge(self, other: Encoder) -> Encoder:
+        """One encoder for the union of what ``self`` and ``other`` were fitted on.
+
+        Vocabulary learning is a fold too: shards (MPI ranks, Spark partitions, streamed blocks)
+        fit their own rows and the fitted encoders merge. Encoders with nothing to learn must be
+        equal.
+        """
+        if self != other:
+            raise ValueError(f"cannot merge encoders {self!r} and {other!r}")
+        return self
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.__dict__ == other.__dict__

@@ -83,6 +83,16 @@ class CategoricalEncoder(Encoder):
             raise DataError("cannot learn categorical levels from empty data")
         return CategoricalEncoder(_ordered_levels(found))
 
+    def merge(self, other: Encoder) -> CategoricalEncoder:
+        """The union of both level sets (re-ordered as ``fit`` orders them)."""
+        if not isinstance(other, CategoricalEncoder):
+            raise ValueError(f"cannot merge encoders {self!r} and {other!r}")
+        if self.levels is None or other.levels is None:
+            return self if other.levels is None else other
+        if self.levels == other.levels:
+            return self
+        return CategoricalEncoder(_ordered_levels(list(dict.fromkeys(self.levels + other.levels))))
+
     def encode(self, values: Any) -> ArrayEncoded:
         if self.levels is None:
             raise ValueError("CategoricalEncoder has no levels yet: call fit(values) first")

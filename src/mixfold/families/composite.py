@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,18 @@ class FactorEncoded(Encoded):
     @property
     def nbytes(self) -> int:
         return sum(c.nbytes for c in self.children)
+
+    def node_sizes(self) -> list[int]:
+        return [self.n_rows] + [s for c in self.children for s in c.node_sizes()]
+
+    def with_starts(self, starts: Iterator[int]) -> FactorEncoded:
+        start = next(starts)
+        return FactorEncoded([c.with_starts(starts) for c in self.children], self.n_rows, start)
+
+    @classmethod
+    def concat(cls, parts: Sequence[Encoded]) -> FactorEncoded:
+        children = [type(kids[0]).concat(kids) for kids in zip(*(p.children for p in parts))]
+        return FactorEncoded(children, sum(p.n_rows for p in parts), parts[0].start)
 
 
 def _encode_columns(encoders: Sequence[Encoder], columns: Sequence[Any], names: Sequence[Any],
@@ -99,6 +111,11 @@ class CompositeEncoder(Encoder):
         cols, n = self.columns(values)
         return _encode_columns(self.encoders, cols, range(len(self.encoders)), n)
 
+    def merge(self, other: Encoder) -> CompositeEncoder:
+        if not isinstance(other, CompositeEncoder) or len(other.encoders) != len(self.encoders):
+            raise ValueError(f"cannot merge encoders {self!r} and {other!r}")
+        return CompositeEncoder([a.merge(b) for a, b in zip(self.encoders, other.encoders)])
+
     def __repr__(self) -> str:
         return f"CompositeEncoder({list(self.encoders)!r})"
 
@@ -148,6 +165,11 @@ class RecordEncoder(Encoder):
     def encode(self, values: Any) -> FactorEncoded:
         cols, n = self.columns(values)
         return _encode_columns(list(self.encoders.values()), cols, list(self.encoders), n)
+
+    def merge(self, other: Encoder) -> RecordEncoder:
+        if not isinstance(other, RecordEncoder) or list(other.encoders) != list(self.encoders):
+            raise ValueError(f"cannot merge encoders {self!r} and {other!r}")
+        return RecordEncoder({n: e.merge(other.encoders[n]) for n, e in self.encoders.items()})
 
     def __repr__(self) -> str:
         return f"RecordEncoder({self.encoders!r})"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,16 @@ class SharedEncoded(Encoded):
     def nbytes(self) -> int:
         return sum(p.nbytes for p in self.parts)
 
+    def node_sizes(self) -> list[int]:
+        return [s for p in self.parts for s in p.node_sizes()]
+
+    def with_starts(self, starts: Iterator[int]) -> SharedEncoded:
+        return SharedEncoded([p.with_starts(starts) for p in self.parts])
+
+    @classmethod
+    def concat(cls, parts: Sequence[Encoded]) -> SharedEncoded:
+        return SharedEncoded([type(ps[0]).concat(ps) for ps in zip(*(p.parts for p in parts))])
+
 
 class SharedEncoder(Encoder):
     """Encodes rows once per distinct encoder among several children that read the same rows.
@@ -65,6 +75,11 @@ class SharedEncoder(Encoder):
 
     def encode(self, values: Any) -> SharedEncoded:
         return SharedEncoded([e.encode(values) for e in self.encoders])
+
+    def merge(self, other: Encoder) -> SharedEncoder:
+        if not isinstance(other, SharedEncoder) or other.slot != self.slot:
+            raise ValueError(f"cannot merge encoders {self!r} and {other!r}")
+        return SharedEncoder([a.merge(b) for a, b in zip(self.encoders, other.encoders)], self.slot)
 
     def child_encoder(self, k: int) -> Encoder:
         return self.encoders[self.slot[k]]

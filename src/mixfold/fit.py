@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends import EncodedDataHandle, make_handle
+from mixfold.backends import EncodedDataHandle, open_backend
 from mixfold.errors import DataError, EMDecreaseWarning, NumericalError, ParameterError
 from mixfold.families._protocol import Distribution, Encoded, Estimator
 from mixfold.precision import check_precision
@@ -142,9 +142,10 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     if isinstance(data, EncodedDataHandle):
         handle, owned = data, False
     else:
-        enc, estimator = encode_data(data, estimator, start_model)
-        handle, owned = make_handle(backend, enc, weights, chunk_rows=chunk_rows,
-                                    num_workers=num_workers), True
+        handle, estimator = open_backend(backend, data, estimator, init=start_model,
+                                         weights=weights, chunk_rows=chunk_rows,
+                                         num_workers=num_workers, encode=encode_data)
+        owned = True
     try:
         return _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol, seed=seed,
                         precision=precision, progress=_Progress(progress, max_iter),

@@ -182,7 +182,7 @@ class CategoricalDistribution(Distribution):
                              f"{len(self.levels)} levels")
         if not (np.isfinite(p).all() and (p >= 0).all() and abs(p.sum() - 1.0) < 1e-9):
             raise ParameterError(f"probabilities must be >= 0 and sum to 1, got {p.tolist()}")
-        self.probs = p / p.sum()
+        self.probs = p  # kept as given (sums to 1 within 1e-9), so JSON round trips are exact
         with np.errstate(divide="ignore"):
             self.log_probs = np.log(self.probs)
 

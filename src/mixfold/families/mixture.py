@@ -147,7 +147,7 @@ class MixtureDistribution(Distribution):
                                  f"{len(self.components)} components")
         if not (np.isfinite(w).all() and (w >= 0).all() and abs(w.sum() - 1.0) < 1e-9):
             raise ParameterError(f"weights must be >= 0 and sum to 1, got {w.tolist()}")
-        self.weights = w / w.sum()
+        self.weights = w  # kept as given (sums to 1 within 1e-9): exact JSON round trips
         with np.errstate(divide="ignore"):
             self.log_weights = np.log(self.weights)
         self._encoder = shared_encoder([c.encoder() for c in self.components])

@@ -1,0 +1,73 @@
+"""``backend="dask"``: shards scattered once to Dask workers, payloads reduced by a task tree.
+
+By default a ``LocalCluster`` of ``num_workers`` single-threaded worker processes on 127.0.0.1 is
+started for the fit and closed with it; a ``Client`` passed as ``backend=`` is used as it is. Each
+iteration scatters the estimator and model once (broadcast), submits one fold per resident shard
+and adds the payloads through a binary tree of tasks on the workers; only the root payload comes
+back to the driver.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mixfold.backends._shard import ShardedEncodedData, add_payloads, require, run_task
+from mixfold.families._protocol import Encoded
+
+__all__ = ["DaskEncodedData", "local_dask_client"]
+
+
+def local_dask_client(num_workers: int = 2) -> Any:
+    """A Client on a loopback ``LocalCluster`` of single-threaded worker processes."""
+    distributed = require("distributed", "dask", "dask")
+    cluster = distributed.LocalCluster(n_workers=num_workers, threads_per_worker=1,
+                                       processes=True, host="127.0.0.1",
+                                       dashboard_address="127.0.0.1:0")
+    return distributed.Client(cluster)
+
+
+def _fold_shard_task(shard_and_weights: tuple, task: str, args: tuple) -> np.ndarray:
+    shard, weights = shard_and_weights
+    return run_task(task, shard, weights, args)
+
+
+class DaskEncodedData(ShardedEncodedData):
+    """Shards resident on Dask workers (one shard per worker by default)."""
+
+    name = "dask"
+
+    def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
+                 client: Any = None, num_workers: int | None = None, fanout: int = 2):
+        require("distributed", "dask", "dask")
+        self.owned = client is None
+        self.client = local_dask_client(num_workers or 2) if self.owned else client
+        workers = sorted(self.client.scheduler_info()["workers"])
+        super().__init__(enc, weights, chunk_rows, num_workers or len(workers))
+        self.fanout = max(2, int(fanout))
+        self.shards = [self.client.scatter(self.shard(i), workers=[workers[i % len(workers)]],
+                                           hash=False)
+                       for i in range(len(self.bounds))]
+
+    def _reduce(self, task: str, args: tuple) -> np.ndarray:
+        shared = self.client.scatter(args, broadcast=True, hash=False)
+        level = [self.client.submit(_fold_shard_task, s, task, shared, pure=False)
+                 for s in self.shards]
+        while len(level) > 1:
+            level = [self.client.submit(add_payloads, *level[i:i + self.fanout], pure=False)
+                     if len(level[i:i + self.fanout]) > 1 else level[i]
+                     for i in range(0, len(level), self.fanout)]
+        result = level[0].result()
+        del shared, level
+        return result
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.shards = []
+        if self.owned:
+            cluster = self.client.cluster
+            self.client.close()
+            cluster.close()

@@ -1,0 +1,172 @@
+"""``backend="mp"``: a pool of worker processes that hold their shards for the whole fit.
+
+Each worker is a spawned process with one BLAS thread that receives its shard once; per
+iteration only the (pickled once) estimator and model go out and one fixed-size payload per
+worker comes back, reduced in the driver through a fixed-order tree. A worker that dies is
+restarted, given its shard again and asked again, so the fit's result is unchanged.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from mixfold.backends._shard import ShardedEncodedData, add_payloads, run_task, tree_reduce
+from mixfold.families._protocol import Encoded
+
+__all__ = ["MPEncodedData"]
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
+def _worker_main(conn: Any) -> None:
+    """Worker loop: hold a shard; answer fold/score requests until told to stop."""
+    shard = weights = None
+    while True:
+        try:
+            msg = pickle.loads(conn.recv_bytes())
+        except EOFError:
+            return
+        op = msg[0]
+        try:
+            if op == "load":
+                shard, weights = msg[1], msg[2]
+                reply: Any = None
+            elif op == "stop":
+                conn.send_bytes(pickle.dumps(("ok", None)))
+                return
+            else:
+                reply = run_task(op, shard, weights, msg[1])
+            conn.send_bytes(pickle.dumps(("ok", reply)))
+        except Exception as err:  # noqa: BLE001 - every failure goes back to the driver
+            conn.send_bytes(pickle.dumps(("error", err)))
+
+
+@contextmanager
+def _one_blas_thread():
+    saved = {k: os.environ.get(k) for k in _THREAD_VARS}
+    os.environ.update({k: "1" for k in _THREAD_VARS})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class _Worker:
+    def __init__(self, ctx: Any):
+        self.conn, child = ctx.Pipe()
+        with _one_blas_thread():
+            self.process = ctx.Process(target=_worker_main, args=(child,), daemon=True)
+            self.process.start()
+        child.close()
+
+    def send(self, blob: bytes) -> None:
+        self.conn.send_bytes(blob)
+
+    def recv(self) -> Any:
+        return pickle.loads(self.conn.recv_bytes())
+
+    def stop(self) -> None:
+        try:
+            if self.process.is_alive():
+                self.send(pickle.dumps(("stop",)))
+                self.conn.poll(5) and self.recv()
+        except (OSError, EOFError):
+            pass
+        self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+
+class MPEncodedData(ShardedEncodedData):
+    """Shards held by ``num_workers`` processes (default: the machine's cores).
+
+    >>> import numpy as np, mixfold
+    >>> x = np.random.default_rng(0).normal(2.0, 1.0, size=1000)
+    >>> m = mixfold.optimize(x, mixfold.GaussianEstimator(), backend="mp", num_workers=2,
+    ...                      progress=False)
+    >>> round(m.mu, 2)
+    2.0
+    """
+
+    name = "mp"
+
+    def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
+                 num_workers: int | None = None, max_restarts: int = 3):
+        super().__init__(enc, weights, chunk_rows, num_workers or os.cpu_count() or 1)
+        self.max_restarts = int(max_restarts)
+        self.restarts = 0
+        self._ctx = mp.get_context("spawn")
+        self.workers: list[_Worker] = []
+        try:
+            for i in range(len(self.bounds)):
+                self.workers.append(self._start(i))
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, i: int) -> _Worker:
+        worker = _Worker(self._ctx)
+        shard, weights = self.shard(i)
+        worker.send(pickle.dumps(("load", shard, weights), protocol=pickle.HIGHEST_PROTOCOL))
+        status, value = worker.recv()
+        if status != "ok":
+            raise value
+        return worker
+
+    def _restart(self, i: int) -> None:
+        self.restarts += 1
+        if self.restarts > self.max_restarts:
+            raise RuntimeError(f"mp worker {i} died; gave up after {self.max_restarts} restarts")
+        old = self.workers[i]
+        old.process.join(1)
+        old.conn.close()
+        self.workers[i] = self._start(i)
+
+    def _reduce(self, task: str, args: tuple) -> np.ndarray:
+        blob = pickle.dumps((task, args), protocol=pickle.HIGHEST_PROTOCOL)
+        pending = []
+        for i, worker in enumerate(self.workers):  # all workers start before any is awaited
+            try:
+                worker.send(blob)
+            except OSError:
+                self._restart(i)
+                self.workers[i].send(blob)
+            pending.append(i)
+        payloads = []
+        for i in pending:
+            while True:
+                try:
+                    status, value = self.workers[i].recv()
+                    break
+                except (EOFError, OSError):  # the worker died mid-iteration: redo its shard
+                    self._restart(i)
+                    self.workers[i].send(blob)
+            if status != "ok":
+                raise value
+            payloads.append(value)
+        return tree_reduce(payloads, add_payloads)
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self.workers]
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for w in self.workers:
+            w.stop()
+        self.workers = []

@@ -1,0 +1,73 @@
+"""``backend="ray"``: shards put once into Ray's object store, payloads reduced by a task tree.
+
+Ray is started locally (``num_cpus=num_workers``, no dashboard, bound to 127.0.0.1) unless it is
+already initialised, in which case the running instance is used and left running. Per iteration
+the estimator and model are put once, one fold task runs per shard and the payloads are added
+through a binary tree of remote tasks; only the root payload is fetched.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from mixfold.backends._shard import ShardedEncodedData, add_payloads, require, run_task
+from mixfold.families._protocol import Encoded
+
+__all__ = ["RayEncodedData"]
+
+_REMOTE: dict[str, Any] = {}
+
+
+def _remote_functions(ray: Any) -> tuple[Any, Any]:
+    if not _REMOTE:
+        _REMOTE["fold"] = ray.remote(num_cpus=1)(_fold_task)
+        _REMOTE["add"] = ray.remote(num_cpus=1)(add_payloads)
+    return _REMOTE["fold"], _REMOTE["add"]
+
+
+def _fold_task(shard_and_weights: tuple, task: str, args: tuple) -> np.ndarray:
+    shard, weights = shard_and_weights
+    return run_task(task, shard, weights, args)
+
+
+class RayEncodedData(ShardedEncodedData):
+    """Shards in Ray's object store (``num_workers`` shards, default 2)."""
+
+    name = "ray"
+
+    def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
+                 num_workers: int | None = None, fanout: int = 2,
+                 object_store_bytes: int = 512 * 1024 * 1024):
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        ray = require("ray", "ray", "ray")
+        self.ray = ray
+        self.owned = not ray.is_initialized()
+        if self.owned:
+            ray.init(num_cpus=num_workers or 2, include_dashboard=False, log_to_driver=False,
+                     object_store_memory=object_store_bytes, _node_ip_address="127.0.0.1",
+                     configure_logging=False)
+        super().__init__(enc, weights, chunk_rows, num_workers or 2)
+        self.fanout = max(2, int(fanout))
+        self.shards = [ray.put(self.shard(i)) for i in range(len(self.bounds))]
+
+    def _reduce(self, task: str, args: tuple) -> np.ndarray:
+        fold, add = _remote_functions(self.ray)
+        shared = self.ray.put(args)
+        level = [fold.remote(s, task, shared) for s in self.shards]
+        while len(level) > 1:
+            level = [add.remote(*level[i:i + self.fanout])
+                     if len(level[i:i + self.fanout]) > 1 else level[i]
+                     for i in range(0, len(level), self.fanout)]
+        return self.ray.get(level[0])
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.shards = []
+        if self.owned:
+            self.ray.shutdown()
+            _REMOTE.clear()

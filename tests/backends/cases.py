@@ -1,0 +1,39 @@
+"""Fits every backend runs and compares with the local backend (data made from fixed seeds)."""
+
+import numpy as np
+
+from mixfold import (CategoricalDistribution, CategoricalEstimator, CompositeEstimator,
+                     GaussianDistribution, GaussianEstimator, MixtureDistribution,
+                     MixtureEstimator, RecordDistribution, RecordEstimator)
+
+
+def gmm():
+    truth = MixtureDistribution([GaussianDistribution(-4, 1), GaussianDistribution(0, 0.5),
+                                 GaussianDistribution(5, 2)], [0.2, 0.5, 0.3])
+    rows = truth.sampler(0).sample(4000)
+    return rows, MixtureEstimator([GaussianEstimator()] * 3), {"seed": 3, "max_iter": 12,
+                                                                "tol": 0.0}
+
+
+def records():
+    """Records whose categorical levels differ between the first and the last rows (merged
+    vocabularies) and whose two Gaussian fields are tied by a key."""
+    def rec(m, p):
+        return RecordDistribution({"a": GaussianDistribution(m, 1.0),
+                                   "b": GaussianDistribution(m, 1.0),
+                                   "c": CategoricalDistribution({"u": p, "v": 1 - p})})
+    rows = MixtureDistribution([rec(-2.0, 0.8), rec(2.0, 0.3)], [0.4, 0.6]).sampler(1).sample(3000)
+    rows[-5:] = [{"a": 0.0, "b": 0.1, "c": "rare"}] * 5  # a level only the last shard sees
+    comp = RecordEstimator({"a": GaussianEstimator(keys="ab"), "b": GaussianEstimator(keys="ab"),
+                            "c": CategoricalEstimator(pseudo_count=0.5)})
+    return rows, MixtureEstimator([comp] * 2, pseudo_count=1.0), {"seed": 5, "max_iter": 10,
+                                                                   "tol": 0.0}
+
+
+def tuples():
+    rng = np.random.default_rng(2)
+    rows = list(zip(rng.normal(0, 1, 2000).tolist(), rng.normal(3, 2, 2000).tolist()))
+    return rows, CompositeEstimator([GaussianEstimator(), GaussianEstimator()]), {"max_iter": 3}
+
+
+CASES = {"gmm": gmm, "records": records, "tuples": tuples}

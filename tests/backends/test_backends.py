@@ -1,0 +1,148 @@
+"""Every data backend, on its real engine, gives the local fit."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mixfold
+from mixfold.backends import MissingEngineError
+from mixfold.backends._shard import require, shard_bounds, tree_reduce
+from tests.backends.cases import CASES
+
+ENGINES = ["mp", "spark", "dask", "ray"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def close(a, b, rtol=1e-10):
+    """Two model dicts agree: same structure, numbers within rtol."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            close(a[k], b[k], rtol)
+    elif isinstance(a, list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            close(x, y, rtol)
+    elif isinstance(a, float):
+        assert a == pytest.approx(b, rel=rtol, abs=1e-300)
+    else:
+        assert a == b
+
+
+def fit_case(case, **extra):
+    rows, est, options = CASES[case]()
+    return mixfold.fit(rows, est, progress=False, **{**options, **extra})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+@pytest.mark.parametrize("case", ["gmm", "records"])
+def test_same_start_and_same_fit_as_local(engine, case):
+    local_start = fit_case(case, max_iter=0).model
+    local = fit_case(case)
+    start = fit_case(case, max_iter=0, backend=engine, num_workers=2).model
+    res = fit_case(case, backend=engine, num_workers=2)
+    close(start.to_dict(), local_start.to_dict())
+    close(res.model.to_dict(), local.model.to_dict())
+    assert res.iterations == local.iterations
+    np.testing.assert_allclose(res.log_likelihood, local.log_likelihood, rtol=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_keyed_ties_hold_across_shards_and_payload_is_fixed_size(engine):
+    from mixfold.backends import open_backend
+    from mixfold.fit import encode_data
+
+    rows, est, options = CASES["records"]()
+    sizes = []
+    for n in (1000, 3000):
+        handle, bound = open_backend(engine, rows[-n:], est, init=None, weights=None,
+                                     chunk_rows=500, num_workers=2, encode=encode_data)
+        try:
+            res = mixfold.fit(handle, bound, progress=False, **options)
+            sizes.append(handle.last_payload_size)
+        finally:
+            handle.close()
+        for comp in res.model.components:
+            assert comp.fields["a"] == comp.fields["b"]
+    stats = bound.accumulator_factory().make().payload_size()
+    assert sizes == [stats + 3, stats + 3]
+
+
+def test_mp_worker_killed_mid_fit_is_restarted_and_the_result_is_unchanged():
+    from mixfold.backends import open_backend
+    from mixfold.fit import encode_data
+
+    rows, est, options = CASES["gmm"]()
+    undisturbed = fit_case("gmm").model
+    handle, bound = open_backend("mp", rows, est, init=None, weights=None, chunk_rows=1000,
+                                 num_workers=2, encode=encode_data)
+    killed = []
+
+    def kill_a_worker(info):
+        if info.iteration == 3:
+            pid = handle.pids[1]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    try:
+        res = mixfold.fit(handle, bound, progress=False, callbacks=[kill_a_worker], **options)
+        assert killed and handle.restarts == 1 and killed[0] not in handle.pids
+    finally:
+        handle.close()
+    close(res.model.to_dict(), undisturbed.to_dict())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["gmm", "records"])
+def test_mpi_spmd_fit_equals_local(tmp_path, case):
+    out = tmp_path / "mpi.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1",
+           "OMP_NUM_THREADS": "1"}
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    proc = subprocess.Popen([str(mpiexec), "-n", "2", sys.executable, "-m", "mpi4py",
+                             str(ROOT / "tests/backends/mpi_fit.py"), str(out), "2", case],
+                            env=env, cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        log, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, log
+    got = json.loads(out.read_text())
+    close(got["start"], fit_case(case, max_iter=0).model.to_dict())
+    local = fit_case(case)
+    close(got["final"], local.model.to_dict())
+    np.testing.assert_allclose(got["trace"], local.log_likelihood, rtol=1e-12)
+    assert got["payload"] == got["stats_size"] + 3
+
+
+def test_missing_engine_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # as if PySpark were not installed
+    rows, est, _ = CASES["tuples"]()
+    with pytest.raises(MissingEngineError, match=r"mixfold\[spark\]"):
+        mixfold.optimize(rows, est, backend="spark", progress=False)
+    with pytest.raises(MissingEngineError, match=r"mixfold\[ray\]"):
+        require("no_such_engine_module", "ray", "ray")
+
+
+def test_unknown_backend_object_is_refused():
+    with pytest.raises(ValueError, match="SparkSession"):
+        mixfold.optimize([1.0, 2.0], mixfold.GaussianEstimator(), backend=object(),
+                         progress=False)
+
+
+def test_shards_and_tree_order():
+    assert shard_bounds(10, 3) == [(0, 3), (3, 7), (7, 10)]
+    assert shard_bounds(2, 5) == [(0, 1), (1, 2)]
+    assert tree_reduce(list("abcde"), lambda *xs: "(" + "".join(xs) + ")") == "(((ab)(cd))e)"
+    assert tree_reduce(list("abcde"), lambda *xs: "(" + "".join(xs) + ")", 3) == "((abc)(de))"

@@ -4,7 +4,7 @@
 >>> x = np.random.default_rng(0).normal(3.0, 2.0, size=2000)
 >>> model = mixfold.optimize(x, mixfold.GaussianEstimator(), progress=False)
 >>> round(model.mu, 1)
-3.0
+2.9
 """
 
 from mixfold.errors import (DataError, DataTypeError, EMDecreaseWarning, ModelFileError,

@@ -230,7 +230,7 @@ def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
     >>> x = np.random.default_rng(0).poisson(3.0, size=1000)
     >>> model = mixfold.optimize(x, mixfold.PoissonEstimator(), progress=False)
     >>> round(model.lam, 2), model.fit_result.converged
-    (2.98, True)
+    (3.02, True)
     """
     result = fit(data, estimator, **options)
     result.model.fit_result = result

@@ -146,3 +146,25 @@ def test_shards_and_tree_order():
     assert shard_bounds(2, 5) == [(0, 1), (1, 2)]
     assert tree_reduce(list("abcde"), lambda *xs: "(" + "".join(xs) + ")") == "(((ab)(cd))e)"
     assert tree_reduce(list("abcde"), lambda *xs: "(" + "".join(xs) + ")", 3) == "((abc)(de))"
+
+
+@pytest.mark.slow
+def test_spark_dataframe_is_encoded_on_the_executors(spark_session):
+    rows, est, options = CASES["records"]()
+    df = spark_session.createDataFrame(rows).repartition(3)
+    ordered = [r.asDict() for r in df.collect()]  # the DataFrame's own row order
+    local = mixfold.fit(ordered, est, progress=False, **options)
+    res = mixfold.fit(df, est, backend=spark_session, progress=False, **options)
+    assert res.backend == "spark"
+    close(res.model.to_dict(), local.model.to_dict())
+    np.testing.assert_allclose(res.log_likelihood, local.log_likelihood, rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_spark_dataframe_with_a_weight_column(spark_session):
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(1.0, 2.0, 500), rng.uniform(0, 3, 500)
+    df = spark_session.createDataFrame([{"x": float(a), "w": float(b)} for a, b in zip(x, w)])
+    est = mixfold.RecordEstimator({"x": mixfold.GaussianEstimator()})
+    m = mixfold.optimize(df, est, backend="spark", weights="w", progress=False)
+    assert m.fields["x"].mu == pytest.approx(np.average(x, weights=w), rel=1e-10)

@@ -53,6 +53,13 @@ def open_backend(backend: Any, data: Any, estimator: Estimator, *, init: Distrib
     name = backend_name(backend)
     engine = None if isinstance(backend, str) else backend
     chunk = chunk_rows or DEFAULT_CHUNK_ROWS
+    if _is_spark_dataframe(data):
+        if name != "spark":
+            raise ValueError(f"a Spark DataFrame is fitted on the spark backend, not {name!r}")
+        from mixfold.backends.spark import SparkEncodedData
+
+        return SparkEncodedData.from_dataframe(data, estimator, init=init,
+                                               weight_column=weights, chunk_rows=chunk)
     if name == "mpi":
         from mixfold.backends.mpi import MPIEncodedData
 
@@ -66,6 +73,11 @@ def open_backend(backend: Any, data: Any, estimator: Estimator, *, init: Distrib
     return _driver_encoded(name, engine, enc, weights, chunk, num_workers), estimator
 
 
+def _is_spark_dataframe(data: Any) -> bool:
+    cls = type(data)
+    return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
+
+
 def _driver_encoded(name: str, engine: Any, enc: Encoded, weights: np.ndarray | None, chunk: int,
                     num_workers: int | None) -> EncodedDataHandle:
     if name == "mp":
@@ -75,7 +87,8 @@ def _driver_encoded(name: str, engine: Any, enc: Encoded, weights: np.ndarray | 
     if name == "spark":
         from mixfold.backends.spark import SparkEncodedData
 
-        return SparkEncodedData(enc, weights, chunk, session=engine, num_workers=num_workers)
+        return SparkEncodedData.from_encoded(enc, weights, chunk, session=engine,
+                                             num_workers=num_workers)
     if name == "dask":
         from mixfold.backends.dask import DaskEncodedData
 

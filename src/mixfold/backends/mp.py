@@ -98,7 +98,7 @@ class MPEncodedData(ShardedEncodedData):
     >>> m = mixfold.optimize(x, mixfold.GaussianEstimator(), backend="mp", num_workers=2,
     ...                      progress=False)
     >>> round(m.mu, 2)
-    2.0
+    1.95
     """
 
     name = "mp"

@@ -16,8 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends._shard import ShardedEncodedData, add_payloads, require, run_task
-from mixfold.families._protocol import Encoded
+from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
+from mixfold.backends._shard import add_payloads, require, run_task, shard_bounds, unpack_fold
+from mixfold.backends.local import fold_rows
+from mixfold.errors import NumericalError
+from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
+from mixfold.families.composite import RecordEncoder
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session"]
 
@@ -62,35 +66,153 @@ def stop_spark_session(session: Any) -> None:
     SparkContext._jvm = None
 
 
-def _fold_partition(item: tuple, task: str, broadcast: Any) -> np.ndarray:
+def _run_partition(item: tuple, task: str, broadcast: Any) -> np.ndarray:
     _, shard, weights = item
     return run_task(task, shard, weights, broadcast.value)
 
 
-class SparkEncodedData(ShardedEncodedData):
-    """Shards in a cached RDD, one partition each (default: ``defaultParallelism`` shards)."""
+def _sample_partition(item: tuple, seed: int, n_total: int) -> tuple[int, Encoded, np.ndarray]:
+    index, shard, weights = item
+    idx = np.flatnonzero(init_sample_mask(shard, seed, n_total) & (weights > 0))
+    return index, shard.take(idx), weights[idx]
+
+
+def _first_bad_row(item: tuple, model: Any, precision: str, chunk_rows: int) -> str | None:
+    _, shard, weights = item
+    try:
+        fold_rows(None, shard, weights, model, precision, chunk_rows)
+    except NumericalError as err:
+        return str(err)
+    return None
+
+
+def _dataframe_values(rows: list, estimator: Estimator, columns: list[str]) -> Any:
+    """Spark Rows as the values the estimator's encoder reads."""
+    if isinstance(estimator.encoder(), RecordEncoder):
+        return [{c: r[c] for c in columns} for r in rows]
+    if len(columns) == 1:
+        return [r[columns[0]] for r in rows]
+    return [tuple(r[c] for c in columns) for r in rows]
+
+
+class SparkEncodedData(EncodedDataHandle):
+    """Encoded shards in a cached RDD, one partition each.
+
+    Built from rows encoded in the driver (``optimize(rows, est, backend="spark")``) or from a
+    Spark DataFrame encoded where its partitions live (:meth:`from_dataframe`). Everything per
+    iteration — the fold, the initialisation sample, naming a bad row — runs on the partitions.
+    """
 
     name = "spark"
 
-    def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
-                 session: Any = None, num_workers: int | None = None, reduce_depth: int = 2):
-        require("pyspark", "spark", "spark")
-        self.owned = session is None
-        self.session = local_spark_session(num_workers or 2) if self.owned else session
-        self.sc = getattr(self.session, "sparkContext", self.session)
-        super().__init__(enc, weights, chunk_rows, num_workers or self.sc.defaultParallelism)
+    def __init__(self, session: Any, owned: bool, rdd: Any, n_rows: int, total_weight: float,
+                 chunk_rows: int, reduce_depth: int = 2):
+        self.session, self.owned = session, owned
+        self.sc = getattr(session, "sparkContext", session)
+        self.rdd = rdd
+        self.n_rows = int(n_rows)
+        self.total_weight = float(total_weight)
+        self.chunk_rows = int(chunk_rows)
         self.reduce_depth = max(1, int(reduce_depth))
-        shards = [(i, *self.shard(i)) for i in range(len(self.bounds))]
-        self.rdd = self.sc.parallelize(shards, len(shards)).cache()
-        self.rdd.count()  # materialise the cache: data crosses to the executors once
+        self.closed = False
+        self.last_payload_size = 0
+
+    @classmethod
+    def from_encoded(cls, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
+                     session: Any = None, num_workers: int | None = None,
+                     reduce_depth: int = 2) -> SparkEncodedData:
+        """Ship rows encoded in the driver once into a cached RDD of contiguous shards."""
+        owned = session is None
+        session = local_spark_session(num_workers or 2) if owned else session
+        sc = getattr(session, "sparkContext", session)
+        w = as_weights(weights, enc.n_rows)
+        bounds = shard_bounds(enc.n_rows, num_workers or sc.defaultParallelism)
+        shards = [(i, enc.rows(a, b), w[a:b]) for i, (a, b) in enumerate(bounds)]
+        rdd = sc.parallelize(shards, len(shards)).cache()
+        rdd.count()  # materialise the cache: the data crosses to the executors once
+        return cls(session, owned, rdd, enc.n_rows, float(w.sum()), chunk_rows, reduce_depth)
+
+    @classmethod
+    def from_dataframe(cls, df: Any, estimator: Estimator, *, init: Distribution | None = None,
+                       weight_column: str | None = None, chunk_rows: int = 8192,
+                       reduce_depth: int = 2) -> tuple[SparkEncodedData, Estimator]:
+        """Encode a Spark DataFrame on its executors; returns the handle and bound estimator.
+
+        Each partition learns its vocabularies, the fitted encoders merge by ``treeReduce``,
+        each partition encodes its rows, and global row indices are re-based by prefix sums of
+        every partition's node sizes — so the seeded start equals the local backend's.
+        """
+        columns = [c for c in df.columns if c != weight_column]
+        data_df = df.select(*columns)
+        base = init.encoder() if init is not None else estimator.encoder()
+
+        def fit_part(rows):
+            yield base.fit(_dataframe_values(list(rows), estimator, columns))
+
+        encoder = data_df.rdd.mapPartitions(fit_part).treeReduce(lambda a, b: a.merge(b))
+
+        def encode_part(index, rows):
+            rows = list(rows)
+            if rows:
+                w = (np.array([r[weight_column] for r in rows], dtype=np.float64)
+                     if weight_column else None)
+                enc = encoder.encode(_dataframe_values(rows, estimator, columns))
+                yield index, enc, as_weights(w, enc.n_rows)
+
+        src = df.select(*columns, weight_column) if weight_column else data_df
+        encoded = src.rdd.mapPartitionsWithIndex(encode_part).cache()
+        sizes = dict(encoded.map(lambda t: (t[0], (t[1].node_sizes(), float(t[2].sum()))))
+                     .collect())
+        order = sorted(sizes)
+        starts, running = {}, np.zeros(len(sizes[order[0]][0]), dtype=np.int64)
+        for i in order:
+            starts[i] = running.copy()
+            running += np.asarray(sizes[i][0], dtype=np.int64)
+        starts_b = df.sparkSession.sparkContext.broadcast(starts)
+        rdd = encoded.map(lambda t: (t[0], t[1].with_starts(iter(int(s) for s in
+                                                                   starts_b.value[t[0]])), t[2]))
+        rdd = rdd.cache()
+        rdd.count()
+        encoded.unpersist()
+        handle = cls(df.sparkSession, False, rdd, int(running[0]),
+                     sum(v[1] for v in sizes.values()), chunk_rows, reduce_depth)
+        return handle, estimator.bind(encoder)
 
     def _reduce(self, task: str, args: tuple) -> np.ndarray:
         broadcast = self.sc.broadcast(args)
         try:
-            payloads = self.rdd.map(lambda item: _fold_partition(item, task, broadcast))
+            payloads = self.rdd.map(lambda item: _run_partition(item, task, broadcast))
             return payloads.treeAggregate(None, _seq_add, _comb_add, depth=self.reduce_depth)
         finally:
             broadcast.destroy()
+
+    def fold(self, estimator: Estimator, model: Distribution,
+             precision: str = "float64") -> FoldResult:
+        flat = self._reduce("fold", (estimator, model, precision, self.chunk_rows))
+        self.last_payload_size = flat.size
+        if not np.isfinite(flat[2]):
+            self._name_bad_row(model, precision)
+        return unpack_fold(flat, estimator)
+
+    def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
+        flat = self._reduce("score", (model, precision, self.chunk_rows))
+        if not np.isfinite(flat[2]):
+            self._name_bad_row(model, precision)
+        return int(flat[0]), float(flat[2])
+
+    def _name_bad_row(self, model: Distribution, precision: str) -> None:
+        chunk = self.chunk_rows
+        found = self.rdd.map(lambda t: _first_bad_row(t, model, precision, chunk)) \
+            .filter(lambda m: m is not None).take(1)
+        raise NumericalError(found[0] if found else "the log-likelihood is not finite")
+
+    def init_sample(self, seed: int) -> tuple[Encoded, np.ndarray]:
+        n = self.n_rows
+        pieces = sorted(self.rdd.map(lambda t: _sample_partition(t, seed, n)).collect(),
+                        key=lambda p: p[0])
+        pieces = [p for p in pieces if p[1].n_rows] or pieces[:1]
+        encs = [p[1] for p in pieces]
+        return type(encs[0]).concat(encs), np.concatenate([p[2] for p in pieces])
 
     def close(self) -> None:
         if self.closed:

@@ -3,17 +3,28 @@ Estimator; the roles themselves are in :mod:`mixfold.families._protocol`."""
 
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, ArrayEncoded, Distribution,
                                         Encoded, Encoder, Estimator, InitRandom, Sampler)
+from mixfold.families.bernoulli import BernoulliDistribution, BernoulliEstimator
+from mixfold.families.binomial import BinomialDistribution, BinomialEstimator
 from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
 from mixfold.families.composite import (CompositeDistribution, CompositeEstimator,
                                         RecordDistribution, RecordEstimator)
+from mixfold.families.exponential import ExponentialDistribution, ExponentialEstimator
+from mixfold.families.gamma import GammaDistribution, GammaEstimator
 from mixfold.families.gaussian import GaussianDistribution, GaussianEstimator
+from mixfold.families.geometric import GeometricDistribution, GeometricEstimator
 from mixfold.families.mixture import MixtureDistribution, MixtureEstimator
+from mixfold.families.optional import OptionalDistribution, OptionalEstimator
+from mixfold.families.poisson import PoissonDistribution, PoissonEstimator
+from mixfold.families.sequence import SequenceDistribution, SequenceEstimator
 
 __all__ = [
     "Accumulator", "AccumulatorFactory", "ArrayEncoded", "Distribution", "Encoded", "Encoder",
     "Estimator", "InitRandom", "Sampler",
+    "BernoulliDistribution", "BernoulliEstimator", "BinomialDistribution", "BinomialEstimator",
     "CategoricalDistribution", "CategoricalEstimator",
     "CompositeDistribution", "CompositeEstimator", "RecordDistribution", "RecordEstimator",
-    "GaussianDistribution", "GaussianEstimator",
-    "MixtureDistribution", "MixtureEstimator",
+    "ExponentialDistribution", "ExponentialEstimator", "GammaDistribution", "GammaEstimator",
+    "GaussianDistribution", "GaussianEstimator", "GeometricDistribution", "GeometricEstimator",
+    "MixtureDistribution", "MixtureEstimator", "OptionalDistribution", "OptionalEstimator",
+    "PoissonDistribution", "PoissonEstimator", "SequenceDistribution", "SequenceEstimator",
 ]

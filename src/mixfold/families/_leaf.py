@@ -102,7 +102,8 @@ class NumericEncoder(Encoder):
         return ArrayEncoded(np.ascontiguousarray(x))
 
     def __repr__(self) -> str:
-        return f"NumericEncoder({self.domain!r})"
+        upper = "" if self.upper is None else f", upper={self.upper!r}"
+        return f"NumericEncoder({self.domain!r}{upper})"
 
 
 def _raw(values: Any, row: int, fallback: np.ndarray) -> Any:
@@ -150,6 +151,40 @@ class VectorEncoder(Encoder):
 
     def __repr__(self) -> str:
         return f"VectorEncoder({self.dim})"
+
+
+class _VectorEncoder(VectorEncoder):
+    """A :class:`VectorEncoder` whose length is not known yet: ``fit`` learns it from the first row.
+
+    What a vector estimator made with ``dim=None`` hands out; the fitted encoder is a plain
+    ``VectorEncoder`` (as ``CategoricalEncoder().fit`` fixes the levels).
+
+    >>> _VectorEncoder().fit([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    VectorEncoder(3)
+    """
+
+    def __init__(self) -> None:
+        self.dim = None
+
+    def fit(self, values: Any) -> VectorEncoder:
+        if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
+            if values.ndim == 1:
+                return VectorEncoder(1)
+            if values.ndim == 2 and values.shape[1] > 0:
+                return VectorEncoder(values.shape[1])
+            raise DataTypeError(f"expected rows of vectors, got an array of shape {values.shape}")
+        first = next(iter(values), None)
+        if first is None:
+            raise DataError("cannot learn the vector length from empty data")
+        if np.ndim(first) != 1 or len(first) == 0:
+            raise DataTypeError(f"expected a non-empty vector, got {_describe(first)}", row=0)
+        return VectorEncoder(len(first))
+
+    def encode(self, values: Any) -> ArrayEncoded:
+        raise ValueError("this VectorEncoder has no length yet: call fit(values) first")
+
+    def __repr__(self) -> str:
+        return "VectorEncoder(None)"
 
 
 def _describe(r: Any) -> str:

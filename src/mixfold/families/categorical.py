@@ -79,8 +79,8 @@ class CategoricalEncoder(Encoder):
             found = [_plain(v) for v in np.unique(arr)]
         else:
             found = list(dict.fromkeys(_check_level(v, i) for i, v in enumerate(values)))
-        if not found:
-            raise DataError("cannot learn categorical levels from empty data")
+        if not found:  # nothing to learn here; merging with other shards' fits supplies levels
+            return self
         return CategoricalEncoder(_ordered_levels(found))
 
     def merge(self, other: Encoder) -> CategoricalEncoder:

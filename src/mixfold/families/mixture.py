@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from mixfold._numeric import log_normalize_rows, logsumexp_rows
-from mixfold.errors import ParameterError
+from mixfold.errors import NumericalError, ParameterError
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -134,7 +134,7 @@ class MixtureDistribution(Distribution):
     >>> round(m.log_density(0.0), 6)
     -2.918939
     >>> m.posterior(2.0).round(4).tolist()
-    [0.0002, 0.9998]
+    [0.0001, 0.9999]
     """
 
     def __init__(self, components: Sequence[Distribution], weights: Sequence[float]):
@@ -291,6 +291,9 @@ class MixtureEstimator(Estimator):
 
     #: k-means++ seeding runs Lloyd's iterations on the initialisation sample.
     lloyd_iterations = 10
+    #: Without points to cluster: seed rows per component, then EM iterations on the sample.
+    init_seed_rows = 5
+    init_em_iterations = 10
 
     def __init__(self, components: Sequence[Estimator], pseudo_count: float = 0.0,
                  keys: str | None = None):
@@ -334,29 +337,47 @@ class MixtureEstimator(Estimator):
 
     def initial_guess(self, sample: Encoded, weights: np.ndarray,
                       rng: InitRandom) -> MixtureDistribution:
-        """Seed the components from a partition of the sample.
+        """Seed the components from the initialisation sample.
 
-        Gaussian components: k-means++ centres refined by Lloyd's iterations on the sample
-        (scikit-learn's k-means initialisation in spirit). Other families: a seeded random
-        partition. Each component then starts from its own rows, with every other sample row at
-        a small weight so that no component starts blind to a value the sample contains.
+        Components with points (Gaussian families, Gamma on log x): k-means++ centres refined by
+        Lloyd's iterations, each component started from its cluster (scikit-learn's k-means
+        initialisation in spirit). Other families: each component starts from a few seeded
+        random rows, then a few EM iterations on the sample separate them. Components are
+        finally guessed from their rows with every other sample row at a small weight, so that
+        no component starts blind to a value the sample contains.
         """
-        k = self.num_components
-        slots = _slots(self.encoder())
+        k, n = self.num_components, sample.n_rows
         gen = rng.generator()
-        n = sample.n_rows
-        labels = None
         points_of = getattr(self._component_family(), "stack_points", None)
-        if points_of is not None and slots is None and n >= k:
+        if points_of is not None and _slots(self.encoder()) is None and n >= k:
             labels = kmeans_labels(points_of(sample), weights, k, gen, self.lloyd_iterations)
-        if labels is None:
-            labels = gen.integers(0, k, size=n)
-        background = 0.01 / k
+            return self._guess_from(sample, weights, np.eye(k)[labels], rng)
+        seeds = np.zeros((n, k))
+        per_component = max(1, min(self.init_seed_rows, n // k))
+        order = gen.permutation(n)[:per_component * k]
+        seeds[order, np.arange(order.size) % k] = 1.0
+        guess = self._guess_from(sample, weights, seeds, rng)
+        from mixfold.backends.local import LocalEncodedData  # the sample is folded in-process
+
+        with LocalEncodedData(sample, weights) as on_sample:
+            for _ in range(self.init_em_iterations):
+                try:
+                    guess = on_sample.estimate(self, guess)[0]
+                except (NumericalError, ParameterError):
+                    break
+        return self._guess_from(sample, weights, guess.seq_posterior(sample), rng)
+
+    def _guess_from(self, sample: Encoded, weights: np.ndarray, resp: np.ndarray,
+                    rng: InitRandom) -> MixtureDistribution:
+        """Components guessed from posterior-weighted sample rows, plus a 5% background."""
+        slots = _slots(self.encoder())
+        mass = resp.T @ weights
         comps = []
         for j, est in enumerate(self.components):
-            w = weights * np.where(labels == j, 1.0, background)
+            background = 0.05 * mass[j] / max(float(weights.sum()), 1e-300)
+            w = weights * (resp[:, j] + background)
             comps.append(est.initial_guess(child_encoding(sample, j, slots), w, rng.child(j)))
-        mass = np.bincount(labels, weights=weights, minlength=k) + weights.sum() / k * 0.01 + 1e-12
+        mass = mass + 0.01 * weights.sum() / len(mass) + 1e-12
         return MixtureDistribution(comps, mass / mass.sum())
 
     def _component_family(self) -> type | None:

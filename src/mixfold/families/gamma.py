@@ -1,0 +1,150 @@
+"""Gamma distribution on x > 0 with ``shape`` k and ``scale`` theta (mean k * theta)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.special import digamma, gammaln, polygamma
+
+from mixfold.errors import ParameterError
+from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.precision import native_dtype
+
+__all__ = ["GammaDistribution", "GammaEstimator", "GammaAccumulator", "gamma_shape_mle"]
+
+
+@family("Gamma")
+class GammaDistribution(Distribution):
+    """Gamma with density ``x**(k-1) exp(-x/theta) / (Gamma(k) theta**k)`` for x > 0.
+
+    >>> d = GammaDistribution(2.0, 3.0)
+    >>> round(d.log_density(1.5), 6)
+    -2.291759
+    >>> d.sampler(0).sample(3).shape
+    (3,)
+    """
+
+    def __init__(self, shape: float, scale: float):
+        self.shape = float(shape)
+        self.scale = float(scale)
+        if not (np.isfinite(self.shape) and self.shape > 0):
+            raise ParameterError(f"shape must be finite and > 0, got {shape!r}")
+        if not (np.isfinite(self.scale) and self.scale > 0):
+            raise ParameterError(f"scale must be finite and > 0, got {scale!r}")
+
+    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        dt = native_dtype(precision)
+        x = enc.values.astype(dt, copy=False)
+        norm = dt.type(gammaln(self.shape) + self.shape * np.log(self.scale))
+        out = dt.type(self.shape - 1.0) * np.log(x) - x / dt.type(self.scale) - norm
+        return out.astype(np.float64, copy=False)
+
+    @staticmethod
+    def stack_points(enc: Encoded) -> np.ndarray:
+        """The rows as points (n_rows, 1) for k-means++ seeding of mixtures, on the log scale.
+
+        Without it a mixture starts Gamma components from a random partition of the rows, which
+        leaves them too alike for EM to pull apart.
+        """
+        return np.log(enc.values)[:, None]
+
+    def encoder(self) -> Encoder:
+        return NumericEncoder("positive")
+
+    def estimator(self, **options: Any) -> GammaEstimator:
+        return GammaEstimator(**options)
+
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        # Small shapes put real mass below the smallest float; keep draws inside the support x > 0.
+        x = rng.gamma(self.shape, self.scale, size=n)
+        return np.maximum(x, np.finfo(np.float64).smallest_subnormal)
+
+    def _params(self) -> dict[str, Any]:
+        return {"shape": self.shape, "scale": self.scale}
+
+    @classmethod
+    def _from_params(cls, p: dict[str, Any]) -> GammaDistribution:
+        return cls(p["shape"], p["scale"])
+
+
+class GammaAccumulator(LeafAccumulator):
+    """Statistics: sum of weights, of weighted values and of weighted log-values."""
+
+    def __init__(self, keys: str | None = None):
+        super().__init__(keys)
+        self.sums = np.zeros(3)
+
+    def own_arrays(self) -> list[np.ndarray]:
+        return [self.sums]
+
+    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
+        self.sums += (w.sum(), w @ x, w @ np.log(x))
+
+
+def gamma_shape_mle(log_gap: float, max_shape: float = 1e8, max_iter: int = 50) -> float:
+    """The shape k solving ``log(k) - digamma(k) = log_gap`` (the Gamma MLE), at most max_shape.
+
+    ``log_gap`` is ``log(mean(x)) - mean(log(x))`` (>= 0 by Jensen; 0 when all values are equal).
+    Newton's method starts from Minka's closed-form approximation, which is within 1.5%.
+
+    >>> k = gamma_shape_mle(0.1)
+    >>> round(k, 6), round(float(np.log(k) - digamma(k)), 12)
+    (5.160876, 0.1)
+    >>> gamma_shape_mle(0.0)
+    100000000.0
+    """
+    # log(k) - digamma(k) ~ 1/(2k) for large k: a gap this small means a shape beyond max_shape
+    if not log_gap > 0.5 / max_shape:
+        return max_shape
+    s = log_gap
+    k = (3.0 - s + np.sqrt((s - 3.0) ** 2 + 24.0 * s)) / (12.0 * s)
+    for _ in range(max_iter):
+        f = np.log(k) - digamma(k) - s
+        new = k - f / (1.0 / k - polygamma(1, k))
+        # f is convex and decreasing, so Newton only overshoots downward; halve instead of k <= 0
+        new = new if new > 0 else 0.5 * k
+        converged = abs(new - k) <= 1e-14 * k
+        k = new
+        if converged:
+            break
+    return float(min(k, max_shape))
+
+
+class GammaEstimator(LeafEstimator):
+    """M-step for :class:`GammaDistribution`: maximum likelihood shape and scale.
+
+    The shape solves ``log(k) - digamma(k) = log(mean) - mean(log x)`` by Newton's method
+    (:func:`gamma_shape_mle`) and the scale is ``mean / k``. ``max_shape`` caps the shape; rows
+    that are all equal (a point mass, whose MLE shape is infinite) get ``max_shape`` and the
+    mean as the distribution's mean. With no weight at all the estimate is
+    ``GammaDistribution(1.0, 1.0)``.
+
+    >>> import mixfold
+    >>> x = GammaDistribution(2.5, 1.5).sampler(1).sample(20000)
+    >>> d = mixfold.optimize(x, GammaEstimator(), progress=False)
+    >>> round(d.shape, 1), round(d.scale, 1)
+    (2.5, 1.5)
+    """
+
+    accumulator_class = GammaAccumulator
+    distribution_class = GammaDistribution
+
+    def __init__(self, max_shape: float = 1e8, keys: str | None = None):
+        super().__init__(keys)
+        if not (np.isfinite(max_shape) and max_shape > 0):
+            raise ValueError(f"max_shape must be finite and > 0, got {max_shape!r}")
+        self.max_shape = float(max_shape)
+
+    def encoder(self) -> Encoder:
+        return NumericEncoder("positive")
+
+    def estimate(self, nobs: float, stats: Any) -> GammaDistribution:
+        (sums,), _ = stats
+        s0, s1, s2 = sums
+        if s0 <= 0:
+            return GammaDistribution(1.0, 1.0)
+        mean = s1 / s0
+        shape = gamma_shape_mle(np.log(mean) - s2 / s0, self.max_shape)
+        return GammaDistribution(shape, mean / shape)

@@ -8,23 +8,33 @@ from mixfold.families.binomial import BinomialDistribution, BinomialEstimator
 from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
 from mixfold.families.composite import (CompositeDistribution, CompositeEstimator,
                                         RecordDistribution, RecordEstimator)
+from mixfold.families.diagonal_gaussian import (DiagonalGaussianDistribution,
+                                                DiagonalGaussianEstimator)
 from mixfold.families.exponential import ExponentialDistribution, ExponentialEstimator
 from mixfold.families.gamma import GammaDistribution, GammaEstimator
 from mixfold.families.gaussian import GaussianDistribution, GaussianEstimator
 from mixfold.families.geometric import GeometricDistribution, GeometricEstimator
+from mixfold.families.log_gaussian import LogGaussianDistribution, LogGaussianEstimator
 from mixfold.families.mixture import MixtureDistribution, MixtureEstimator
+from mixfold.families.multivariate_gaussian import (MultivariateGaussianDistribution,
+                                                    MultivariateGaussianEstimator)
 from mixfold.families.optional import OptionalDistribution, OptionalEstimator
 from mixfold.families.poisson import PoissonDistribution, PoissonEstimator
 from mixfold.families.sequence import SequenceDistribution, SequenceEstimator
+from mixfold.families.von_mises import VonMisesDistribution, VonMisesEstimator
 
 __all__ = [
     "Accumulator", "AccumulatorFactory", "ArrayEncoded", "Distribution", "Encoded", "Encoder",
     "Estimator", "InitRandom", "Sampler",
     "BernoulliDistribution", "BernoulliEstimator", "BinomialDistribution", "BinomialEstimator",
     "CategoricalDistribution", "CategoricalEstimator",
-    "CompositeDistribution", "CompositeEstimator", "RecordDistribution", "RecordEstimator",
+    "CompositeDistribution", "CompositeEstimator",
+    "DiagonalGaussianDistribution", "DiagonalGaussianEstimator", "RecordDistribution", "RecordEstimator",
     "ExponentialDistribution", "ExponentialEstimator", "GammaDistribution", "GammaEstimator",
     "GaussianDistribution", "GaussianEstimator", "GeometricDistribution", "GeometricEstimator",
-    "MixtureDistribution", "MixtureEstimator", "OptionalDistribution", "OptionalEstimator",
+    "LogGaussianDistribution", "LogGaussianEstimator",
+    "MixtureDistribution", "MixtureEstimator",
+    "MultivariateGaussianDistribution", "MultivariateGaussianEstimator", "OptionalDistribution", "OptionalEstimator",
     "PoissonDistribution", "PoissonEstimator", "SequenceDistribution", "SequenceEstimator",
+    "VonMisesDistribution", "VonMisesEstimator",
 ]

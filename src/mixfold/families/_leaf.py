@@ -173,9 +173,11 @@ class _VectorEncoder(VectorEncoder):
             if values.ndim == 2 and values.shape[1] > 0:
                 return VectorEncoder(values.shape[1])
             raise DataTypeError(f"expected rows of vectors, got an array of shape {values.shape}")
-        first = next(iter(values), None)
-        if first is None:
-            raise DataError("cannot learn the vector length from empty data")
+        rows = iter(values)
+        try:
+            first = next(rows)
+        except StopIteration:
+            raise DataError("cannot learn the vector length from empty data") from None
         if np.ndim(first) != 1 or len(first) == 0:
             raise DataTypeError(f"expected a non-empty vector, got {_describe(first)}", row=0)
         return VectorEncoder(len(first))

@@ -81,6 +81,10 @@ def raw_mp(workers: int, payload: np.ndarray, rounds: int) -> float:
     return statistics.median(times)
 
 
+def _spark_add(a, b):
+    return b if a is None else (a if b is None else a + b)
+
+
 def raw_spark(sc, workers: int, payload: np.ndarray, rounds: int) -> float:
     rdd = sc.parallelize(range(workers), workers).cache()
     rdd.count()
@@ -88,9 +92,7 @@ def raw_spark(sc, workers: int, payload: np.ndarray, rounds: int) -> float:
     for _ in range(rounds):
         t = time.perf_counter()
         bc = sc.broadcast(payload)
-        rdd.map(lambda _: bc.value).treeAggregate(None, lambda a, b: b if a is None else a + b,
-                                                 lambda a, b: b if a is None else
-                                                 (a if b is None else a + b), depth=2)
+        rdd.map(lambda _, bc=bc: bc.value).treeAggregate(None, _spark_add, _spark_add, depth=2)
         bc.destroy()
         times.append(time.perf_counter() - t)
     rdd.unpersist()

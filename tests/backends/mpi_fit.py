@@ -1,4 +1,4 @@
-"""Run under ``mpiexec -n N python -m mpi4py mpi_fit.py OUT EXPECTED_SIZE``: each rank fits its slice.
+"""Run as ``mpiexec -n N python -m mpi4py mpi_fit.py OUT N CASE``: each rank fits its slice.
 
 Rank 0 writes the initial model (max_iter=0) and the final model of the same fit, and the payload
 size of the last reduce, as JSON to OUT.
@@ -21,7 +21,8 @@ assert comm.size == expected_size, f"mpiexec gave {comm.size} ranks, expected {e
 rows, estimator, options = CASES[case]()
 a, b = shard_bounds(len(rows), comm.size)[comm.rank]
 mine = rows[a:b]
-start = mixfold.optimize(mine, estimator, backend=comm, progress=False, **{**options, "max_iter": 0})
+start = mixfold.optimize(mine, estimator, backend=comm, progress=False,
+                         **{**options, "max_iter": 0})
 handle, bound = MPIEncodedData.from_rows(mine, estimator, init=None, weights=None,
                                         chunk_rows=1000, comm=comm)
 res = mixfold.fit(handle, bound, progress=False, **options)

@@ -123,6 +123,8 @@ class VectorEncoder(Encoder):
     def encode(self, values: Any) -> ArrayEncoded:
         if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
             x = values.astype(np.float64, copy=False)
+        elif len(values) == 0:
+            x = np.zeros((0, self.dim))
         else:
             rows = list(values) if not isinstance(values, np.ndarray) else values
             for i, r in enumerate(rows):
@@ -130,14 +132,16 @@ class VectorEncoder(Encoder):
                     raise DataTypeError(f"expected a vector of length {self.dim}, got "
                                         f"{_describe(r)}", row=i)
             try:
-                x = np.asarray(rows, dtype=np.float64)
+                x = np.asarray(rows)
             except (TypeError, ValueError):
+                x = np.asarray(rows, dtype=object)
+            if x.dtype.kind not in "iuf":  # strings, None, bools: name the first one
                 for i, r in enumerate(rows):
                     bad = _first_non_numeric(r, allow_bool=False)
                     if bad is not None:
                         raise DataTypeError(f"expected a number, got {bad[1]!r}",
                                             row=i, path=(bad[0],)) from None
-                raise
+            x = x.astype(np.float64)
         if x.ndim == 1 and self.dim == 1:
             x = x[:, None]
         if x.ndim != 2 or x.shape[1] != self.dim:
@@ -148,6 +152,11 @@ class VectorEncoder(Encoder):
             row, col = map(int, np.argwhere(~finite)[0])
             raise DataError(f"expected a finite number, got {x[row, col]!r}", row=row, path=(col,))
         return ArrayEncoded(np.ascontiguousarray(x))
+
+    def merge(self, other: Encoder) -> VectorEncoder:
+        if isinstance(other, _VectorEncoder):  # a shard that had no rows to learn from
+            return self
+        return super().merge(other)
 
     def __repr__(self) -> str:
         return f"VectorEncoder({self.dim})"
@@ -176,14 +185,19 @@ class _VectorEncoder(VectorEncoder):
         rows = iter(values)
         try:
             first = next(rows)
-        except StopIteration:
-            raise DataError("cannot learn the vector length from empty data") from None
+        except StopIteration:  # nothing to learn here; merging with other shards' fits does
+            return self
         if np.ndim(first) != 1 or len(first) == 0:
             raise DataTypeError(f"expected a non-empty vector, got {_describe(first)}", row=0)
         return VectorEncoder(len(first))
 
     def encode(self, values: Any) -> ArrayEncoded:
         raise ValueError("this VectorEncoder has no length yet: call fit(values) first")
+
+    def merge(self, other: Encoder) -> VectorEncoder:
+        if isinstance(other, VectorEncoder):
+            return other
+        return super().merge(other)
 
     def __repr__(self) -> str:
         return "VectorEncoder(None)"

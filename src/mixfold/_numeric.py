@@ -7,8 +7,11 @@ import numpy as np
 __all__ = ["log_normalize_rows", "logsumexp_rows"]
 
 
-def log_normalize_rows(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def log_normalize_rows(scores: np.ndarray,
+                       weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Turn per-row log-scores (n, K) into posteriors in place; return (posteriors, log-sum-exp).
+
+    With ``weights`` (n,), the posteriors come out multiplied by the row weights (one pass).
 
     Stable (the row maximum is subtracted before exponentiating). A row whose scores are all
     -inf gets a log-sum-exp of -inf and a posterior of zeros, never NaN; the caller reports it.
@@ -26,7 +29,8 @@ def log_normalize_rows(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if dead.any():
         scores[dead] = 0.0
         total = np.where(dead, 1.0, total)
-    scores /= total[:, None]
+    scale = 1.0 / total if weights is None else weights / total
+    scores *= scale[:, None]
     with np.errstate(divide="ignore"):
         lse = top + np.log(total)
     if dead.any():

@@ -83,10 +83,15 @@ class DiagonalGaussianDistribution(Distribution):
         coef = np.concatenate([-0.5 * prec, m * prec], axis=1).T
         const = -0.5 * ((m * m * prec).sum(axis=1) + mu.shape[1] * _LOG_2PI
                         - np.log(prec).sum(axis=1))
-        x = enc.values.astype(dt, copy=False) - center.astype(dt)
-        out = np.concatenate([x * x, x], axis=1) @ coef.astype(dt)
-        out += const.astype(dt)
-        return out
+        n, d = enc.values.shape
+        z = np.empty((n, 2 * d), dtype=dt)
+        np.subtract(enc.values, center.astype(dt), out=z[:, d:], casting="same_kind")
+        np.multiply(z[:, d:], z[:, d:], out=z[:, :d])
+        # computed as (K, n) and returned transposed: (n, K) in Fortran order, so the per-row
+        # reductions of the log-sum-exp run over contiguous memory
+        out = coef.T.astype(dt) @ z.T
+        out += const.astype(dt)[:, None]
+        return out.T
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

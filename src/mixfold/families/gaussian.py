@@ -52,11 +52,11 @@ class GaussianDistribution(Distribution):
         mu = np.array([c.mu for c in components], dtype=dt)
         s2 = np.array([c.sigma2 for c in components])
         x = enc.values.astype(dt, copy=False)
-        out = np.subtract.outer(x, mu)
+        out = np.subtract.outer(mu, x)  # (K, n): returned transposed, Fortran-ordered (n, K)
         out *= out
-        out *= (-0.5 / s2).astype(dt)
-        out += (-0.5 * (_LOG_2PI + np.log(s2))).astype(dt)
-        return out
+        out *= (-0.5 / s2).astype(dt)[:, None]
+        out += (-0.5 * (_LOG_2PI + np.log(s2))).astype(dt)[:, None]
+        return out.T
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

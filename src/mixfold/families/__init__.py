@@ -14,6 +14,7 @@ from mixfold.families.exponential import ExponentialDistribution, ExponentialEst
 from mixfold.families.gamma import GammaDistribution, GammaEstimator
 from mixfold.families.gaussian import GaussianDistribution, GaussianEstimator
 from mixfold.families.geometric import GeometricDistribution, GeometricEstimator
+from mixfold.families.hidden_markov import HiddenMarkovDistribution, HiddenMarkovEstimator
 from mixfold.families.log_gaussian import LogGaussianDistribution, LogGaussianEstimator
 from mixfold.families.mixture import MixtureDistribution, MixtureEstimator
 from mixfold.families.multivariate_gaussian import (MultivariateGaussianDistribution,
@@ -31,9 +32,9 @@ __all__ = [
     "DiagonalGaussianDistribution", "DiagonalGaussianEstimator", "RecordDistribution",
     "RecordEstimator", "ExponentialDistribution", "ExponentialEstimator", "GammaDistribution",
     "GammaEstimator", "GaussianDistribution", "GaussianEstimator", "GeometricDistribution",
-    "GeometricEstimator", "LogGaussianDistribution", "LogGaussianEstimator",
-    "MixtureDistribution", "MixtureEstimator", "MultivariateGaussianDistribution",
-    "MultivariateGaussianEstimator", "OptionalDistribution", "OptionalEstimator",
-    "PoissonDistribution", "PoissonEstimator", "SequenceDistribution", "SequenceEstimator",
-    "VonMisesDistribution", "VonMisesEstimator",
+    "GeometricEstimator", "HiddenMarkovDistribution", "HiddenMarkovEstimator",
+    "LogGaussianDistribution", "LogGaussianEstimator", "MixtureDistribution",
+    "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
+    "OptionalDistribution", "OptionalEstimator", "PoissonDistribution", "PoissonEstimator",
+    "SequenceDistribution", "SequenceEstimator", "VonMisesDistribution", "VonMisesEstimator",
 ]

@@ -1,0 +1,612 @@
+"""Hidden Markov model: a Markov chain of hidden states, one emission law per state.
+
+Rows are variable-length sequences of items; every item is emitted by the hidden state of its
+time step, from that state's emission distribution of any family (a leaf, a mixture, a record...).
+The E-step is the scaled forward-backward recursion, batched over all the sequences of a chunk
+(one (B x S) @ (S x S) product per time step); the posterior state probabilities of the items go
+to the emission accumulators as ordinary row weights, as a mixture's responsibilities do.
+
+Length-0 sequences: without a terminal law the model is a law of the items *given* the length,
+so an empty sequence has probability one (log-density 0) and adds no statistics. With a terminal
+law the chain always emits at least one item, so an empty sequence has log-density -inf (a fit
+on data that contains one reports it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mixfold.errors import ParameterError
+from mixfold.families._protocol import (
+    Accumulator,
+    AccumulatorFactory,
+    Distribution,
+    Encoded,
+    Encoder,
+    Estimator,
+    InitRandom,
+    Sampler,
+    family,
+)
+from mixfold.families.mixture import (
+    MixtureEstimator,
+    _slots,
+    _stackable,
+    child_encoding,
+    scatter_samples,
+    shared_encoder,
+)
+from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
+
+__all__ = ["HiddenMarkovDistribution", "HiddenMarkovEstimator", "HiddenMarkovAccumulator"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding: rows are sequences, encoded as SequenceEncoded (offsets + one flat item encoding,
+# items read by the emissions' shared encoder). Within a chunk, the recursion runs on a
+# time-major layout of the items.
+
+
+class _TimeMajor:
+    """The items of a chunk's sequences laid out time step by time step.
+
+    Sequences are sorted by decreasing length, so those still running at step t are a prefix of
+    those running at step t-1: step t is the contiguous block ``bounds[t]:bounds[t + 1]`` of
+    ``active[t]`` positions, and one matrix product moves the whole block one step on.
+    ``perm[p]`` is the flat item index and ``rows[p]`` the row of time-major position ``p``;
+    ``last[b]`` is the position of the last item of the ``b``-th longest non-empty sequence,
+    which is row ``last_rows[b]``.
+    """
+
+    __slots__ = ("n_rows", "lengths", "active", "bounds", "perm", "rows", "last", "last_rows")
+
+    def __init__(self, offsets: np.ndarray):
+        lengths = np.diff(offsets)
+        self.n_rows = int(lengths.size)
+        self.lengths = lengths
+        order = np.argsort(-lengths, kind="stable")
+        t_max = int(lengths.max()) if lengths.size else 0
+        # active[t]: sequences longer than t; active[t_max] = 0 closes the last block
+        self.active = self.n_rows - np.cumsum(np.bincount(lengths, minlength=t_max + 1))
+        self.bounds = np.zeros(t_max + 1, dtype=np.int64)
+        np.cumsum(self.active[:t_max], out=self.bounds[1:])
+        n_items = int(self.bounds[-1])
+        step = np.repeat(np.arange(t_max, dtype=np.int64), self.active[:t_max])
+        rank = np.arange(n_items, dtype=np.int64) - np.repeat(self.bounds[:-1],
+                                                               self.active[:t_max])
+        self.rows = order[rank]
+        self.perm = offsets[:-1][self.rows] + step
+        sorted_lengths = lengths[order]
+        running = np.flatnonzero(sorted_lengths > 0)
+        self.last = self.bounds[sorted_lengths[running] - 1] + running
+        self.last_rows = order[running]
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.bounds.size) - 1
+
+    def block(self, t: int) -> tuple[int, int, int]:
+        """(first position, end position, number continuing to step t + 1) of step ``t``."""
+        return int(self.bounds[t]), int(self.bounds[t + 1]), int(self.active[t + 1])
+
+
+def _safe(c: np.ndarray) -> np.ndarray:
+    """Divisors with zeros replaced by one: an impossible sequence stays at zero, never NaN."""
+    return np.where(c > 0, c, 1.0)
+
+
+class _Lattice:
+    """The scaled forward-backward recursion of one chunk (Rabiner's scaling).
+
+    ``scores`` are the emission log-densities of the flat items (n_items, S). The forward pass
+    runs at construction and gives ``log_likelihood`` (n_rows,); :meth:`posteriors` runs the
+    backward pass and, given row weights, sums the initial, transition and terminal statistics.
+    """
+
+    def __init__(self, model: HiddenMarkovDistribution, scores: np.ndarray, offsets: np.ndarray):
+        self.model = model
+        self.tm = tm = _TimeMajor(offsets)
+        logs = scores[tm.perm]
+        top = logs.max(axis=1)
+        top[np.isinf(top)] = 0.0  # an item no state can emit: exp(-inf) = 0 below, not NaN
+        logs -= top[:, None]
+        self.emis = np.exp(logs, out=logs)  # emission likelihoods scaled per item
+        self.alpha = np.empty_like(self.emis)
+        self.scale = np.empty(self.emis.shape[0])
+        step = model._continue_matrix
+        for t in range(tm.n_steps):
+            lo, hi, _ = tm.block(t)
+            if t == 0:
+                a = self.emis[lo:hi] * model.initial
+            else:
+                prev = int(tm.bounds[t - 1])
+                a = self.alpha[prev:prev + hi - lo] @ step
+                a *= self.emis[lo:hi]
+            c = a.sum(axis=1)
+            self.scale[lo:hi] = c
+            a /= _safe(c)[:, None]
+            self.alpha[lo:hi] = a
+        ending = self.alpha[tm.last]
+        self.end_norm = ending.sum(axis=1) if model.terminal is None else ending @ model.terminal
+        with np.errstate(divide="ignore"):
+            per_item = np.log(self.scale) + top
+            ll = np.bincount(tm.rows, weights=per_item, minlength=tm.n_rows).astype(np.float64)
+            ll[tm.last_rows] += np.log(self.end_norm)
+        if model.terminal is not None:
+            ll[tm.lengths == 0] = -np.inf
+        self.log_likelihood = ll
+
+    def posteriors(self, weights: np.ndarray | None = None,
+                   counts: list[np.ndarray] | None = None) -> np.ndarray:
+        """Posterior state probabilities of the items, time-major (n_items, S).
+
+        With ``counts`` = [initial (S,), transitions (S, S), terminal (S,) or absent], adds the
+        ``weights``-weighted expected counts of the chunk into them. Overwrites the forward
+        variables; call once.
+        """
+        model, tm = self.model, self.tm
+        step = model._continue_matrix
+        end_factor = np.ones(model.num_states) if model.terminal is None else model.terminal
+        w = None if weights is None else weights[tm.rows]
+        trans = np.zeros_like(step) if counts is not None else None
+        beta_next = np.zeros((0, model.num_states))
+        for t in range(tm.n_steps - 1, -1, -1):
+            lo, hi, going_on = tm.block(t)
+            beta = np.empty((hi - lo, model.num_states))
+            beta[going_on:] = end_factor / _safe(self.end_norm[going_on:hi - lo])[:, None]
+            if going_on:
+                nxt = int(tm.bounds[t + 1])
+                g = self.emis[nxt:nxt + going_on] * beta_next
+                g /= _safe(self.scale[nxt:nxt + going_on])[:, None]
+                beta[:going_on] = g @ step.T
+                if trans is not None:
+                    trans += (self.alpha[lo:lo + going_on] * w[lo:lo + going_on, None]).T @ g
+            self.alpha[lo:hi] *= beta  # now the posterior of step t
+            beta_next = beta
+        gamma = self.alpha
+        dead = ~np.isfinite(self.log_likelihood)
+        if dead.any():
+            gamma[dead[tm.rows]] = 0.0
+        if counts is not None:
+            if tm.n_steps:
+                lo, hi, _ = tm.block(0)
+                counts[0] += w[lo:hi] @ gamma[lo:hi]
+            counts[1] += trans * step
+            if len(counts) > 2:
+                counts[2] += w[tm.last] @ gamma[tm.last]
+        return gamma
+
+    def flat(self, time_major: np.ndarray) -> np.ndarray:
+        """A time-major per-item array back in flat item order."""
+        out = np.empty_like(time_major)
+        out[self.tm.perm] = time_major
+        return out
+
+
+def _viterbi_paths(model: HiddenMarkovDistribution, scores: np.ndarray,
+                   offsets: np.ndarray) -> np.ndarray:
+    """The most probable state of every flat item, int64 array (n_items,); batched like
+    :class:`_Lattice`, in log space, with back-pointers per time-major position."""
+    tm = _TimeMajor(offsets)
+    logs = scores[tm.perm]
+    s = model.num_states
+    with np.errstate(divide="ignore"):
+        log_step = np.log(model._continue_matrix)
+        log_init = np.log(model.initial)
+        log_end = np.zeros(s) if model.terminal is None else np.log(model.terminal)
+    delta = np.empty_like(logs)
+    back = np.zeros(logs.shape, dtype=np.int64)
+    for t in range(tm.n_steps):
+        lo, hi, _ = tm.block(t)
+        if t == 0:
+            delta[lo:hi] = log_init + logs[lo:hi]
+            continue
+        prev = int(tm.bounds[t - 1])
+        cand = delta[prev:prev + hi - lo, :, None] + log_step[None, :, :]
+        back[lo:hi] = cand.argmax(axis=1)
+        delta[lo:hi] = np.take_along_axis(cand, back[lo:hi, None, :], axis=1)[:, 0, :]
+        delta[lo:hi] += logs[lo:hi]
+    states = np.empty(logs.shape[0], dtype=np.int64)
+    state_next = np.zeros(0, dtype=np.int64)
+    for t in range(tm.n_steps - 1, -1, -1):
+        lo, hi, going_on = tm.block(t)
+        nxt = int(tm.bounds[t + 1])
+        states[lo + going_on:hi] = (delta[lo + going_on:hi] + log_end).argmax(axis=1)
+        states[lo:lo + going_on] = back[nxt + np.arange(going_on), state_next]
+        state_next = states[lo:hi]
+    out = np.empty_like(states)
+    out[tm.perm] = states
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Distribution
+
+
+def _probabilities(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    p = np.array(value, dtype=np.float64)
+    if p.shape != shape:
+        raise ParameterError(f"{name} must have shape {shape}, got {p.shape}")
+    if not (np.isfinite(p).all() and (p >= 0).all()):
+        raise ParameterError(f"{name} must be finite and >= 0, got {p.tolist()}")
+    sums = p.sum(axis=-1)
+    if not (np.abs(sums - 1.0) < 1e-9).all():
+        raise ParameterError(f"{name} must sum to 1{' along each row' if p.ndim > 1 else ''}, "
+                             f"got sums {np.atleast_1d(sums).tolist()}")
+    return p
+
+
+@family("HiddenMarkov")
+class HiddenMarkovDistribution(Distribution):
+    """Hidden Markov model over sequences: ``emissions[s]`` is the law of an item in state s.
+
+    The arguments follow :class:`MixtureDistribution`'s order (the state laws first, then the
+    probabilities that choose among them): ``initial`` (S,) are the probabilities of the first
+    state, ``transitions`` (S, S) the row-stochastic matrix ``P(next = j | state = i)``, and
+    ``terminal`` (S,), optional, the probability that the sequence ends after an item emitted in
+    state i (it continues with probability ``1 - terminal[i]``, then moves by ``transitions``)::
+
+        p(x_1..x_T) = sum over paths of  initial[s_1] e_{s_1}(x_1)
+                      * prod_t (1 - terminal[s_{t-1}]) transitions[s_{t-1}, s_t] e_{s_t}(x_t)
+                      * terminal[s_T]
+
+    Without ``terminal`` the terminal factors are dropped: the model is the law of the items
+    given the length, and an empty sequence has log-density 0. With it the length is modelled
+    (at least one item; an empty sequence has log-density -inf).
+
+    >>> from mixfold import GaussianDistribution
+    >>> hmm = HiddenMarkovDistribution([GaussianDistribution(-1, 1), GaussianDistribution(1, 1)],
+    ...                                [0.5, 0.5], [[0.9, 0.1], [0.1, 0.9]])
+    >>> round(hmm.log_density([-1.0, -0.8, 1.2]), 6)
+    -5.066696
+    >>> hmm.viterbi([-1.0, -0.8, 1.2]).tolist()
+    [0, 0, 1]
+    >>> hmm.posterior([-1.0, 1.2]).round(3).tolist()
+    [[0.596, 0.404], [0.272, 0.728]]
+    >>> hmm.log_density([])
+    0.0
+    """
+
+    def __init__(self, emissions: Sequence[Distribution], initial: Sequence[float],
+                 transitions: Sequence[Sequence[float]], terminal: Sequence[float] | None = None):
+        self.emissions = tuple(emissions)
+        s = len(self.emissions)
+        if s == 0:
+            raise ParameterError("a hidden Markov model needs at least one state (emission)")
+        bad = [type(e).__name__ for e in self.emissions if not isinstance(e, Distribution)]
+        if bad:
+            raise ParameterError(f"emissions must be Distributions, got a {bad[0]}")
+        self.initial = _probabilities("initial", initial, (s,))
+        self.transitions = _probabilities("transitions", transitions, (s, s))
+        self.terminal = None
+        keep = np.ones(s)
+        if terminal is not None:
+            tau = np.array(terminal, dtype=np.float64)
+            if tau.shape != (s,) or not (np.isfinite(tau).all() and (tau >= 0).all()
+                                         and (tau <= 1).all()):
+                raise ParameterError(f"terminal must be None or {s} probabilities in [0, 1], "
+                                     f"got {tau.tolist()}")
+            self.terminal = tau
+            keep = 1.0 - tau
+        # one step of the chain that continues: P(go on from i, then move to j)
+        self._continue_matrix = keep[:, None] * self.transitions
+        self._encoder = shared_encoder([e.encoder() for e in self.emissions])
+        self._slots = _slots(self._encoder)
+        self._stack = _stackable(self.emissions) if self._slots is None else None
+
+    @property
+    def num_states(self) -> int:
+        return len(self.emissions)
+
+    def emission_log_densities(self, items: Encoded, precision: str = "float64") -> np.ndarray:
+        """log e_s(x) of every flat item under every state, array of shape (n_items, S).
+
+        The per-state step of the E-step (one column per state, independent of the others);
+        the recursion over time only reads this matrix.
+        """
+        if self._stack is not None:
+            scores = self._stack.stack_log_density(self.emissions, items, precision)
+        else:
+            scores = np.empty((items.n_rows, self.num_states))
+            for k, emission in enumerate(self.emissions):
+                scores[:, k] = emission.seq_log_density(child_encoding(items, k, self._slots),
+                                                        precision)
+        return scores.astype(np.float64, copy=False)
+
+    def _lattice(self, enc: SequenceEncoded, precision: str) -> _Lattice:
+        return _Lattice(self, self.emission_log_densities(enc.items, precision), enc.offsets)
+
+    def seq_log_density(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+        return self._lattice(enc, precision).log_likelihood
+
+    def seq_posterior(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+        """Posterior state probabilities of every flat item, array of shape (n_items, S).
+
+        Row ``j`` belongs to item ``j`` of ``enc.items``; sequence ``i`` holds the items
+        ``enc.offsets[i]:enc.offsets[i + 1]``.
+        """
+        lattice = self._lattice(enc, precision)
+        return lattice.flat(lattice.posteriors())
+
+    def posterior(self, x: Any) -> np.ndarray:
+        """Posterior state probabilities of each step of one sequence, array of shape (T, S)."""
+        return self.seq_posterior(self.encoder().encode([x]))
+
+    def seq_viterbi(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+        """The most probable state path, as the state of every flat item: int64 (n_items,)."""
+        return _viterbi_paths(self, self.emission_log_densities(enc.items, precision),
+                              enc.offsets)
+
+    def viterbi(self, x: Any) -> np.ndarray:
+        """The most probable state path of one sequence, int64 array of shape (T,)."""
+        return self.seq_viterbi(self.encoder().encode([x]))
+
+    def encoder(self) -> SequenceEncoder:
+        return SequenceEncoder(self._encoder)
+
+    def estimator(self, **options: Any) -> HiddenMarkovEstimator:
+        options.setdefault("terminal", self.terminal is not None)
+        return HiddenMarkovEstimator([e.estimator() for e in self.emissions], **options)
+
+    def sampler(self, seed: int | np.random.Generator | None = None, *,
+                sample_length: int | None = None) -> Sampler:
+        """A seeded sampler; ``sample_length`` runs the chain for exactly that many steps.
+
+        Without a terminal law the sequence length is not modelled, so ``sample_length`` is
+        required; with one, ``sample_length`` overrides it (the chain then moves by
+        ``transitions`` at every step and never stops early).
+        """
+        if sample_length is None:
+            return Sampler(self, seed)
+        if not isinstance(sample_length, (int, np.integer)) or sample_length < 0:
+            raise ValueError(f"sample_length must be an integer >= 0, got {sample_length!r}")
+        return Sampler(_FixedLength(self, int(sample_length)), seed)
+
+    def _sample(self, n: int, rng: np.random.Generator) -> list[list]:
+        if self.terminal is None:
+            raise ValueError("this HiddenMarkovDistribution has no terminal law to draw lengths "
+                             "from: give it one or use sampler(seed, sample_length=L)")
+        return self._draw(n, rng, None)
+
+    def _draw(self, n: int, rng: np.random.Generator, length: int | None) -> list[list]:
+        s = self.num_states
+        cum_init, cum_step = np.cumsum(self.initial), np.cumsum(self.transitions, axis=1)
+        rows, states = [], []
+        alive = np.arange(n)
+        state = np.minimum((rng.random(n)[:, None] >= cum_init).sum(axis=1), s - 1)
+        while alive.size and (length is None or len(rows) < length):
+            rows.append(alive)
+            states.append(state)
+            if length is None:
+                going_on = rng.random(alive.size) >= self.terminal[state]
+                alive, state = alive[going_on], state[going_on]
+            u = rng.random(alive.size)
+            state = np.minimum((u[:, None] >= cum_step[state]).sum(axis=1), s - 1)
+        row_of = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        state_of = np.concatenate(states) if states else np.zeros(0, dtype=np.int64)
+        state_of = state_of[np.argsort(row_of, kind="stable")]  # row-major, steps in order
+        parts = []
+        for k, emission in enumerate(self.emissions):
+            idx = np.flatnonzero(state_of == k)
+            parts.append((idx, emission._sample(idx.size, rng)))
+        items = scatter_samples(parts, state_of.size)
+        if isinstance(items, np.ndarray):
+            items = items.tolist()  # rows of Python values, as a user would write them
+        counts = np.bincount(row_of, minlength=n)
+        ends = np.cumsum(counts).tolist()
+        return [items[e - c:e] for e, c in zip(ends, counts.tolist())]
+
+    def _params(self) -> dict[str, Any]:
+        return {"emissions": [e.to_dict() for e in self.emissions],
+                "initial": self.initial.tolist(), "transitions": self.transitions.tolist(),
+                "terminal": None if self.terminal is None else self.terminal.tolist()}
+
+    @classmethod
+    def _from_params(cls, p: dict[str, Any]) -> HiddenMarkovDistribution:
+        return cls([Distribution.from_dict(e) for e in p["emissions"]], p["initial"],
+                   p["transitions"], p.get("terminal"))
+
+
+class _FixedLength:
+    """What a :class:`Sampler` draws from for ``sampler(seed, sample_length=L)``."""
+
+    def __init__(self, dist: HiddenMarkovDistribution, length: int):
+        self.dist = dist
+        self.length = length
+
+    def _sample(self, n: int, rng: np.random.Generator) -> list[list]:
+        return self.dist._draw(n, rng, self.length)
+
+
+# ---------------------------------------------------------------------------------------------
+# Accumulator and estimator
+
+
+def _posterior_counts(offsets: np.ndarray, resp: np.ndarray,
+                      weighted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(initial, transition, terminal) counts from per-item state probabilities that ignore the
+    chain (random or mixture posteriors), consecutive items taken as independent.
+
+    ``resp`` (n_items, S) are the probabilities, ``weighted`` the same times the item weights.
+    """
+    starts, stops = offsets[:-1], offsets[1:]
+    running = stops > starts
+    initial = weighted[starts[running]].sum(axis=0)
+    terminal = weighted[stops[running] - 1].sum(axis=0)
+    follows = np.ones(resp.shape[0], dtype=bool)  # item j + 1 is in the same row as item j
+    follows[stops[running] - 1] = False
+    pairs = np.flatnonzero(follows)
+    transitions = weighted[pairs].T @ resp[pairs + 1]
+    return initial, transitions, terminal
+
+
+class HiddenMarkovAccumulator(Accumulator):
+    """Statistics: expected initial-state counts (S,), transition counts (S, S), terminal
+    counts (S,) when the terminal law is fitted, and one accumulator per state emission."""
+
+    def __init__(self, emissions: Sequence[Accumulator], slots: tuple[int, ...] | None,
+                 terminal: bool = False, keys: str | None = None):
+        self.emissions = list(emissions)
+        self.slots = slots
+        self.keys = keys
+        s = len(self.emissions)
+        self.initial = np.zeros(s)
+        self.transitions = np.zeros((s, s))
+        self.terminal = np.zeros(s) if terminal else None
+        cls = type(self.emissions[0])
+        same = all(type(a) is cls for a in self.emissions)
+        self._stack_update = getattr(cls, "stack_update", None) if same and slots is None else None
+
+    def own_arrays(self) -> list[np.ndarray]:
+        counts = [self.initial, self.transitions]
+        return counts if self.terminal is None else counts + [self.terminal]
+
+    def children(self) -> Sequence[Accumulator]:
+        return self.emissions
+
+    def seq_update(self, enc: SequenceEncoded, weights: np.ndarray,
+                   model: HiddenMarkovDistribution, precision: str = "float64") -> np.ndarray:
+        lattice = model._lattice(enc, precision)
+        gamma = lattice.posteriors(weights, self.own_arrays())
+        gamma *= weights[lattice.tm.rows][:, None]
+        self._add_emissions(enc.items, lattice.flat(gamma), model, precision)
+        return lattice.log_likelihood
+
+    def _add_emissions(self, items: Encoded, resp: np.ndarray, model: HiddenMarkovDistribution,
+                       precision: str) -> None:
+        if self._stack_update is not None and model._stack is not None:
+            self._stack_update(self.emissions, items, resp)
+            return
+        for k, acc in enumerate(self.emissions):
+            acc.seq_update(child_encoding(items, k, self.slots), np.ascontiguousarray(resp[:, k]),
+                           model.emissions[k], precision)
+
+    def seq_initialize(self, enc: SequenceEncoded, weights: np.ndarray, rng: InitRandom) -> None:
+        # Dirichlet(1) state posteriors per item from hashes of the global item index.
+        resp = -np.log1p(-rng.row_uniform(enc.items, len(self.emissions)))
+        resp /= resp.sum(axis=1, keepdims=True)
+        weighted = resp * np.repeat(weights, enc.counts())[:, None]
+        initial, transitions, terminal = _posterior_counts(enc.offsets, resp, weighted)
+        self.initial += initial
+        self.transitions += transitions
+        if self.terminal is not None:
+            self.terminal += terminal
+        for k, acc in enumerate(self.emissions):
+            acc.seq_initialize(child_encoding(enc.items, k, self.slots),
+                               np.ascontiguousarray(weighted[:, k]), rng.child(k))
+
+
+class HiddenMarkovEstimator(Estimator):
+    """Estimator of a hidden Markov model with one state per emission estimator.
+
+    ``pseudo_count`` is added to every expected initial, transition (and, with ``terminal``,
+    stop and go-on) count before normalising (a symmetric Dirichlet prior). ``terminal=True``
+    also fits the probability of ending the sequence in each state. Emission estimators with the
+    same ``keys`` share their parameters (tied states).
+
+    >>> import mixfold
+    >>> from mixfold import GaussianDistribution, GaussianEstimator
+    >>> truth = HiddenMarkovDistribution([GaussianDistribution(-2, 1), GaussianDistribution(2, 1)],
+    ...                                  [0.5, 0.5], [[0.9, 0.1], [0.2, 0.8]])
+    >>> rows = truth.sampler(0, sample_length=20).sample(300)
+    >>> fit = mixfold.optimize(rows, HiddenMarkovEstimator([GaussianEstimator()] * 2),
+    ...                        progress=False)
+    >>> order = np.argsort([e.mu for e in fit.emissions])
+    >>> [round(fit.emissions[k].mu) for k in order]
+    [-2, 2]
+    >>> fit.transitions[np.ix_(order, order)].round(1).tolist()
+    [[0.9, 0.1], [0.2, 0.8]]
+    """
+
+    def __init__(self, emissions: Sequence[Estimator], pseudo_count: float = 0.0,
+                 terminal: bool = False, keys: str | None = None):
+        self.emissions = tuple(emissions)
+        if not self.emissions:
+            raise ValueError("a hidden Markov model needs at least one emission estimator")
+        bad = [type(e).__name__ for e in self.emissions if not isinstance(e, Estimator)]
+        if bad:
+            raise TypeError(f"emissions must be Estimators, got a {bad[0]}")
+        if not (np.isfinite(pseudo_count) and pseudo_count >= 0):
+            raise ValueError(f"pseudo_count must be a finite number >= 0, got {pseudo_count!r}")
+        self.pseudo_count = float(pseudo_count)
+        self.terminal = bool(terminal)
+        self.keys = keys
+
+    @property
+    def num_states(self) -> int:
+        return len(self.emissions)
+
+    def encoder(self) -> SequenceEncoder:
+        return SequenceEncoder(shared_encoder([e.encoder() for e in self.emissions]))
+
+    def bind(self, encoder: Encoder) -> HiddenMarkovEstimator:
+        if not isinstance(encoder, SequenceEncoder) or encoder.length is not None:
+            raise ValueError(f"a hidden Markov estimator needs a SequenceEncoder without a "
+                             f"length encoder, got {encoder!r}")
+        slots = _slots(encoder.item)
+        emissions = [e.bind(encoder.item if slots is None else encoder.item.child_encoder(k))
+                     for k, e in enumerate(self.emissions)]
+        return HiddenMarkovEstimator(emissions, self.pseudo_count, self.terminal, self.keys)
+
+    def _make(self) -> HiddenMarkovAccumulator:
+        slots = _slots(self.encoder().item)
+        return HiddenMarkovAccumulator([e.accumulator_factory().make() for e in self.emissions],
+                                       slots, self.terminal, self.keys)
+
+    def accumulator_factory(self) -> AccumulatorFactory:
+        return AccumulatorFactory(self._make)
+
+    def estimate(self, nobs: float, stats: Any) -> HiddenMarkovDistribution:
+        own, emission_stats = stats
+        initial_counts, transition_counts = own[0], own[1]
+        pc, s = self.pseudo_count, self.num_states
+        mass = initial_counts + pc
+        initial = mass / mass.sum() if mass.sum() > 0 else np.full(s, 1.0 / s)
+        rows = transition_counts + pc
+        totals = rows.sum(axis=1, keepdims=True)
+        transitions = np.where(totals > 0, rows / _safe(totals), 1.0 / s)
+        terminal = None
+        if self.terminal:
+            stops = own[2] + pc
+            trials = stops + transition_counts.sum(axis=1) + pc
+            terminal = np.where(trials > 0, stops / _safe(trials), 0.5)
+        # every visit of a state is a first step or the end of a transition
+        visits = initial_counts + transition_counts.sum(axis=0)
+        emissions = [est.estimate(float(visits[k]), emission_stats[k])
+                     for k, est in enumerate(self.emissions)]
+        return HiddenMarkovDistribution(emissions, initial, transitions, terminal)
+
+    def initial_guess(self, sample: SequenceEncoded, weights: np.ndarray,
+                      rng: InitRandom) -> HiddenMarkovDistribution:
+        """Seed the emissions as a mixture of the sample's items would be (k-means++ for
+        Gaussian families), then the chain from the mixture posteriors of consecutive items.
+
+        The counts are smoothed towards uniform, so no initial state, transition or stop
+        starts at probability zero.
+        """
+        item_weights = np.repeat(weights, sample.counts())
+        mixture = MixtureEstimator(self.emissions).initial_guess(sample.items, item_weights,
+                                                                 rng.child("emissions"))
+        resp = mixture.seq_posterior(sample.items)
+        initial, transitions, stops = _posterior_counts(sample.offsets, resp,
+                                                        resp * item_weights[:, None])
+        s = self.num_states
+        smooth = 0.01 * max(float(item_weights.sum()), 1.0) / s
+        initial = initial + smooth
+        transitions = transitions + smooth
+        terminal = None
+        if self.terminal:
+            visits = initial + transitions.sum(axis=0)
+            terminal = np.clip((stops + smooth) / (visits + 2 * smooth), 1e-3, 1 - 1e-3)
+        return HiddenMarkovDistribution(mixture.components, initial / initial.sum(),
+                                        transitions / transitions.sum(axis=1, keepdims=True),
+                                        terminal)
+
+    def __repr__(self) -> str:
+        opts = f", pseudo_count={self.pseudo_count!r}" if self.pseudo_count else ""
+        opts += ", terminal=True" if self.terminal else ""
+        opts += f", keys={self.keys!r}" if self.keys is not None else ""
+        return f"HiddenMarkovEstimator({list(self.emissions)!r}{opts})"

@@ -7,15 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold.precision import native_dtype
+from mixfold.families._leaf import NumericEncoder
+from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
+from mixfold.families.gaussian import GaussianAccumulator, GaussianDistribution, GaussianEstimator
 
 __all__ = ["LogGaussianDistribution", "LogGaussianEstimator", "LogGaussianAccumulator"]
-
-_LOG_2PI = float(np.log(2.0 * np.pi))
-
 
 @family("LogGaussian")
 class LogGaussianDistribution(Distribution):
@@ -31,34 +27,20 @@ class LogGaussianDistribution(Distribution):
     """
 
     def __init__(self, mu: float, sigma2: float):
-        self.mu = float(mu)
-        self.sigma2 = float(sigma2)
-        if not np.isfinite(self.mu):
-            raise ParameterError(f"mu must be finite, got {mu!r}")
-        if not (np.isfinite(self.sigma2) and self.sigma2 > 0):
-            raise ParameterError(f"sigma2 must be finite and > 0, got {sigma2!r}")
+        self.log_law = GaussianDistribution(mu, sigma2)  # validates the parameters
+        self.mu, self.sigma2 = self.log_law.mu, self.log_law.sigma2
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        dt = native_dtype(precision)
-        y = np.log(enc.values.astype(dt, copy=False))
-        z = (y - dt.type(self.mu)) ** 2
-        norm = dt.type(0.5 * (_LOG_2PI + np.log(self.sigma2)))
-        out = dt.type(-0.5) * z / dt.type(self.sigma2) - norm - y
-        return out.astype(np.float64, copy=False)
+        y = _log_encoded(enc)
+        return self.log_law.seq_log_density(y, precision) - y.values
 
     @classmethod
     def stack_log_density(cls, components: Sequence[LogGaussianDistribution], enc: Encoded,
                           precision: str = "float64") -> np.ndarray:
         """Log-densities of all components at once, array of shape (n_rows, K)."""
-        dt = native_dtype(precision)
-        mu = np.array([c.mu for c in components], dtype=dt)
-        s2 = np.array([c.sigma2 for c in components])
-        y = np.log(enc.values.astype(dt, copy=False))
-        out = np.subtract.outer(y, mu)
-        out *= out
-        out *= (-0.5 / s2).astype(dt)
-        out += (-0.5 * (_LOG_2PI + np.log(s2))).astype(dt)
-        out -= y[:, None]
+        y = _log_encoded(enc)
+        out = GaussianDistribution.stack_log_density([c.log_law for c in components], y, precision)
+        out -= y.values.astype(out.dtype, copy=False)[:, None]
         return out
 
     @staticmethod
@@ -83,34 +65,20 @@ class LogGaussianDistribution(Distribution):
         return cls(p["mu"], p["sigma2"])
 
 
-class LogGaussianAccumulator(LeafAccumulator):
-    """Statistics: sum of weights, of weighted log-values and of weighted squared log-values."""
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(3)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
+class LogGaussianAccumulator(GaussianAccumulator):
+    """The Gaussian statistics of ``log x``: weights, weighted logs and weighted squared logs."""
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        y = np.log(x)
-        wy = w * y
-        self.sums += (w.sum(), wy.sum(), wy @ y)
+        super()._add(np.log(x), w)
 
     @staticmethod
     def stack_update(accs: Sequence[LogGaussianAccumulator], enc: Encoded,
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights."""
-        y = np.log(enc.values)
-        s0 = resp.sum(axis=0)
-        s1 = y @ resp
-        s2 = (y * y) @ resp
-        for k, acc in enumerate(accs):
-            acc.sums += (s0[k], s1[k], s2[k])
+        GaussianAccumulator.stack_update(accs, _log_encoded(enc), resp)
 
 
-class LogGaussianEstimator(LeafEstimator):
+class LogGaussianEstimator(GaussianEstimator):
     """M-step for :class:`LogGaussianDistribution`: the Gaussian M-step on ``log x``.
 
     ``reg_covar`` is added to the estimated variance of ``log x`` and ``min_variance`` floors it,
@@ -127,23 +95,13 @@ class LogGaussianEstimator(LeafEstimator):
     accumulator_class = LogGaussianAccumulator
     distribution_class = LogGaussianDistribution
 
-    def __init__(self, reg_covar: float = 1e-6, min_variance: float = 1e-12,
-                 keys: str | None = None):
-        super().__init__(keys)
-        if reg_covar < 0 or min_variance <= 0:
-            raise ValueError(f"reg_covar must be >= 0 and min_variance > 0, got {reg_covar!r}, "
-                             f"{min_variance!r}")
-        self.reg_covar = float(reg_covar)
-        self.min_variance = float(min_variance)
-
     def encoder(self) -> Encoder:
         return NumericEncoder("positive")
 
     def estimate(self, nobs: float, stats: Any) -> LogGaussianDistribution:
-        (sums,), _ = stats
-        s0, s1, s2 = sums
-        if s0 <= 0:
-            return LogGaussianDistribution(0.0, 1.0)
-        mu = s1 / s0
-        var = max(s2 / s0 - mu * mu, 0.0) + self.reg_covar
-        return LogGaussianDistribution(mu, max(var, self.min_variance))
+        log_law = super().estimate(nobs, stats)
+        return LogGaussianDistribution(log_law.mu, log_law.sigma2)
+
+
+def _log_encoded(enc: Encoded) -> ArrayEncoded:
+    return ArrayEncoded(np.log(enc.values), enc.start)

@@ -22,7 +22,7 @@ from mixfold.families._protocol import Encoded
 __all__ = ["MPEncodedData"]
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS")
 
 
 def _worker_main(conn: Any) -> None:

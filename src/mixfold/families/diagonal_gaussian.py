@@ -10,6 +10,8 @@ import numpy as np
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold._kernels import diag_mixture_fold, kernels_available
+from mixfold._workspace import scratch
 from mixfold.precision import native_dtype
 
 __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
@@ -76,20 +78,13 @@ class DiagonalGaussianDistribution(Distribution):
         the expansion cancels little even far from the origin or in float32.
         """
         dt = native_dtype(precision)
-        mu = np.array([c.mu for c in components])
-        prec = 1.0 / np.array([c.sigma2 for c in components])
-        center = mu.mean(axis=0)
-        m = mu - center
-        coef = np.concatenate([-0.5 * prec, m * prec], axis=1).T
-        const = -0.5 * ((m * m * prec).sum(axis=1) + mu.shape[1] * _LOG_2PI
-                        - np.log(prec).sum(axis=1))
-        n, d = enc.values.shape
-        z = np.empty((n, 2 * d), dtype=dt)
-        np.subtract(enc.values, center.astype(dt), out=z[:, d:], casting="same_kind")
-        np.multiply(z[:, d:], z[:, d:], out=z[:, :d])
+        center, coef, const = _stacked_coefficients(components)
+        sq, xc = _centred_features(enc.values, center, dt)
+        d = xc.shape[1]
         # computed as (K, n) and returned transposed: (n, K) in Fortran order, so the per-row
         # reductions of the log-sum-exp run over contiguous memory
-        out = coef.T.astype(dt) @ z.T
+        out = coef[:d].T.astype(dt) @ sq.T
+        out += coef[d:].T.astype(dt) @ xc.T
         out += const.astype(dt)[:, None]
         return out.T
 
@@ -116,6 +111,39 @@ class DiagonalGaussianDistribution(Distribution):
         return cls(p["mu"], p["sigma2"])
 
 
+def _stacked_coefficients(components: Sequence[DiagonalGaussianDistribution]
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(centre, coefficients (2D, K), constants (K,)): ``log p_k(x) = [(x-c)^2, x-c] @ coef + c``.
+
+    Rows are centred on the mean of the component means, so the expansion cancels little even
+    far from the origin or in float32.
+    """
+    mu = np.array([c.mu for c in components])
+    prec = 1.0 / np.array([c.sigma2 for c in components])
+    center = mu.mean(axis=0)
+    m = mu - center
+    coef = np.concatenate([-0.5 * prec, m * prec], axis=1).T
+    const = -0.5 * ((m * m * prec).sum(axis=1) + mu.shape[1] * _LOG_2PI
+                    - np.log(prec).sum(axis=1))
+    return center, coef, const
+
+
+def _centred_features(x: np.ndarray, center: np.ndarray,
+                      dt: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``((x - c)^2, x - c)``, two contiguous arrays (n_rows, D) in ``dt``."""
+    xc = np.subtract(x, center, dtype=dt)
+    return xc * xc, xc
+
+
+def _add_centred_sums(accs: Sequence[DiagonalGaussianAccumulator], center: np.ndarray,
+                      mass: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> None:
+    """Add sums of r, r (x - c) and r (x - c)^2 to the accumulators' raw sums (float64)."""
+    for j, acc in enumerate(accs):
+        acc.weight += mass[j]
+        acc.sum_x += s1[j] + center * mass[j]
+        acc.sum_xx += s2[j] + 2.0 * center * s1[j] + center * center * mass[j]
+
+
 class DiagonalGaussianAccumulator(LeafAccumulator):
     """Statistics: sum of weights, weighted sum of the vectors and of their squares (length D)."""
 
@@ -132,6 +160,50 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
         self.weight += w.sum()
         self.sum_x += w @ x
         self.sum_xx += w @ (x * x)
+
+    @staticmethod
+    def stack_fold(accs: Sequence[DiagonalGaussianAccumulator],
+                   components: Sequence[DiagonalGaussianDistribution], log_weights: np.ndarray,
+                   enc: Encoded, weights: np.ndarray, precision: str = "float64"
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """The whole mixture E-step of a chunk in three GEMM-sized passes.
+
+        Scores all K components from the centred features ``z = [(x-c)^2, x-c]`` (one GEMM),
+        normalises them over the components in a (K, n) block whose per-row reductions are
+        contiguous, and accumulates ``resp^T @ z`` (one GEMM) — the features are computed once
+        for scoring and accumulation. Returns (posterior mass per component, per-row
+        log-density). Statistics are float64 whatever ``precision`` the scores use.
+        """
+        dt = native_dtype(precision)
+        center, coef, const = _stacked_coefficients(components)
+        x = enc.values
+        n, d = x.shape
+        if kernels_available():  # one compiled pass over the rows, both cores
+            mass, s1, s2, lse = diag_mixture_fold(x, weights, center, coef[:d].T, coef[d:].T,
+                                                  const + log_weights, dt)
+            _add_centred_sums(accs, center, mass, s1, s2)
+            return mass, lse
+        k = len(components)
+        xc = np.subtract(x, center.astype(dt), out=scratch("diag.xc", (n, d), dt),
+                         casting="same_kind")
+        sq = np.multiply(xc, xc, out=scratch("diag.sq", (n, d), dt))
+        scores = np.matmul(np.ascontiguousarray(coef[:d].T, dtype=dt), sq.T,
+                           out=scratch("diag.scores", (k, n), dt))
+        scores += np.matmul(np.ascontiguousarray(coef[d:].T, dtype=dt), xc.T,
+                            out=scratch("diag.scores2", (k, n), dt))
+        scores += (const + log_weights).astype(dt)[:, None]
+        top = scores.max(axis=0, out=scratch("diag.top", (n,), dt))
+        scores -= top
+        np.exp(scores, out=scores)
+        total = scores.sum(axis=0, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            lse = top + np.log(total)
+        scores *= (weights / total).astype(dt)  # now the weighted posteriors
+        mass = scores.sum(axis=1, dtype=np.float64)
+        s1 = (scores @ xc).astype(np.float64)  # (K, D): sums of r (x - c), of r (x - c)^2
+        s2 = (scores @ sq).astype(np.float64)
+        _add_centred_sums(accs, center, mass, s1, s2)
+        return mass, lse
 
     @staticmethod
     def stack_update(accs: Sequence[DiagonalGaussianAccumulator], enc: Encoded,

@@ -237,7 +237,10 @@ class MixtureAccumulator(Accumulator):
         self.counts = np.zeros(len(self.components))
         cls = type(self.components[0])
         same = all(type(c) is cls for c in self.components)
-        self._stack_update = getattr(cls, "stack_update", None) if same and slots is None else None
+        stackable = same and slots is None
+        self._stack_update = getattr(cls, "stack_update", None) if stackable else None
+        # a family may fuse scoring, normalisation and accumulation of a chunk (one pass)
+        self._stack_fold = getattr(cls, "stack_fold", None) if stackable else None
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.counts]
@@ -247,6 +250,11 @@ class MixtureAccumulator(Accumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
                    precision: str = "float64") -> np.ndarray:
+        if self._stack_fold is not None and model._stack is not None:
+            mass, lse = self._stack_fold(self.components, model.components, model.log_weights,
+                                         enc, weights, precision)
+            self.counts += mass
+            return lse
         resp, lse = log_normalize_rows(model.component_log_densities(enc, precision), weights)
         self.counts += resp.sum(axis=0)
         self._add_components(enc, resp, model, precision)

@@ -99,3 +99,28 @@ def test_sampling_proportions_follow_weights():
                              CategoricalDistribution({"y": 1.0})], [0.25, 0.75])
     s = m.sampler(5).sample(20_000)
     assert np.mean(s == "x") == pytest.approx(0.25, abs=0.01)
+
+
+def test_mixture_of_records_is_scored_and_updated_stacked_like_component_by_component(rng):
+    from mixfold import PoissonDistribution, PoissonEstimator, RecordDistribution, RecordEstimator
+
+    comps = [RecordDistribution({"x": GaussianDistribution(m, 1.0 + m * m),
+                                 "c": CategoricalDistribution(rng.dirichlet(np.ones(4)),
+                                                              levels=list("abcd")),
+                                 "n": PoissonDistribution(lam)})
+             for m, lam in [(-1.0, 0.0), (0.5, 3.0), (2.0, 9.0)]]  # lam = 0: a point mass
+    model = MixtureDistribution(comps, [0.2, 0.5, 0.3])
+    rows = model.sampler(4).sample(2000)
+    est = MixtureEstimator([RecordEstimator({"x": GaussianEstimator(), "c": CategoricalEstimator(),
+                                             "n": PoissonEstimator()})] * 3)
+    est = est.bind(est.encoder().fit(rows))
+    enc = model.encoder().encode(rows)
+    assert model._stack is not None
+    w = rng.uniform(0.5, 1.5, size=2000)
+    stacked = est.accumulator_factory().make()
+    ll_stacked = stacked.seq_update(enc, w, model)
+    model._stack = None  # force the component-by-component path
+    looped = est.accumulator_factory().make()
+    ll_looped = looped.seq_update(enc, w, model)
+    np.testing.assert_allclose(ll_stacked, ll_looped, rtol=1e-12)
+    np.testing.assert_allclose(stacked.to_array(), looped.to_array(), rtol=1e-12)

@@ -192,6 +192,13 @@ class CategoricalDistribution(Distribution):
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         return self.log_probs[enc.values]
 
+    @classmethod
+    def stack_log_density(cls, components: Sequence[CategoricalDistribution], enc: Encoded,
+                          precision: str = "float64") -> np.ndarray:
+        """Log-probabilities of all K components at once: one gather, (n_rows, K) in F order."""
+        table = np.stack([c.log_probs for c in components])  # (K, L)
+        return table[:, enc.values].T
+
     def encoder(self) -> Encoder:
         return CategoricalEncoder(self.levels)
 
@@ -226,6 +233,13 @@ class CategoricalAccumulator(LeafAccumulator):
 
     def _add(self, codes: np.ndarray, w: np.ndarray) -> None:
         self.counts += np.bincount(codes, weights=w, minlength=len(self.counts))
+
+    @staticmethod
+    def stack_update(accs: Sequence[CategoricalAccumulator], enc: Encoded,
+                     resp: np.ndarray) -> None:
+        """Add rows to K accumulators; ``resp`` (n_rows, K) already includes row weights."""
+        for k, acc in enumerate(accs):
+            acc._add(enc.values, resp[:, k])
 
 
 class CategoricalEstimator(LeafEstimator):

@@ -186,6 +186,30 @@ class _FactorDistribution(Distribution):
             out += dist.seq_log_density(part, precision)
         return out
 
+    @classmethod
+    def can_stack(cls, components: Sequence[_FactorDistribution]) -> bool:
+        """Whether every factor can be scored for all components at once (same stackable family)."""
+        from mixfold.families.mixture import _stackable
+
+        if any(len(c.factors) != len(components[0].factors) for c in components):
+            return False
+        return all(_stackable([c.factors[i] for c in components]) is not None
+                   for i in range(len(components[0].factors)))
+
+    @classmethod
+    def stack_log_density(cls, components: Sequence[_FactorDistribution], enc: Encoded,
+                          precision: str = "float64") -> np.ndarray:
+        """Sum over factors of each factor family's stacked scores, (n_rows, K) in F order."""
+        out = None
+        for i, part in enumerate(enc.children):
+            factors = [c.factors[i] for c in components]
+            scores = type(factors[0]).stack_log_density(factors, part, precision)
+            if out is None:
+                out = np.array(scores, dtype=np.float64, order="F")
+            else:
+                out += scores
+        return out
+
     def _sample_columns(self, n: int, rng: np.random.Generator) -> list[Any]:
         cols = [d._sample(n, rng) for d in self.factors]
         # rows of Python scalars, as a user would write them
@@ -284,6 +308,13 @@ class FactorAccumulator(Accumulator):
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         for i, (acc, part) in enumerate(zip(self.factors, enc.children)):
             acc.seq_initialize(part, weights, rng.child(i))
+
+    @staticmethod
+    def stack_update(accs: Sequence[FactorAccumulator], enc: Encoded, resp: np.ndarray) -> None:
+        """Add rows to K factor accumulators, each factor through its family's stacked update."""
+        for i, part in enumerate(enc.children):
+            factor_accs = [a.factors[i] for a in accs]
+            type(factor_accs[0]).stack_update(factor_accs, part, resp)
 
 
 class _FactorEstimator(Estimator):

@@ -115,9 +115,10 @@ def _slots(encoder: Encoder) -> tuple[int, ...] | None:
 def _stackable(components: Sequence[Any]) -> type | None:
     """The common class of the components when it scores all of them in one call."""
     cls = type(components[0])
-    if hasattr(cls, "stack_log_density") and all(type(c) is cls for c in components):
-        return cls
-    return None
+    if not hasattr(cls, "stack_log_density") or any(type(c) is not cls for c in components):
+        return None
+    can_stack = getattr(cls, "can_stack", None)  # combinators stack when their children do
+    return cls if can_stack is None or can_stack(components) else None
 
 
 # ---------------------------------------------------------------------------------------------

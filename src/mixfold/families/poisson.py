@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,21 @@ class PoissonDistribution(Distribution):
         out = xlogy(x, lam) - lam - gammaln(x + dt.type(1))
         return out.astype(np.float64, copy=False)
 
+    @classmethod
+    def stack_log_density(cls, components: Sequence[PoissonDistribution], enc: Encoded,
+                          precision: str = "float64") -> np.ndarray:
+        """Log-densities of all K components at once, (n_rows, K) in Fortran order."""
+        dt = native_dtype(precision)
+        x = enc.values.astype(dt, copy=False)
+        lam = np.array([c.lam for c in components], dtype=dt)
+        with np.errstate(divide="ignore"):
+            log_lam = np.log(lam)
+        out = np.multiply.outer(np.where(lam > 0, log_lam, 0), x)  # (K, n)
+        out -= (lam[:, None] + gammaln(x + dt.type(1))[None, :])
+        for k in np.flatnonzero(lam == 0):  # the point mass at 0: xlogy's 0 * log(0) = 0
+            out[k] = np.where(x == 0, 0.0, -np.inf)
+        return out.T
+
     def encoder(self) -> Encoder:
         return NumericEncoder("count")
 
@@ -68,6 +84,14 @@ class PoissonAccumulator(LeafAccumulator):
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         self.sums += (w.sum(), w @ x)
+
+    @staticmethod
+    def stack_update(accs: Sequence[PoissonAccumulator], enc: Encoded, resp: np.ndarray) -> None:
+        """Add rows to K accumulators; ``resp`` (n_rows, K) already includes row weights."""
+        s0 = resp.sum(axis=0)
+        s1 = enc.values @ resp
+        for k, acc in enumerate(accs):
+            acc.sums += (s0[k], s1[k])
 
 
 class PoissonEstimator(LeafEstimator):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["diag_mixture_fold", "kernels_available"]
+__all__ = ["diag_mixture_fold", "hmm_forward_backward", "kernels_available"]
 
 _KERNELS: dict[str, Any] = {}
 _DISABLED = os.environ.get("MIXFOLD_DISABLE_KERNELS", "") not in ("", "0")
@@ -90,7 +90,98 @@ def _compile() -> dict[str, Any]:
             s1_t += part_s1[blk]
             s2_t += part_s2[blk]
 
-    return {"diag": diag_fold}
+    @numba.njit(parallel=True, fastmath={"contract"}, cache=True)
+    def hmm_fold(scores, offsets, initial, step, end_factor, weights, gamma, ll, n_blocks,
+                 init_counts, trans_counts, end_counts):
+        # scaled forward-backward, one sequence at a time; gamma (n_items, S) holds the forward
+        # variables, then the weighted posteriors; per-block partial counts, reduced in order
+        n_rows = offsets.size - 1
+        s = step.shape[0]
+        part_init = np.zeros((n_blocks, s))
+        part_trans = np.zeros((n_blocks, s, s))
+        part_end = np.zeros((n_blocks, s))
+        per_block = (n_rows + n_blocks - 1) // n_blocks
+        for blk in numba.prange(n_blocks):
+            g = np.empty(s)
+            beta = np.empty(s)
+            beta_next = np.empty(s)
+            pt = part_trans[blk]
+            first, stop = blk * per_block, min(n_rows, (blk + 1) * per_block)
+            longest = 0
+            for r in range(first, stop):
+                longest = max(longest, offsets[r + 1] - offsets[r])
+            emis = np.empty((longest, s))  # one buffer per block, reused by its sequences
+            scale = np.empty(longest)
+            for r in range(first, stop):
+                lo = offsets[r]
+                hi = offsets[r + 1]
+                n = hi - lo
+                if n == 0:
+                    continue
+                total_log = 0.0
+                for t in range(n):
+                    top = scores[lo + t, 0]
+                    for a in range(1, s):
+                        top = max(top, scores[lo + t, a])
+                    if not np.isfinite(top):
+                        top = 0.0
+                    total_log += top
+                    for a in range(s):
+                        gap = scores[lo + t, a] - top  # e^-64 is nothing next to the top's 1
+                        emis[t, a] = np.exp(gap) if gap > -64.0 else 0.0
+                    c = 0.0
+                    for b in range(s):
+                        if t == 0:
+                            v = initial[b]
+                        else:
+                            v = 0.0
+                            for a in range(s):
+                                v += gamma[lo + t - 1, a] * step[a, b]
+                        v *= emis[t, b]
+                        gamma[lo + t, b] = v
+                        c += v
+                    scale[t] = c
+                    inv = 1.0 / c if c > 0 else 1.0
+                    for b in range(s):
+                        gamma[lo + t, b] *= inv
+                    total_log += np.log(c)
+                end_norm = 0.0
+                for a in range(s):
+                    end_norm += gamma[hi - 1, a] * end_factor[a]
+                ll[r] = total_log + np.log(end_norm)
+                w = weights[r]
+                if not np.isfinite(ll[r]):
+                    for t in range(n):
+                        for a in range(s):
+                            gamma[lo + t, a] = 0.0
+                    continue
+                inv_end = 1.0 / end_norm
+                for a in range(s):
+                    beta[a] = end_factor[a] * inv_end
+                for t in range(n - 1, -1, -1):
+                    if t < n - 1:
+                        inv = 1.0 / scale[t + 1] if scale[t + 1] > 0 else 1.0
+                        for b in range(s):
+                            g[b] = emis[t + 1, b] * beta_next[b] * inv
+                        for a in range(s):
+                            v = 0.0
+                            ga = gamma[lo + t, a] * w
+                            for b in range(s):
+                                v += step[a, b] * g[b]
+                                pt[a, b] += ga * g[b] * step[a, b]
+                            beta[a] = v
+                    for a in range(s):
+                        gamma[lo + t, a] *= beta[a] * w
+                        beta_next[a] = beta[a]
+                for a in range(s):
+                    part_init[blk, a] += gamma[lo, a]
+                    part_end[blk, a] += gamma[hi - 1, a]
+        for blk in range(n_blocks):
+            init_counts += part_init[blk]
+            trans_counts += part_trans[blk]
+            end_counts += part_end[blk]
+
+    return {"diag": diag_fold, "hmm": hmm_fold}
 
 
 def _match_thread_budget() -> None:
@@ -100,6 +191,32 @@ def _match_thread_budget() -> None:
     budget = os.environ.get("OMP_NUM_THREADS") or os.environ.get("NUMBA_NUM_THREADS")
     if budget and budget.isdigit():
         numba.set_num_threads(max(1, min(int(budget), numba.config.NUMBA_NUM_THREADS)))
+
+
+def hmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, initial: np.ndarray,
+                         step: np.ndarray, end_factor: np.ndarray,
+                         weights: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Scaled forward-backward of every sequence (rows cut by ``offsets``) in one compiled pass.
+
+    ``scores`` are the emission log-densities of the flat items (n_items, S), ``step`` the
+    continue-and-move matrix, ``end_factor`` the terminal law (ones without one). Returns
+    (weighted posteriors (n_items, S) in flat order, per-row log-likelihood, initial counts,
+    transition counts, terminal counts). Rows without items get log-likelihood 0 here; the
+    caller applies the length-0 convention.
+    """
+    if not _KERNELS:
+        _KERNELS.update(_compile())
+        _match_thread_budget()
+    n_rows = offsets.size - 1
+    s = step.shape[0]
+    gamma = np.empty(scores.shape)
+    ll = np.zeros(n_rows)
+    counts = np.zeros(s), np.zeros((s, s)), np.zeros(s)
+    n_blocks = max(1, min(n_rows, 64))
+    _KERNELS["hmm"](np.asarray(scores, dtype=np.float64),  # any layout: no copy
+                    np.ascontiguousarray(offsets, dtype=np.int64), initial, step, end_factor,
+                    np.ascontiguousarray(weights, dtype=np.float64), gamma, ll, n_blocks, *counts)
+    return (gamma, ll, *counts)
 
 
 def diag_mixture_fold(x: np.ndarray, weights: np.ndarray, center: np.ndarray, a: np.ndarray,

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold._kernels import hmm_forward_backward, kernels_available
 from mixfold.errors import ParameterError
 from mixfold.families._protocol import (
     Accumulator,
@@ -469,11 +470,27 @@ class HiddenMarkovAccumulator(Accumulator):
 
     def seq_update(self, enc: SequenceEncoded, weights: np.ndarray,
                    model: HiddenMarkovDistribution, precision: str = "float64") -> np.ndarray:
+        if kernels_available():  # the compiled recursion, sequence by sequence on all cores
+            return self._compiled_update(enc, weights, model, precision)
         lattice = model._lattice(enc, precision)
         gamma = lattice.posteriors(weights, self.own_arrays())
         gamma *= weights[lattice.tm.rows][:, None]
         self._add_emissions(enc.items, lattice.flat(gamma), model, precision)
         return lattice.log_likelihood
+
+    def _compiled_update(self, enc: SequenceEncoded, weights: np.ndarray,
+                         model: HiddenMarkovDistribution, precision: str) -> np.ndarray:
+        end = np.ones(model.num_states) if model.terminal is None else model.terminal
+        scores = model.emission_log_densities(enc.items, precision)
+        gamma, ll, initial, transitions, terminal = hmm_forward_backward(
+            scores, enc.offsets, model.initial, model._continue_matrix, end, weights)
+        self.initial += initial
+        self.transitions += transitions
+        if self.terminal is not None:
+            self.terminal += terminal
+            ll[enc.counts() == 0] = -np.inf  # the chain always emits at least one item
+        self._add_emissions(enc.items, gamma, model, precision)
+        return ll
 
     def _add_emissions(self, items: Encoded, resp: np.ndarray, model: HiddenMarkovDistribution,
                        precision: str) -> None:

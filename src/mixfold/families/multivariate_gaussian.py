@@ -101,13 +101,23 @@ class MultivariateGaussianDistribution(Distribution):
         factors = np.concatenate([c.precision_cholesky for c in components], axis=1)
         offsets = np.concatenate([(c.mu - center) @ c.precision_cholesky for c in components])
         const = np.array([c.log_det_precision_cholesky for c in components]) - 0.5 * d * _LOG_2PI
-        y = (enc.values.astype(dt, copy=False) - center.astype(dt)) @ factors.astype(dt)
-        y -= offsets.astype(dt)
-        y *= y
-        out = y.reshape(enc.n_rows, k, d).sum(axis=2)
+        n = enc.n_rows
+        xc = np.subtract(enc.values, center, dtype=dt)
+        factors_t, offsets = factors.T.astype(dt), offsets.astype(dt)[:, None]
+        out = np.empty((k, n), dtype=dt)
+        # the whitened rows (K*D, rows) are the one temporary: made block by block so it stays
+        # in cache (~2 MB) whatever the chunk size; the per-component sums of squares reduce over
+        # a middle axis with contiguous rows, and (K, n) goes back as a Fortran-ordered (n, K)
+        step = max(256, (1 << 18) // (k * d))
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            y = factors_t @ xc[lo:hi].T
+            y -= offsets
+            y *= y
+            y.reshape(k, d, hi - lo).sum(axis=1, out=out[:, lo:hi])
         out *= dt.type(-0.5)
-        out += const.astype(dt)
-        return out
+        out += const.astype(dt)[:, None]
+        return out.T
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:
@@ -160,10 +170,13 @@ class MultivariateGaussianAccumulator(LeafAccumulator):
         x = enc.values
         s0 = resp.sum(axis=0)
         s1 = resp.T @ x
+        step = max(256, (1 << 16) // x.shape[1])  # weighted rows stay in cache (~512 KB)
         for k, acc in enumerate(accs):
             acc.weight += s0[k]
             acc.sum_x += s1[k]
-            acc.sum_xx += x.T @ (resp[:, k, None] * x)
+            for lo in range(0, x.shape[0], step):
+                xb = x[lo:lo + step]
+                acc.sum_xx += xb.T @ (resp[lo:lo + step, k, None] * xb)
 
 
 class MultivariateGaussianEstimator(LeafEstimator):

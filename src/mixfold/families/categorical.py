@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import (
@@ -219,6 +220,12 @@ class CategoricalDistribution(Distribution):
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> CategoricalDistribution:
         return cls(p["probs"], levels=[level_from_json(v) for v in p["levels"]])
+
+    def decomposition(self) -> Decomposition:
+        """Atomic: one table lookup and one count per row, whatever the vocabulary size V (which
+        shows in the bytes: probabilities and their logs)."""
+        return Decomposition.atomic(row_work=1.0,
+                                    param_bytes=self.probs.nbytes + self.log_probs.nbytes)
 
 
 class CategoricalAccumulator(LeafAccumulator):

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError
 from mixfold.families._protocol import (
     Accumulator,
@@ -247,6 +248,12 @@ class CompositeDistribution(_FactorDistribution):
     def _from_params(cls, p: dict[str, Any]) -> CompositeDistribution:
         return cls([Distribution.from_dict(f) for f in p["factors"]])
 
+    def decomposition(self) -> Decomposition:
+        """Factors are the units, named by position; their log-densities add."""
+        return Decomposition(DecompAxis.FACTOR, ReductionOp.SUM, units=self.factors,
+                             child_roles=tuple(str(i) for i in range(len(self.factors))),
+                             row_work=float(len(self.factors)))
+
 
 @family("Record")
 class RecordDistribution(_FactorDistribution):
@@ -282,6 +289,11 @@ class RecordDistribution(_FactorDistribution):
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> RecordDistribution:
         return cls({n: Distribution.from_dict(f) for n, f in p["fields"].items()})
+
+    def decomposition(self) -> Decomposition:
+        """Fields are the units, named by field name; their log-densities add."""
+        return Decomposition(DecompAxis.FACTOR, ReductionOp.SUM, units=self.factors,
+                             child_roles=tuple(self.fields), row_work=float(len(self.factors)))
 
 
 class FactorAccumulator(Accumulator):

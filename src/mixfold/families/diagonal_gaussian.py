@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -109,6 +110,11 @@ class DiagonalGaussianDistribution(Distribution):
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> DiagonalGaussianDistribution:
         return cls(p["mu"], p["sigma2"])
+
+    def decomposition(self) -> Decomposition:
+        """Atomic: D coordinates to score and accumulate per row."""
+        return Decomposition.atomic(row_work=float(self.dim),
+                                    param_bytes=self.mu.nbytes + self.sigma2.nbytes)
 
 
 def _stacked_coefficients(components: Sequence[DiagonalGaussianDistribution]

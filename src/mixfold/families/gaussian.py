@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -78,6 +79,10 @@ class GaussianDistribution(Distribution):
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> GaussianDistribution:
         return cls(p["mu"], p["sigma2"])
+
+    def decomposition(self) -> Decomposition:
+        """Atomic: the unit of per-row work (a few flops to score and accumulate a row)."""
+        return Decomposition.atomic(row_work=1.0, param_bytes=16)
 
 
 class GaussianAccumulator(LeafAccumulator):

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from mixfold._kernels import hmm_forward_backward, kernels_available
+from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
 from mixfold.families._protocol import (
     Accumulator,
@@ -409,6 +410,36 @@ class HiddenMarkovDistribution(Distribution):
     def _from_params(cls, p: dict[str, Any]) -> HiddenMarkovDistribution:
         return cls([Distribution.from_dict(e) for e in p["emissions"]], p["initial"],
                    p["transitions"], p.get("terminal"))
+
+    def decomposition(self) -> Decomposition:
+        """STATE: the emissions are the units, each scoring every item; the chain couples them
+        through the forward-backward recursion (S^2 per item, run centrally), and its initial,
+        transition and terminal probabilities are held whole by every worker.
+        """
+        s, items = self.num_states, self.expected_length()
+        own = [self.initial, self.transitions, self._continue_matrix]
+        own += [] if self.terminal is None else [self.terminal]
+        return Decomposition(DecompAxis.STATE, ReductionOp.LOGSUMEXP_RESPONSIBILITY,
+                             units=self.emissions,
+                             child_roles=tuple(f"state_{k}" for k in range(s)),
+                             unit_rows=items, row_work=items * (s * s + s),
+                             param_bytes=sum(a.nbytes for a in own))
+
+    def expected_length(self) -> float:
+        """The mean number of items per sequence under the terminal law (1 without one).
+
+        ``initial @ (I - C)^-1 @ 1`` with ``C`` the continuing step; a chain that may never
+        stop counts as 1 too (the length is then not a property of the model).
+        """
+        if self.terminal is None:
+            return 1.0
+        s = self.num_states
+        try:
+            visits = np.linalg.solve(np.eye(s) - self._continue_matrix, np.ones(s))
+        except np.linalg.LinAlgError:
+            return 1.0
+        length = float(self.initial @ visits)
+        return length if np.isfinite(length) and length >= 1.0 else 1.0
 
 
 class _FixedLength:

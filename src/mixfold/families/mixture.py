@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from mixfold._numeric import log_normalize_rows, logsumexp_rows
+from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import NumericalError, ParameterError
 from mixfold.families._protocol import (
     Accumulator,
@@ -203,6 +204,16 @@ class MixtureDistribution(Distribution):
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> MixtureDistribution:
         return cls([Distribution.from_dict(c) for c in p["components"]], p["weights"])
+
+    def decomposition(self) -> Decomposition:
+        """Components are the units; their scores meet in one log-sum-exp per row, normalised
+        centrally into responsibilities (the mixture's own work, about K per row)."""
+        k = self.num_components
+        return Decomposition(DecompAxis.COMPONENT, ReductionOp.LOGSUMEXP_RESPONSIBILITY,
+                             units=self.components,
+                             child_roles=tuple(f"component_{i}" for i in range(k)),
+                             row_work=float(k),
+                             param_bytes=self.weights.nbytes + self.log_weights.nbytes)
 
 
 def scatter_samples(parts: Sequence[tuple[np.ndarray, Any]], n: int) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import LinAlgError, cholesky, solve_triangular
 
+from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -140,6 +141,13 @@ class MultivariateGaussianDistribution(Distribution):
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> MultivariateGaussianDistribution:
         return cls(p["mu"], p["cov"])
+
+    def decomposition(self) -> Decomposition:
+        """Atomic: whitening a row by the D x D precision factor (and its outer product in the
+        statistics) costs D^2 per row; the covariance is held with both Cholesky factors."""
+        held = (self.mu, self.cov, self.cov_cholesky, self.precision_cholesky)
+        return Decomposition.atomic(row_work=float(self.dim * self.dim),
+                                    param_bytes=sum(a.nbytes for a in held))
 
 
 class MultivariateGaussianAccumulator(LeafAccumulator):

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, ParameterError
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family)
@@ -293,6 +294,13 @@ class OptionalDistribution(Distribution):
     def _from_params(cls, p: dict[str, Any]) -> OptionalDistribution:
         missing = MissingMarkers.from_json(p["missing"]) if "missing" in p else MissingMarkers()
         return cls(Distribution.from_dict(p["inner"]), p["p_missing"], missing=missing)
+
+    def decomposition(self) -> Decomposition:
+        """SEQUENCE-like: the present values are rows of ``inner`` (a fraction ``1 - p_missing``
+        of this node's rows), recursed into and never split here, as a sequence's items are."""
+        return Decomposition(DecompAxis.SEQUENCE, ReductionOp.REPLICATE, units=(self.inner,),
+                             child_roles=("inner",), unit_rows=1.0 - self.p_missing,
+                             row_work=1.0, param_bytes=24)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, Sampler, family)
@@ -292,6 +293,32 @@ class SequenceDistribution(Distribution):
         length = p.get("length")
         return cls(Distribution.from_dict(p["item"]),
                    None if length is None else Distribution.from_dict(length))
+
+    def decomposition(self) -> Decomposition:
+        """SEQUENCE: the items of every row are rows of ``item`` (recursed into, not split); the
+        length law scores one length per row and is held whole by every worker.
+
+        ``unit_rows`` is the expected length: exact for a Categorical length law, else the mean
+        of 1024 seeded draws; without a length law the item count is unknown and each row is
+        costed as one item.
+        """
+        items = self.expected_length()
+        shared = () if self.length is None else (self.length,)
+        roles = ("item",) if self.length is None else ("item", "length")
+        return Decomposition(DecompAxis.SEQUENCE, ReductionOp.REPLICATE, units=(self.item,),
+                             shared_children=shared, child_roles=roles, unit_rows=items,
+                             row_work=items)
+
+    def expected_length(self) -> float:
+        """The mean number of items per row under the length law (1 without one)."""
+        law = self.length
+        if law is None:
+            return 1.0
+        if isinstance(law, CategoricalDistribution) and \
+                all(isinstance(v, (int, float)) for v in law.levels):
+            return float(law.probs @ np.asarray(law.levels, dtype=np.float64))
+        return float(np.mean(np.asarray(law._sample(1024, np.random.default_rng(0)),
+                                        dtype=np.float64)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,441 @@
+"""What the work runs on: devices with their speed, memory and precision bands.
+
+A device is one stream of E-step work: a core of this machine (:meth:`Resources.local`), a Spark
+task slot (:meth:`Resources.from_spark`), a Dask worker (:meth:`Resources.from_dask`), an MPI rank
+(:meth:`Resources.from_mpi`), or a GPU described by hand. Throughputs are relative speeds until
+:meth:`Resources.calibrate` replaces them with *measured* rows per second of the real E-step of a
+model on each device, per precision band. Resource descriptions round-trip through JSON exactly.
+
+>>> r = Resources((DeviceSpec("cpu:0", throughput=1.0, memory_bytes=2**30),
+...                DeviceSpec("gpu:0", kind="gpu", throughput=8.0, memory_bytes=2**34,
+...                           precisions=("float16", "float32"))))
+>>> Resources.from_json(r.to_json()) == r
+True
+>>> r.total_throughput
+9.0
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mixfold.families._protocol import Distribution, Encoded
+from mixfold.precision import BANDS
+
+__all__ = ["DeviceSpec", "Resources", "DEVICE_KINDS", "measure_rows_per_second"]
+
+DEVICE_KINDS = ("cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device: ``name``, ``kind`` ("cpu" or "gpu"), ``throughput`` (rows per second of the
+    calibrated model, or a relative speed before calibration: units must agree across the devices
+    of one :class:`Resources`), ``memory_bytes`` it may hold (``None``: unknown, not checked),
+    ``precisions`` (the bands it can run) and ``band_throughput`` (measured rows per second per
+    band; empty until calibrated).
+
+    >>> d = DeviceSpec("cpu:0", throughput=2.0, band_throughput={"float32": 3.0, "float64": 2.0})
+    >>> d.throughput_for("float32"), d.throughput_for("float16")
+    (3.0, 2.0)
+    """
+
+    name: str
+    kind: str = "cpu"
+    throughput: float = 1.0
+    memory_bytes: int | None = None
+    precisions: tuple[str, ...] = BANDS
+    band_throughput: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"a device needs a non-empty name, got {self.name!r}")
+        if self.kind not in DEVICE_KINDS:
+            raise ValueError(f"kind must be one of {list(DEVICE_KINDS)}, got {self.kind!r}")
+        _check_rate("throughput", self.throughput)
+        object.__setattr__(self, "throughput", float(self.throughput))
+        if self.memory_bytes is not None:
+            if not (isinstance(self.memory_bytes, (int, np.integer)) and self.memory_bytes > 0):
+                raise ValueError(f"memory_bytes must be None or an integer > 0, got "
+                                 f"{self.memory_bytes!r}")
+            object.__setattr__(self, "memory_bytes", int(self.memory_bytes))
+        precisions = tuple(self.precisions)
+        unknown = [b for b in precisions if b not in BANDS]
+        if not precisions or unknown:
+            raise ValueError(f"precisions must be a non-empty subset of {list(BANDS)}, got "
+                             f"{list(precisions)}")
+        object.__setattr__(self, "precisions", precisions)
+        rates = dict(self.band_throughput)
+        for band, rate in rates.items():
+            if band not in precisions:
+                raise ValueError(f"band_throughput names band {band!r}, which {self.name} does "
+                                 f"not run (precisions {list(precisions)})")
+            _check_rate(f"band_throughput[{band!r}]", rate)
+        object.__setattr__(self, "band_throughput", {b: float(rates[b]) for b in BANDS
+                                                     if b in rates})
+
+    def throughput_for(self, band: str) -> float:
+        """Rows per second in ``band`` when measured, else :attr:`throughput`."""
+        return self.band_throughput.get(band, self.throughput)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "throughput": self.throughput,
+                "memory_bytes": self.memory_bytes, "precisions": list(self.precisions),
+                "band_throughput": dict(self.band_throughput)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DeviceSpec:
+        extra = set(d) - {"name", "kind", "throughput", "memory_bytes", "precisions",
+                          "band_throughput"}
+        if extra:
+            raise ValueError(f"unknown device fields {sorted(extra)}")
+        return cls(d["name"], d.get("kind", "cpu"), d.get("throughput", 1.0),
+                   d.get("memory_bytes"), tuple(d.get("precisions", BANDS)),
+                   dict(d.get("band_throughput", {})))
+
+
+def _check_rate(name: str, value: Any) -> None:
+    if not (isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
+            and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """The devices a fit may use, in order (cut ranges are placed on them in this order).
+
+    ``calibrated_work`` is the planner's work estimate per row
+    (:func:`~mixfold.parallel.model_decomposition.subtree_work`) of the model that
+    :meth:`calibrate` timed; with it the planner turns work into estimated seconds.
+    """
+
+    devices: tuple[DeviceSpec, ...]
+    calibrated_work: float | None = None
+
+    def __post_init__(self) -> None:
+        devices = tuple(self.devices)
+        if not devices or not all(isinstance(d, DeviceSpec) for d in devices):
+            raise ValueError("Resources needs at least one DeviceSpec")
+        names = [d.name for d in devices]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"device names must be distinct, got {dup} more than once")
+        object.__setattr__(self, "devices", devices)
+        if self.calibrated_work is not None:
+            _check_rate("calibrated_work", self.calibrated_work)
+            object.__setattr__(self, "calibrated_work", float(self.calibrated_work))
+
+    @property
+    def total_throughput(self) -> float:
+        """The devices' throughputs added up."""
+        return float(sum(d.throughput for d in self.devices))
+
+    # -- discovery ------------------------------------------------------------------------------
+
+    @classmethod
+    def local(cls) -> Resources:
+        """This machine: one CPU device per core this process may run on (``cpu:<core id>``).
+
+        Each core is one device because the model-parallel executor and the ``mp`` backend run
+        one worker per core; each holds an equal share of the machine's memory (the smaller of
+        the physical memory and the cgroup limit), since each worker may hold a replica.
+
+        >>> r = Resources.local()
+        >>> all(d.kind == "cpu" and d.name.startswith("cpu:") for d in r.devices)
+        True
+        """
+        cores = _local_cores()
+        share = max(1, _machine_memory() // len(cores))
+        return cls(tuple(DeviceSpec(f"cpu:{c}", "cpu", 1.0, share) for c in cores))
+
+    @classmethod
+    def from_spark(cls, sc: Any) -> Resources:
+        """One device per task slot of a SparkContext (or SparkSession), ``spark:<slot>``.
+
+        Slots are ``defaultParallelism``, spread over the executors Spark reports (the driver
+        in local mode). Memory per slot: the Python worker limit
+        (``spark.executor.pyspark.memory``) when set, else the executor's JVM memory, shared by
+        the executor's slots.
+        """
+        sc = getattr(sc, "sparkContext", sc)
+        slots = int(sc.defaultParallelism)
+        infos = list(sc._jsc.sc().statusTracker().getExecutorInfos())
+        executors = max(1, len(infos) - 1) if len(infos) > 1 else 1  # the driver is listed too
+        pyspark_mem = sc.getConf().get("spark.executor.pyspark.memory")
+        per_executor = _parse_memory(pyspark_mem) if pyspark_mem else \
+            int(sc._jsc.sc().executorMemory()) * 2**20
+        per_slot = max(1, per_executor // max(1, math.ceil(slots / executors)))
+        return cls(tuple(DeviceSpec(f"spark:{i}", "cpu", 1.0, per_slot) for i in range(slots)))
+
+    @classmethod
+    def from_dask(cls, client: Any) -> Resources:
+        """One device per worker of a Dask ``Client``, named by the worker's address; its
+        throughput is its thread count and its memory the worker's ``memory_limit``."""
+        try:
+            info = client.scheduler_info(n_workers=-1)
+        except TypeError:  # versions without the argument list every worker
+            info = client.scheduler_info()
+        devices = []
+        for address, w in sorted(info["workers"].items()):
+            limit = int(w.get("memory_limit") or 0)
+            devices.append(DeviceSpec(address, "cpu", float(w.get("nthreads", 1)),
+                                      limit if limit > 0 else None))
+        return cls(tuple(devices))
+
+    @classmethod
+    def from_mpi(cls, comm: Any = None) -> Resources:
+        """One device per rank of an MPI communicator (``COMM_WORLD`` by default), ``mpi:<rank>``.
+
+        Collective: call it on every rank. Each rank holds an equal share of its host's memory
+        among the ranks on that host.
+        """
+        if comm is None:
+            from mixfold.backends._shard import require
+
+            comm = require("mpi4py.MPI", "mpi", "mpi").COMM_WORLD
+        hosts = comm.allgather((socket.gethostname(), _machine_memory()))
+        per_host = {h: sum(1 for g, _ in hosts if g == h) for h, _ in hosts}
+        return cls(tuple(DeviceSpec(f"mpi:{r}", "cpu", 1.0, max(1, mem // per_host[h]))
+                         for r, (h, mem) in enumerate(hosts)))
+
+    # -- calibration ----------------------------------------------------------------------------
+
+    def calibrate(self, model: Distribution, data_sample: Any, *, engine: Any = None,
+                  min_seconds: float = 0.05) -> Resources:
+        """These resources with every device's throughput *measured* on ``model``'s E-step.
+
+        ``data_sample``: raw rows the model's encoder reads, or an :class:`Encoded`. On each
+        device, and for each band it lists that the E-step can run, the real fold
+        (``seq_update`` of the model's accumulator over the encoded sample, chunk by chunk) is
+        timed for at least ``min_seconds`` and the best rate kept, in rows per second: it goes to
+        ``band_throughput``, and ``throughput`` becomes the float64 rate (else the most accurate
+        band measured). Bands the E-step cannot run yet (see :mod:`mixfold.precision`) stay
+        unmeasured and are measured here as soon as it can.
+
+        Where the timing runs: without ``engine``, devices of this machine (``cpu:<core>``, each
+        timed pinned to its core; ``cpu`` for the whole machine); with a Dask ``Client``, on every
+        worker; with an MPI communicator, on every rank (call it on all ranks); with a
+        SparkSession or SparkContext, in one barrier task per slot. A device that cannot be
+        reached raises, since measured and declared speeds do not mix.
+        """
+        from mixfold.parallel.model_decomposition import subtree_work
+
+        enc = data_sample if isinstance(data_sample, Encoded) else \
+            model.encoder().encode(data_sample)
+        if enc.n_rows == 0:
+            raise ValueError("calibrate needs a data sample with at least one row")
+        if not (math.isfinite(min_seconds) and min_seconds > 0):
+            raise ValueError(f"min_seconds must be a finite number > 0, got {min_seconds!r}")
+        bands = tuple(b for b in BANDS if any(b in d.precisions for d in self.devices))
+        measured = self._measure(model, enc, bands, float(min_seconds), engine)
+        missing = [d.name for d in self.devices if d.name not in measured]
+        if missing:
+            where = "this machine" if engine is None else f"the {type(engine).__name__}"
+            raise ValueError(f"calibrate could not reach devices {missing} from {where}; pass "
+                             f"the engine they run on (engine=) or describe them separately")
+        return Resources(tuple(_with_rates(d, measured[d.name]) for d in self.devices),
+                         calibrated_work=subtree_work(model))
+
+    def _measure(self, model: Distribution, enc: Encoded, bands: tuple[str, ...],
+                 min_seconds: float, engine: Any) -> dict[str, dict[str, float]]:
+        if engine is None:
+            measure_rows_per_second(model, enc, bands, min_seconds / 10)  # warm-up: JIT, pools
+            cores = set(_local_cores())
+            out = {}
+            for d in self.devices:
+                core = _core_of(d.name)
+                if d.name == "cpu":
+                    out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds)
+                elif core is not None and core in cores:
+                    with _pinned(core):
+                        out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds)
+            return out
+        from mixfold.backends import backend_name
+
+        kind = backend_name(engine)
+        if kind == "dask":
+            return dict(engine.run(measure_rows_per_second, model, enc, bands, min_seconds))
+        if kind == "mpi":
+            rates = engine.allgather(measure_rows_per_second(model, enc, bands, min_seconds))
+            return {f"mpi:{r}": v for r, v in enumerate(rates)}
+        if kind == "spark":
+            return _measure_spark(engine, model, enc, bands, min_seconds)
+        raise ValueError(f"calibrate runs on this machine, a Dask Client, an MPI communicator "
+                         f"or a Spark session, got a {type(engine).__name__}")
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"devices": [d.to_dict() for d in self.devices],
+                "calibrated_work": self.calibrated_work}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Resources:
+        extra = set(d) - {"devices", "calibrated_work"}
+        if extra:
+            raise ValueError(f"unknown resources fields {sorted(extra)}")
+        return cls(tuple(DeviceSpec.from_dict(x) for x in d["devices"]), d.get("calibrated_work"))
+
+    def to_json(self) -> str:
+        """JSON text; :meth:`from_json` gives back an equal object (floats round-trip exactly)."""
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> Resources:
+        return cls.from_dict(json.loads(text))
+
+
+def _with_rates(d: DeviceSpec, rates: Mapping[str, float]) -> DeviceSpec:
+    mine = {b: r for b, r in rates.items() if b in d.precisions}
+    if not mine:
+        raise ValueError(f"calibrate measured none of {d.name}'s bands {list(d.precisions)}")
+    main = mine.get("float64", mine[max(mine, key=BANDS.index)])
+    return DeviceSpec(d.name, d.kind, main, d.memory_bytes, d.precisions, mine)
+
+
+def measure_rows_per_second(model: Distribution, enc: Encoded, bands: tuple[str, ...],
+                            min_seconds: float) -> dict[str, float]:
+    """Rows per second of ``model``'s E-step over ``enc`` here, per band it can run.
+
+    Each band's fold over all of ``enc`` is repeated for at least ``min_seconds``; the fastest
+    repetition counts (the least disturbed by other work). A band the E-step rejects with a
+    ``ValueError`` is left out; float64 must run.
+    """
+    from mixfold.backends.local import DEFAULT_CHUNK_ROWS, fold_rows
+
+    factory = model.estimator().accumulator_factory()
+    weights = np.ones(enc.n_rows)
+    out = {}
+    for band in bands:
+        probe = min(enc.n_rows, 64)
+        try:
+            fold_rows(factory.make(), enc.rows(0, probe), weights[:probe], model, band,
+                      DEFAULT_CHUNK_ROWS)
+        except ValueError:
+            if band == "float64":
+                raise
+            continue  # not runnable in this band yet
+        best, spent = math.inf, 0.0
+        while spent < min_seconds:
+            acc = factory.make()
+            t = time.perf_counter()
+            fold_rows(acc, enc, weights, model, band, DEFAULT_CHUNK_ROWS)
+            elapsed = time.perf_counter() - t
+            best, spent = min(best, elapsed), spent + elapsed
+        out[band] = enc.n_rows / max(best, 1e-9)
+    return out
+
+
+def _measure_spark(engine: Any, model: Distribution, enc: Encoded, bands: tuple[str, ...],
+                   min_seconds: float) -> dict[str, dict[str, float]]:
+    sc = getattr(engine, "sparkContext", engine)
+    slots = int(sc.defaultParallelism)
+    shipped = sc.broadcast((model, enc, bands, min_seconds))
+
+    def run(index: int, _: Iterator[Any]) -> Iterator[tuple[int, dict[str, float]]]:
+        from pyspark import BarrierTaskContext
+
+        BarrierTaskContext.get().barrier()  # all slots start together, as in a fit
+        yield index, measure_rows_per_second(*shipped.value)
+
+    try:
+        rows = sc.parallelize(range(slots), slots).barrier() \
+            .mapPartitionsWithIndex(run).collect()
+    finally:
+        shipped.unpersist()
+    return {f"spark:{i}": rates for i, rates in rows}
+
+
+# -- this machine ---------------------------------------------------------------------------------
+
+
+def _local_cores() -> list[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def _core_of(name: str) -> int | None:
+    prefix, _, rest = name.partition(":")
+    return int(rest) if prefix == "cpu" and rest.isdigit() else None
+
+
+def _machine_memory() -> int:
+    """Physical memory in bytes, or the cgroup's limit when it is lower."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = _meminfo_total()
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return int(total)
+
+
+def _meminfo_total() -> int:
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no MemTotal in /proc/meminfo")
+
+
+_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def _parse_memory(text: str) -> int:
+    """A JVM-style memory string ("512m", "2g", "1024") in bytes (no suffix: MiB, as Spark)."""
+    s = text.strip().lower().removesuffix("b")
+    if s and s[-1] in _UNITS:
+        return int(float(s[:-1]) * _UNITS[s[-1]])
+    return int(float(s)) * 2**20
+
+
+@contextmanager
+def _pinned(core: int) -> Iterator[None]:
+    """Run every thread of this process on ``core`` only, then put every thread back.
+
+    Threads started meanwhile (BLAS or numba pools) inherit the pin, so they get the process's
+    original affinity afterwards rather than staying on one core.
+    """
+    if not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    original = os.sched_getaffinity(0)
+    saved: dict[int, set[int]] = {}
+    for tid in _threads():
+        try:
+            saved[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, {core})
+        except OSError:  # a thread that ended, or one we may not move
+            continue
+    try:
+        yield
+    finally:
+        for tid in _threads():
+            try:
+                os.sched_setaffinity(tid, saved.get(tid, original))
+            except OSError:
+                continue
+
+
+def _threads() -> list[int]:
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]

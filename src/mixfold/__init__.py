@@ -12,12 +12,13 @@ from mixfold.errors import (DataError, DataTypeError, EMDecreaseWarning, ModelFi
 from mixfold.families import *  # noqa: F403 - the families are the public API
 from mixfold.families import __all__ as _family_names
 from mixfold.fit import FitResult, IterationInfo, fit, optimize
-from mixfold.io import load, save
+from mixfold.io import RowBlocks, load, save
+from mixfold.online import OnlineEM
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "optimize", "fit", "FitResult", "IterationInfo", "save", "load",
+    "optimize", "fit", "FitResult", "IterationInfo", "save", "load", "RowBlocks", "OnlineEM",
     "DataError", "DataTypeError", "NumericalError", "ParameterError", "ModelFileError",
     "EMDecreaseWarning", *_family_names,
 ]

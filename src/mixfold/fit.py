@@ -214,7 +214,10 @@ def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
 
     ``data``: rows in the format the estimator's encoder reads (an array of floats for a Gaussian,
     tuples for a Composite, dicts or a DataFrame for a Record, lists for a Sequence...), an
-    already encoded :class:`~mixfold.families.Encoded`, or a backend handle.
+    already encoded :class:`~mixfold.families.Encoded`, a backend handle, or a
+    :class:`~mixfold.RowBlocks` source (Parquet row groups, CSV chunks, a block factory) for data
+    larger than memory: fitted out of core on the local backend, one pass over the source per
+    iteration with one block in memory at a time (``mixfold.backends.stream``).
 
     Options: ``max_iter`` (100), ``tol`` (1e-6, on the relative change of the mean log-likelihood
     per row), ``init`` (None/"auto" for the seeded initialisation, or a starting distribution),

@@ -15,6 +15,7 @@ from mixfold.backends._interface import EncodedDataHandle, FoldResult
 from mixfold.backends._shard import MissingEngineError
 from mixfold.backends.local import DEFAULT_CHUNK_ROWS, LocalEncodedData
 from mixfold.families._protocol import Distribution, Encoded, Estimator
+from mixfold.io.readers import RowBlocks
 
 __all__ = ["EncodedDataHandle", "FoldResult", "LocalEncodedData", "open_backend", "BACKENDS",
            "MissingEngineError", "backend_name"]
@@ -53,6 +54,8 @@ def open_backend(backend: Any, data: Any, estimator: Estimator, *, init: Distrib
     name = backend_name(backend)
     engine = None if isinstance(backend, str) else backend
     chunk = chunk_rows or DEFAULT_CHUNK_ROWS
+    if isinstance(data, RowBlocks):  # out of core: one pass over the source per fold
+        return _open_stream(name, data, estimator, init, weights, chunk, num_workers)
     if _is_spark_dataframe(data):
         if name != "spark":
             raise ValueError(f"a Spark DataFrame is fitted on the spark backend, not {name!r}")
@@ -71,6 +74,21 @@ def open_backend(backend: Any, data: Any, estimator: Estimator, *, init: Distrib
             raise ValueError(f"the local backend runs one worker, got num_workers={num_workers}")
         return LocalEncodedData(enc, weights, chunk), estimator
     return _driver_encoded(name, engine, enc, weights, chunk, num_workers), estimator
+
+
+def _open_stream(name: str, source: RowBlocks, estimator: Estimator, init: Distribution | None,
+                 weights: Any, chunk: int, num_workers: int | None
+                 ) -> tuple[EncodedDataHandle, Estimator]:
+    if name != "local":
+        raise ValueError(f"a RowBlocks source is fitted on the local backend, not {name!r}")
+    if num_workers not in (None, 1):
+        raise ValueError(f"the local backend runs one worker, got num_workers={num_workers}")
+    if weights is not None:
+        raise ValueError("row weights are not supported with a RowBlocks source (every row "
+                         "weighs 1); got weights")
+    from mixfold.backends.stream import StreamEncodedData
+
+    return StreamEncodedData.open(source, estimator, init=init, chunk_rows=chunk)
 
 
 def _is_spark_dataframe(data: Any) -> bool:

@@ -1,0 +1,32 @@
+"""Smoke test of the side-by-side benchmark harness: it runs and prints a row per library.
+
+Nothing about speed is asserted; a peer that is not installed prints "not installed".
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPECTED = {"P1": ["mixfold", "scikit-learn", "mixle", "pomegranate"], "P4": ["mixfold", "mixle"]}
+
+
+@pytest.mark.slow
+def test_quick_benchmark_prints_a_row_per_library():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick",
+                           "--cases", "P1,P4"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    number = r"-?\d+(\.\d+)?(e[-+]?\d+)?"
+    for case, libraries in EXPECTED.items():
+        for lib in libraries:
+            row = [ln for ln in lines
+                   if re.match(rf"{case}\s+{re.escape(lib)}\s+(not installed|failed|-?\d)", ln)]
+            assert len(row) == 1, f"no single {case} row for {lib} in:\n{proc.stdout}"
+            fields = row[0].split()
+            assert fields[2:4] == ["not", "installed"] or (
+                len(fields) == 7 and all(re.fullmatch(number, f) for f in fields[2:])), row[0]

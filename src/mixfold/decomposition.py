@@ -78,8 +78,6 @@ class Decomposition:
       needs whole (a sequence's length law); they are costed and sized, never split.
     - ``child_roles``: one name per unit, then one per shared child, used in paths
       (``"age/component_3"``); defaults to ``"<axis>_<i>"`` and ``"shared_<j>"``.
-    - ``exact``: whether running the units apart reproduces the serial E-step bit for bit; the
-      planner only cuts inexact axes when asked to.
     - ``unit_rows``: rows each unit sees per row of this node (a sequence's expected length, an
       optional field's probability of being present; 1 when every unit sees every row).
     - ``row_work``: this node's own E-step work per row, children excluded, in the units of a
@@ -97,7 +95,6 @@ class Decomposition:
     units: tuple[Any, ...] = ()
     shared_children: tuple[Any, ...] = ()
     child_roles: tuple[str, ...] = ()
-    exact: bool = True
     unit_rows: float = 1.0
     row_work: float = 1.0
     param_bytes: int = 0

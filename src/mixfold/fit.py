@@ -153,6 +153,9 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     finally:
         if owned:
             handle.close()
+        release = getattr(estimator, "close", None)  # a model-parallel estimator's threads
+        if callable(release):
+            release()
 
 
 def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distribution | None, *,

@@ -20,8 +20,9 @@ from mixfold.io.readers import RowBlocks
 __all__ = ["EncodedDataHandle", "FoldResult", "LocalEncodedData", "open_backend", "BACKENDS",
            "MissingEngineError", "backend_name"]
 
-#: Backend names ``optimize(backend=...)`` accepts.
-BACKENDS = ("local", "mp", "spark", "dask", "ray", "mpi")
+#: Backend names ``optimize(backend=...)`` accepts ("model_parallel": rows in this process, the
+#: model threaded, :mod:`mixfold.parallel.model_parallel`).
+BACKENDS = ("local", "mp", "spark", "dask", "ray", "mpi", "model_parallel")
 
 
 def backend_name(backend: Any) -> str:
@@ -73,6 +74,10 @@ def open_backend(backend: Any, data: Any, estimator: Estimator, *, init: Distrib
         if num_workers not in (None, 1):
             raise ValueError(f"the local backend runs one worker, got num_workers={num_workers}")
         return LocalEncodedData(enc, weights, chunk), estimator
+    if name == "model_parallel":
+        from mixfold.parallel.model_parallel import ModelParallelEncodedData
+
+        return ModelParallelEncodedData(enc, weights, chunk, num_workers), estimator
     return _driver_encoded(name, engine, enc, weights, chunk, num_workers), estimator
 
 

@@ -197,14 +197,21 @@ class _FactorDistribution(Distribution):
         return all(_stackable([c.factors[i] for c in components]) is not None
                    for i in range(len(components[0].factors)))
 
+    #: ``stack_log_density`` takes ``units=(start, stop)`` (passed on to every factor's stack)
+    stack_units = True
+
     @classmethod
     def stack_log_density(cls, components: Sequence[_FactorDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
-        """Sum over factors of each factor family's stacked scores, (n_rows, K) in F order."""
+                          precision: str = "float64",
+                          units: tuple[int, int] | None = None) -> np.ndarray:
+        """Sum over factors of each factor family's stacked scores, (n_rows, K) in F order
+        (only the columns ``units=(start, stop)`` when given, with the same bits)."""
+        from mixfold.families.mixture import stack_columns
+
         out = None
         for i, part in enumerate(enc.children):
             factors = [c.factors[i] for c in components]
-            scores = type(factors[0]).stack_log_density(factors, part, precision)
+            scores = stack_columns(type(factors[0]), factors, part, precision, units)
             if out is None:
                 out = np.array(scores, dtype=np.float64, order="F")
             else:

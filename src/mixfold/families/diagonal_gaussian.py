@@ -69,17 +69,24 @@ class DiagonalGaussianDistribution(Distribution):
         out = dt.type(-0.5) * (z @ (1.0 / self.sigma2).astype(dt)) - dt.type(norm)
         return out.astype(np.float64, copy=False)
 
+    #: ``stack_log_density`` takes ``units=(start, stop)`` (the centre is shared by the stack)
+    stack_units = True
+
     @classmethod
     def stack_log_density(cls, components: Sequence[DiagonalGaussianDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: str = "float64",
+                          units: tuple[int, int] | None = None) -> np.ndarray:
         """Log-densities of all components at once, array of shape (n_rows, K).
 
         ``log p_k(x) = [x^2, x] @ [-1/(2 s2_k); mu_k/s2_k] + c_k``: one GEMM for all K, no
         (n_rows, K, D) temporary. Rows are centred on the mean of the component means first, so
-        the expansion cancels little even far from the origin or in float32.
+        the expansion cancels little even far from the origin or in float32. ``units=(start,
+        stop)`` computes only those columns, bit for bit as in the full call (same centre).
         """
         dt = native_dtype(precision)
         center, coef, const = _stacked_coefficients(components)
+        if units is not None:
+            coef, const = coef[:, units[0]:units[1]], const[units[0]:units[1]]
         sq, xc = _centred_features(enc.values, center, dt)
         d = xc.shape[1]
         # computed as (K, n) and returned transposed: (n, K) in Fortran order, so the per-row
@@ -216,16 +223,15 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Two GEMMs, ``resp.T @ x`` and ``resp.T @ x^2``, for all K components.
+        Column by column (``r_k @ x``, ``r_k @ x^2``): a component's sums do not depend on the
+        others in the call, so any range of components can be added apart with the same bits.
         """
         x = enc.values
-        s0 = resp.sum(axis=0)
-        s1 = resp.T @ x
-        s2 = resp.T @ (x * x)
+        xx = x * x
         for k, acc in enumerate(accs):
-            acc.weight += s0[k]
-            acc.sum_x += s1[k]
-            acc.sum_xx += s2[k]
+            acc.weight += resp[:, k].sum()
+            acc.sum_x += resp[:, k] @ x
+            acc.sum_xx += resp[:, k] @ xx
 
 
 class DiagonalGaussianEstimator(LeafEstimator):

@@ -101,13 +101,14 @@ class GaussianAccumulator(LeafAccumulator):
 
     @staticmethod
     def stack_update(accs: Sequence[GaussianAccumulator], enc: Encoded, resp: np.ndarray) -> None:
-        """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights."""
+        """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
+
+        Column by column, so any range of components can be added apart with the same bits.
+        """
         x = enc.values
-        s0 = resp.sum(axis=0)
-        s1 = x @ resp
-        s2 = (x * x) @ resp
+        xx = x * x
         for k, acc in enumerate(accs):
-            acc.sums += (s0[k], s1[k], s2[k])
+            acc.sums += (resp[:, k].sum(), x @ resp[:, k], xx @ resp[:, k])
 
 
 class GaussianEstimator(LeafEstimator):

@@ -37,9 +37,11 @@ from mixfold.families.mixture import (
     MixtureEstimator,
     _slots,
     _stackable,
+    add_unit_range,
     child_encoding,
     scatter_samples,
     shared_encoder,
+    unit_log_densities,
 )
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
 
@@ -311,12 +313,17 @@ class HiddenMarkovDistribution(Distribution):
         """
         if self._stack is not None:
             scores = self._stack.stack_log_density(self.emissions, items, precision)
-        else:
-            scores = np.empty((items.n_rows, self.num_states))
-            for k, emission in enumerate(self.emissions):
-                scores[:, k] = emission.seq_log_density(child_encoding(items, k, self._slots),
-                                                        precision)
-        return scores.astype(np.float64, copy=False)
+            return scores.astype(np.float64, copy=False)
+        scores = np.empty((items.n_rows, self.num_states))
+        self.emission_columns(items, precision, 0, self.num_states, scores)
+        return scores
+
+    def emission_columns(self, items: Encoded, precision: str, start: int, stop: int,
+                         scores: np.ndarray) -> None:
+        """Write log e_s(x) of states ``[start, stop)`` into their columns of ``scores``
+        (n_items, S); any range gets the bits the full set gets."""
+        unit_log_densities(self.emissions, self._stack, self._slots, items, precision, start,
+                           stop, scores)
 
     def _lattice(self, enc: SequenceEncoded, precision: str) -> _Lattice:
         return _Lattice(self, self.emission_log_densities(enc.items, precision), enc.offsets)
@@ -501,18 +508,25 @@ class HiddenMarkovAccumulator(Accumulator):
 
     def seq_update(self, enc: SequenceEncoded, weights: np.ndarray,
                    model: HiddenMarkovDistribution, precision: str = "float64") -> np.ndarray:
-        if kernels_available():  # the compiled recursion, sequence by sequence on all cores
-            return self._compiled_update(enc, weights, model, precision)
-        lattice = model._lattice(enc, precision)
-        gamma = lattice.posteriors(weights, self.own_arrays())
-        gamma *= weights[lattice.tm.rows][:, None]
-        self._add_emissions(enc.items, lattice.flat(gamma), model, precision)
-        return lattice.log_likelihood
-
-    def _compiled_update(self, enc: SequenceEncoded, weights: np.ndarray,
-                         model: HiddenMarkovDistribution, precision: str) -> np.ndarray:
-        end = np.ones(model.num_states) if model.terminal is None else model.terminal
         scores = model.emission_log_densities(enc.items, precision)
+        resp, ll = self.chain_update(enc, weights, model, scores)
+        self._add_emissions(enc.items, resp, model, precision)
+        return ll
+
+    def chain_update(self, enc: SequenceEncoded, weights: np.ndarray,
+                     model: HiddenMarkovDistribution,
+                     scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The forward-backward step, between scoring the states' emissions (``scores``,
+        (n_items, S)) and adding the items to them: adds the chain's expected counts and
+        returns (row-weighted item posteriors (n_items, S) in flat order, per-row
+        log-likelihood)."""
+        if not kernels_available():
+            lattice = _Lattice(model, scores, enc.offsets)
+            gamma = lattice.posteriors(weights, self.own_arrays())
+            gamma *= weights[lattice.tm.rows][:, None]
+            return lattice.flat(gamma), lattice.log_likelihood
+        # the compiled recursion, sequence by sequence on all cores
+        end = np.ones(model.num_states) if model.terminal is None else model.terminal
         gamma, ll, initial, transitions, terminal = hmm_forward_backward(
             scores, enc.offsets, model.initial, model._continue_matrix, end, weights)
         self.initial += initial
@@ -520,17 +534,19 @@ class HiddenMarkovAccumulator(Accumulator):
         if self.terminal is not None:
             self.terminal += terminal
             ll[enc.counts() == 0] = -np.inf  # the chain always emits at least one item
-        self._add_emissions(enc.items, gamma, model, precision)
-        return ll
+        return gamma, ll
 
     def _add_emissions(self, items: Encoded, resp: np.ndarray, model: HiddenMarkovDistribution,
                        precision: str) -> None:
-        if self._stack_update is not None and model._stack is not None:
-            self._stack_update(self.emissions, items, resp)
-            return
-        for k, acc in enumerate(self.emissions):
-            acc.seq_update(child_encoding(items, k, self.slots), np.ascontiguousarray(resp[:, k]),
-                           model.emissions[k], precision)
+        self.add_emission_range(items, resp, model, precision, 0, len(self.emissions))
+
+    def add_emission_range(self, items: Encoded, resp: np.ndarray,
+                           model: HiddenMarkovDistribution, precision: str, start: int,
+                           stop: int) -> None:
+        """Add the items to the emissions of states ``[start, stop)`` with posteriors ``resp``
+        (n_items, S); any range gets the bits the full set gets."""
+        add_unit_range(self.emissions, self._stack_update if model._stack is not None else None,
+                       self.slots, items, resp, model.emissions, precision, start, stop)
 
     def seq_initialize(self, enc: SequenceEncoded, weights: np.ndarray, rng: InitRandom) -> None:
         # Dirichlet(1) state posteriors per item from hashes of the global item index.

@@ -22,7 +22,7 @@ from mixfold.families._protocol import (
 )
 
 __all__ = ["MixtureDistribution", "MixtureEstimator", "MixtureAccumulator", "SharedEncoder",
-           "SharedEncoded"]
+           "SharedEncoded", "stack_columns", "unit_log_densities", "add_unit_range"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,6 +122,37 @@ def _stackable(components: Sequence[Any]) -> type | None:
     return cls if can_stack is None or can_stack(components) else None
 
 
+def stack_columns(cls: type, components: Sequence[Any], enc: Encoded, precision: str,
+                  units: tuple[int, int] | None = None) -> np.ndarray:
+    """Columns ``units=(start, stop)`` of ``cls.stack_log_density(components, enc)`` (all when
+    ``None``), (n_rows, stop - start), with the same bits as in the full call.
+
+    A family whose stack shares something across components (a centre) declares
+    ``stack_units = True`` and takes ``units``; any other scores each column on its own, so the
+    range of components is scored alone.
+    """
+    if units is None:
+        return cls.stack_log_density(components, enc, precision)
+    if getattr(cls, "stack_units", False):
+        return cls.stack_log_density(components, enc, precision, units=units)
+    return cls.stack_log_density(components[units[0]:units[1]], enc, precision)
+
+
+def unit_log_densities(units: Sequence[Distribution], stack: type | None,
+                       slots: tuple[int, ...] | None, enc: Encoded, precision: str,
+                       start: int, stop: int, out: np.ndarray) -> None:
+    """Write log p_k(x) of units ``[start, stop)`` into ``out[:, start:stop]`` (float64).
+
+    Each column gets the same bits whatever range it is scored in (the serial E-step scores
+    the range ``[0, K)``), so a model-parallel executor can score ranges apart.
+    """
+    if stack is not None:
+        out[:, start:stop] = stack_columns(stack, units, enc, precision, (start, stop))
+        return
+    for k in range(start, stop):
+        out[:, k] = units[k].seq_log_density(child_encoding(enc, k, slots), precision)
+
+
 # ---------------------------------------------------------------------------------------------
 # Distribution
 
@@ -162,17 +193,24 @@ class MixtureDistribution(Distribution):
 
     def component_log_densities(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         """log w_k + log p_k(x) for every row and component, array of shape (n_rows, K)."""
-        if self._stack is not None:
-            scores = self._stack.stack_log_density(self.components, enc, precision)
-        else:
-            scores = np.empty((enc.n_rows, self.num_components), order="F")
-            for k, comp in enumerate(self.components):
-                scores[:, k] = comp.seq_log_density(child_encoding(enc, k, self._slots), precision)
         # Fortran order: each component's column is contiguous, so the per-row max and sum of
         # the log-sum-exp reduce over contiguous memory (10x faster than over rows of K)
-        scores = np.asfortranarray(scores, dtype=np.float64)
-        scores += self.log_weights
+        if self._stack is not None:  # the stack's own (n, K) block, no copy
+            scores = np.asfortranarray(self._stack.stack_log_density(self.components, enc,
+                                                                     precision), dtype=np.float64)
+            scores += self.log_weights
+            return scores
+        scores = np.empty((enc.n_rows, self.num_components), order="F")
+        self.add_weighted_columns(enc, precision, 0, self.num_components, scores)
         return scores
+
+    def add_weighted_columns(self, enc: Encoded, precision: str, start: int, stop: int,
+                             scores: np.ndarray) -> None:
+        """Write log w_k + log p_k(x) of components ``[start, stop)`` into their columns of
+        ``scores`` (n_rows, K); any range gets the bits the full set gets."""
+        unit_log_densities(self.components, self._stack, self._slots, enc, precision, start,
+                           stop, scores)
+        scores[:, start:stop] += self.log_weights[start:stop]
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         return logsumexp_rows(self.component_log_densities(enc, precision))
@@ -274,12 +312,14 @@ class MixtureAccumulator(Accumulator):
 
     def _add_components(self, enc: Encoded, resp: np.ndarray, model: MixtureDistribution,
                         precision: str) -> None:
-        if self._stack_update is not None and model._stack is not None:
-            self._stack_update(self.components, enc, resp)
-            return
-        for k, acc in enumerate(self.components):
-            acc.seq_update(child_encoding(enc, k, self.slots), np.ascontiguousarray(resp[:, k]),
-                           model.components[k], precision)
+        self.add_component_range(enc, resp, model, precision, 0, len(self.components))
+
+    def add_component_range(self, enc: Encoded, resp: np.ndarray, model: MixtureDistribution,
+                            precision: str, start: int, stop: int) -> None:
+        """Add the rows to components ``[start, stop)`` with responsibilities ``resp`` (n_rows,
+        K); any range gets the bits the full set gets (stacked updates go column by column)."""
+        add_unit_range(self.components, self._stack_update if model._stack is not None else None,
+                       self.slots, enc, resp, model.components, precision, start, stop)
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         # Dirichlet(1) posteriors from per-row hashes: independent of chunking and sharding.
@@ -290,6 +330,18 @@ class MixtureAccumulator(Accumulator):
         for k, acc in enumerate(self.components):
             acc.seq_initialize(child_encoding(enc, k, self.slots), np.ascontiguousarray(resp[:, k]),
                                rng.child(k))
+
+
+def add_unit_range(accs: Sequence[Accumulator], stack_update: Any, slots: tuple[int, ...] | None,
+                   enc: Encoded, resp: np.ndarray, units: Sequence[Distribution], precision: str,
+                   start: int, stop: int) -> None:
+    """Add rows weighted by ``resp[:, k]`` to the accumulators of units ``[start, stop)``."""
+    if stack_update is not None:
+        stack_update(accs[start:stop], enc, resp[:, start:stop])
+        return
+    for k in range(start, stop):
+        accs[k].seq_update(child_encoding(enc, k, slots), np.ascontiguousarray(resp[:, k]),
+                           units[k], precision)
 
 
 class MixtureEstimator(Estimator):

@@ -87,18 +87,28 @@ class MultivariateGaussianDistribution(Distribution):
         out = dt.type(-0.5) * np.einsum("ij,ij->i", y, y) - dt.type(norm)
         return out.astype(np.float64, copy=False)
 
+    #: ``stack_log_density`` takes ``units=(start, stop)`` (the centre is shared by the stack)
+    stack_units = True
+
     @classmethod
     def stack_log_density(cls, components: Sequence[MultivariateGaussianDistribution],
-                          enc: Encoded, precision: str = "float64") -> np.ndarray:
+                          enc: Encoded, precision: str = "float64",
+                          units: tuple[int, int] | None = None) -> np.ndarray:
         """Log-densities of all components at once, array of shape (n_rows, K).
 
         One GEMM ``x @ [U_1 ... U_K]`` (n_rows, K*D) whitens the rows for every component; the
         offsets ``mu_k U_k`` are subtracted and each D-block is squared and summed. Rows are
         centred on the mean of the component means first, so the subtraction cancels little.
+        ``units=(start, stop)`` computes only those columns, bit for bit as in the full call
+        (same centre and row blocks; a GEMM's sums run along D whatever rows it is given).
         """
         dt = native_dtype(precision)
-        k, d = len(components), components[0].dim
+        d = components[0].dim
         center = np.mean([c.mu for c in components], axis=0)
+        step = max(256, (1 << 18) // (len(components) * d))  # the full stack's row blocks
+        if units is not None:
+            components = components[units[0]:units[1]]
+        k = len(components)
         factors = np.concatenate([c.precision_cholesky for c in components], axis=1)
         offsets = np.concatenate([(c.mu - center) @ c.precision_cholesky for c in components])
         const = np.array([c.log_det_precision_cholesky for c in components]) - 0.5 * d * _LOG_2PI
@@ -109,7 +119,6 @@ class MultivariateGaussianDistribution(Distribution):
         # the whitened rows (K*D, rows) are the one temporary: made block by block so it stays
         # in cache (~2 MB) whatever the chunk size; the per-component sums of squares reduce over
         # a middle axis with contiguous rows, and (K, n) goes back as a Fortran-ordered (n, K)
-        step = max(256, (1 << 18) // (k * d))
         for lo in range(0, n, step):
             hi = min(n, lo + step)
             y = factors_t @ xc[lo:hi].T
@@ -173,15 +182,15 @@ class MultivariateGaussianAccumulator(LeafAccumulator):
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        ``resp.T @ x`` for all K sums in one GEMM, then one ``x.T @ (r_k x)`` per component.
+        Column by column (``r_k @ x``, then ``x.T @ (r_k x)`` per row block): a component's sums
+        do not depend on the others in the call, so any range of components can be added apart
+        with the same bits (a GEMM over K columns would sum the rows in a K-dependent order).
         """
         x = enc.values
-        s0 = resp.sum(axis=0)
-        s1 = resp.T @ x
         step = max(256, (1 << 16) // x.shape[1])  # weighted rows stay in cache (~512 KB)
         for k, acc in enumerate(accs):
-            acc.weight += s0[k]
-            acc.sum_x += s1[k]
+            acc.weight += resp[:, k].sum()
+            acc.sum_x += resp[:, k] @ x
             for lo in range(0, x.shape[0], step):
                 xb = x[lo:lo + step]
                 acc.sum_xx += xb.T @ (resp[lo:lo + step, k, None] * xb)

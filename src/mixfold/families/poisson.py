@@ -87,11 +87,12 @@ class PoissonAccumulator(LeafAccumulator):
 
     @staticmethod
     def stack_update(accs: Sequence[PoissonAccumulator], enc: Encoded, resp: np.ndarray) -> None:
-        """Add rows to K accumulators; ``resp`` (n_rows, K) already includes row weights."""
-        s0 = resp.sum(axis=0)
-        s1 = enc.values @ resp
+        """Add rows to K accumulators; ``resp`` (n_rows, K) already includes row weights.
+
+        Column by column, so any range of components can be added apart with the same bits.
+        """
         for k, acc in enumerate(accs):
-            acc.sums += (s0[k], s1[k])
+            acc.sums += (resp[:, k].sum(), enc.values @ resp[:, k])
 
 
 class PoissonEstimator(LeafEstimator):

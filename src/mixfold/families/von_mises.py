@@ -108,11 +108,14 @@ class VonMisesAccumulator(LeafAccumulator):
 
     @staticmethod
     def stack_update(accs: Sequence[VonMisesAccumulator], enc: Encoded, resp: np.ndarray) -> None:
-        """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights."""
-        s0 = resp.sum(axis=0)
-        s12 = resp.T @ VonMisesDistribution.stack_points(enc)
+        """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
+
+        Column by column, so any range of components can be added apart with the same bits.
+        """
+        points = VonMisesDistribution.stack_points(enc)
         for k, acc in enumerate(accs):
-            acc.sums += (s0[k], s12[k, 0], s12[k, 1])
+            s12 = resp[:, k] @ points
+            acc.sums += (resp[:, k].sum(), s12[0], s12[1])
 
 
 def _mean_resultant(kappa: float) -> float:

@@ -1,0 +1,766 @@
+"""Model-parallel EM: the planned axis of the model tree is threaded over workers.
+
+The inversion of the data backends: there the model is replicated and the rows sharded; here the
+rows stay whole and the units of one node of the model tree (a mixture's components, a record's
+fields, a hidden Markov model's states) are cut into the contiguous ranges a
+:class:`~mixfold.parallel.model_decomposition.ModelDecomposition` names, range ``i`` running on
+worker ``i``. One recursive fold, :func:`model_parallel_fold`, walks the tree from the root to the
+cut node along the plan's path and reproduces every accumulator's ``seq_update`` on the way:
+
+- FACTOR (Composite, Record): the factors of each range are folded on their worker; the per-row
+  log-densities are added in factor order, centrally.
+- COMPONENT (Mixture): each worker scores its components into its own columns of one (rows x K)
+  block; the log-sum-exp normalisation runs centrally, exactly as the serial fold runs it; then
+  each worker adds the rows to its components.
+- STATE (HiddenMarkov): each worker scores the items under its states' emissions; the
+  forward-backward recursion runs centrally; each worker adds the items to its emissions.
+- SEQUENCE (Sequence items, Optional values) and nodes above the cut: the fold recurses into
+  the unit on the path, so a mixture inside a sequence is threaded.
+
+Each unit's arithmetic is the serial fold's, column by column (stacked scorers take a unit range,
+stacked updates go component by component), so an iteration is **bit-identical** to the serial
+fold: ``np.array_equal`` on every statistic. Two provisos, both about the serial fold itself: it
+must run with the BLAS thread count the workers run with (OpenBLAS splits a long dot product
+over its threads, so the serial fold's last bits change with that count; the workers run
+``cores // workers`` BLAS threads each, one on a 2-core machine), and a diagonal-Gaussian mixture
+whose serial E-step is the fused compiled kernel (scores, normalisation and sums in one pass
+per row) is split into the same three steps as every other mixture, so its statistics agree
+with the fused kernel to rounding (about 1e-15 relative), not bit for bit.
+
+Two entry points share the fold. ``optimize(data, est, backend="model_parallel")`` keeps the
+rows in this process and threads the model (:class:`ModelParallelEncodedData`).
+``optimize(data, ModelParallelEstimator(est), backend=...)`` composes with every data backend:
+the rows are sharded by the backend (mp, Spark, Dask, Ray, MPI) and the model is threaded inside
+each shard's E-step. Threads, because NumPy, BLAS and the compiled kernels release the GIL; one
+pool per fit and process, created on the first fold and reused by every iteration; a unit's
+work never opens a pool of its own (no nesting).
+
+>>> import numpy as np, mixfold
+>>> from mixfold import GaussianDistribution, GaussianEstimator, MixtureDistribution
+>>> truth = MixtureDistribution([GaussianDistribution(m, 1) for m in (-6, -2, 2, 6)], [0.25] * 4)
+>>> x = truth.sampler(0).sample(4000)
+>>> est = mixfold.MixtureEstimator([GaussianEstimator()] * 4)
+>>> threaded = mixfold.optimize(x, est, backend="model_parallel", num_workers=2, max_iter=5,
+...                             progress=False)
+>>> serial = mixfold.optimize(x, est, max_iter=5, progress=False)
+>>> all(a == b for a, b in zip(threaded.components, serial.components))
+True
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from typing import Any
+
+import numpy as np
+
+from mixfold._numeric import log_normalize_rows
+from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
+from mixfold.backends.local import DEFAULT_CHUNK_ROWS, fold_rows
+from mixfold.decomposition import DecompAxis, decomposition_for
+from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
+                                        Encoder, Estimator, InitRandom, as_weights)
+from mixfold.families.composite import FactorAccumulator
+from mixfold.families.hidden_markov import HiddenMarkovAccumulator
+from mixfold.families.mixture import MixtureAccumulator, child_encoding
+from mixfold.families.optional import OptionalAccumulator
+from mixfold.families.sequence import SequenceAccumulator, _row_sums
+from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
+from mixfold.parallel.resources import DeviceSpec, Resources
+
+__all__ = ["model_parallel_fold", "ModelParallelAccumulator", "ModelParallelAccumulatorFactory",
+           "ModelParallelEstimator", "ModelParallelEncodedData", "auto_parallel_estimator",
+           "WorkerPool", "plan_for", "check_plan"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers: one thread per planned device, started once per fit
+
+
+_IN_WORKER = threading.local()
+
+
+def _in_worker() -> bool:
+    return getattr(_IN_WORKER, "active", False)
+
+
+class WorkerPool:
+    """One thread per device of a plan: task ``i`` of every :meth:`run` runs on thread ``i``.
+
+    ``assignments`` records, for the last run, which thread ran which unit range (what the
+    plan asked for). BLAS runs ``threads_per_worker`` threads per call while the pool is
+    folding, so the workers do not oversubscribe the cores (``None``: cores // workers).
+
+    >>> with WorkerPool(["cpu:0", "cpu:1"]) as pool:
+    ...     pool.run([lambda: 1 + 1, lambda: 2 + 2], [(0, 3), (3, 5)])
+    ...     pool.assignments
+    [2, 4]
+    [('cpu:0', 0, 3), ('cpu:1', 3, 5)]
+    """
+
+    def __init__(self, devices: Sequence[str], threads_per_worker: int | None = None):
+        self.devices = tuple(devices)
+        if not self.devices:
+            raise ValueError("a worker pool needs at least one device")
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+            (os.cpu_count() or 1)
+        self.threads_per_worker = int(threads_per_worker or max(1, cores // len(self.devices)))
+        self._threads = [ThreadPoolExecutor(1, thread_name_prefix=f"mixfold-{name}")
+                         for name in self.devices]
+        self.assignments: list[tuple[str, int, int]] = []
+        self.closed = False
+
+    def run(self, tasks: Sequence[Callable[[], Any]],
+            ranges: Sequence[tuple[int, int]]) -> list[Any]:
+        """Run ``tasks[i]`` (the work of unit range ``ranges[i]``) on thread ``i``; the results
+        in order. The first task's error is raised once all have finished."""
+        if self.closed:
+            raise RuntimeError("the worker pool is closed")
+        if len(tasks) != len(self.devices):
+            raise ValueError(f"need one task per worker ({len(self.devices)}), got {len(tasks)}")
+        ran: list[tuple[str, int, int] | None] = [None] * len(tasks)
+
+        def on_worker(i: int) -> Any:
+            _IN_WORKER.active = True
+            try:
+                ran[i] = (threading.current_thread().name.split("-", 1)[1].rsplit("_", 1)[0],
+                          *ranges[i])
+                return tasks[i]()
+            finally:
+                _IN_WORKER.active = False
+
+        futures = [t.submit(on_worker, i) for i, t in enumerate(self._threads)]
+        errors = [f.exception() for f in futures]
+        self.assignments = [r for r in ran if r is not None]
+        for err in errors:
+            if err is not None:
+                raise err
+        return [f.result() for f in futures]
+
+    def blas_limit(self) -> Any:
+        """A context in which BLAS runs ``threads_per_worker`` threads per call."""
+        return _blas_threads(self.threads_per_worker)
+
+    def close(self) -> None:
+        """Stop the threads; idempotent."""
+        if not self.closed:
+            self.closed = True
+            for t in self._threads:
+                t.shutdown(wait=True)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_BLAS: dict[str, Any] = {}
+
+
+def _blas_threads(n: int) -> Any:
+    """Limit BLAS to ``n`` threads per call (threadpoolctl; nothing to do without it)."""
+    if "controller" not in _BLAS:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _BLAS["controller"] = None
+        else:
+            _BLAS["controller"] = ThreadpoolController()
+    controller = _BLAS["controller"]
+    return nullcontext() if controller is None else controller.limit(limits=n, user_api="blas")
+
+
+# Pools by fit: an estimator travels (pickled) to remote workers every iteration; each process
+# keeps the pool of its fit across iterations and drops the pools of earlier fits.
+_POOLS: dict[tuple[str, tuple[str, ...]], WorkerPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool_for(fit_id: str, devices: tuple[str, ...]) -> WorkerPool:
+    key = (fit_id, devices)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None or pool.closed:
+            for old in [k for k in _POOLS if k[0] != fit_id]:
+                _POOLS.pop(old).close()
+            pool = _POOLS[key] = WorkerPool(devices)
+        return pool
+
+
+def _release_pools(fit_id: str) -> None:
+    with _POOLS_LOCK:
+        for key in [k for k in _POOLS if k[0] == fit_id]:
+            _POOLS.pop(key).close()
+
+
+@atexit.register
+def _close_all_pools() -> None:
+    with _POOLS_LOCK:
+        while _POOLS:
+            _POOLS.popitem()[1].close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans
+
+
+def plan_for(model: Distribution, num_workers: int | None = None) -> ModelDecomposition:
+    """The default plan: the planner's best axis of ``model`` cut over ``num_workers`` equal
+    CPU devices (default: this machine's cores), model parallel even when data parallelism
+    would be preferred.
+
+    >>> from mixfold import GaussianDistribution, MixtureDistribution
+    >>> mix = MixtureDistribution([GaussianDistribution(i, 1) for i in range(5)], [0.2] * 5)
+    >>> [(c.start, c.stop) for c in plan_for(mix, 2).cuts]
+    [(0, 3), (3, 5)]
+    """
+    if num_workers is None:
+        resources = Resources.local()
+    else:
+        if not (isinstance(num_workers, (int, np.integer)) and num_workers >= 1):
+            raise ValueError(f"num_workers must be None or an integer >= 1, got {num_workers!r}")
+        resources = Resources(tuple(DeviceSpec(f"cpu:{i}") for i in range(int(num_workers))))
+    return decompose_model(model, resources, prefer_data_parallel=False)
+
+
+def check_plan(model: Distribution, plan: ModelDecomposition) -> None:
+    """Raise ``ValueError`` unless the executor can run ``plan`` on ``model`` bit for bit: the
+    node at ``plan.path`` has ``plan.num_units`` units along ``plan.axis``, and every node above
+    it is one the fold recurses through (a factor, a sequence, an optional value, or a mixture
+    or hidden Markov model that scores its units one by one).
+
+    >>> from mixfold import GaussianDistribution, MixtureDistribution
+    >>> mix = MixtureDistribution([GaussianDistribution(i, 1) for i in range(4)], [0.25] * 4)
+    >>> check_plan(mix, plan_for(mix, 2))
+    """
+    if not plan.is_model_parallel:
+        return
+    node, rest, seen = model, plan.path, ""
+    while rest:
+        dc = decomposition_for(node)
+        index, rest = _step(dc, rest, plan.path)
+        if getattr(node, "_stack", None) is not None:
+            raise ValueError(
+                f"cannot thread below {seen or 'the root'} of path {plan.path!r}: that "
+                f"{type(node).__name__} scores and adds its units together (a stacked fast "
+                f"path), so one unit cannot be folded apart with the same bits; cut that node "
+                f"itself")
+        seen = f"{seen}/{dc.child_roles[index]}".lstrip("/")
+        node = dc.units[index]
+    dc = decomposition_for(node)
+    if dc.axis is not plan.axis or len(dc.units) != plan.num_units:
+        raise ValueError(f"the plan cuts {plan.num_units} units along {plan.axis.value} at "
+                         f"{plan.path!r}, but the model has {len(dc.units)} along "
+                         f"{dc.axis.value} there")
+    if dc.axis not in _CUT_FOLDS:
+        raise ValueError(f"cannot execute a cut along the {dc.axis.value} axis")
+
+
+def _step(dc: Any, rest: str, path: str) -> tuple[int, str]:
+    """(index of the unit the path goes to next, the rest of the path) — as ``node_at`` reads
+    paths, the longest matching role first."""
+    matches = [r for r in dc.child_roles if rest == r or rest.startswith(r + "/")]
+    if not matches:
+        raise ValueError(f"path {path!r} does not name a unit at {rest!r}; the roles there are "
+                         f"{list(dc.child_roles)}")
+    role = max(matches, key=len)
+    index = dc.child_roles.index(role)
+    if index >= len(dc.units):
+        raise ValueError(f"path {path!r} goes through {role!r}, a child every worker holds "
+                         f"whole, not a unit")
+    return index, rest[len(role) + 1:]
+
+
+class _Cut:
+    """What the fold reads from a plan: the path, the unit ranges and their workers."""
+
+    __slots__ = ("path", "axis", "num_units", "ranges", "devices")
+
+    def __init__(self, plan: ModelDecomposition):
+        self.path = plan.path
+        self.axis = plan.axis
+        self.num_units = plan.num_units
+        self.ranges = tuple((c.start, c.stop) for c in plan.cuts)
+        self.devices = tuple(c.device.name for c in plan.cuts)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fold
+
+
+def model_parallel_fold(acc: Accumulator, model: Distribution, enc: Encoded, weights: np.ndarray,
+                        plan: ModelDecomposition, precision: str = "float64",
+                        pool: WorkerPool | None = None) -> np.ndarray | None:
+    """E-step of ``model`` over ``enc`` into ``acc`` (in place), the node ``plan`` cuts threaded
+    over ``pool`` (one thread per cut; a pool of the plan's devices for this call when
+    ``None``). Returns what ``acc.seq_update(enc, weights, model, precision)`` returns, and
+    leaves ``acc`` as it leaves it, bit for bit (see the module notes).
+
+    A plan that is not model parallel, or a call from inside a worker (no nested pools), runs
+    the serial ``seq_update``.
+
+    >>> import numpy as np
+    >>> from mixfold import (CategoricalDistribution, CategoricalEstimator, GaussianDistribution,
+    ...                      GaussianEstimator, RecordDistribution, RecordEstimator)
+    >>> model = RecordDistribution({"x": GaussianDistribution(4.5, 8.25),
+    ...                             "c": CategoricalDistribution({"a": 0.5, "b": 0.5})})
+    >>> rows = [{"x": float(i), "c": "ab"[i % 2]} for i in range(10)]
+    >>> enc = model.encoder().encode(rows)
+    >>> est = model.estimator()
+    >>> serial, threaded = est.accumulator_factory().make(), est.accumulator_factory().make()
+    >>> _ = serial.seq_update(enc, np.ones(10), model)
+    >>> _ = model_parallel_fold(threaded, model, enc, np.ones(10), plan_for(model, 2))
+    >>> bool(np.array_equal(serial.to_array(), threaded.to_array()))
+    True
+    """
+    if not plan.is_model_parallel or _in_worker():
+        return acc.seq_update(enc, weights, model, precision)
+    cut = _Cut(plan)
+    owned = pool is None
+    if owned:
+        pool = WorkerPool(cut.devices)
+    elif pool.devices != cut.devices:
+        raise ValueError(f"the pool's workers {list(pool.devices)} are not the plan's devices "
+                         f"{list(cut.devices)}")
+    try:
+        with pool.blas_limit():
+            return _fold(acc, model, enc, weights, precision, cut.path, cut, pool)
+    finally:
+        if owned:
+            pool.close()
+
+
+def _fold(acc: Accumulator, model: Distribution, enc: Encoded, weights: np.ndarray,
+          precision: str, rest: str, cut: _Cut, pool: WorkerPool) -> np.ndarray | None:
+    """``acc.seq_update`` with the cut ``rest`` below this node threaded."""
+    dc = decomposition_for(model)
+    if not rest:
+        if dc.axis is not cut.axis or len(dc.units) != cut.num_units:
+            raise ValueError(f"the plan cuts {cut.num_units} units along {cut.axis.value} at "
+                             f"{cut.path!r}, the model has {len(dc.units)} along "
+                             f"{dc.axis.value} there")
+        try:
+            run = _CUT_FOLDS[dc.axis]
+        except KeyError:
+            raise ValueError(f"cannot execute a cut along the {dc.axis.value} axis") from None
+        return run(acc, model, enc, weights, precision, cut, pool)
+    index, rest = _step(dc, rest, cut.path)
+    for cls, through in _THROUGH:
+        if isinstance(acc, cls):
+            return through(acc, model, enc, weights, precision, index, rest, cut, pool)
+    raise ValueError(f"cannot thread through a {type(acc).__name__} on path {cut.path!r}")
+
+
+# -- the cut node ----------------------------------------------------------------------------
+
+
+def _cut_factors(acc: FactorAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
+                 precision: str, cut: _Cut, pool: WorkerPool) -> np.ndarray | None:
+    parts = enc.children
+
+    def fold_range(start: int, stop: int) -> list[np.ndarray | None]:
+        return [acc.factors[i].seq_update(parts[i], weights, model.factors[i], precision)
+                for i in range(start, stop)]
+
+    per_range = pool.run([_bind(fold_range, r) for r in cut.ranges], cut.ranges)
+    total: np.ndarray | None = np.zeros(enc.n_rows)
+    for ll in (ll for lls in per_range for ll in lls):  # added in factor order, as serially
+        if ll is None or total is None:
+            total = None
+        else:
+            total += ll
+    return total
+
+
+def _cut_components(acc: MixtureAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
+                    precision: str, cut: _Cut, pool: WorkerPool) -> np.ndarray:
+    scores = np.empty((enc.n_rows, model.num_components), order="F")
+    pool.run([_bind(model.add_weighted_columns, (enc, precision), r, (scores,))
+              for r in cut.ranges], cut.ranges)
+    resp, lse = log_normalize_rows(scores, weights)  # centrally, as the serial fold does
+    acc.counts += resp.sum(axis=0)
+    pool.run([_bind(acc.add_component_range, (enc, resp, model, precision), r)
+              for r in cut.ranges], cut.ranges)
+    return lse
+
+
+def _cut_states(acc: HiddenMarkovAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
+                precision: str, cut: _Cut, pool: WorkerPool) -> np.ndarray:
+    items = enc.items
+    scores = np.empty((items.n_rows, model.num_states), order="F")
+    pool.run([_bind(model.emission_columns, (items, precision), r, (scores,))
+              for r in cut.ranges], cut.ranges)
+    resp, ll = acc.chain_update(enc, weights, model, scores)  # the recursion, centrally
+    pool.run([_bind(acc.add_emission_range, (items, resp, model, precision), r)
+              for r in cut.ranges], cut.ranges)
+    return ll
+
+
+_CUT_FOLDS: dict[DecompAxis, Callable[..., np.ndarray | None]] = {
+    DecompAxis.FACTOR: _cut_factors,
+    DecompAxis.COMPONENT: _cut_components,
+    DecompAxis.STATE: _cut_states,
+}
+
+
+def _bind(fn: Callable[..., Any], before: tuple | tuple[int, int],
+          unit_range: tuple[int, int] | None = None, after: tuple = ()) -> Callable[[], Any]:
+    """``fn(*before, start, stop, *after)`` as a task (``before`` is the range when alone)."""
+    if unit_range is None:
+        return lambda: fn(*before)
+    return lambda: fn(*before, *unit_range, *after)
+
+
+# -- nodes above the cut: the serial update, with the unit on the path folded by _fold ----------
+
+
+def _through_factors(acc: FactorAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
+                     precision: str, index: int, rest: str, cut: _Cut,
+                     pool: WorkerPool) -> np.ndarray | None:
+    total: np.ndarray | None = np.zeros(enc.n_rows)
+    for i, (a, part, dist) in enumerate(zip(acc.factors, enc.children, model.factors)):
+        if i == index:
+            ll = _fold(a, dist, part, weights, precision, rest, cut, pool)
+        else:
+            ll = a.seq_update(part, weights, dist, precision)
+        if ll is None or total is None:
+            total = None
+        else:
+            total += ll
+    return total
+
+
+def _through_sequence(acc: SequenceAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
+                      precision: str, index: int, rest: str, cut: _Cut,
+                      pool: WorkerPool) -> np.ndarray | None:
+    counts = enc.counts()
+    acc.item_weight += weights @ counts
+    item_ll = _fold(acc.items, model.item, enc.items, np.repeat(weights, counts), precision,
+                    rest, cut, pool)
+    length_ll = None
+    if acc.length is not None:
+        length_ll = acc.length.seq_update(enc.lengths, weights, model.length, precision)
+    if item_ll is None:
+        return None
+    out = _row_sums(enc, item_ll)
+    if acc.length is not None:
+        if length_ll is None:
+            length_ll = model.length.seq_log_density(enc.lengths, precision)
+        out += length_ll
+    return out
+
+
+def _through_optional(acc: OptionalAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
+                      precision: str, index: int, rest: str, cut: _Cut,
+                      pool: WorkerPool) -> np.ndarray | None:
+    inner_ll = _fold(acc.inner, model.inner, enc.inner, acc._present_weights(enc, weights),
+                     precision, rest, cut, pool)
+    return None if inner_ll is None else model._scatter(enc, inner_ll)
+
+
+def _through_mixture(acc: MixtureAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
+                     precision: str, index: int, rest: str, cut: _Cut,
+                     pool: WorkerPool) -> np.ndarray:
+    _unstacked(model, cut)
+    resp, lse = log_normalize_rows(model.component_log_densities(enc, precision), weights)
+    acc.counts += resp.sum(axis=0)
+    acc.add_component_range(enc, resp, model, precision, 0, index)
+    _fold(acc.components[index], model.components[index], child_encoding(enc, index, acc.slots),
+          np.ascontiguousarray(resp[:, index]), precision, rest, cut, pool)
+    acc.add_component_range(enc, resp, model, precision, index + 1, model.num_components)
+    return lse
+
+
+def _through_states(acc: HiddenMarkovAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
+                    precision: str, index: int, rest: str, cut: _Cut,
+                    pool: WorkerPool) -> np.ndarray:
+    _unstacked(model, cut)
+    items = enc.items
+    resp, ll = acc.chain_update(enc, weights, model,
+                                model.emission_log_densities(items, precision))
+    acc.add_emission_range(items, resp, model, precision, 0, index)
+    _fold(acc.emissions[index], model.emissions[index], child_encoding(items, index, acc.slots),
+          np.ascontiguousarray(resp[:, index]), precision, rest, cut, pool)
+    acc.add_emission_range(items, resp, model, precision, index + 1, model.num_states)
+    return ll
+
+
+def _unstacked(model: Any, cut: _Cut) -> None:
+    if model._stack is not None:
+        raise ValueError(f"cannot thread path {cut.path!r} below a {type(model).__name__} "
+                         f"whose units are scored and added together (a stacked fast path); "
+                         f"cut that node itself")
+
+
+_THROUGH: tuple[tuple[type, Callable[..., np.ndarray | None]], ...] = (
+    (FactorAccumulator, _through_factors),
+    (SequenceAccumulator, _through_sequence),
+    (OptionalAccumulator, _through_optional),
+    (MixtureAccumulator, _through_mixture),
+    (HiddenMarkovAccumulator, _through_states),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# The accumulator, its factory and the estimator: any data backend's fold threads the model
+
+
+class ModelParallelAccumulator(Accumulator):
+    """An accumulator whose ``seq_update`` is :func:`model_parallel_fold`.
+
+    Everything else — the statistics, ``combine``, the flat payload, key tying — is the wrapped
+    accumulator's, so every data backend reduces it unchanged. ``plan`` is the fit's plan
+    (``None``: :func:`plan_for` the first model folded, with ``num_workers``); the pool is the
+    process's pool for ``fit_id``.
+    """
+
+    def __init__(self, inner: Accumulator, plan: ModelDecomposition | None = None,
+                 num_workers: int | None = None, fit_id: str | None = None,
+                 pool: WorkerPool | None = None):
+        self.inner = inner
+        self.plan = plan
+        self.num_workers = num_workers
+        self.fit_id = fit_id or uuid.uuid4().hex
+        self.pool = pool
+        self.keys = None  # the wrapped accumulator ties its own keys
+
+    def arrays(self) -> list[np.ndarray]:
+        return self.inner.arrays()
+
+    def children(self) -> Sequence[Accumulator]:
+        return (self.inner,)
+
+    def value(self) -> Any:
+        return self.inner.value()
+
+    def from_value(self, value: Any) -> ModelParallelAccumulator:
+        self.inner.from_value(value)
+        return self
+
+    def combine(self, other: Accumulator) -> ModelParallelAccumulator:
+        self.inner.combine(other.inner if isinstance(other, ModelParallelAccumulator) else other)
+        return self
+
+    def seq_update(self, enc: Encoded, weights: np.ndarray, model: Distribution,
+                   precision: str = "float64") -> np.ndarray | None:
+        if self.plan is None:
+            self.plan = _fit_plan(self.fit_id, model, self.num_workers)
+        if not self.plan.is_model_parallel:
+            return self.inner.seq_update(enc, weights, model, precision)
+        pool = self.pool or _pool_for(self.fit_id, _Cut(self.plan).devices)
+        return model_parallel_fold(self.inner, model, enc, weights, self.plan, precision, pool)
+
+    def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
+        self.inner.seq_initialize(enc, weights, rng)
+
+
+_PLANS: dict[str, ModelDecomposition] = {}
+
+
+def _fit_plan(fit_id: str, model: Distribution, num_workers: int | None) -> ModelDecomposition:
+    """The plan of a fit without one, made from its first model and kept for the whole fit."""
+    with _POOLS_LOCK:
+        plan = _PLANS.get(fit_id)
+    if plan is None:
+        plan = plan_for(model, num_workers)
+        check_plan(model, plan)
+        with _POOLS_LOCK:
+            plan = _PLANS.setdefault(fit_id, plan)
+    return plan
+
+
+class ModelParallelAccumulatorFactory(AccumulatorFactory):
+    """Makes :class:`ModelParallelAccumulator` around the wrapped factory's accumulators."""
+
+    __slots__ = ("inner", "plan", "num_workers", "fit_id", "pool")
+
+    def __init__(self, inner: AccumulatorFactory, plan: ModelDecomposition | None = None,
+                 num_workers: int | None = None, fit_id: str | None = None,
+                 pool: WorkerPool | None = None):
+        self.inner = inner
+        self.plan = plan
+        self.num_workers = num_workers
+        self.fit_id = fit_id or uuid.uuid4().hex
+        self.pool = pool
+
+    def make(self) -> ModelParallelAccumulator:
+        return ModelParallelAccumulator(self.inner.make(), self.plan, self.num_workers,
+                                        self.fit_id, self.pool)
+
+
+class ModelParallelEstimator(Estimator):
+    """``inner`` with its E-step threaded over the model: compose with any ``backend=``.
+
+    ``optimize(data, ModelParallelEstimator(est), backend="mp"|"spark"|"dask"|"ray"|"mpi")``
+    shards the rows through the backend while each shard's E-step runs the cut of ``plan``
+    (a :class:`~mixfold.parallel.model_decomposition.ModelDecomposition`; ``None``: the
+    planner's best axis of the first model over ``num_workers`` threads, see :func:`plan_for`).
+    The encoder, the starting guess and the M-step are ``inner``'s. The estimator pickles (it
+    travels to remote workers); each process starts its pool on its first fold and keeps it for
+    the fit; :meth:`close` stops this process's pool (``optimize`` calls it at the end of a fit).
+
+    >>> import numpy as np, mixfold
+    >>> from mixfold import GaussianEstimator, MixtureEstimator
+    >>> x = np.concatenate([np.random.default_rng(0).normal(m, 1, 500) for m in (-5, 0, 5)])
+    >>> est = ModelParallelEstimator(MixtureEstimator([GaussianEstimator()] * 3), num_workers=2)
+    >>> fit = mixfold.optimize(x, est, max_iter=20, progress=False)
+    >>> sorted(round(c.mu) for c in fit.components)
+    [-5, 0, 5]
+    """
+
+    def __init__(self, inner: Estimator, plan: ModelDecomposition | None = None,
+                 num_workers: int | None = None, *, fit_id: str | None = None):
+        if not isinstance(inner, Estimator):
+            raise TypeError(f"inner must be a mixfold Estimator, got {type(inner).__name__}")
+        if isinstance(inner, ModelParallelEstimator):
+            raise TypeError("a ModelParallelEstimator cannot wrap another (pools never nest)")
+        if plan is not None and not isinstance(plan, ModelDecomposition):
+            raise TypeError(f"plan must be None or a ModelDecomposition, got "
+                            f"{type(plan).__name__}")
+        if num_workers is not None and not (isinstance(num_workers, (int, np.integer))
+                                            and num_workers >= 1):
+            raise ValueError(f"num_workers must be None or an integer >= 1, got {num_workers!r}")
+        self.inner = inner
+        self.plan = plan
+        self.num_workers = num_workers
+        self.fit_id = fit_id or uuid.uuid4().hex
+
+    def accumulator_factory(self) -> ModelParallelAccumulatorFactory:
+        return ModelParallelAccumulatorFactory(self.inner.accumulator_factory(), self.plan,
+                                               self.num_workers, self.fit_id)
+
+    def estimate(self, nobs: float, stats: Any) -> Distribution:
+        return self.inner.estimate(nobs, stats)
+
+    def encoder(self) -> Encoder:
+        return self.inner.encoder()
+
+    def bind(self, encoder: Encoder) -> ModelParallelEstimator:
+        return ModelParallelEstimator(self.inner.bind(encoder), self.plan, self.num_workers,
+                                      fit_id=self.fit_id)
+
+    def initial_guess(self, sample: Encoded, weights: np.ndarray,
+                      rng: InitRandom) -> Distribution:
+        return self.inner.initial_guess(sample, weights, rng)
+
+    def close(self) -> None:
+        """Stop this process's worker pool of the fit (a later fold starts a new one)."""
+        _release_pools(self.fit_id)
+        with _POOLS_LOCK:
+            _PLANS.pop(self.fit_id, None)
+
+    def __repr__(self) -> str:
+        where = f", plan={self.plan.path!r}" if self.plan is not None else ""
+        return f"ModelParallelEstimator({self.inner!r}{where})"
+
+
+def auto_parallel_estimator(estimator: Estimator, model: Distribution,
+                            resources: Resources | None = None, *, n_data: int | None = None,
+                            min_components_per_shard: int = 1,
+                            prefer_data_parallel: bool = True
+                            ) -> tuple[Estimator, ModelDecomposition]:
+    """Ask the planner how to run ``model`` on ``resources`` (default: this machine's cores);
+    return ``(estimator to fit with, the plan)``.
+
+    When the plan is model parallel, the estimator is a :class:`ModelParallelEstimator` that
+    executes exactly that plan — its path, its unit ranges, one worker per planned device;
+    otherwise it is ``estimator`` itself (replicate the model, shard the rows with
+    ``backend=``). ``plan.describe()`` says why. A plan the executor cannot run bit for bit
+    (see :func:`check_plan`) raises ``ValueError`` rather than running something else.
+
+    >>> import mixfold
+    >>> from mixfold import GaussianDistribution, GaussianEstimator, MixtureDistribution
+    >>> from mixfold.parallel.resources import DeviceSpec, Resources
+    >>> mix = MixtureDistribution([GaussianDistribution(i, 1) for i in range(6)], [1 / 6] * 6)
+    >>> two = Resources((DeviceSpec("a"), DeviceSpec("b", throughput=2.0)))
+    >>> est, plan = auto_parallel_estimator(mixfold.MixtureEstimator([GaussianEstimator()] * 6),
+    ...                                     mix, two, prefer_data_parallel=False)
+    >>> type(est).__name__, [(c.device.name, c.start, c.stop) for c in est.plan.cuts]
+    ('ModelParallelEstimator', [('a', 0, 2), ('b', 2, 6)])
+    """
+    plan = decompose_model(model, resources if resources is not None else Resources.local(),
+                           n_data=n_data, min_components_per_shard=min_components_per_shard,
+                           prefer_data_parallel=prefer_data_parallel)
+    if not plan.is_model_parallel:
+        return estimator, plan
+    check_plan(model, plan)
+    return ModelParallelEstimator(estimator, plan), plan
+
+
+# ---------------------------------------------------------------------------------------------
+# backend="model_parallel": rows in this process, the model threaded
+
+
+class ModelParallelEncodedData(EncodedDataHandle):
+    """Rows held in this process, folded chunk by chunk with the model threaded over
+    ``num_workers`` threads (default: this machine's cores) by the planner's cut, or ``plan``.
+
+    One pool for the handle's life (the fit), stopped at :meth:`close`. ``plan`` is made from
+    the first model folded when not given, and kept.
+
+    >>> import numpy as np
+    >>> from mixfold import GaussianDistribution, MixtureDistribution
+    >>> mix = MixtureDistribution([GaussianDistribution(-1, 1), GaussianDistribution(1, 1)],
+    ...                           [0.5, 0.5])
+    >>> with ModelParallelEncodedData(mix.encoder().encode(np.zeros(3)), num_workers=2) as h:
+    ...     n, total = h.log_density_sum(mix)
+    >>> n, round(total, 6)
+    (3, -4.256816)
+    """
+
+    name = "model_parallel"
+
+    def __init__(self, enc: Encoded, weights: np.ndarray | None = None,
+                 chunk_rows: int = DEFAULT_CHUNK_ROWS, num_workers: int | None = None,
+                 plan: ModelDecomposition | None = None):
+        self.enc = enc
+        self.n_rows = enc.n_rows
+        self.weights = as_weights(weights, enc.n_rows)
+        self.total_weight = float(self.weights.sum())
+        self.chunk_rows = int(chunk_rows)
+        self.num_workers = num_workers
+        self.plan = plan
+        self.pool: WorkerPool | None = None
+
+    def _accumulator(self, estimator: Estimator, model: Distribution) -> Accumulator:
+        if isinstance(estimator, ModelParallelEstimator):  # its plan, this handle's pool
+            self.plan = self.plan or estimator.plan
+            estimator = estimator.inner
+        acc = estimator.accumulator_factory().make()
+        if self.plan is None:
+            self.plan = plan_for(model, self.num_workers)
+            check_plan(model, self.plan)
+        if not self.plan.is_model_parallel:
+            return acc
+        if self.pool is None:
+            self.pool = WorkerPool(_Cut(self.plan).devices)
+        return ModelParallelAccumulator(acc, self.plan, pool=self.pool)
+
+    def fold(self, estimator: Estimator, model: Distribution,
+             precision: str = "float64") -> FoldResult:
+        acc = self._accumulator(estimator, model)
+        total = fold_rows(acc, self.enc, self.weights, model, precision, self.chunk_rows)
+        stats = acc.inner if isinstance(acc, ModelParallelAccumulator) else acc
+        return FoldResult(self.n_rows, self.total_weight, total, stats)
+
+    def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
+        return self.n_rows, fold_rows(None, self.enc, self.weights, model, precision,
+                                      self.chunk_rows)
+
+    def init_sample(self, seed: int) -> tuple[Encoded, np.ndarray]:
+        mask = init_sample_mask(self.enc, seed, self.n_rows)
+        idx = np.flatnonzero(mask & (self.weights > 0))
+        return self.enc.take(idx), self.weights[idx]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+

@@ -1,0 +1,327 @@
+"""The model-parallel executor: every planned cut, folded apart, gives the serial fold's bits."""
+
+import pickle
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+import mixfold
+from mixfold import (CategoricalDistribution, CategoricalEstimator, CompositeDistribution,
+                     DiagonalGaussianDistribution, GaussianDistribution, GaussianEstimator,
+                     HiddenMarkovDistribution, MixtureDistribution, MixtureEstimator,
+                     MultivariateGaussianDistribution, MultivariateGaussianEstimator,
+                     OptionalDistribution, PoissonDistribution, RecordDistribution,
+                     SequenceDistribution, VonMisesDistribution)
+from mixfold.decomposition import decomposition_for
+from mixfold.families.hidden_markov import HiddenMarkovEstimator
+from mixfold.parallel import model_parallel as mpar
+from mixfold.parallel.model_decomposition import ModelCut, ModelDecomposition, node_at
+from mixfold.parallel.model_parallel import (ModelParallelEncodedData, ModelParallelEstimator,
+                                             WorkerPool, auto_parallel_estimator, check_plan,
+                                             model_parallel_fold, plan_for)
+from mixfold.parallel.resources import DeviceSpec, Resources
+
+
+def cut_plan(model, path, stops, names=None):
+    """A plan cutting the node at ``path`` at the unit indices ``stops`` (the last is K)."""
+    dc = decomposition_for(node_at(model, path))
+    names = names or [f"w{i}" for i in range(len(stops))]
+    cuts, start = [], 0
+    for name, stop in zip(names, stops):
+        cuts.append(ModelCut(DeviceSpec(name), start, stop, dc.reduction))
+        start = stop
+    return ModelDecomposition(dc.axis, dc.reduction, len(dc.units), tuple(cuts), "test", path)
+
+
+def serial_and_threaded(model, rows, plan, weights=None, precision="float64"):
+    """(serial accumulator, its return), (threaded accumulator, its return) over ``rows``."""
+    enc = model.encoder().fit(rows).encode(rows)
+    est = model.estimator().bind(model.encoder().fit(rows))
+    w = np.ones(enc.n_rows) if weights is None else weights
+    serial, threaded = est.accumulator_factory().make(), est.accumulator_factory().make()
+    with threadpool_limits(1, user_api="blas"):  # the workers' BLAS thread count
+        ll_serial = serial.seq_update(enc, w, model, precision)
+    with WorkerPool([c.device.name for c in plan.cuts]) as pool:
+        ll_threaded = model_parallel_fold(threaded, model, enc, w, plan, precision, pool)
+        assignments = pool.assignments
+    return (serial, ll_serial), (threaded, ll_threaded), assignments
+
+
+def assert_same_bits(serial, threaded):
+    (a, ll_a), (b, ll_b) = serial, threaded
+    arrays_a, arrays_b = a.arrays(), b.arrays()
+    assert len(arrays_a) == len(arrays_b)
+    for x, y in zip(arrays_a, arrays_b):
+        assert np.array_equal(x, y), np.abs(x - y).max()
+    assert (ll_a is None) == (ll_b is None)
+    if ll_a is not None:
+        assert np.array_equal(ll_a, ll_b, equal_nan=True)
+    assert np.array_equal(a.to_array(), b.to_array())
+
+
+def gaussian_mixture(k=5):
+    return MixtureDistribution([GaussianDistribution(2.0 * i - k, 1.0 + 0.1 * i)
+                                for i in range(k)], np.full(k, 1.0 / k))
+
+
+def mvg_mixture(k=6, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    comps = []
+    for _ in range(k):
+        a = rng.normal(size=(d, d))
+        comps.append(MultivariateGaussianDistribution(rng.normal(0, 3, d), a @ a.T + d * np.eye(d)))
+    return MixtureDistribution(comps, np.full(k, 1.0 / k))
+
+
+def record_mixture(k=4):
+    def rec(i):
+        return RecordDistribution({"x": GaussianDistribution(i, 1.0),
+                                   "c": CategoricalDistribution({"u": 0.2 + 0.1 * i,
+                                                                 "v": 0.8 - 0.1 * i}),
+                                   "n": PoissonDistribution(1.0 + i)})
+    return MixtureDistribution([rec(i) for i in range(k)], np.full(k, 1.0 / k))
+
+
+# -- the cut node, each axis ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stops", [(2, 5), (1, 2, 5), (4, 5), (1, 5)])
+def test_stacked_gaussian_mixture_any_cut_is_bit_identical(stops):
+    model = gaussian_mixture()
+    rows = model.sampler(0).sample(3000)
+    weights = np.random.default_rng(1).uniform(0, 2, 3000)
+    plan = cut_plan(model, "", stops)
+    serial, threaded, ran = serial_and_threaded(model, rows, plan, weights)
+    assert_same_bits(serial, threaded)
+    starts = (0,) + stops[:-1]
+    assert ran == [(f"w{i}", a, b) for i, (a, b) in enumerate(zip(starts, stops))]
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_full_covariance_mixture_columns_share_the_stack_centre(precision):
+    model = mvg_mixture()
+    rows = model.sampler(2).sample(2500)
+    serial, threaded, _ = serial_and_threaded(model, rows, cut_plan(model, "", (1, 4, 6)),
+                                              precision=precision)
+    assert_same_bits(serial, threaded)
+
+
+def test_von_mises_and_poisson_mixtures_are_bit_identical():
+    vm = MixtureDistribution([VonMisesDistribution(m, 2.0) for m in (-2.0, 0.0, 1.0, 2.5)],
+                             [0.25] * 4)
+    assert_same_bits(*serial_and_threaded(vm, vm.sampler(0).sample(2000),
+                                          cut_plan(vm, "", (3, 4)))[:2])
+    po = MixtureDistribution([PoissonDistribution(lam) for lam in (0.5, 3.0, 9.0)],
+                             [0.3, 0.3, 0.4])
+    assert_same_bits(*serial_and_threaded(po, po.sampler(0).sample(2000),
+                                          cut_plan(po, "", (1, 3)))[:2])
+
+
+def test_mixture_of_records_stacked_per_field_is_bit_identical():
+    model = record_mixture()
+    rows = model.sampler(3).sample(2000)
+    assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, "", (2, 4)))[:2])
+
+
+def test_record_fields_fold_on_their_workers():
+    model = RecordDistribution({"mix": gaussian_mixture(3), "c": CategoricalDistribution(
+        {"a": 0.3, "b": 0.7}), "g": GaussianDistribution(1.0, 2.0), "v": mvg_mixture(3, 2)})
+    rows = model.sampler(4).sample(1500)
+    plan = cut_plan(model, "", (1, 4), names=["left", "right"])
+    serial, threaded, ran = serial_and_threaded(model, rows, plan)
+    assert_same_bits(serial, threaded)
+    assert ran == [("left", 0, 1), ("right", 1, 4)]
+
+
+def test_composite_of_leaves_returns_no_row_scores_like_the_serial_fold():
+    model = CompositeDistribution([GaussianDistribution(0, 1), PoissonDistribution(2.0),
+                                   GaussianDistribution(3, 2)])
+    rows = model.sampler(0).sample(500)
+    (serial, ll_s), (threaded, ll_t), _ = serial_and_threaded(model, rows,
+                                                              cut_plan(model, "", (2, 3)))
+    assert ll_s is None and ll_t is None
+    assert_same_bits((serial, ll_s), (threaded, ll_t))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("terminal", [None, [0.1, 0.2, 0.05]])
+def test_hmm_states_scored_and_added_apart_are_bit_identical(monkeypatch, compiled, terminal):
+    import mixfold.families.hidden_markov as hm
+
+    if not compiled:
+        monkeypatch.setattr(hm, "kernels_available", lambda: False)
+    model = HiddenMarkovDistribution(
+        [GaussianDistribution(-3, 1), GaussianDistribution(0, 0.5), GaussianDistribution(4, 2)],
+        [0.5, 0.3, 0.2], [[0.8, 0.1, 0.1], [0.2, 0.7, 0.1], [0.1, 0.2, 0.7]], terminal)
+    rows = model.sampler(0, sample_length=12).sample(300) + [[]] * (terminal is None)
+    assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, "", (1, 3)))[:2])
+
+
+def test_hmm_with_mixture_emissions_scores_each_state_apart():
+    model = HiddenMarkovDistribution([gaussian_mixture(2), gaussian_mixture(3)], [0.6, 0.4],
+                                     [[0.9, 0.1], [0.3, 0.7]])
+    rows = model.sampler(1, sample_length=8).sample(200)
+    assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, "", (1, 2)))[:2])
+
+
+def test_diagonal_mixture_split_from_the_fused_kernel_agrees_to_rounding():
+    # the documented exception: the serial E-step is one fused pass per row, the split one
+    # scores, normalises and adds in three steps
+    rng = np.random.default_rng(0)
+    model = MixtureDistribution([DiagonalGaussianDistribution(rng.normal(0, 3, 4),
+                                                              rng.uniform(0.5, 2, 4))
+                                 for _ in range(5)], [0.2] * 5)
+    rows = model.sampler(0).sample(3000)
+    (serial, ll_s), (threaded, ll_t), _ = serial_and_threaded(model, rows,
+                                                              cut_plan(model, "", (2, 5)))
+    np.testing.assert_allclose(threaded.to_array(), serial.to_array(), rtol=1e-12)
+    np.testing.assert_allclose(ll_t, ll_s, rtol=1e-13)
+
+
+# -- cuts deep in the tree ----------------------------------------------------------------------
+
+
+def test_mixture_inside_a_sequence_is_threaded():
+    model = SequenceDistribution(mvg_mixture(4, 2), CategoricalDistribution({0: 0.1, 3: 0.5,
+                                                                              6: 0.4}))
+    rows = model.sampler(0).sample(400)
+    serial, threaded, ran = serial_and_threaded(model, rows, cut_plan(model, "item", (2, 4)))
+    assert_same_bits(serial, threaded)
+    assert ran == [("w0", 0, 2), ("w1", 2, 4)]
+
+
+def test_nested_record_sequence_optional_and_unstacked_mixture():
+    inner = MixtureDistribution([gaussian_mixture(4), GaussianDistribution(10.0, 1.0)],
+                                [0.7, 0.3])  # components of two classes: scored one by one
+    model = RecordDistribution({
+        "pages": SequenceDistribution(record_mixture(3), CategoricalDistribution({1: 0.5,
+                                                                                   4: 0.5})),
+        "age": OptionalDistribution(inner, 0.2),
+        "g": GaussianDistribution(0.0, 1.0)})
+    rows = model.sampler(5).sample(600)
+    for path, stops in [("pages/item", (1, 3)), ("age/inner/component_0", (2, 4)),
+                        ("age/inner", (1, 2)), ("", (2, 3))]:
+        assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, path, stops))[:2])
+
+
+def test_cut_inside_an_hmm_state():
+    model = HiddenMarkovDistribution([mvg_mixture(4, 2, seed=1), mvg_mixture(2, 2, seed=2)],
+                                     [0.5, 0.5], [[0.9, 0.1], [0.2, 0.8]])
+    rows = model.sampler(0, sample_length=6).sample(150)
+    assert_same_bits(*serial_and_threaded(model, rows,
+                                          cut_plan(model, "state_0", (1, 4)))[:2])
+
+
+def test_plans_the_executor_cannot_run_bit_for_bit_are_refused():
+    model = record_mixture()  # stacked: one record's fields cannot be folded apart
+    with pytest.raises(ValueError, match="stacked"):
+        check_plan(model, cut_plan(model, "component_1", (1, 3)))
+    mix = gaussian_mixture(4)
+    wrong = cut_plan(gaussian_mixture(5), "", (2, 5))
+    with pytest.raises(ValueError, match="5 units"):
+        check_plan(mix, wrong)
+    seq = SequenceDistribution(mix, CategoricalDistribution({2: 1.0}))
+    with pytest.raises(ValueError, match="whole"):
+        check_plan(seq, ModelDecomposition(wrong.axis, wrong.reduction, 5, wrong.cuts, "x",
+                                           "length"))
+
+
+# -- fits: every iteration equals the serial fit; one pool per fit; plans honoured --------------
+
+
+def fit_pair(rows, est, **options):
+    with threadpool_limits(1, user_api="blas"):
+        serial = mixfold.fit(rows, est, progress=False, **options)
+    threaded = mixfold.fit(rows, est, backend="model_parallel", num_workers=2, progress=False,
+                           **options)
+    return serial, threaded
+
+
+@pytest.mark.parametrize("make", ["gmm", "mvg", "hmm", "sequence"])
+def test_model_parallel_fit_equals_the_serial_fit_bit_for_bit(make):
+    if make == "gmm":
+        rows, est = gaussian_mixture().sampler(0).sample(3000), \
+            MixtureEstimator([GaussianEstimator()] * 5)
+    elif make == "mvg":
+        rows, est = mvg_mixture().sampler(0).sample(2000), \
+            MixtureEstimator([MultivariateGaussianEstimator()] * 6)
+    elif make == "hmm":
+        truth = HiddenMarkovDistribution([GaussianDistribution(-2, 1), GaussianDistribution(2, 1)],
+                                         [0.5, 0.5], [[0.9, 0.1], [0.2, 0.8]])
+        rows, est = truth.sampler(0, sample_length=10).sample(300), \
+            HiddenMarkovEstimator([GaussianEstimator()] * 2)
+    else:
+        truth = SequenceDistribution(gaussian_mixture(3), CategoricalDistribution({2: 0.5,
+                                                                                    5: 0.5}))
+        rows = truth.sampler(0).sample(500)
+        est = mixfold.SequenceEstimator(MixtureEstimator([GaussianEstimator()] * 3),
+                                        CategoricalEstimator())
+    serial, threaded = fit_pair(rows, est, max_iter=6, tol=0.0, seed=2)
+    assert threaded.backend == "model_parallel"
+    assert threaded.model == serial.model  # every parameter, every bit (to_dict equality)
+    assert threaded.log_likelihood == serial.log_likelihood
+
+
+def test_one_pool_per_fit_honouring_the_planned_ranges():
+    model = gaussian_mixture(6)
+    rows = model.sampler(0).sample(2000)
+    uneven = Resources((DeviceSpec("fast", throughput=3.0), DeviceSpec("slow")))
+    est, plan = auto_parallel_estimator(MixtureEstimator([GaussianEstimator()] * 6), model,
+                                        uneven, prefer_data_parallel=False)
+    assert est.plan is plan and plan.is_model_parallel
+    expected = [(c.device.name, c.start, c.stop) for c in plan.cuts]
+    assert expected[0][2] > 3  # the fast device holds more components
+    enc = model.encoder().encode(rows)
+    pools = []
+    with ModelParallelEncodedData(enc, num_workers=2) as handle:
+        res = mixfold.fit(handle, est, max_iter=4, tol=0.0, progress=False,
+                          callbacks=[lambda info: pools.append(handle.pool)])
+        assert handle.plan is plan
+        assert handle.pool.assignments == expected
+    assert len(pools) == 4 and all(p is pools[0] for p in pools)
+    assert pools[0].closed
+    with threadpool_limits(1, user_api="blas"):
+        serial = mixfold.fit(rows, MixtureEstimator([GaussianEstimator()] * 6), max_iter=4,
+                             tol=0.0, progress=False)
+    assert res.model == serial.model
+
+
+def test_estimator_keeps_its_pool_for_the_fit_and_releases_it():
+    rows = gaussian_mixture(4).sampler(0).sample(1000)
+    est = ModelParallelEstimator(MixtureEstimator([GaussianEstimator()] * 4), num_workers=2)
+    seen = []
+
+    def look(info):
+        seen.append([p for k, p in mpar._POOLS.items() if k[0] == est.fit_id])
+
+    res = mixfold.fit(rows, est, max_iter=3, tol=0.0, progress=False, callbacks=[look])
+    assert [len(s) for s in seen] == [1, 1, 1] and all(s[0] is seen[0][0] for s in seen)
+    assert seen[0][0].closed and not any(k[0] == est.fit_id for k in mpar._POOLS)
+    with threadpool_limits(1, user_api="blas"):
+        serial = mixfold.fit(rows, est.inner, max_iter=3, tol=0.0, progress=False)
+    assert res.model == serial.model
+
+
+def test_estimator_pickles_and_pools_never_nest():
+    est = ModelParallelEstimator(MixtureEstimator([GaussianEstimator()] * 3), num_workers=2)
+    back = pickle.loads(pickle.dumps(est))
+    assert back.fit_id == est.fit_id and type(back.inner) is MixtureEstimator
+    acc = pickle.loads(pickle.dumps(est.accumulator_factory().make()))
+    assert acc.payload_size() == est.inner.accumulator_factory().make().payload_size()
+    with pytest.raises(TypeError, match="nest"):
+        ModelParallelEstimator(est)
+    with WorkerPool(["a", "b"]) as pool:
+        assert pool.run([mpar._in_worker, mpar._in_worker], [(0, 1), (1, 2)]) == [True, True]
+    assert not mpar._in_worker()
+
+
+def test_default_plan_and_data_parallel_plans():
+    mix = gaussian_mixture(8)
+    assert [(c.start, c.stop) for c in plan_for(mix, 2).cuts] == [(0, 4), (4, 8)]
+    est, plan = auto_parallel_estimator(MixtureEstimator([GaussianEstimator()] * 2),
+                                        gaussian_mixture(2),
+                                        Resources((DeviceSpec("a"), DeviceSpec("b"))))
+    assert not plan.is_model_parallel and type(est) is MixtureEstimator
+    with pytest.raises(ValueError, match="num_workers"):
+        plan_for(mix, 0)

@@ -36,4 +36,13 @@ def tuples():
     return rows, CompositeEstimator([GaussianEstimator(), GaussianEstimator()]), {"max_iter": 3}
 
 
-CASES = {"gmm": gmm, "records": records, "tuples": tuples}
+def gmm_model_parallel():
+    """The gmm case with its components threaded over 2 workers inside every shard."""
+    from mixfold.parallel.model_parallel import ModelParallelEstimator
+
+    rows, est, options = gmm()
+    return rows, ModelParallelEstimator(est, num_workers=2), options
+
+
+CASES = {"gmm": gmm, "records": records, "tuples": tuples,
+         "gmm_model_parallel": gmm_model_parallel}

@@ -325,3 +325,4 @@ def test_default_plan_and_data_parallel_plans():
     assert not plan.is_model_parallel and type(est) is MixtureEstimator
     with pytest.raises(ValueError, match="num_workers"):
         plan_for(mix, 0)
+

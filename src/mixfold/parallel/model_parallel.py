@@ -56,6 +56,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -369,7 +370,7 @@ def _cut_factors(acc: FactorAccumulator, model: Any, enc: Encoded, weights: np.n
         return [acc.factors[i].seq_update(parts[i], weights, model.factors[i], precision)
                 for i in range(start, stop)]
 
-    per_range = pool.run([_bind(fold_range, r) for r in cut.ranges], cut.ranges)
+    per_range = pool.run([partial(fold_range, a, b) for a, b in cut.ranges], cut.ranges)
     total: np.ndarray | None = np.zeros(enc.n_rows)
     for ll in (ll for lls in per_range for ll in lls):  # added in factor order, as serially
         if ll is None or total is None:
@@ -382,12 +383,12 @@ def _cut_factors(acc: FactorAccumulator, model: Any, enc: Encoded, weights: np.n
 def _cut_components(acc: MixtureAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
                     precision: str, cut: _Cut, pool: WorkerPool) -> np.ndarray:
     scores = np.empty((enc.n_rows, model.num_components), order="F")
-    pool.run([_bind(model.add_weighted_columns, (enc, precision), r, (scores,))
-              for r in cut.ranges], cut.ranges)
+    pool.run([partial(model.add_weighted_columns, enc, precision, a, b, scores)
+              for a, b in cut.ranges], cut.ranges)
     resp, lse = log_normalize_rows(scores, weights)  # centrally, as the serial fold does
     acc.counts += resp.sum(axis=0)
-    pool.run([_bind(acc.add_component_range, (enc, resp, model, precision), r)
-              for r in cut.ranges], cut.ranges)
+    pool.run([partial(acc.add_component_range, enc, resp, model, precision, a, b)
+              for a, b in cut.ranges], cut.ranges)
     return lse
 
 
@@ -395,11 +396,11 @@ def _cut_states(acc: HiddenMarkovAccumulator, model: Any, enc: Encoded, weights:
                 precision: str, cut: _Cut, pool: WorkerPool) -> np.ndarray:
     items = enc.items
     scores = np.empty((items.n_rows, model.num_states), order="F")
-    pool.run([_bind(model.emission_columns, (items, precision), r, (scores,))
-              for r in cut.ranges], cut.ranges)
+    pool.run([partial(model.emission_columns, items, precision, a, b, scores)
+              for a, b in cut.ranges], cut.ranges)
     resp, ll = acc.chain_update(enc, weights, model, scores)  # the recursion, centrally
-    pool.run([_bind(acc.add_emission_range, (items, resp, model, precision), r)
-              for r in cut.ranges], cut.ranges)
+    pool.run([partial(acc.add_emission_range, items, resp, model, precision, a, b)
+              for a, b in cut.ranges], cut.ranges)
     return ll
 
 
@@ -408,14 +409,6 @@ _CUT_FOLDS: dict[DecompAxis, Callable[..., np.ndarray | None]] = {
     DecompAxis.COMPONENT: _cut_components,
     DecompAxis.STATE: _cut_states,
 }
-
-
-def _bind(fn: Callable[..., Any], before: tuple | tuple[int, int],
-          unit_range: tuple[int, int] | None = None, after: tuple = ()) -> Callable[[], Any]:
-    """``fn(*before, start, stop, *after)`` as a task (``before`` is the range when alone)."""
-    if unit_range is None:
-        return lambda: fn(*before)
-    return lambda: fn(*before, *unit_range, *after)
 
 
 # -- nodes above the cut: the serial update, with the unit on the path folded by _fold ----------

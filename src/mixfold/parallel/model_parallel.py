@@ -55,7 +55,6 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from functools import partial
 from typing import Any
 
@@ -166,16 +165,12 @@ _BLAS: dict[str, Any] = {}
 
 
 def _blas_threads(n: int) -> Any:
-    """Limit BLAS to ``n`` threads per call (threadpoolctl; nothing to do without it)."""
-    if "controller" not in _BLAS:
-        try:
-            from threadpoolctl import ThreadpoolController
-        except ImportError:
-            _BLAS["controller"] = None
-        else:
-            _BLAS["controller"] = ThreadpoolController()
-    controller = _BLAS["controller"]
-    return nullcontext() if controller is None else controller.limit(limits=n, user_api="blas")
+    """A context in which BLAS runs ``n`` threads per call (process-wide, restored after)."""
+    if "controller" not in _BLAS:  # finding the loaded BLAS libraries takes a few ms: once
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS["controller"] = ThreadpoolController()
+    return _BLAS["controller"].limit(limits=n, user_api="blas")
 
 
 # Pools by fit: an estimator travels (pickled) to remote workers every iteration; each process

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["diag_mixture_fold", "hmm_forward_backward", "kernels_available"]
+__all__ = ["diag_mixture_fold", "diag_mixture_scores", "diag_mixture_normalize",
+           "diag_mixture_add", "hmm_forward_backward", "kernels_available"]
 
 _KERNELS: dict[str, Any] = {}
 _DISABLED = os.environ.get("MIXFOLD_DISABLE_KERNELS", "") not in ("", "0")
@@ -181,7 +182,90 @@ def _compile() -> dict[str, Any]:
             trans_counts += part_trans[blk]
             end_counts += part_end[blk]
 
-    return {"diag": diag_fold, "hmm": hmm_fold}
+    # The fused pass above in three steps, for model-parallel workers that each own a range of
+    # components: the same per-row arithmetic and the same row blocks, so the same bits.
+
+    @numba.njit(fastmath={"contract"}, cache=True)
+    def diag_scores(x, center, a_t, b_t, const, start, stop, out):
+        # out (K, n): diag_fold's scores of components [start, stop), row by row
+        n, d = x.shape
+        z = np.empty(d, dtype=x.dtype)
+        score = np.empty(stop - start, dtype=x.dtype)
+        for i in range(n):
+            for j in range(d):
+                z[j] = x[i, j] - center[j]
+            for c in range(start, stop):
+                score[c - start] = const[c]
+            for j in range(d):
+                zj = z[j]
+                for c in range(start, stop):
+                    score[c - start] += zj * (a_t[j, c] * zj + b_t[j, c])
+            for c in range(start, stop):
+                out[c, i] = score[c - start]
+
+    @numba.njit(parallel=True, fastmath={"contract"}, cache=True)
+    def diag_normalize(scores, weights, n_blocks, block, resp, mass, lse):
+        # diag_fold's normalisation of the (K, n) scores into weighted posteriors resp (K, n)
+        k, n = scores.shape
+        part_mass = np.zeros((n_blocks, k))
+        for blk in numba.prange(n_blocks):
+            lo = blk * block
+            hi = min(n, lo + block)
+            score = np.empty(k, dtype=scores.dtype)
+            pm = part_mass[blk]
+            for i in range(lo, hi):
+                for c in range(k):
+                    score[c] = scores[c, i]
+                top = score[0]
+                for c in range(1, k):
+                    top = max(top, score[c])
+                total = 0.0
+                for c in range(k):
+                    gap = score[c] - top
+                    score[c] = np.exp(gap) if gap > -64.0 else 0.0
+                    total += score[c]
+                lse[i] = top + np.log(total)
+                scale = weights[i] / total
+                for c in range(k):
+                    r = score[c] * scale
+                    pm[c] += r
+                    score[c] = r
+                for c in range(k):
+                    resp[c, i] = score[c]
+        for blk in range(n_blocks):
+            mass += part_mass[blk]
+
+    @numba.njit(fastmath={"contract"}, cache=True)
+    def diag_add(x, center, resp, start, stop, n_blocks, block, s1_t, s2_t):
+        # diag_fold's sums of r z and r z^2 (z = x - center) of components [start, stop),
+        # (D, stop - start): per row block, then the blocks in order
+        n, d = x.shape
+        m = stop - start
+        z = np.empty(d, dtype=x.dtype)
+        score = np.empty(m, dtype=resp.dtype)
+        p1 = np.empty((d, m))
+        p2 = np.empty((d, m))
+        for blk in range(n_blocks):
+            lo = blk * block
+            hi = min(n, lo + block)
+            p1[:] = 0.0
+            p2[:] = 0.0
+            for i in range(lo, hi):
+                for j in range(d):
+                    z[j] = x[i, j] - center[j]
+                for c in range(m):
+                    score[c] = resp[start + c, i]
+                for j in range(d):
+                    zj = np.float64(z[j])
+                    zz = zj * zj
+                    for c in range(m):
+                        p1[j, c] += score[c] * zj
+                        p2[j, c] += score[c] * zz
+            s1_t += p1
+            s2_t += p2
+
+    return {"diag": diag_fold, "hmm": hmm_fold, "diag_scores": diag_scores,
+            "diag_normalize": diag_normalize, "diag_add": diag_add}
 
 
 def _match_thread_budget() -> None:
@@ -217,6 +301,49 @@ def hmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, initial: np.nd
                     np.ascontiguousarray(offsets, dtype=np.int64), initial, step, end_factor,
                     np.ascontiguousarray(weights, dtype=np.float64), gamma, ll, n_blocks, *counts)
     return (gamma, ll, *counts)
+
+
+def _kernel(name: str) -> Any:
+    if not _KERNELS:
+        _KERNELS.update(_compile())
+        _match_thread_budget()
+    return _KERNELS[name]
+
+
+def diag_mixture_scores(x: np.ndarray, center: np.ndarray, a: np.ndarray, b: np.ndarray,
+                        const: np.ndarray, start: int, stop: int, out: np.ndarray) -> None:
+    """Step 1 of :func:`diag_mixture_fold` for components ``[start, stop)``: their scores into
+    rows ``start:stop`` of ``out`` (K, n), in ``out``'s dtype, bit for bit as the fused pass
+    computes them (one thread: model-parallel workers run this side by side)."""
+    dt = out.dtype
+    _kernel("diag_scores")(np.ascontiguousarray(x, dtype=dt), center.astype(dt),
+                           np.ascontiguousarray(a.T, dtype=dt), np.ascontiguousarray(b.T, dtype=dt),
+                           const.astype(dt), start, stop, out)
+
+
+def diag_mixture_normalize(scores: np.ndarray,
+                           weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step 2: the fused pass's normalisation of all K scores (K, n). Returns (weighted
+    posteriors (K, n) in the scores' dtype, mass (K,), per-row log-sum-exp (n,))."""
+    k, n = scores.shape
+    resp = np.empty_like(scores)
+    mass, lse = np.zeros(k), np.empty(n)
+    _kernel("diag_normalize")(scores, np.ascontiguousarray(weights, dtype=np.float64),
+                              max(1, -(-n // BLOCK_ROWS)), BLOCK_ROWS, resp, mass, lse)
+    return resp, mass, lse
+
+
+def diag_mixture_add(x: np.ndarray, center: np.ndarray, resp: np.ndarray, start: int,
+                     stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step 3 for components ``[start, stop)``: (sums of r z (m, D), sums of r z^2 (m, D)),
+    ``z = x - center``, bit for bit as the fused pass adds them (one thread)."""
+    dt = resp.dtype
+    n, d = x.shape
+    m = stop - start
+    s1_t, s2_t = np.zeros((d, m)), np.zeros((d, m))
+    _kernel("diag_add")(np.ascontiguousarray(x, dtype=dt), center.astype(dt), resp, start, stop,
+                        max(1, -(-n // BLOCK_ROWS)), BLOCK_ROWS, s1_t, s2_t)
+    return s1_t.T, s2_t.T
 
 
 def diag_mixture_fold(x: np.ndarray, weights: np.ndarray, center: np.ndarray, a: np.ndarray,

@@ -107,6 +107,23 @@ def test_full_covariance_mixture_columns_share_the_stack_centre(precision):
     assert_same_bits(serial, threaded)
 
 
+@pytest.mark.parametrize("dim", [1, 3])
+def test_single_component_ranges_are_scored_by_the_same_calls(dim):
+    # a one-component range must not fall onto another BLAS routine (a GEMM of one row is a
+    # matrix-vector product): each component is scored by its own calls, whatever the range
+    model = mvg_mixture(5, dim, seed=3)
+    rows = model.sampler(0).sample(2000)
+    for stops in [(1, 5), (4, 5), (1, 2, 3, 4, 5)]:
+        assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, "", stops))[:2])
+    rng = np.random.default_rng(1)
+    hmm = HiddenMarkovDistribution([DiagonalGaussianDistribution(rng.normal(0, 2, dim),
+                                                                 rng.uniform(0.5, 2, dim))
+                                    for _ in range(3)], [0.4, 0.3, 0.3],
+                                   [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]])
+    seqs = hmm.sampler(0, sample_length=10).sample(200)
+    assert_same_bits(*serial_and_threaded(hmm, seqs, cut_plan(hmm, "", (1, 3)))[:2])
+
+
 def test_von_mises_and_poisson_mixtures_are_bit_identical():
     vm = MixtureDistribution([VonMisesDistribution(m, 2.0) for m in (-2.0, 0.0, 1.0, 2.5)],
                              [0.25] * 4)
@@ -165,18 +182,23 @@ def test_hmm_with_mixture_emissions_scores_each_state_apart():
     assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, "", (1, 2)))[:2])
 
 
-def test_diagonal_mixture_split_from_the_fused_kernel_agrees_to_rounding():
-    # the documented exception: the serial E-step is one fused pass per row, the split one
-    # scores, normalises and adds in three steps
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_fused_diagonal_mixture_split_in_its_three_steps_is_bit_identical(monkeypatch, compiled,
+                                                                           precision):
+    import mixfold.families.diagonal_gaussian as dg
+
+    if not compiled:
+        monkeypatch.setattr(dg, "kernels_available", lambda: False)
     rng = np.random.default_rng(0)
     model = MixtureDistribution([DiagonalGaussianDistribution(rng.normal(0, 3, 4),
                                                               rng.uniform(0.5, 2, 4))
-                                 for _ in range(5)], [0.2] * 5)
-    rows = model.sampler(0).sample(3000)
-    (serial, ll_s), (threaded, ll_t), _ = serial_and_threaded(model, rows,
-                                                              cut_plan(model, "", (2, 5)))
-    np.testing.assert_allclose(threaded.to_array(), serial.to_array(), rtol=1e-12)
-    np.testing.assert_allclose(ll_t, ll_s, rtol=1e-13)
+                                 for _ in range(7)], np.full(7, 1 / 7))
+    rows = model.sampler(0).sample(9000)  # three row blocks of the compiled pass
+    weights = rng.uniform(0, 2, 9000)
+    for stops in [(3, 7), (1, 6, 7)]:
+        assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, "", stops), weights,
+                                              precision)[:2])
 
 
 # -- cuts deep in the tree ----------------------------------------------------------------------

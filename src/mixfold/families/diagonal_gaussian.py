@@ -11,7 +11,8 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold._kernels import diag_mixture_fold, kernels_available
+from mixfold._kernels import (diag_mixture_add, diag_mixture_fold, diag_mixture_normalize,
+                              diag_mixture_scores, kernels_available)
 from mixfold._workspace import scratch
 from mixfold.precision import native_dtype
 
@@ -78,23 +79,17 @@ class DiagonalGaussianDistribution(Distribution):
                           units: tuple[int, int] | None = None) -> np.ndarray:
         """Log-densities of all components at once, array of shape (n_rows, K).
 
-        ``log p_k(x) = [x^2, x] @ [-1/(2 s2_k); mu_k/s2_k] + c_k``: one GEMM for all K, no
-        (n_rows, K, D) temporary. Rows are centred on the mean of the component means first, so
-        the expansion cancels little even far from the origin or in float32. ``units=(start,
-        stop)`` computes only those columns, bit for bit as in the full call (same centre).
+        ``log p_k(x) = [(x-c)^2, x-c] @ [-1/(2 s2_k); (mu_k-c)/s2_k] + c_k``, no (n_rows, K, D)
+        temporary. Rows are centred on the mean of the component means ``c`` first, so the
+        expansion cancels little even far from the origin or in float32. Each column is its
+        own matrix-vector product, so ``units=(start, stop)`` computes only those columns with
+        the bits of the full call (model-parallel workers score ranges apart).
         """
-        dt = native_dtype(precision)
-        center, coef, const = _stacked_coefficients(components)
-        if units is not None:
-            coef, const = coef[:, units[0]:units[1]], const[units[0]:units[1]]
-        sq, xc = _centred_features(enc.values, center, dt)
-        d = xc.shape[1]
-        # computed as (K, n) and returned transposed: (n, K) in Fortran order, so the per-row
-        # reductions of the log-sum-exp run over contiguous memory
-        out = coef[:d].T.astype(dt) @ sq.T
-        out += coef[d:].T.astype(dt) @ xc.T
-        out += const.astype(dt)[:, None]
-        return out.T
+        start, stop = (0, len(components)) if units is None else units
+        out = np.empty((stop - start, enc.n_rows), dtype=native_dtype(precision))
+        _centred_scores(components, np.zeros(len(components)), enc.values, precision, start,
+                        stop, out)
+        return out.T  # (n, K) in Fortran order: the log-sum-exp reduces contiguous columns
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:
@@ -148,6 +143,22 @@ def _centred_features(x: np.ndarray, center: np.ndarray,
     return xc * xc, xc
 
 
+def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weights: np.ndarray,
+                    x: np.ndarray, precision: str, start: int, stop: int,
+                    out: np.ndarray) -> None:
+    """Weighted log-densities of components ``[start, stop)`` into the rows of ``out``
+    ((stop - start, n_rows)), one matrix-vector product per component and feature block."""
+    dt = native_dtype(precision)
+    center, coef, const = _stacked_coefficients(components)
+    sq, xc = _centred_features(x, center, dt)
+    d = xc.shape[1]
+    bias = (const + log_weights).astype(dt)
+    for j, c in enumerate(range(start, stop)):
+        np.matmul(sq, coef[:d, c].astype(dt), out=out[j])
+        out[j] += xc @ coef[d:, c].astype(dt)
+        out[j] += bias[c]
+
+
 def _add_centred_sums(accs: Sequence[DiagonalGaussianAccumulator], center: np.ndarray,
                       mass: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> None:
     """Add sums of r, r (x - c) and r (x - c)^2 to the accumulators' raw sums (float64)."""
@@ -179,44 +190,83 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
                    components: Sequence[DiagonalGaussianDistribution], log_weights: np.ndarray,
                    enc: Encoded, weights: np.ndarray, precision: str = "float64"
                    ) -> tuple[np.ndarray, np.ndarray]:
-        """The whole mixture E-step of a chunk in three GEMM-sized passes.
+        """The whole mixture E-step of a chunk: score, normalise, accumulate.
 
-        Scores all K components from the centred features ``z = [(x-c)^2, x-c]`` (one GEMM),
-        normalises them over the components in a (K, n) block whose per-row reductions are
-        contiguous, and accumulates ``resp^T @ z`` (one GEMM) — the features are computed once
-        for scoring and accumulation. Returns (posterior mass per component, per-row
-        log-density). Statistics are float64 whatever ``precision`` the scores use.
+        Compiled (numba): one fused pass over the rows, both cores. NumPy: three GEMM-sized
+        passes over the centred features ``z = [(x-c)^2, x-c]`` (scores in a (K, n) block
+        whose per-row reductions are contiguous), the steps :meth:`stack_fold_scores`,
+        :meth:`stack_fold_normalize` and :meth:`stack_fold_add` that model-parallel workers
+        run apart. Returns (posterior mass per component, per-row log-density). Statistics are
+        float64 whatever ``precision`` the scores use.
         """
         dt = native_dtype(precision)
-        center, coef, const = _stacked_coefficients(components)
         x = enc.values
-        n, d = x.shape
         if kernels_available():  # one compiled pass over the rows, both cores
+            center, coef, const = _stacked_coefficients(components)
+            d = x.shape[1]
             mass, s1, s2, lse = diag_mixture_fold(x, weights, center, coef[:d].T, coef[d:].T,
                                                   const + log_weights, dt)
             _add_centred_sums(accs, center, mass, s1, s2)
             return mass, lse
         k = len(components)
-        xc = np.subtract(x, center.astype(dt), out=scratch("diag.xc", (n, d), dt),
-                         casting="same_kind")
-        sq = np.multiply(xc, xc, out=scratch("diag.sq", (n, d), dt))
-        scores = np.matmul(np.ascontiguousarray(coef[:d].T, dtype=dt), sq.T,
-                           out=scratch("diag.scores", (k, n), dt))
-        scores += np.matmul(np.ascontiguousarray(coef[d:].T, dtype=dt), xc.T,
-                            out=scratch("diag.scores2", (k, n), dt))
-        scores += (const + log_weights).astype(dt)[:, None]
-        top = scores.max(axis=0, out=scratch("diag.top", (n,), dt))
+        scores = scratch("diag.scores", (k, x.shape[0]), dt)
+        DiagonalGaussianAccumulator.stack_fold_scores(components, log_weights, enc, precision,
+                                                      0, k, scores)
+        resp, mass, lse = DiagonalGaussianAccumulator.stack_fold_normalize(scores, weights)
+        DiagonalGaussianAccumulator.stack_fold_add(accs, components, enc, resp, mass, precision,
+                                                   0, k)
+        return mass, lse
+
+    @staticmethod
+    def stack_fold_scores(components: Sequence[DiagonalGaussianDistribution],
+                          log_weights: np.ndarray, enc: Encoded, precision: str, start: int,
+                          stop: int, scores: np.ndarray) -> None:
+        """Step 1 of :meth:`stack_fold` for components ``[start, stop)``: their weighted
+        log-densities into rows ``start:stop`` of ``scores`` (K, n_rows) in the band's dtype,
+        with the bits :meth:`stack_fold` computes them with (compiled or not)."""
+        x = enc.values
+        if kernels_available():
+            center, coef, const = _stacked_coefficients(components)
+            d = x.shape[1]
+            diag_mixture_scores(x, center, coef[:d].T, coef[d:].T, const + log_weights, start,
+                                stop, scores)
+            return
+        _centred_scores(components, log_weights, x, precision, start, stop, scores[start:stop])
+
+    @staticmethod
+    def stack_fold_normalize(scores: np.ndarray, weights: np.ndarray
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Step 2, over all K components: (row-weighted posteriors (K, n_rows) in the scores'
+        dtype, posterior mass (K,), per-row log-sum-exp (n_rows,)). NumPy: in place."""
+        if kernels_available():
+            return diag_mixture_normalize(scores, weights)
+        top = scores.max(axis=0, out=scratch("diag.top", (scores.shape[1],), scores.dtype))
         scores -= top
         np.exp(scores, out=scores)
         total = scores.sum(axis=0, dtype=np.float64)
         with np.errstate(divide="ignore"):
             lse = top + np.log(total)
-        scores *= (weights / total).astype(dt)  # now the weighted posteriors
-        mass = scores.sum(axis=1, dtype=np.float64)
-        s1 = (scores @ xc).astype(np.float64)  # (K, D): sums of r (x - c), of r (x - c)^2
-        s2 = (scores @ sq).astype(np.float64)
-        _add_centred_sums(accs, center, mass, s1, s2)
-        return mass, lse
+        scores *= (weights / total).astype(scores.dtype)  # now the weighted posteriors
+        return scores, scores.sum(axis=1, dtype=np.float64), lse
+
+    @staticmethod
+    def stack_fold_add(accs: Sequence[DiagonalGaussianAccumulator],
+                       components: Sequence[DiagonalGaussianDistribution], enc: Encoded,
+                       resp: np.ndarray, mass: np.ndarray, precision: str, start: int,
+                       stop: int) -> None:
+        """Step 3 for components ``[start, stop)``: add the rows with the posteriors ``resp``
+        (K, n_rows) and their ``mass`` (K,) from step 2 to ``accs[start:stop]``, component by
+        component (the same bits for any range)."""
+        dt = native_dtype(precision)
+        center = _stacked_coefficients(components)[0]
+        x = enc.values
+        if kernels_available():
+            s1, s2 = diag_mixture_add(x, center, resp, start, stop)
+        else:
+            sq, xc = _centred_features(x, center, dt)
+            s1 = np.array([resp[j] @ xc for j in range(start, stop)], dtype=np.float64)
+            s2 = np.array([resp[j] @ sq for j in range(start, stop)], dtype=np.float64)
+        _add_centred_sums(accs[start:stop], center, mass[start:stop], s1, s2)
 
     @staticmethod
     def stack_update(accs: Sequence[DiagonalGaussianAccumulator], enc: Encoded,

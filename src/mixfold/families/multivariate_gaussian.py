@@ -12,6 +12,7 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold._workspace import scratch
 from mixfold.precision import native_dtype
 
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
@@ -96,38 +97,34 @@ class MultivariateGaussianDistribution(Distribution):
                           units: tuple[int, int] | None = None) -> np.ndarray:
         """Log-densities of all components at once, array of shape (n_rows, K).
 
-        One GEMM ``x @ [U_1 ... U_K]`` (n_rows, K*D) whitens the rows for every component; the
-        offsets ``mu_k U_k`` are subtracted and each D-block is squared and summed. Rows are
-        centred on the mean of the component means first, so the subtraction cancels little.
-        ``units=(start, stop)`` computes only those columns, bit for bit as in the full call
-        (same centre and row blocks; a GEMM's sums run along D whatever rows it is given).
+        Rows are centred on the mean of the component means (so the subtraction cancels
+        little), then, block by block of rows, whitened by each component's ``U_k`` (one GEMM
+        per component and block, (D, D) @ (D, rows)), offset by ``(mu_k - c) U_k``, squared and
+        summed. A component's column is computed by the same calls whatever other components
+        are stacked with it, so ``units=(start, stop)`` computes only those columns with the
+        bits of the full call (model-parallel workers score ranges apart).
         """
         dt = native_dtype(precision)
         d = components[0].dim
         center = np.mean([c.mu for c in components], axis=0)
-        step = max(256, (1 << 18) // (len(components) * d))  # the full stack's row blocks
-        if units is not None:
-            components = components[units[0]:units[1]]
-        k = len(components)
-        factors = np.concatenate([c.precision_cholesky for c in components], axis=1)
-        offsets = np.concatenate([(c.mu - center) @ c.precision_cholesky for c in components])
-        const = np.array([c.log_det_precision_cholesky for c in components]) - 0.5 * d * _LOG_2PI
+        start, stop = (0, len(components)) if units is None else units
         n = enc.n_rows
         xc = np.subtract(enc.values, center, dtype=dt)
-        factors_t, offsets = factors.T.astype(dt), offsets.astype(dt)[:, None]
-        out = np.empty((k, n), dtype=dt)
-        # the whitened rows (K*D, rows) are the one temporary: made block by block so it stays
-        # in cache (~2 MB) whatever the chunk size; the per-component sums of squares reduce over
-        # a middle axis with contiguous rows, and (K, n) goes back as a Fortran-ordered (n, K)
-        for lo in range(0, n, step):
-            hi = min(n, lo + step)
-            y = factors_t @ xc[lo:hi].T
-            y -= offsets
-            y *= y
-            y.reshape(k, d, hi - lo).sum(axis=1, out=out[:, lo:hi])
+        out = np.empty((stop - start, n), dtype=dt)
+        step = max(256, (1 << 18) // d)  # a component's whitened block (D, rows) is ~2 MB
+        for j, comp in enumerate(components[start:stop]):
+            whiten = np.ascontiguousarray(comp.precision_cholesky.T, dtype=dt)
+            offset = ((comp.mu - center) @ comp.precision_cholesky).astype(dt)[:, None]
+            for lo in range(0, n, step):
+                hi = min(n, lo + step)
+                y = np.matmul(whiten, xc[lo:hi].T, out=scratch("mvg.y", (d, hi - lo), dt))
+                y -= offset
+                y *= y
+                y.sum(axis=0, out=out[j, lo:hi])
+        const = np.array([c.log_det_precision_cholesky for c in components[start:stop]])
         out *= dt.type(-0.5)
-        out += const.astype(dt)[:, None]
-        return out.T
+        out += (const - 0.5 * d * _LOG_2PI).astype(dt)[:, None]
+        return out.T  # (n, K) in Fortran order: the log-sum-exp reduces contiguous columns
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

@@ -17,15 +17,16 @@ cut node along the plan's path and reproduces every accumulator's ``seq_update``
 - SEQUENCE (Sequence items, Optional values) and nodes above the cut: the fold recurses into
   the unit on the path, so a mixture inside a sequence is threaded.
 
-Each unit's arithmetic is the serial fold's, column by column (stacked scorers take a unit range,
-stacked updates go component by component), so an iteration is **bit-identical** to the serial
-fold: ``np.array_equal`` on every statistic. Two provisos, both about the serial fold itself: it
-must run with the BLAS thread count the workers run with (OpenBLAS splits a long dot product
-over its threads, so the serial fold's last bits change with that count; the workers run
-``cores // workers`` BLAS threads each, one on a 2-core machine), and a diagonal-Gaussian mixture
-whose serial E-step is the fused compiled kernel (scores, normalisation and sums in one pass
-per row) is split into the same three steps as every other mixture, so its statistics agree
-with the fused kernel to rounding (about 1e-15 relative), not bit for bit.
+Each unit's arithmetic is the serial fold's, unit by unit: stacked scorers take a unit range and
+compute each column by calls that do not depend on the other columns (a GEMM over a subset of
+components, or of one component — a matrix-vector product — rounds differently), stacked
+updates go component by component, and the fused compiled E-step of a diagonal-Gaussian mixture
+runs as its three steps (scores, normalisation, sums) with the same per-row arithmetic and row
+blocks. So an iteration is **bit-identical** to the serial fold: ``np.array_equal`` on every
+statistic. One proviso, about the serial fold itself: it must run with the BLAS thread count the
+workers run with (OpenBLAS splits a long dot product over its threads, so the serial fold's last
+bits change with that count); the workers run ``cores // workers`` BLAS threads each, one on a
+2-core machine.
 
 Two entry points share the fold. ``optimize(data, est, backend="model_parallel")`` keeps the
 rows in this process and threads the model (:class:`ModelParallelEncodedData`).
@@ -73,6 +74,7 @@ from mixfold.families.optional import OptionalAccumulator
 from mixfold.families.sequence import SequenceAccumulator, _row_sums
 from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
 from mixfold.parallel.resources import DeviceSpec, Resources
+from mixfold.precision import native_dtype
 
 __all__ = ["model_parallel_fold", "ModelParallelAccumulator", "ModelParallelAccumulatorFactory",
            "ModelParallelEstimator", "ModelParallelEncodedData", "auto_parallel_estimator",
@@ -377,6 +379,8 @@ def _cut_factors(acc: FactorAccumulator, model: Any, enc: Encoded, weights: np.n
 
 def _cut_components(acc: MixtureAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
                     precision: str, cut: _Cut, pool: WorkerPool) -> np.ndarray:
+    if acc._stack_fold is not None and model._stack is not None:
+        return _cut_fused_components(acc, model, enc, weights, precision, cut, pool)
     scores = np.empty((enc.n_rows, model.num_components), order="F")
     pool.run([partial(model.add_weighted_columns, enc, precision, a, b, scores)
               for a, b in cut.ranges], cut.ranges)
@@ -384,6 +388,23 @@ def _cut_components(acc: MixtureAccumulator, model: Any, enc: Encoded, weights: 
     acc.counts += resp.sum(axis=0)
     pool.run([partial(acc.add_component_range, enc, resp, model, precision, a, b)
               for a, b in cut.ranges], cut.ranges)
+    return lse
+
+
+def _cut_fused_components(acc: MixtureAccumulator, model: Any, enc: Encoded,
+                          weights: np.ndarray, precision: str, cut: _Cut,
+                          pool: WorkerPool) -> np.ndarray:
+    """A mixture whose family fuses the E-step (``stack_fold``) runs the fused pass's three
+    steps: scores by range, normalisation centrally, sums by range."""
+    family = type(acc.components[0])
+    comps = model.components
+    scores = np.empty((model.num_components, enc.n_rows), dtype=native_dtype(precision))
+    pool.run([partial(family.stack_fold_scores, comps, model.log_weights, enc, precision, a, b,
+                      scores) for a, b in cut.ranges], cut.ranges)
+    resp, mass, lse = family.stack_fold_normalize(scores, weights)
+    acc.counts += mass
+    pool.run([partial(family.stack_fold_add, acc.components, comps, enc, resp, mass, precision,
+                      a, b) for a, b in cut.ranges], cut.ranges)
     return lse
 
 
@@ -666,6 +687,7 @@ def auto_parallel_estimator(estimator: Estimator, model: Distribution,
     >>> import mixfold
     >>> from mixfold import GaussianDistribution, GaussianEstimator, MixtureDistribution
     >>> from mixfold.parallel.resources import DeviceSpec, Resources
+from mixfold.precision import native_dtype
     >>> mix = MixtureDistribution([GaussianDistribution(i, 1) for i in range(6)], [1 / 6] * 6)
     >>> two = Resources((DeviceSpec("a"), DeviceSpec("b", throughput=2.0)))
     >>> est, plan = auto_parallel_estimator(mixfold.MixtureEstimator([GaussianEstimator()] * 6),

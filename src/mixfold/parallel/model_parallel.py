@@ -96,8 +96,10 @@ class WorkerPool:
     """One thread per device of a plan: task ``i`` of every :meth:`run` runs on thread ``i``.
 
     ``assignments`` records, for the last run, which thread ran which unit range (what the
-    plan asked for). BLAS runs ``threads_per_worker`` threads per call while the pool is
-    folding, so the workers do not oversubscribe the cores (``None``: cores // workers).
+    plan asked for). While the pool is open, BLAS runs ``threads_per_worker`` threads per call
+    (``None``: cores // workers), so the workers do not oversubscribe the cores. The limit holds
+    for the pool's life, not per call: OpenBLAS threads woken between folds spin for a while
+    and would take the cores from the workers.
 
     >>> with WorkerPool(["cpu:0", "cpu:1"]) as pool:
     ...     pool.run([lambda: 1 + 1, lambda: 2 + 2], [(0, 3), (3, 5)])
@@ -117,6 +119,7 @@ class WorkerPool:
                          for name in self.devices]
         self.assignments: list[tuple[str, int, int]] = []
         self.closed = False
+        self._blas_limit = _blas_threads(self.threads_per_worker)
 
     def run(self, tasks: Sequence[Callable[[], Any]],
             ranges: Sequence[tuple[int, int]]) -> list[Any]:
@@ -145,16 +148,13 @@ class WorkerPool:
                 raise err
         return [f.result() for f in futures]
 
-    def blas_limit(self) -> Any:
-        """A context in which BLAS runs ``threads_per_worker`` threads per call."""
-        return _blas_threads(self.threads_per_worker)
-
     def close(self) -> None:
-        """Stop the threads; idempotent."""
+        """Stop the threads and give BLAS its thread count back; idempotent."""
         if not self.closed:
             self.closed = True
             for t in self._threads:
                 t.shutdown(wait=True)
+            self._blas_limit.restore_original_limits()
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -167,7 +167,8 @@ _BLAS: dict[str, Any] = {}
 
 
 def _blas_threads(n: int) -> Any:
-    """A context in which BLAS runs ``n`` threads per call (process-wide, restored after)."""
+    """Limit BLAS to ``n`` threads per call, process-wide, until the returned limiter's
+    ``restore_original_limits()``."""
     if "controller" not in _BLAS:  # finding the loaded BLAS libraries takes a few ms: once
         from threadpoolctl import ThreadpoolController
 
@@ -328,8 +329,7 @@ def model_parallel_fold(acc: Accumulator, model: Distribution, enc: Encoded, wei
         raise ValueError(f"the pool's workers {list(pool.devices)} are not the plan's devices "
                          f"{list(cut.devices)}")
     try:
-        with pool.blas_limit():
-            return _fold(acc, model, enc, weights, precision, cut.path, cut, pool)
+        return _fold(acc, model, enc, weights, precision, cut.path, cut, pool)
     finally:
         if owned:
             pool.close()

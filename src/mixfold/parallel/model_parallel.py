@@ -687,7 +687,6 @@ def auto_parallel_estimator(estimator: Estimator, model: Distribution,
     >>> import mixfold
     >>> from mixfold import GaussianDistribution, GaussianEstimator, MixtureDistribution
     >>> from mixfold.parallel.resources import DeviceSpec, Resources
-from mixfold.precision import native_dtype
     >>> mix = MixtureDistribution([GaussianDistribution(i, 1) for i in range(6)], [1 / 6] * 6)
     >>> two = Resources((DeviceSpec("a"), DeviceSpec("b", throughput=2.0)))
     >>> est, plan = auto_parallel_estimator(mixfold.MixtureEstimator([GaussianEstimator()] * 6),

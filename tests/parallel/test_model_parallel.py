@@ -155,10 +155,19 @@ def test_composite_of_leaves_returns_no_row_scores_like_the_serial_fold():
     model = CompositeDistribution([GaussianDistribution(0, 1), PoissonDistribution(2.0),
                                    GaussianDistribution(3, 2)])
     rows = model.sampler(0).sample(500)
-    (serial, ll_s), (threaded, ll_t), _ = serial_and_threaded(model, rows,
-                                                              cut_plan(model, "", (2, 3)))
+    plan = cut_plan(model, "", (2, 3))
+    (serial, ll_s), (threaded, ll_t), _ = serial_and_threaded(model, rows, plan)
     assert ll_s is None and ll_t is None
     assert_same_bits((serial, ll_s), (threaded, ll_t))
+    # the estimator's accumulator scores the factors on the workers instead of leaving the
+    # rows to be scored serially, with the bits model.seq_log_density gives
+    enc = model.encoder().encode(rows)
+    est = ModelParallelEstimator(model.estimator(), plan)
+    wrapped = est.accumulator_factory().make()
+    ll = wrapped.seq_update(enc, np.ones(500), model)
+    est.close()  # the fit's pool
+    assert np.array_equal(ll, model.seq_log_density(enc))
+    assert np.array_equal(wrapped.to_array(), serial.to_array())
 
 
 @pytest.mark.parametrize("compiled", [True, False])

@@ -377,6 +377,21 @@ def _cut_factors(acc: FactorAccumulator, model: Any, enc: Encoded, weights: np.n
     return total
 
 
+def _factor_log_density(model: Any, enc: Encoded, precision: str, cut: _Cut,
+                        pool: WorkerPool) -> np.ndarray:
+    """``model.seq_log_density(enc)`` of a Composite or Record, its factors scored by range."""
+    parts = enc.children
+
+    def score_range(start: int, stop: int) -> list[np.ndarray]:
+        return [model.factors[i].seq_log_density(parts[i], precision) for i in range(start, stop)]
+
+    out = np.zeros(enc.n_rows)
+    for lls in pool.run([partial(score_range, a, b) for a, b in cut.ranges], cut.ranges):
+        for ll in lls:
+            out += ll
+    return out
+
+
 def _cut_components(acc: MixtureAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
                     precision: str, cut: _Cut, pool: WorkerPool) -> np.ndarray:
     if acc._stack_fold is not None and model._stack is not None:
@@ -564,7 +579,12 @@ class ModelParallelAccumulator(Accumulator):
         if not self.plan.is_model_parallel:
             return self.inner.seq_update(enc, weights, model, precision)
         pool = self.pool or _pool_for(self.fit_id, _Cut(self.plan).devices)
-        return model_parallel_fold(self.inner, model, enc, weights, self.plan, precision, pool)
+        ll = model_parallel_fold(self.inner, model, enc, weights, self.plan, precision, pool)
+        if ll is None and self.plan.path == "" and self.plan.axis is DecompAxis.FACTOR:
+            # the fit would score the rows serially (model.seq_log_density): score the factors
+            # on their workers instead, added in factor order as that method adds them
+            ll = _factor_log_density(model, enc, precision, _Cut(self.plan), pool)
+        return ll
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         self.inner.seq_initialize(enc, weights, rng)

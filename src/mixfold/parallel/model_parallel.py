@@ -62,11 +62,11 @@ from typing import Any
 import numpy as np
 
 from mixfold._numeric import log_normalize_rows
-from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
-from mixfold.backends.local import DEFAULT_CHUNK_ROWS, fold_rows
+from mixfold.backends._interface import FoldResult
+from mixfold.backends.local import DEFAULT_CHUNK_ROWS, LocalEncodedData, fold_rows
 from mixfold.decomposition import DecompAxis, decomposition_for
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        Encoder, Estimator, InitRandom, as_weights)
+                                        Encoder, Estimator, InitRandom)
 from mixfold.families.composite import FactorAccumulator
 from mixfold.families.hidden_markov import HiddenMarkovAccumulator
 from mixfold.families.mixture import MixtureAccumulator, child_encoding
@@ -727,21 +727,23 @@ def auto_parallel_estimator(estimator: Estimator, model: Distribution,
 # backend="model_parallel": rows in this process, the model threaded
 
 
-class ModelParallelEncodedData(EncodedDataHandle):
-    """Rows held in this process, folded chunk by chunk with the model threaded over
-    ``num_workers`` threads (default: this machine's cores) by the planner's cut, or ``plan``.
+class ModelParallelEncodedData(LocalEncodedData):
+    """Rows held in this process (as on the local backend), folded chunk by chunk with the
+    model threaded over ``num_workers`` threads (default: this machine's cores) by the
+    planner's cut, or by ``plan``.
 
     One pool for the handle's life (the fit), stopped at :meth:`close`. ``plan`` is made from
-    the first model folded when not given, and kept.
+    the first model folded when not given, and kept; a :class:`ModelParallelEstimator` folded
+    here brings its own plan.
 
     >>> import numpy as np
     >>> from mixfold import GaussianDistribution, MixtureDistribution
     >>> mix = MixtureDistribution([GaussianDistribution(-1, 1), GaussianDistribution(1, 1)],
     ...                           [0.5, 0.5])
     >>> with ModelParallelEncodedData(mix.encoder().encode(np.zeros(3)), num_workers=2) as h:
-    ...     n, total = h.log_density_sum(mix)
-    >>> n, round(total, 6)
-    (3, -4.256816)
+    ...     res = h.fold(mix.estimator(), mix)
+    ...     h.plan.path, [(c.start, c.stop) for c in h.plan.cuts], round(res.log_density, 6)
+    ('', [(0, 1), (1, 2)], -4.256816)
     """
 
     name = "model_parallel"
@@ -749,16 +751,13 @@ class ModelParallelEncodedData(EncodedDataHandle):
     def __init__(self, enc: Encoded, weights: np.ndarray | None = None,
                  chunk_rows: int = DEFAULT_CHUNK_ROWS, num_workers: int | None = None,
                  plan: ModelDecomposition | None = None):
-        self.enc = enc
-        self.n_rows = enc.n_rows
-        self.weights = as_weights(weights, enc.n_rows)
-        self.total_weight = float(self.weights.sum())
-        self.chunk_rows = int(chunk_rows)
+        super().__init__(enc, weights, chunk_rows)
         self.num_workers = num_workers
         self.plan = plan
         self.pool: WorkerPool | None = None
 
-    def _accumulator(self, estimator: Estimator, model: Distribution) -> Accumulator:
+    def fold(self, estimator: Estimator, model: Distribution,
+             precision: str = "float64") -> FoldResult:
         if isinstance(estimator, ModelParallelEstimator):  # its plan, this handle's pool
             self.plan = self.plan or estimator.plan
             estimator = estimator.inner
@@ -766,30 +765,13 @@ class ModelParallelEncodedData(EncodedDataHandle):
         if self.plan is None:
             self.plan = plan_for(model, self.num_workers)
             check_plan(model, self.plan)
-        if not self.plan.is_model_parallel:
-            return acc
-        if self.pool is None:
+        if self.plan.is_model_parallel and self.pool is None:
             self.pool = WorkerPool(_Cut(self.plan).devices)
-        return ModelParallelAccumulator(acc, self.plan, pool=self.pool)
-
-    def fold(self, estimator: Estimator, model: Distribution,
-             precision: str = "float64") -> FoldResult:
-        acc = self._accumulator(estimator, model)
-        total = fold_rows(acc, self.enc, self.weights, model, precision, self.chunk_rows)
-        stats = acc.inner if isinstance(acc, ModelParallelAccumulator) else acc
-        return FoldResult(self.n_rows, self.total_weight, total, stats)
-
-    def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
-        return self.n_rows, fold_rows(None, self.enc, self.weights, model, precision,
-                                      self.chunk_rows)
-
-    def init_sample(self, seed: int) -> tuple[Encoded, np.ndarray]:
-        mask = init_sample_mask(self.enc, seed, self.n_rows)
-        idx = np.flatnonzero(mask & (self.weights > 0))
-        return self.enc.take(idx), self.weights[idx]
+        threaded = ModelParallelAccumulator(acc, self.plan, pool=self.pool)
+        total = fold_rows(threaded, self.enc, self.weights, model, precision, self.chunk_rows)
+        return FoldResult(self.n_rows, self.total_weight, total, acc)
 
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
             self.pool = None
-

@@ -15,7 +15,11 @@ cut node along the plan's path and reproduces every accumulator's ``seq_update``
 - STATE (HiddenMarkov): each worker scores the items under its states' emissions; the
   forward-backward recursion runs centrally; each worker adds the items to its emissions.
 - SEQUENCE (Sequence items, Optional values) and nodes above the cut: the fold recurses into
-  the unit on the path, so a mixture inside a sequence is threaded.
+  the unit on the path, so a mixture inside a sequence is threaded. A mixture or HMM above the
+  cut scores its units itself (serially, as it needs all of them for the responsibilities) and
+  hands the unit on the path its weights, whose accumulation is threaded; one that scores its
+  units together (a stacked fast path) cannot hand one apart, and :func:`check_plan` refuses a
+  cut below it.
 
 Each unit's arithmetic is the serial fold's, unit by unit: stacked scorers take a unit range and
 compute each column by calls that do not depend on the other columns (a GEMM over a subset of

@@ -135,6 +135,16 @@ def test_von_mises_and_poisson_mixtures_are_bit_identical():
                                           cut_plan(po, "", (1, 3)))[:2])
 
 
+def test_mixture_of_families_reading_the_rows_differently():
+    from mixfold import ExponentialDistribution, LogGaussianDistribution
+
+    model = MixtureDistribution([GaussianDistribution(3.0, 1.0), LogGaussianDistribution(0.0, 0.5),
+                                 ExponentialDistribution(0.5)], [0.4, 0.3, 0.3])
+    rows = np.abs(model.sampler(0).sample(2000)) + 1e-3
+    assert model._slots is not None  # one encoding per distinct component encoder
+    assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, "", (1, 3)))[:2])
+
+
 def test_mixture_of_records_stacked_per_field_is_bit_identical():
     model = record_mixture()
     rows = model.sampler(3).sample(2000)

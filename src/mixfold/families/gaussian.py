@@ -103,12 +103,14 @@ class GaussianAccumulator(LeafAccumulator):
     def stack_update(accs: Sequence[GaussianAccumulator], enc: Encoded, resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Column by column, so any range of components can be added apart with the same bits.
+        Column by column, so any range of components can be added apart with the same bits;
+        the dot products are ``einsum`` loops, not BLAS calls (no thread wake-ups per column).
         """
         x = enc.values
         xx = x * x
         for k, acc in enumerate(accs):
-            acc.sums += (resp[:, k].sum(), x @ resp[:, k], xx @ resp[:, k])
+            r = resp[:, k]
+            acc.sums += (r.sum(), np.einsum("i,i->", x, r), np.einsum("i,i->", xx, r))
 
 
 class GaussianEstimator(LeafEstimator):

@@ -311,6 +311,12 @@ def test_calibrated_resources_turn_work_into_seconds():
     per_iteration = [f"{1000 * s:.4g}" for s in plan.cut_seconds]
     assert all(s in text for s in per_iteration)
     assert decompose_model(model, devices(2, 1), prefer_data_parallel=False).cut_seconds is None
+    # a 3-component model (3 + 3 * 4 work per row) with the rows shared by both devices
+    replicated = decompose_model(gmm(3, dim=4), res, n_data=1000)
+    assert not replicated.is_model_parallel
+    assert replicated.data_parallel_seconds == pytest.approx(15 / (3000 * 50))
+    assert replicated.describe().splitlines()[-1] == \
+        f"data parallel estimate: {1000 * 15 / (3000 * 50):.4g} s/iteration"
 
 
 def test_describe_is_a_table_with_one_line_per_cut():

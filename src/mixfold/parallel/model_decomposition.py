@@ -555,13 +555,15 @@ def _why_model_parallel(cand: AxisCandidate, cuts: list[ModelCut], works: list[f
     elif not many_rows:
         reason = f"the data ({n_data} rows) is small for {p} devices"
     else:
-        reason = f"{cand.num_units} units is at least {_UNITS_PER_DEVICE} per device"
+        reason = (f"the {cand.axis.value} axis has {cand.num_units} units, at least "
+                  f"{_UNITS_PER_DEVICE} per device")
     rest = size.subtree_work - cand.total_work
     fastest = max(c.device.throughput for c in cuts)
     serial = size.subtree_work / fastest
     parallel = rest / fastest + max(w / c.device.throughput for c, w in zip(cuts, works))
     how = "cuts fitted to memory" if fallback else "cuts balanced by work against throughput"
-    return (f"{reason}; the {cand.axis.value} axis removes the most serial time "
+    where = f"'{cand.path}'" if cand.path else "the root"
+    return (f"{reason}; cutting {where} removes the most serial time of any axis "
             f"({how}; an estimated {serial / parallel:.2f}x the speed of the fastest device "
             f"alone)")
 

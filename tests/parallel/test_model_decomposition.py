@@ -362,5 +362,7 @@ def test_bad_arguments_are_refused_with_their_values():
         decompose_model(gmm(2), devices(1, 1), n_data=-1)
     with pytest.raises(ValueError, match="min_components_per_shard .* got 0"):
         decompose_model(gmm(2), devices(1, 1), min_components_per_shard=0)
+    with pytest.raises(TypeError, match="must be a Resources .*, got a list"):
+        decompose_model(gmm(2), [DeviceSpec("a"), DeviceSpec("b")])
     with pytest.raises(ValueError, match="max_workers .* got 0"):
         best_parallel_axis(gmm(2), max_workers=0)

@@ -479,6 +479,9 @@ def decompose_model(model: Any, resources: Resources, *, n_data: int | None = No
     >>> [(c.device.name, c.start, c.stop) for c in plan.cuts]
     [('fast', 0, 4), ('slow', 4, 6)]
     """
+    if not isinstance(resources, Resources):
+        raise TypeError(f"resources must be a Resources (Resources.local(), from_json, ...), "
+                        f"got a {type(resources).__name__}")
     if n_data is not None and (not isinstance(n_data, (int, np.integer)) or n_data < 0):
         raise ValueError(f"n_data must be None or an integer >= 0, got {n_data!r}")
     if not isinstance(min_components_per_shard, (int, np.integer)) or \

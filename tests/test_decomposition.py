@@ -90,6 +90,10 @@ def test_a_hook_must_return_a_decomposition():
     (dict(axis=DecompAxis.NONE, reduction=ReductionOp.REPLICATE, param_bytes=1.5),
      "param_bytes must be an integer >= 0, got 1.5"),
     (dict(axis="diagonal", reduction=ReductionOp.SUM), "'diagonal' is not a valid DecompAxis"),
+    (dict(axis=DecompAxis.SEQUENCE, reduction=ReductionOp.REPLICATE, units=("a",), fused=True),
+     "only a node split into units can be fused, not a sequence node"),
+    (dict(axis=DecompAxis.FACTOR, reduction=ReductionOp.SUM, units=("a",), fused=1),
+     "fused must be True or False, got 1"),
 ])
 def test_inconsistent_declarations_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -112,6 +116,10 @@ def test_mixture_declares_its_components_and_weights():
     assert dc.units == tuple(comps) and dc.is_shardable
     assert dc.child_roles == ("component_0", "component_1", "component_2")
     assert dc.row_work == 3.0 and dc.param_bytes == 2 * 3 * 8  # weights and their logs
+    assert dc.fused  # one family: scored in one stacked call
+    mixed = decomposition_for(MixtureDistribution([comps[0], PoissonDistribution(1.0)],
+                                                  [0.5, 0.5]))
+    assert not mixed.fused
 
 
 def test_composite_and_record_declare_factors_named_by_position_and_field():
@@ -146,7 +154,9 @@ def test_hidden_markov_declares_states_with_the_chain_held_whole():
     assert dc.units == tuple(emissions) and dc.child_roles == ("state_0", "state_1")
     # mean length under terminal probability 1/2 in every state: 2 items
     assert dc.unit_rows == pytest.approx(2.0) and dc.row_work == pytest.approx(2 * (4 + 2))
-    assert dc.param_bytes == 8 * (2 + 4 + 4 + 2)
+    assert dc.param_bytes == 8 * (2 + 4 + 4 + 2) and dc.fused
+    mixed = HiddenMarkovDistribution([emissions[0], PoissonDistribution(1.0)], [0.5, 0.5], trans)
+    assert not decomposition_for(mixed).fused
 
 
 def test_undeclared_families_are_atomic_scalar_leaves_sized_by_their_parameters():

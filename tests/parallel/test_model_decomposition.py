@@ -172,6 +172,24 @@ def test_a_mixture_inside_a_sequence_inside_a_record_is_cut_through_role_names()
         node_at(model, "pages/itme")
 
 
+def test_nothing_below_a_fused_node_is_cut():
+    def heavy():
+        return CompositeDistribution([DiagonalGaussianDistribution(np.zeros(20), np.ones(20))] * 2)
+
+    light = CompositeDistribution([GaussianDistribution(0, 1)] * 2)
+    apart = MixtureDistribution([heavy(), light], [0.5, 0.5])  # scored component by component
+    assert [a.path for a in tree_axes(apart)] == ["", "component_0", "component_1"]
+    plan = decompose_model(apart, devices(1, 1), prefer_data_parallel=False)
+    assert plan.path == "component_0" and plan.axis is DecompAxis.FACTOR
+    fused = MixtureDistribution([heavy(), heavy()], [0.5, 0.5])  # one stacked call
+    assert [a.path for a in tree_axes(fused)] == [""]
+    assert decompose_model(fused, devices(1, 1), prefer_data_parallel=False).path == ""
+    # the root cannot be cut at 2 components a device: nothing below it is tried instead
+    blocked = decompose_model(fused, devices(1, 1), prefer_data_parallel=False,
+                              min_components_per_shard=2)
+    assert not blocked.is_model_parallel and blocked.axis is DecompAxis.NONE
+
+
 def test_node_at_matches_roles_containing_a_slash_whole():
     g = GaussianDistribution(0, 1)
     rec = RecordDistribution({"a/b": RecordDistribution({"c": g}), "a": GaussianDistribution(1, 1)})

@@ -264,7 +264,8 @@ def tree_axes(model: Any) -> list[AxisCandidate]:
     """Every splittable axis in the tree (two or more units), parents before children.
 
     The walk follows the units of every node (through sequences and optional values too), not
-    the shared children, which every worker holds whole. An object met a second time is not
+    the shared children, which every worker holds whole, nor the units of a fused node (scored
+    together, so the executor cannot thread through it). An object met a second time is not
     listed again.
 
     >>> from mixfold import CompositeDistribution, GaussianDistribution, MixtureDistribution
@@ -291,8 +292,9 @@ def _axes(model: Any, decl: _Declarations) -> list[AxisCandidate]:
             out.append(AxisCandidate(path, dc.axis, dc.reduction, len(dc.units),
                                      tuple(unit_rows * decl.work(u) for u in dc.units),
                                      tuple(decl.alone_bytes(u) for u in dc.units)))
-        stack.extend((u, _join(path, role), unit_rows)
-                     for u, role in reversed(tuple(zip(dc.units, dc.child_roles))))
+        if not dc.fused:  # a fused node's units are scored together: nothing below is cut
+            stack.extend((u, _join(path, role), unit_rows)
+                         for u, role in reversed(tuple(zip(dc.units, dc.child_roles))))
     return out
 
 

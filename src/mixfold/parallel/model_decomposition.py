@@ -264,7 +264,8 @@ def tree_axes(model: Any) -> list[AxisCandidate]:
     """Every splittable axis in the tree (two or more units), parents before children.
 
     The walk follows the units of every node (through sequences and optional values too), not
-    the shared children, which every worker holds whole. An object met a second time is not
+    the shared children, which every worker holds whole, nor the units of a fused node (scored
+    together, so the executor cannot thread through it). An object met a second time is not
     listed again.
 
     >>> from mixfold import CompositeDistribution, GaussianDistribution, MixtureDistribution
@@ -291,8 +292,9 @@ def _axes(model: Any, decl: _Declarations) -> list[AxisCandidate]:
             out.append(AxisCandidate(path, dc.axis, dc.reduction, len(dc.units),
                                      tuple(unit_rows * decl.work(u) for u in dc.units),
                                      tuple(decl.alone_bytes(u) for u in dc.units)))
-        stack.extend((u, _join(path, role), unit_rows)
-                     for u, role in reversed(tuple(zip(dc.units, dc.child_roles))))
+        if not dc.fused:  # a fused node's units are scored together: nothing below is cut
+            stack.extend((u, _join(path, role), unit_rows)
+                         for u, role in reversed(tuple(zip(dc.units, dc.child_roles))))
     return out
 
 
@@ -366,8 +368,10 @@ class ModelDecomposition:
     ``axis`` is NONE, ``cuts`` is empty and the model is replicated (data parallel).
 
     ``cut_work``: each cut's work per row of the model; ``cut_seconds``: each cut's estimated
-    seconds per row, when the resources are calibrated. ``model_work`` and ``model_bytes``: the
-    whole model's work per row and parameter bytes; ``n_data``: the rows the plan was made for.
+    seconds per row, when the resources are calibrated; ``data_parallel_seconds``: then also the
+    estimated seconds per row of the whole model with the rows shared by every device in
+    proportion to its speed. ``model_work`` and ``model_bytes``: the whole model's work per row
+    and parameter bytes; ``n_data``: the rows the plan was made for.
     """
 
     axis: DecompAxis
@@ -378,6 +382,7 @@ class ModelDecomposition:
     path: str = ""
     cut_work: tuple[float, ...] = ()
     cut_seconds: tuple[float, ...] | None = None
+    data_parallel_seconds: float | None = None
     model_work: float = 0.0
     model_bytes: int = 0
     n_data: int | None = None
@@ -408,16 +413,18 @@ class ModelDecomposition:
         why: nothing in the model splits -> replicate it and shard the rows
         """
         size = f"{_fmt(self.model_work)} work/row, {_fmt_bytes(self.model_bytes)}"
+        per = "s/iteration" if self.n_data else "us/row"
+        scale = float(self.n_data) if self.n_data else 1e6
+        estimate = [] if self.data_parallel_seconds is None else [
+            f"data parallel estimate: {_fmt(self.data_parallel_seconds * scale)} {per}"]
         if not self.is_model_parallel:
-            return (f"data parallel: the model ({size}) is replicated on every device\n"
-                    f"why: {self.rationale}")
+            return "\n".join([f"data parallel: the model ({size}) is replicated on every device",
+                              f"why: {self.rationale}"] + estimate)
         where = f"'{self.path}'" if self.path else "the root"
         lines = [f"model parallel: {self.axis.value} axis of {where}, {self.num_units} units "
                  f"over {len(self.cuts)} devices, reduced by {self.reduction.value} "
                  f"(model: {size})",
-                 f"why: {self.rationale}"]
-        per = "s/iteration" if self.n_data else "us/row"
-        scale = float(self.n_data) if self.n_data else 1e6
+                 f"why: {self.rationale}"] + estimate
         header = ["device", "kind", "units", "count", "work/row", "share"]
         if self.cut_seconds is not None:
             header.append(f"est. {per}")
@@ -474,6 +481,9 @@ def decompose_model(model: Any, resources: Resources, *, n_data: int | None = No
     >>> [(c.device.name, c.start, c.stop) for c in plan.cuts]
     [('fast', 0, 4), ('slow', 4, 6)]
     """
+    if not isinstance(resources, Resources):
+        raise TypeError(f"resources must be a Resources (Resources.local(), from_json, ...), "
+                        f"got a {type(resources).__name__}")
     if n_data is not None and (not isinstance(n_data, (int, np.integer)) or n_data < 0):
         raise ValueError(f"n_data must be None or an integer >= 0, got {n_data!r}")
     if not isinstance(min_components_per_shard, (int, np.integer)) or \
@@ -483,8 +493,11 @@ def decompose_model(model: Any, resources: Resources, *, n_data: int | None = No
     decl = _Declarations()
     size = _size(model, decl, "", 1.0, {})
     devices = resources.devices
+    calibrated = resources.calibrated_work
     base = dict(model_work=size.subtree_work, model_bytes=size.subtree_param_bytes,
-                n_data=None if n_data is None else int(n_data))
+                n_data=None if n_data is None else int(n_data),
+                data_parallel_seconds=None if calibrated is None else
+                size.subtree_work / (calibrated * resources.total_throughput))
     short = [d for d in devices if d.memory_bytes is not None
              and size.subtree_param_bytes > d.memory_bytes]
 
@@ -512,8 +525,10 @@ def decompose_model(model: Any, resources: Resources, *, n_data: int | None = No
         rows = "unknown" if n_data is None else str(n_data)
         return replicate(f"the model fits on every device, the data ({rows} rows) dominates "
                          f"and the best axis has {best.num_units} units for {p} devices")
+    by_path = _by_path(size)
     for cand in ranked:
-        plan = _place(cand, size, devices, min_components_per_shard)
+        plan = _place(cand, by_path[cand.path], size.subtree_param_bytes, devices,
+                      min_components_per_shard)
         if plan is None:
             continue
         used, stops, fallback = plan
@@ -525,8 +540,8 @@ def decompose_model(model: Any, resources: Resources, *, n_data: int | None = No
                 start = stop
         if len(cuts) < 2:
             continue
-        seconds = None if resources.calibrated_work is None else tuple(
-            w / (c.device.throughput * resources.calibrated_work) for c, w in zip(cuts, works))
+        seconds = None if calibrated is None else tuple(
+            w / (c.device.throughput * calibrated) for c, w in zip(cuts, works))
         why = _why_model_parallel(cand, cuts, works, size, short, prefer_data_parallel,
                                   many_rows, n_data, p, fallback)
         return ModelDecomposition(cand.axis, cand.reduction, cand.num_units, tuple(cuts), why,
@@ -545,20 +560,34 @@ def _why_model_parallel(cand: AxisCandidate, cuts: list[ModelCut], works: list[f
     elif not many_rows:
         reason = f"the data ({n_data} rows) is small for {p} devices"
     else:
-        reason = f"{cand.num_units} units is at least {_UNITS_PER_DEVICE} per device"
+        reason = (f"the {cand.axis.value} axis has {cand.num_units} units, at least "
+                  f"{_UNITS_PER_DEVICE} per device")
     rest = size.subtree_work - cand.total_work
     fastest = max(c.device.throughput for c in cuts)
     serial = size.subtree_work / fastest
     parallel = rest / fastest + max(w / c.device.throughput for c, w in zip(cuts, works))
     how = "cuts fitted to memory" if fallback else "cuts balanced by work against throughput"
-    return (f"{reason}; the {cand.axis.value} axis removes the most serial time "
-            f"({how}, estimated speed-up {serial / parallel:.2f}x)")
+    where = f"'{cand.path}'" if cand.path else "the root"
+    return (f"{reason}; cutting {where} removes the most serial time of any axis "
+            f"({how}; an estimated {serial / parallel:.2f}x the speed of the fastest device "
+            f"alone)")
 
 
-def _place(cand: AxisCandidate, size: NodeSize, devices: tuple[DeviceSpec, ...],
-           min_per_cut: int) -> tuple[list[DeviceSpec], list[int], bool] | None:
+def _by_path(size: NodeSize) -> dict[str, NodeSize]:
+    out, stack = {}, [size]
+    while stack:
+        node = stack.pop()
+        out.setdefault(node.path, node)
+        stack.extend(node.children)
+    return out
+
+
+def _place(cand: AxisCandidate, node: NodeSize, model_bytes: int,
+           devices: tuple[DeviceSpec, ...], min_per_cut: int
+           ) -> tuple[list[DeviceSpec], list[int], bool] | None:
     """(devices used, the stop of each one's range, whether memory forced the cut) or ``None``
-    when the units cannot be placed within the devices' memory."""
+    when the units cannot be placed within the devices' memory. ``node``: the cut node's size;
+    what is not among its units' bytes is held by every device."""
     n = cand.num_units
     k = min(len(devices), n // min_per_cut)
     if k < 2:
@@ -569,9 +598,7 @@ def _place(cand: AxisCandidate, size: NodeSize, devices: tuple[DeviceSpec, ...],
     works = np.asarray(cand.unit_works, dtype=np.float64)
     if works.sum() <= 0:
         works = np.ones(n)
-    node = size.find(cand.path)
-    context = size.subtree_param_bytes - sum(c.subtree_param_bytes
-                                             for c in node.children[:n])
+    context = model_bytes - sum(c.subtree_param_bytes for c in node.children[:n])
     room = np.array([math.inf if d.memory_bytes is None else d.memory_bytes - context
                      for d in used], dtype=np.float64)
     unit_bytes = np.concatenate([[0.0], np.cumsum(np.asarray(cand.unit_bytes, np.float64))])

@@ -255,9 +255,17 @@ def test_cut_inside_an_hmm_state():
 
 
 def test_plans_the_executor_cannot_run_bit_for_bit_are_refused():
-    model = record_mixture()  # stacked: one record's fields cannot be folded apart
-    with pytest.raises(ValueError, match="stacked"):
-        check_plan(model, cut_plan(model, "component_1", (1, 3)))
+    model = record_mixture()  # fused: one record's fields cannot be folded apart
+    below_fused = cut_plan(model, "component_1", (1, 3))
+    with pytest.raises(ValueError, match="fused"):
+        check_plan(model, below_fused)
+    rows = model.sampler(0).sample(50)
+    acc = model.estimator().accumulator_factory().make()
+    with pytest.raises(ValueError, match="fused"):
+        model_parallel_fold(acc, model, model.encoder().encode(rows), np.ones(50), below_fused)
+    many = Resources(tuple(DeviceSpec(f"d{i}") for i in range(8)))
+    check_plan(model, auto_parallel_estimator(model.estimator(), model, many,
+                                              prefer_data_parallel=False)[1])
     mix = gaussian_mixture(4)
     wrong = cut_plan(gaussian_mixture(5), "", (2, 5))
     with pytest.raises(ValueError, match="5 units"):

@@ -18,8 +18,8 @@ cut node along the plan's path and reproduces every accumulator's ``seq_update``
   the unit on the path, so a mixture inside a sequence is threaded. A mixture or HMM above the
   cut scores its units itself (serially, as it needs all of them for the responsibilities) and
   hands the unit on the path its weights, whose accumulation is threaded; one that scores its
-  units together (a stacked fast path) cannot hand one apart, and :func:`check_plan` refuses a
-  cut below it.
+  units together (``Decomposition.fused``, a stacked fast path) cannot hand one apart, and
+  :func:`check_plan` refuses a cut below it (the planner never makes one).
 
 Each unit's arithmetic is the serial fold's, unit by unit: stacked scorers take a unit range and
 compute each column by calls that do not depend on the other columns (a GEMM over a subset of
@@ -249,12 +249,8 @@ def check_plan(model: Distribution, plan: ModelDecomposition) -> None:
     while rest:
         dc = decomposition_for(node)
         index, rest = _step(dc, rest, plan.path)
-        if getattr(node, "_stack", None) is not None:
-            raise ValueError(
-                f"cannot thread below {seen or 'the root'} of path {plan.path!r}: that "
-                f"{type(node).__name__} scores and adds its units together (a stacked fast "
-                f"path), so one unit cannot be folded apart with the same bits; cut that node "
-                f"itself")
+        if dc.fused:
+            raise ValueError(_fused_message(node, seen, plan.path))
         seen = f"{seen}/{dc.child_roles[index]}".lstrip("/")
         node = dc.units[index]
     dc = decomposition_for(node)
@@ -264,6 +260,12 @@ def check_plan(model: Distribution, plan: ModelDecomposition) -> None:
                          f"{dc.axis.value} there")
     if dc.axis not in _CUT_FOLDS:
         raise ValueError(f"cannot execute a cut along the {dc.axis.value} axis")
+
+
+def _fused_message(node: Any, at: str, path: str) -> str:
+    return (f"cannot thread below {at or 'the root'} of path {path!r}: that "
+            f"{type(node).__name__} scores and adds its units together (fused, a stacked fast "
+            f"path), so one unit cannot be folded apart with the same bits; cut that node itself")
 
 
 def _step(dc: Any, rest: str, path: str) -> tuple[int, str]:
@@ -353,7 +355,10 @@ def _fold(acc: Accumulator, model: Distribution, enc: Encoded, weights: np.ndarr
         except KeyError:
             raise ValueError(f"cannot execute a cut along the {dc.axis.value} axis") from None
         return run(acc, model, enc, weights, precision, cut, pool)
+    at = cut.path[:len(cut.path) - len(rest)].rstrip("/")
     index, rest = _step(dc, rest, cut.path)
+    if dc.fused:
+        raise ValueError(_fused_message(model, at, cut.path))
     for cls, through in _THROUGH:
         if isinstance(acc, cls):
             return through(acc, model, enc, weights, precision, index, rest, cut, pool)
@@ -496,7 +501,6 @@ def _through_optional(acc: OptionalAccumulator, model: Any, enc: Encoded, weight
 def _through_mixture(acc: MixtureAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
                      precision: str, index: int, rest: str, cut: _Cut,
                      pool: WorkerPool) -> np.ndarray:
-    _unstacked(model, cut)
     resp, lse = log_normalize_rows(model.component_log_densities(enc, precision), weights)
     acc.counts += resp.sum(axis=0)
     acc.add_component_range(enc, resp, model, precision, 0, index)
@@ -509,7 +513,6 @@ def _through_mixture(acc: MixtureAccumulator, model: Any, enc: Encoded, weights:
 def _through_states(acc: HiddenMarkovAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
                     precision: str, index: int, rest: str, cut: _Cut,
                     pool: WorkerPool) -> np.ndarray:
-    _unstacked(model, cut)
     items = enc.items
     resp, ll = acc.chain_update(enc, weights, model,
                                 model.emission_log_densities(items, precision))
@@ -518,13 +521,6 @@ def _through_states(acc: HiddenMarkovAccumulator, model: Any, enc: Encoded, weig
           np.ascontiguousarray(resp[:, index]), precision, rest, cut, pool)
     acc.add_emission_range(items, resp, model, precision, index + 1, model.num_states)
     return ll
-
-
-def _unstacked(model: Any, cut: _Cut) -> None:
-    if model._stack is not None:
-        raise ValueError(f"cannot thread path {cut.path!r} below a {type(model).__name__} "
-                         f"whose units are scored and added together (a stacked fast path); "
-                         f"cut that node itself")
 
 
 _THROUGH: tuple[tuple[type, Callable[..., np.ndarray | None]], ...] = (

@@ -246,6 +246,44 @@ def test_nested_record_sequence_optional_and_unstacked_mixture():
         assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, path, stops))[:2])
 
 
+def leaves_case(path):
+    """A model whose fold leaves rows unscored (leaves return none), and rows of it."""
+    pair = CompositeDistribution([GaussianDistribution(0, 1), PoissonDistribution(2.0)])
+    if path == "":
+        return pair, pair.sampler(0).sample(300)
+    if path == "item":
+        model = SequenceDistribution(CompositeDistribution([GaussianDistribution(0, 1),
+                                                            PoissonDistribution(2.0),
+                                                            GaussianDistribution(1, 3)]))
+    else:  # a mixture above the cut, unfused (its components' first fields differ in class)
+        other = CompositeDistribution([GaussianDistribution(3, 2), PoissonDistribution(6.0)])
+        third = CompositeDistribution([gaussian_mixture(2), PoissonDistribution(1.0)])
+        model = SequenceDistribution(MixtureDistribution([pair, other, third], [0.3, 0.3, 0.4]))
+        assert not decomposition_for(model.item).fused
+    return model, model.sampler(0, sample_length=3).sample(300)
+
+
+@pytest.mark.parametrize("path, stops", [("", (1, 2)), ("item", (1, 3)),
+                                         ("item/component_1", (1, 2))])
+def test_rows_the_fold_leaves_unscored_are_scored_threaded_with_the_serial_bits(path, stops):
+    # the fit scores rows the fold left unscored with model.seq_log_density; the model-parallel
+    # accumulator scores them with the cut threaded instead, with the same bits (and a mixture
+    # above the cut scores the unit on the path threaded, with the bits it would get)
+    model, rows = leaves_case(path)
+    enc = model.encoder().encode(rows)
+    est = model.estimator().bind(model.encoder())
+    serial = est.accumulator_factory().make()
+    with threadpool_limits(1, user_api="blas"):
+        ll_serial = serial.seq_update(enc, np.ones(300), model)
+        expected = model.seq_log_density(enc) if ll_serial is None else ll_serial
+    threaded = ModelParallelEstimator(est, cut_plan(model, path, stops))
+    wrapped = threaded.accumulator_factory().make()
+    ll = wrapped.seq_update(enc, np.ones(300), model)
+    threaded.close()
+    assert np.array_equal(ll, expected)
+    assert np.array_equal(wrapped.to_array(), serial.to_array())
+
+
 def test_cut_inside_an_hmm_state():
     model = HiddenMarkovDistribution([mvg_mixture(4, 2, seed=1), mvg_mixture(2, 2, seed=2)],
                                      [0.5, 0.5], [[0.9, 0.1], [0.2, 0.8]])

@@ -65,17 +65,18 @@ from typing import Any
 
 import numpy as np
 
-from mixfold._numeric import log_normalize_rows
+from mixfold._numeric import log_normalize_rows, logsumexp_rows
 from mixfold.backends._interface import FoldResult
 from mixfold.backends.local import DEFAULT_CHUNK_ROWS, LocalEncodedData, fold_rows
 from mixfold.decomposition import DecompAxis, decomposition_for
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom)
-from mixfold.families.composite import FactorAccumulator
-from mixfold.families.hidden_markov import HiddenMarkovAccumulator
-from mixfold.families.mixture import MixtureAccumulator, child_encoding
-from mixfold.families.optional import OptionalAccumulator
-from mixfold.families.sequence import SequenceAccumulator, _row_sums
+from mixfold.families.composite import FactorAccumulator, _FactorDistribution
+from mixfold.families.hidden_markov import (HiddenMarkovAccumulator, HiddenMarkovDistribution,
+                                            _Lattice)
+from mixfold.families.mixture import MixtureAccumulator, MixtureDistribution, child_encoding
+from mixfold.families.optional import OptionalAccumulator, OptionalDistribution
+from mixfold.families.sequence import SequenceAccumulator, SequenceDistribution, _row_sums
 from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
 from mixfold.parallel.resources import DeviceSpec, Resources
 from mixfold.precision import native_dtype
@@ -133,6 +134,8 @@ class WorkerPool:
             raise RuntimeError("the worker pool is closed")
         if len(tasks) != len(self.devices):
             raise ValueError(f"need one task per worker ({len(self.devices)}), got {len(tasks)}")
+        if _in_worker():  # pools never nest: a worker runs what it is given itself
+            return [task() for task in tasks]
         ran: list[tuple[str, int, int] | None] = [None] * len(tasks)
 
         def on_worker(i: int) -> Any:
@@ -501,7 +504,8 @@ def _through_optional(acc: OptionalAccumulator, model: Any, enc: Encoded, weight
 def _through_mixture(acc: MixtureAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
                      precision: str, index: int, rest: str, cut: _Cut,
                      pool: WorkerPool) -> np.ndarray:
-    resp, lse = log_normalize_rows(model.component_log_densities(enc, precision), weights)
+    scores = _component_scores(model, enc, precision, index, rest, cut, pool)
+    resp, lse = log_normalize_rows(scores, weights)
     acc.counts += resp.sum(axis=0)
     acc.add_component_range(enc, resp, model, precision, 0, index)
     _fold(acc.components[index], model.components[index], child_encoding(enc, index, acc.slots),
@@ -514,8 +518,8 @@ def _through_states(acc: HiddenMarkovAccumulator, model: Any, enc: Encoded, weig
                     precision: str, index: int, rest: str, cut: _Cut,
                     pool: WorkerPool) -> np.ndarray:
     items = enc.items
-    resp, ll = acc.chain_update(enc, weights, model,
-                                model.emission_log_densities(items, precision))
+    scores = _emission_scores(model, items, precision, index, rest, cut, pool)
+    resp, ll = acc.chain_update(enc, weights, model, scores)
     acc.add_emission_range(items, resp, model, precision, 0, index)
     _fold(acc.emissions[index], model.emissions[index], child_encoding(items, index, acc.slots),
           np.ascontiguousarray(resp[:, index]), precision, rest, cut, pool)
@@ -530,6 +534,80 @@ _THROUGH: tuple[tuple[type, Callable[..., np.ndarray | None]], ...] = (
     (MixtureAccumulator, _through_mixture),
     (HiddenMarkovAccumulator, _through_states),
 )
+
+
+# -- scoring: model.seq_log_density(enc), bit for bit, with the cut threaded --------------------
+
+
+def _score(model: Any, enc: Encoded, precision: str, rest: str, cut: _Cut,
+           pool: WorkerPool) -> np.ndarray:
+    """``model.seq_log_density(enc, precision)`` with the cut ``rest`` below this node threaded
+    (what the fit computes for rows whose fold returned no log-densities, and what a mixture or
+    HMM above the cut needs of the unit on the path)."""
+    dc = decomposition_for(model)
+    if not rest:
+        if dc.axis is DecompAxis.FACTOR:
+            return _factor_log_density(model, enc, precision, cut, pool)
+        if dc.axis is DecompAxis.COMPONENT:
+            scores = np.empty((enc.n_rows, model.num_components), order="F")
+            pool.run([partial(model.add_weighted_columns, enc, precision, a, b, scores)
+                      for a, b in cut.ranges], cut.ranges)
+            return logsumexp_rows(scores)
+        items = enc.items  # STATE: the chain's forward pass over the gathered emission scores
+        scores = np.empty((items.n_rows, model.num_states), order="F")
+        pool.run([partial(model.emission_columns, items, precision, a, b, scores)
+                  for a, b in cut.ranges], cut.ranges)
+        return _Lattice(model, scores, enc.offsets).log_likelihood
+    at = cut.path[:len(cut.path) - len(rest)].rstrip("/")
+    index, rest = _step(dc, rest, cut.path)
+    if dc.fused:
+        raise ValueError(_fused_message(model, at, cut.path))
+    if isinstance(model, _FactorDistribution):
+        out = np.zeros(enc.n_rows)
+        for i, (dist, part) in enumerate(zip(model.factors, enc.children)):
+            out += _score(dist, part, precision, rest, cut, pool) if i == index else \
+                dist.seq_log_density(part, precision)
+        return out
+    if isinstance(model, SequenceDistribution):
+        out = _row_sums(enc, _score(model.item, enc.items, precision, rest, cut, pool))
+        if model.length is not None:
+            out += model.length.seq_log_density(enc.lengths, precision)
+        return out
+    if isinstance(model, OptionalDistribution):
+        return model._scatter(enc, _score(model.inner, enc.inner, precision, rest, cut, pool))
+    if isinstance(model, MixtureDistribution):
+        return logsumexp_rows(_component_scores(model, enc, precision, index, rest, cut, pool))
+    if isinstance(model, HiddenMarkovDistribution):
+        scores = _emission_scores(model, enc.items, precision, index, rest, cut, pool)
+        return _Lattice(model, scores, enc.offsets).log_likelihood
+    raise ValueError(f"cannot thread through a {type(model).__name__} on path {cut.path!r}")
+
+
+def _component_scores(model: Any, enc: Encoded, precision: str, index: int, rest: str,
+                      cut: _Cut, pool: WorkerPool) -> np.ndarray:
+    """``model.component_log_densities(enc)`` of an unfused mixture, component ``index``
+    scored with the cut below it threaded."""
+    k = model.num_components
+    scores = np.empty((enc.n_rows, k), order="F")
+    model.add_weighted_columns(enc, precision, 0, index, scores)
+    scores[:, index] = _score(model.components[index], child_encoding(enc, index, model._slots),
+                              precision, rest, cut, pool)
+    scores[:, index] += model.log_weights[index]
+    model.add_weighted_columns(enc, precision, index + 1, k, scores)
+    return scores
+
+
+def _emission_scores(model: Any, items: Encoded, precision: str, index: int, rest: str,
+                     cut: _Cut, pool: WorkerPool) -> np.ndarray:
+    """``model.emission_log_densities(items)`` of an unfused HMM, state ``index`` scored with
+    the cut below it threaded."""
+    s = model.num_states
+    scores = np.empty((items.n_rows, s))
+    model.emission_columns(items, precision, 0, index, scores)
+    scores[:, index] = _score(model.emissions[index], child_encoding(items, index, model._slots),
+                              precision, rest, cut, pool)
+    model.emission_columns(items, precision, index + 1, s, scores)
+    return scores
 
 
 # ---------------------------------------------------------------------------------------------
@@ -580,10 +658,10 @@ class ModelParallelAccumulator(Accumulator):
             return self.inner.seq_update(enc, weights, model, precision)
         pool = self.pool or _pool_for(self.fit_id, _Cut(self.plan).devices)
         ll = model_parallel_fold(self.inner, model, enc, weights, self.plan, precision, pool)
-        if ll is None and self.plan.path == "" and self.plan.axis is DecompAxis.FACTOR:
-            # the fit would score the rows serially (model.seq_log_density): score the factors
-            # on their workers instead, added in factor order as that method adds them
-            ll = _factor_log_density(model, enc, precision, _Cut(self.plan), pool)
+        if ll is None and not _in_worker():
+            # the fit would score the rows serially (model.seq_log_density): score them with
+            # the cut threaded instead, with that method's bits
+            ll = _score(model, enc, precision, self.plan.path, _Cut(self.plan), pool)
         return ll
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:

@@ -16,10 +16,13 @@ cut node along the plan's path and reproduces every accumulator's ``seq_update``
   forward-backward recursion runs centrally; each worker adds the items to its emissions.
 - SEQUENCE (Sequence items, Optional values) and nodes above the cut: the fold recurses into
   the unit on the path, so a mixture inside a sequence is threaded. A mixture or HMM above the
-  cut scores its units itself (serially, as it needs all of them for the responsibilities) and
-  hands the unit on the path its weights, whose accumulation is threaded; one that scores its
-  units together (``Decomposition.fused``, a stacked fast path) cannot hand one apart, and
+  cut scores the unit on the path threaded (a second recursion reproduces ``seq_log_density``
+  the same way), normalises centrally, and folds that unit threaded; one that scores its units
+  together (``Decomposition.fused``, a stacked fast path) cannot hand one apart, and
   :func:`check_plan` refuses a cut below it (the planner never makes one).
+
+Rows whose fold returns no log-densities (leaves return none) are scored by the same scoring
+recursion, so the fit never scores them serially.
 
 Each unit's arithmetic is the serial fold's, unit by unit: stacked scorers take a unit range and
 compute each column by calls that do not depend on the other columns (a GEMM over a subset of

@@ -15,7 +15,7 @@ import numpy as np
 from mixfold.backends import EncodedDataHandle, open_backend
 from mixfold.errors import DataError, EMDecreaseWarning, NumericalError, ParameterError
 from mixfold.families._protocol import Distribution, Encoded, Estimator
-from mixfold.precision import check_precision
+from mixfold.precision import BANDS, PLANNED, check_precision
 
 __all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
 
@@ -54,6 +54,8 @@ class FitResult:
     backend: str = "local"
     precision: str = "float64"
     warnings: list[str] = field(default_factory=list)
+    #: the :class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan` executed (None: no plan)
+    plan: Any = None
 
     @property
     def final_log_likelihood(self) -> float:
@@ -73,7 +75,20 @@ _OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "chunk_rows": (lambda v: v is None or (_is_int(v) and v >= 1), "None or an integer >= 1"),
     "progress": (lambda v: v is None or isinstance(v, bool), "None, True or False"),
+    "target_rel_error": (lambda v: v is None or (isinstance(v, (int, float)) and not
+                                                 isinstance(v, bool) and math.isfinite(v)
+                                                 and v > 0), "None or a finite number > 0"),
+    "precision": (lambda v: v == "auto" or _is_precision(v),
+                  "'auto' or a precision band (optionally '<band>@<device>')"),
 }
+
+
+def _is_precision(v: Any) -> bool:
+    try:
+        check_precision(v)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_options(**options: Any) -> None:
@@ -122,13 +137,19 @@ class _Progress:
 def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e-6,
         init: Distribution | str | None = None, seed: int = 0, weights: Any = None,
         backend: Any = "local", num_workers: int | None = None, precision: str = "float64",
+        resources: Any = None, target_rel_error: float | None = None,
         chunk_rows: int | None = None, progress: bool | None = None,
         callbacks: Iterable[Callable[[IterationInfo], Any]] = ()) -> FitResult:
     """Fit ``estimator`` to ``data`` by EM; return the :class:`FitResult` (``.model`` is the fit).
 
     Same options as :func:`optimize`.
     """
-    _check_options(max_iter=max_iter, tol=tol, seed=seed, chunk_rows=chunk_rows, progress=progress)
+    _check_options(max_iter=max_iter, tol=tol, seed=seed, chunk_rows=chunk_rows, progress=progress,
+                   precision=precision, target_rel_error=target_rel_error)
+    planned = resources is not None or precision == "auto"
+    if target_rel_error is not None and not planned:
+        raise ValueError(f"target_rel_error={target_rel_error!r} is used by the heterogeneous "
+                         f"planner: pass precision='auto' and/or resources=")
     if not isinstance(estimator, Estimator):
         raise TypeError(f"estimator must be a mixfold Estimator, got {type(estimator).__name__}")
     if isinstance(init, str) and init != "auto":
@@ -136,11 +157,22 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     start_model = init if isinstance(init, Distribution) else None
     if init is not None and not isinstance(init, (str, Distribution)):
         raise TypeError(f"init must be None, 'auto' or a Distribution, got {type(init).__name__}")
-    precision = check_precision(precision)
     callbacks = list(callbacks)
 
+    plan = None
     if isinstance(data, EncodedDataHandle):
+        if planned:
+            raise ValueError("resources= and precision='auto' plan where the data goes: pass the "
+                             "rows, not an opened backend handle")
         handle, owned = data, False
+    elif planned:
+        from mixfold.parallel.heterogeneous import open_heterogeneous
+
+        handle, estimator, plan = open_heterogeneous(
+            backend, data, estimator, resources=resources, precision=precision,
+            target_rel_error=target_rel_error, init=start_model, weights=weights,
+            chunk_rows=chunk_rows, num_workers=num_workers, encode=encode_data)
+        owned = True
     else:
         handle, estimator = open_backend(backend, data, estimator, init=start_model,
                                          weights=weights, chunk_rows=chunk_rows,
@@ -148,8 +180,8 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         owned = True
     try:
         return _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol, seed=seed,
-                        precision=precision, progress=_Progress(progress, max_iter),
-                        callbacks=callbacks)
+                        precision=PLANNED if planned else precision, plan=plan,
+                        progress=_Progress(progress, max_iter), callbacks=callbacks)
     finally:
         if owned:
             handle.close()
@@ -157,14 +189,17 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
 
 def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distribution | None, *,
              max_iter: int, tol: float, seed: int, precision: str, progress: _Progress,
-             callbacks: list[Callable[[IterationInfo], Any]]) -> FitResult:
+             callbacks: list[Callable[[IterationInfo], Any]], plan: Any = None) -> FitResult:
     if handle.total_weight <= 0:
         raise DataError("the row weights sum to zero: nothing to fit")
     t0 = time.perf_counter()
-    if model is None:
-        model = _checked_m_step("initialisation", handle.initialize, estimator, seed)
+    bands = {a.precision for a in plan.assignments} if plan is not None else {precision}
+    if model is None:  # a dd fit starts from a dd step: its start does not depend on sharding
+        start = "dd" if bands == {"dd"} else "float64"
+        model = _checked_m_step("initialisation", handle.initialize, estimator, seed, start)
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
-                       backend=handle.name, precision=precision)
+                       backend=handle.name, precision=precision if plan is None else
+                       "+".join(b for b in BANDS if b in bands), plan=plan)
     previous = None
     try:
         for it in range(max_iter):
@@ -222,7 +257,13 @@ def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
     Options: ``max_iter`` (100), ``tol`` (1e-6, on the relative change of the mean log-likelihood
     per row), ``init`` (None/"auto" for the seeded initialisation, or a starting distribution),
     ``seed`` (0; the starting model depends only on it and the data), ``weights`` (per-row,
-    >= 0), ``backend`` ("local"), ``num_workers``, ``precision`` of the E-step ("float64"),
+    >= 0), ``backend`` ("local"), ``num_workers``, ``precision`` of the E-step ("float64"; a
+    band of :mod:`mixfold.precision`, "<band>@cuda" to run it through torch on a GPU, or "auto"
+    to let the heterogeneous planner choose per worker), ``resources`` (a
+    :class:`~mixfold.parallel.resources.Resources` or a list of
+    :class:`~mixfold.parallel.heterogeneous.Worker`: plan rows and bands over these workers and
+    execute the plan, recorded as ``FitResult.plan``), ``target_rel_error`` (the planner's
+    accuracy budget),
     ``chunk_rows`` (rows per E-step chunk), ``progress`` (None: a progress line when stderr is a
     terminal), ``callbacks`` (called with an :class:`IterationInfo` after each iteration; a truthy
     return stops the fit).

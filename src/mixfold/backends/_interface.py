@@ -78,11 +78,14 @@ class EncodedDataHandle(ABC):
         result.stats.tie_keys()
         return estimator.estimate(result.weight, result.stats.value()), result
 
-    def initialize(self, estimator: Estimator, seed: int) -> Distribution:
-        """The seeded starting model: a guess from the sample, then one full EM step."""
+    def initialize(self, estimator: Estimator, seed: int,
+                   precision: str = "float64") -> Distribution:
+        """The seeded starting model: a guess from the sample, then one full EM step (in
+        ``precision``: a ``dd`` fit starts from a ``dd`` step, so that its start, too, does not
+        depend on the sharding)."""
         sample, weights = self.init_sample(seed)
         guess = estimator.initial_guess(sample, weights, InitRandom(seed))
-        return self.estimate(estimator, guess)[0]
+        return self.estimate(estimator, guess, precision)[0]
 
     @abstractmethod
     def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.errors import DataError, DataTypeError
+from mixfold.precision import BandSupportError, band_of
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -224,8 +225,21 @@ class LeafAccumulator(Accumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
                    precision: str = "float64") -> None:
+        if precision != "float64" and band_of(precision) == "dd":
+            self.seq_update_dd(enc, weights, np.zeros_like(weights), model)
+            return None
         self._add(enc.values, weights)
         return None
+
+    def seq_update_dd(self, enc: Encoded, w_hi: np.ndarray, w_lo: np.ndarray, model: Any,
+                      ops: Any = None) -> None:
+        """The ``dd`` band: add the rows with double-double weights ``w_hi + w_lo`` into
+        double-double statistics (``_add_dd``, written next to the ``_add`` it mirrors)."""
+        owner_add = next(c for c in type(self).__mro__ if "_add" in c.__dict__)
+        if "_add_dd" not in owner_add.__dict__:
+            raise BandSupportError(f"precision 'dd' cannot run {type(self).__name__}: it has no "
+                                   f"double-double accumulation of its statistics")
+        self._add_dd(enc.values, w_hi, w_lo)
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         self._add(enc.values, weights)

@@ -13,7 +13,8 @@ from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold._kernels import diag_mixture_fold, kernels_available
 from mixfold._workspace import scratch
-from mixfold.precision import native_dtype
+from mixfold.precision import is_native, log_density_in_band, native_dtype
+from mixfold.precision.compensated import add_weighted_moments
 
 __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
            "DiagonalGaussianAccumulator"]
@@ -62,12 +63,25 @@ class DiagonalGaussianDistribution(Distribution):
         return self.mu.size
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if not is_native(precision):
+            return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         z = (x - self.mu.astype(dt)) ** 2
         norm = 0.5 * (self.dim * _LOG_2PI + np.log(self.sigma2).sum())
         out = dt.type(-0.5) * (z @ (1.0 / self.sigma2).astype(dt)) - dt.type(norm)
         return out.astype(np.float64, copy=False)
+
+    def band_log_density(self, enc: Encoded, ops: Any) -> Any:
+        """``-(sum_j (z_j^2 / s2_j + log s2_j) + D log 2 pi) / 2``, every operation in the band
+        of ``ops`` (one vectorized operation over the rows per coordinate)."""
+        terms = []
+        for j in range(self.dim):
+            s2 = ops.array(self.sigma2[j])
+            z = ops.sub(ops.array(enc.values[:, j]), ops.array(self.mu[j]))
+            terms.append(ops.add(ops.div(ops.mul(z, z), s2), ops.log(s2)))
+        norm = ops.mul(ops.array(float(self.dim)), ops.log_2pi)
+        return ops.mul(ops.array(-0.5), ops.add(ops.total(terms), norm))
 
     @classmethod
     def stack_log_density(cls, components: Sequence[DiagonalGaussianDistribution], enc: Encoded,
@@ -166,6 +180,9 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
         self.weight += w.sum()
         self.sum_x += w @ x
         self.sum_xx += w @ (x * x)
+
+    def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
+        add_weighted_moments(self, x, w_hi, w_lo)
 
     @staticmethod
     def stack_fold(accs: Sequence[DiagonalGaussianAccumulator],

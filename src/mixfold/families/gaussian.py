@@ -11,7 +11,8 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold.precision import native_dtype
+from mixfold.precision import is_native, log_density_in_band, native_dtype
+from mixfold.precision.compensated import add_weighted_moments
 
 __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator"]
 
@@ -38,12 +39,22 @@ class GaussianDistribution(Distribution):
             raise ParameterError(f"sigma2 must be finite and > 0, got {sigma2!r}")
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if not is_native(precision):
+            return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         z = (x - dt.type(self.mu)) ** 2
         norm = dt.type(0.5 * (_LOG_2PI + np.log(self.sigma2)))
         out = dt.type(-0.5) * z / dt.type(self.sigma2) - norm
         return out.astype(np.float64, copy=False)
+
+    def band_log_density(self, enc: Encoded, ops: Any) -> Any:
+        """``-(z^2 / s2 + log 2 pi + log s2) / 2`` with every operation in the band of ``ops``
+        (a :class:`~mixfold.precision.emulation.BandOps`); the values stay in the band."""
+        s2 = ops.array(self.sigma2)
+        z = ops.sub(ops.array(enc.values), ops.array(self.mu))
+        inner = ops.add(ops.div(ops.mul(z, z), s2), ops.add(ops.log_2pi, ops.log(s2)))
+        return ops.mul(ops.array(-0.5), inner)
 
     @classmethod
     def stack_log_density(cls, components: Sequence[GaussianDistribution], enc: Encoded,
@@ -98,6 +109,9 @@ class GaussianAccumulator(LeafAccumulator):
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         wx = w * x
         self.sums += (w.sum(), wx.sum(), wx @ x)
+
+    def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
+        add_weighted_moments(self, x, w_hi, w_lo)
 
     @staticmethod
     def stack_update(accs: Sequence[GaussianAccumulator], enc: Encoded, resp: np.ndarray) -> None:

@@ -10,6 +10,9 @@ import numpy as np
 from mixfold._numeric import log_normalize_rows, logsumexp_rows
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import NumericalError, ParameterError
+from mixfold.precision import band_ops, is_native, log_density_in_band, require_band
+from mixfold.precision.compensated import add_into, low_parts
+from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -162,6 +165,15 @@ class MixtureDistribution(Distribution):
 
     def component_log_densities(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         """log w_k + log p_k(x) for every row and component, array of shape (n_rows, K)."""
+        if not is_native(precision):
+            require_band(self, precision)
+            ops = band_ops(precision)
+            scores = self.band_scores(enc, ops)
+            out = np.full((enc.n_rows, self.num_components), -np.inf, order="F")
+            for k, score in enumerate(scores):
+                if score is not None:
+                    out[:, k] = ops.to_float64(score)
+            return out
         if self._stack is not None:
             scores = self._stack.stack_log_density(self.components, enc, precision)
         else:
@@ -175,11 +187,53 @@ class MixtureDistribution(Distribution):
         return scores
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if not is_native(precision):
+            return log_density_in_band(self, enc, precision)
         return logsumexp_rows(self.component_log_densities(enc, precision))
 
     def seq_posterior(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         """Posterior component probabilities of every row, array of shape (n_rows, K)."""
+        if not is_native(precision):
+            require_band(self, precision)
+            return self.band_posterior_matrix(enc, band_ops(precision))[0]
         return log_normalize_rows(self.component_log_densities(enc, precision))[0]
+
+    # -- the E-step in a precision band (see mixfold.precision.emulation) ---------------------
+
+    def band_scores(self, enc: Encoded, ops: Any) -> list[Any]:
+        """``log w_k + log p_k(x)`` of every row in the band of ``ops``, one band array per
+        component (``None`` for a component of weight 0: it takes no responsibility)."""
+        return [None if w <= 0 else
+                ops.add(comp.band_log_density(child_encoding(enc, k, self._slots), ops),
+                        ops.log(ops.array(w)))
+                for k, (comp, w) in enumerate(zip(self.components, self.weights))]
+
+    def band_posterior(self, enc: Encoded, ops: Any) -> tuple[list[Any], Any]:
+        """(responsibilities, log-density) of every row with every step in the band of ``ops``:
+        ``r_k = exp(s_k - max s) / sum_j exp(s_j - max s)``, ``log p = max s + log(sum)``.
+        Responsibilities are band arrays per component (``None`` for a zero weight)."""
+        scores = self.band_scores(enc, ops)
+        live = [s for s in scores if s is not None]
+        top = live[0]
+        for s in live[1:]:
+            top = ops.maximum(top, s)
+        shifted = [None if s is None else ops.exp(ops.sub(s, top)) for s in scores]
+        total = ops.total([e for e in shifted if e is not None])
+        resp = [None if e is None else ops.div(e, total) for e in shifted]
+        return resp, ops.add(top, ops.log(total))
+
+    def band_log_density(self, enc: Encoded, ops: Any) -> Any:
+        """The per-row log-density in the band of ``ops`` (the log-sum-exp of the scores)."""
+        return self.band_posterior(enc, ops)[1]
+
+    def band_posterior_matrix(self, enc: Encoded, ops: Any) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`band_posterior` handed to float64: ((n_rows, K) Fortran-ordered, (n_rows,))."""
+        resp, lse = self.band_posterior(enc, ops)
+        out = np.zeros((enc.n_rows, self.num_components), order="F")
+        for k, r in enumerate(resp):
+            if r is not None:
+                out[:, k] = ops.to_float64(r)
+        return out, ops.to_float64(lse)
 
     def posterior(self, x: Any) -> np.ndarray:
         """Posterior component probabilities of one value, array of shape (K,)."""
@@ -262,6 +316,8 @@ class MixtureAccumulator(Accumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
                    precision: str = "float64") -> np.ndarray:
+        if not is_native(precision):
+            return self._band_update(enc, weights, model, precision)
         if self._stack_fold is not None and model._stack is not None:
             mass, lse = self._stack_fold(self.components, model.components, model.log_weights,
                                          enc, weights, precision)
@@ -271,6 +327,40 @@ class MixtureAccumulator(Accumulator):
         self.counts += resp.sum(axis=0)
         self._add_components(enc, resp, model, precision)
         return lse
+
+    def _band_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
+                     precision: str) -> np.ndarray:
+        """Responsibilities in the band; statistics in float64 (double-double for ``dd``)."""
+        require_band(model, precision)
+        ops = band_ops(precision)
+        if ops.band == "dd":
+            return self.seq_update_dd(enc, weights, np.zeros_like(weights), model, ops)
+        resp, lse = model.band_posterior_matrix(enc, ops)
+        resp *= weights[:, None]
+        self.counts += resp.sum(axis=0)
+        self._add_components(enc, resp, model, precision)
+        return lse
+
+    def seq_update_dd(self, enc: Encoded, w_hi: np.ndarray, w_lo: np.ndarray,
+                      model: MixtureDistribution, ops: Any = None) -> np.ndarray:
+        """The ``dd`` band: responsibilities in double-double times the double-double row
+        weights, posterior masses and every component's statistics summed in double-double.
+        Returns the per-row log-density (float64)."""
+        ops = band_ops("dd") if ops is None else ops
+        resp, lse = model.band_posterior(enc, ops)
+        n, k_all = enc.n_rows, len(self.components)
+        mass = DD(np.zeros((n, k_all)), np.zeros((n, k_all)))
+        weighted = []
+        for k, r in enumerate(resp):
+            rw = DD(np.zeros(n), np.zeros(n)) if r is None else dd_mul(DD(*ops.pair(r)),
+                                                                      DD(w_hi, w_lo))
+            mass.hi[:, k], mass.lo[:, k] = rw.hi, rw.lo
+            weighted.append(rw)
+        add_into(self.counts, low_parts(self)[0], dd_sum_rows(mass))
+        for k, (acc, rw) in enumerate(zip(self.components, weighted)):
+            acc.seq_update_dd(child_encoding(enc, k, self.slots), rw.hi, rw.lo,
+                              model.components[k], ops)
+        return ops.to_float64(lse)
 
     def _add_components(self, enc: Encoded, resp: np.ndarray, model: MixtureDistribution,
                         precision: str) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 from mixfold.backends import EncodedDataHandle, open_backend
 from mixfold.errors import DataError, EMDecreaseWarning, NumericalError, ParameterError
 from mixfold.families._protocol import Distribution, Encoded, Estimator
-from mixfold.precision import BANDS, PLANNED, check_precision
+from mixfold.precision import BANDS, PLANNED, UNIT_ROUNDOFF, band_of, check_precision
 
 __all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
 
@@ -193,13 +193,17 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     if handle.total_weight <= 0:
         raise DataError("the row weights sum to zero: nothing to fit")
     t0 = time.perf_counter()
-    bands = {a.precision for a in plan.assignments} if plan is not None else {precision}
+    bands = {a.precision for a in plan.assignments} if plan is not None else \
+        {band_of(precision)}
     if model is None:  # a dd fit starts from a dd step: its start does not depend on sharding
         start = "dd" if bands == {"dd"} else "float64"
         model = _checked_m_step("initialisation", handle.initialize, estimator, seed, start)
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
                        backend=handle.name, precision=precision if plan is None else
                        "+".join(b for b in BANDS if b in bands), plan=plan)
+    # a log-likelihood computed in a reduced band is only known to that band's resolution
+    noise = max([DECREASE_TOLERANCE] + [16 * UNIT_ROUNDOFF[b] for b in bands
+                                        if band_of(b) not in ("float32", "float64", "dd")])
     previous = None
     try:
         for it in range(max_iter):
@@ -210,7 +214,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
             if not math.isfinite(ll):
                 raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
             delta = math.inf if previous is None else ll - previous
-            if previous is not None and delta < -DECREASE_TOLERANCE * max(abs(previous), 1.0):
+            if previous is not None and delta < -noise * max(abs(previous), 1.0):
                 msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}; "
                        f"keeping the model from before that step")
                 warnings.warn(msg, EMDecreaseWarning, stacklevel=3)

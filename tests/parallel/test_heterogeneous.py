@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import mixfold
-from mixfold import GaussianEstimator, MixtureEstimator
 from mixfold.backends._shard import fold_shard
 from mixfold.fit import encode_data
 from mixfold.parallel.heterogeneous import (NOMINAL_SPEEDUP, HeterogeneousPlan,

@@ -48,7 +48,7 @@ def parse_precision(precision: str) -> tuple[str, str | None]:
 
 
 def check_precision(precision: str | None) -> str:
-    """Return the precision name for ``precision`` (``None`` means float64); reject unknown names."""
+    """The precision name for ``precision`` (``None`` means float64); rejects unknown names."""
     if precision is None:
         return DEFAULT_PRECISION
     parse_precision(precision)

@@ -41,7 +41,11 @@ __all__ = ["BandOps", "RoundedOps", "DoubleDoubleOps", "band_ops", "round_to_ban
 
 
 def _ml_dtype(band: str) -> np.dtype:
-    import ml_dtypes
+    try:
+        import ml_dtypes
+    except ImportError as err:
+        raise ImportError(f"precision {band!r} is emulated through ml_dtypes: pip install "
+                          f"'mixfold[precision]' ({err})") from None
 
     return np.dtype({"fp8": ml_dtypes.float8_e4m3fn, "bfloat16": ml_dtypes.bfloat16,
                      "float16": np.float16}[band])
@@ -209,7 +213,7 @@ class DoubleDoubleOps(BandOps):
         return dd_maximum(self.array(a), self.array(b))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def band_ops(precision: str) -> BandOps:
     """The arithmetic namespace that runs ``precision`` (a band, or ``"<band>@<device>"``).
 

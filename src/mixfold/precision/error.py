@@ -19,8 +19,8 @@ import numpy as np
 
 from mixfold.precision.bands import UNIT_ROUNDOFF, band_of
 
-__all__ = ["predicted_relative_error", "statistics_error_bound", "relative_error", "statistics_relative_error",
-           "fold_statistics", "estep_op_count"]
+__all__ = ["predicted_relative_error", "statistics_error_bound", "relative_error",
+           "statistics_relative_error", "fold_statistics", "estep_op_count"]
 
 
 def predicted_relative_error(band: str, op_count: float) -> float:

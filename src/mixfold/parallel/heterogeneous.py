@@ -197,6 +197,20 @@ class HeterogeneousPlan:
             out[a.precision] = out.get(a.precision, 0) + a.rows
         return out
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description; :meth:`from_dict` gives back an equal plan.
+
+        >>> plan = plan_heterogeneous([Worker("a"), Worker("b", "gpu")], 10)
+        >>> HeterogeneousPlan.from_dict(plan.to_dict()) == plan
+        True
+        """
+        return {"reduce_depth": self.reduce_depth,
+                "assignments": [dict(vars(a)) for a in self.assignments]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HeterogeneousPlan:
+        return cls(tuple(WorkerAssignment(**a) for a in d["assignments"]), int(d["reduce_depth"]))
+
     def describe(self) -> str:
         """A table: one line per worker, then the reduce tree."""
         lines = [f"{'worker':<16} {'device':<8} {'band':<9} {'rows':>10} {'rows/s':>12} "
@@ -542,8 +556,8 @@ def simulate_plan(plan: HeterogeneousPlan, *, throughput: Any = None, latency: A
     makespan, merged = _tree_finish(e_step, message, fanout)
     uniform_rows = np.array(split_rows(plan.n_rows, np.ones(w)), dtype=np.float64)
     uniform, _ = _tree_finish(uniform_rows / rates, message, fanout)
-    bound = plan.n_rows / rates.sum() + math.ceil(math.log2(w)) * float(message.min()) \
-        if w > 1 else plan.n_rows / rates.sum()
+    bound = float(plan.n_rows / rates.sum()) + math.ceil(math.log2(w)) * float(message.min()) \
+        if w > 1 else float(plan.n_rows / rates.sum())
     return SimulationReport(e_step, merged, makespan, uniform, bound, plan.reduce_depth, fanout)
 
 

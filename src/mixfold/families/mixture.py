@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from mixfold._numeric import log_normalize_rows, logsumexp_rows
+from mixfold._row_blocks import map_row_blocks
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import NumericalError, ParameterError
 from mixfold.families._protocol import (
@@ -20,6 +21,10 @@ from mixfold.families._protocol import (
     InitRandom,
     family,
 )
+
+#: Rows per block when stacked components are scored on all cores: the (rows, K) scores of a
+#: block stay in a core's cache through the log-sum-exp.
+STACK_BLOCK_ROWS = 8192
 
 __all__ = ["MixtureDistribution", "MixtureEstimator", "MixtureAccumulator", "SharedEncoder",
            "SharedEncoded"]
@@ -175,7 +180,35 @@ class MixtureDistribution(Distribution):
         return scores
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        return logsumexp_rows(self.component_log_densities(enc, precision))
+        if self._stack is None:
+            return logsumexp_rows(self.component_log_densities(enc, precision))
+        lse = np.empty(enc.n_rows)
+
+        def score_block(lo: int, hi: int) -> None:
+            lse[lo:hi] = logsumexp_rows(self.component_log_densities(enc.rows(lo, hi),
+                                                                     precision))
+
+        map_row_blocks(enc.n_rows, STACK_BLOCK_ROWS, score_block)
+        return lse
+
+    def weighted_posteriors(self, enc: Encoded, weights: np.ndarray,
+                            precision: str = "float64") -> tuple[np.ndarray, np.ndarray]:
+        """(posteriors times row weights, shape (n_rows, K) in Fortran order; log-density).
+
+        Stacked components are scored and normalised block by block of rows on all cores
+        (:func:`~mixfold._row_blocks.map_row_blocks`); every row's arithmetic is the same
+        however the rows are split, so the result is too.
+        """
+        if self._stack is None:
+            return log_normalize_rows(self.component_log_densities(enc, precision), weights)
+        resp, lse = np.empty((enc.n_rows, self.num_components), order="F"), np.empty(enc.n_rows)
+
+        def normalise_block(lo: int, hi: int) -> None:
+            resp[lo:hi], lse[lo:hi] = log_normalize_rows(
+                self.component_log_densities(enc.rows(lo, hi), precision), weights[lo:hi])
+
+        map_row_blocks(enc.n_rows, STACK_BLOCK_ROWS, normalise_block)
+        return resp, lse
 
     def seq_posterior(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         """Posterior component probabilities of every row, array of shape (n_rows, K)."""
@@ -267,7 +300,7 @@ class MixtureAccumulator(Accumulator):
                                          enc, weights, precision)
             self.counts += mass
             return lse
-        resp, lse = log_normalize_rows(model.component_log_densities(enc, precision), weights)
+        resp, lse = model.weighted_posteriors(enc, weights, precision)
         self.counts += resp.sum(axis=0)
         self._add_components(enc, resp, model, precision)
         return lse

@@ -36,6 +36,35 @@ def kernels_available() -> bool:
 def _compile() -> dict[str, Any]:
     import numba
 
+    @numba.njit(inline="always", fastmath={"contract"})
+    def exp_nonpositive(v, bits):
+        # v <- exp(v) for v <= 0, 0 below -708 (and for NaN); straight-line arithmetic that the
+        # compiler vectorises, where np.exp in a loop is a scalar call per element: a degree-13
+        # Taylor polynomial on |r| <= ln2/2 after a Cody-Waite reduction, 2^k from its bits
+        for i in range(v.size):
+            x = max(v[i], -708.0)
+            k = np.floor(x * 1.4426950408889634 + 0.5)
+            r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
+            p = 1.0 / 6227020800.0
+            p = p * r + 1.0 / 479001600.0
+            p = p * r + 1.0 / 39916800.0
+            p = p * r + 1.0 / 3628800.0
+            p = p * r + 1.0 / 362880.0
+            p = p * r + 1.0 / 40320.0
+            p = p * r + 1.0 / 5040.0
+            p = p * r + 1.0 / 720.0
+            p = p * r + 1.0 / 120.0
+            p = p * r + 1.0 / 24.0
+            p = p * r + 1.0 / 6.0
+            p = p * r + 0.5
+            p = p * r + 1.0
+            p = p * r + 1.0
+            bits[i] = (np.int64(k) + 1023) << 52
+            v[i] = p if v[i] >= -708.0 else 0.0
+        two_k = bits.view(np.float64)
+        for i in range(v.size):
+            v[i] *= two_k[i]
+
     @numba.njit(parallel=True, fastmath={"contract"}, cache=True)
     def hmm_fold(scores, offsets, initial, step, end_factor, weights, gamma, ll, n_blocks,
                  init_counts, trans_counts, end_counts):
@@ -57,6 +86,7 @@ def _compile() -> dict[str, Any]:
             for r in range(first, stop):
                 longest = max(longest, offsets[r + 1] - offsets[r])
             emis = np.empty((longest, s))  # one buffer per block, reused by its sequences
+            bits = np.empty(longest * s, dtype=np.int64)
             scale = np.empty(longest)
             for r in range(first, stop):
                 lo = offsets[r]
@@ -73,8 +103,10 @@ def _compile() -> dict[str, Any]:
                         top = 0.0
                     total_log += top
                     for a in range(s):
-                        gap = scores[lo + t, a] - top  # e^-64 is nothing next to the top's 1
-                        emis[t, a] = np.exp(gap) if gap > -64.0 else 0.0
+                        emis[t, a] = scores[lo + t, a] - top
+                exp_nonpositive(emis[:n].reshape(n * s), bits[:n * s])
+                scale_product = 1.0
+                for t in range(n):
                     c = 0.0
                     for b in range(s):
                         if t == 0:
@@ -90,7 +122,13 @@ def _compile() -> dict[str, Any]:
                     inv = 1.0 / c if c > 0 else 1.0
                     for b in range(s):
                         gamma[lo + t, b] *= inv
-                    total_log += np.log(c)
+                    # one log per run of scales instead of one per step, flushed long before
+                    # the running product could leave float64's range
+                    scale_product *= c
+                    if not 1e-250 < scale_product < 1e250:
+                        total_log += np.log(scale_product)
+                        scale_product = 1.0
+                total_log += np.log(scale_product)
                 end_norm = 0.0
                 for a in range(s):
                     end_norm += gamma[hi - 1, a] * end_factor[a]

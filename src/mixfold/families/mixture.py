@@ -240,11 +240,13 @@ class MixtureDistribution(Distribution):
 
     def decomposition(self) -> Decomposition:
         """Components are the units; their scores meet in one log-sum-exp per row, normalised
-        centrally into responsibilities (the mixture's own work, about K per row)."""
+        centrally into responsibilities (the mixture's own work, about K per row). Components
+        of one stackable family are scored together (fused)."""
         k = self.num_components
         return Decomposition(DecompAxis.COMPONENT, ReductionOp.LOGSUMEXP_RESPONSIBILITY,
                              units=self.components,
                              child_roles=tuple(f"component_{i}" for i in range(k)),
+                             fused=self._stack is not None,
                              row_work=float(k),
                              param_bytes=self.weights.nbytes + self.log_weights.nbytes)
 

@@ -141,7 +141,9 @@ def estimator_from_spec(spec: Any, columns: Mapping[str, Any] | None = None) -> 
     """The estimator a spec describes (module docstring).
 
     ``columns`` maps the data's column names to the spec node each gets by default (see
-    :func:`mixfold.io.tables.column_specs`); it is needed only when a record uses ``"*"``.
+    :func:`mixfold.io.tables.column_specs`). It applies to the record that reads the data's
+    columns (the root, or the components of root mixtures): its fields must be columns, and
+    ``"*"`` there stands for the rest.
 
     >>> estimator_from_spec({"sequence": "categorical", "length": "poisson"})
     SequenceEstimator(CategoricalEstimator(pseudo_count=0.0), PoissonEstimator(min_lam=1e-10))
@@ -247,7 +249,7 @@ def _mixture(body: Any, options: Mapping[str, Any], here: str, path: str,
 
 def _hidden_markov(body: Any, options: Mapping[str, Any], here: str, path: str,
                    columns: Mapping[str, Any] | None) -> Estimator:
-    emissions = _children(body, options.get("states"), "states", here, columns)
+    emissions = _children(body, options.get("states"), "states", here, None)
     terminal = options.get("terminal", False)
     if not isinstance(terminal, bool):
         raise SpecError(f"terminal must be true or false, got {terminal!r}", path)
@@ -260,26 +262,23 @@ def _record(body: Any, options: Mapping[str, Any], here: str, path: str,
     if not isinstance(body, Mapping) or not body:
         raise SpecError(f"a record's value is an object field name -> spec, got "
                         f"{_describe(body)}", here)
-    fields = {}
-    for name, child in body.items():
-        if name == ANY_COLUMN:
-            continue
-        if columns is not None and name not in columns:
+    for name in body:
+        if name != ANY_COLUMN and columns is not None and name not in columns:
             raise SpecError(f"unknown column {name!r} (the data has {list(columns)})",
                             f"{here}.{name}")
-        fields[name] = _build(child, f"{here}.{name}", columns)
-    if ANY_COLUMN in body:
+    if ANY_COLUMN not in body:
+        fields = {name: _build(child, f"{here}.{name}", None) for name, child in body.items()}
+    else:  # the data's columns in their order, the named ones as the spec says
         rest = body[ANY_COLUMN]
-        where = f"{here}.{ANY_COLUMN}"
         if columns is None:
             raise SpecError("'*' stands for the data's other columns: this spec needs the data",
-                            where)
+                            f"{here}.{ANY_COLUMN}")
+        fields = {}
         for name, default in columns.items():
-            if name not in fields:
-                fields[name] = _build(default if rest == AUTO else rest, f"{here}.{name}",
-                                      columns)
+            child = body.get(name, default if rest == AUTO else rest)
+            fields[name] = _build(child, f"{here}.{name}", None)
         if not fields:
-            raise SpecError("the data has no columns for '*'", where)
+            raise SpecError("the data has no columns for '*'", f"{here}.{ANY_COLUMN}")
     return RecordEstimator(fields, _keys(options, path))
 
 
@@ -288,15 +287,15 @@ def _composite(body: Any, options: Mapping[str, Any], here: str, path: str,
     if not isinstance(body, list) or not body:
         raise SpecError(f"a composite's value is a non-empty list of factor specs, got "
                         f"{_describe(body)}", here)
-    factors = [_build(f, f"{here}[{i}]", columns) for i, f in enumerate(body)]
+    factors = [_build(f, f"{here}[{i}]", None) for i, f in enumerate(body)]
     return CompositeEstimator(factors, _keys(options, path))
 
 
 def _sequence(body: Any, options: Mapping[str, Any], here: str, path: str,
               columns: Mapping[str, Any] | None) -> Estimator:
     length = options.get("length")
-    length_est = None if length is None else _build(length, f"{path}.length", columns)
-    return SequenceEstimator(_build(body, here, columns), length_est, _keys(options, path))
+    length_est = None if length is None else _build(length, f"{path}.length", None)
+    return SequenceEstimator(_build(body, here, None), length_est, _keys(options, path))
 
 
 def _optional(body: Any, options: Mapping[str, Any], here: str, path: str,
@@ -306,7 +305,7 @@ def _optional(body: Any, options: Mapping[str, Any], here: str, path: str,
         raise SpecError(f"missing must be a list of values, got {_describe(missing)}", path)
     markers = tuple(math.nan if m == _NAN else m for m in missing)
     try:
-        return OptionalEstimator(_build(body, here, columns), markers,
+        return OptionalEstimator(_build(body, here, None), markers,
                                  _number(options, "pseudo_count", path), _keys(options, path))
     except ValueError as err:
         raise SpecError(str(err), path) from None

@@ -199,6 +199,12 @@ def _build_leaf(kind: str, options: Any, path: str) -> Estimator:
     unknown = [k for k in options if k not in allowed]
     if unknown:
         raise SpecError(f"unknown option {unknown[0]!r} for {kind} (options: {allowed})", path)
+    params = inspect.signature(cls.__init__).parameters
+    required = [n for n in allowed if params[n].default is inspect.Parameter.empty]
+    absent = [n for n in required if n not in options]
+    if absent:
+        raise SpecError(f"{kind} needs the option {absent[0]!r}: write {{{kind!r}: "
+                        f"{{{absent[0]!r}: ...}}}}", path)
     try:
         return cls(**options)
     except (TypeError, ValueError) as err:

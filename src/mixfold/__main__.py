@@ -2,4 +2,5 @@
 
 from mixfold.cli import main
 
-main(prog_name="mixfold")
+if __name__ == "__main__":
+    main(prog_name="mixfold")

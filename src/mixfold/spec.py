@@ -403,7 +403,8 @@ def _missing_spec(markers: MissingMarkers) -> list[Any]:
 
 
 def load_spec(source: str | os.PathLike) -> Any:
-    """A spec from a JSON or YAML file, or from inline JSON text (starting with ``{`` or ``"``).
+    """A spec from a JSON or YAML file, inline JSON text (starting with ``{``, ``[`` or ``"``),
+    or a bare family name (``gaussian``).
 
     YAML (``.yaml`` / ``.yml`` files) needs PyYAML; JSON always works.
 
@@ -414,6 +415,8 @@ def load_spec(source: str | os.PathLike) -> Any:
     if text.startswith(("{", '"', "[")):
         return _parse_json(text, "the inline spec")
     path = Path(source)
+    if not path.is_file() and text.isidentifier():
+        return text  # a bare family name: ``--model gaussian``
     if not path.is_file():
         raise SpecError(f"no such spec file: {str(path)!r} (give a JSON/YAML file or inline JSON)",
                         None)

@@ -303,8 +303,8 @@ def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int
             return model_from_document(doc, str(path)), None
     estimator = _estimator(model_arg, data)
     if data is None:
-        empty = estimator.accumulator_factory().make()
         try:
+            empty = estimator.accumulator_factory().make()
             return estimator.estimate(0.0, empty.value()), None
         except (ValueError, TypeError) as err:
             raise CLIError(f"the spec leaves a size open ({_one_line(err)}): give --data, or "
@@ -313,8 +313,11 @@ def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int
     first = next(iter(source.blocks(estimator.encoder()))) if isinstance(source, RowBlocks) \
         else source
     start = mixfold.fit(first, estimator, max_iter=0, progress=False).model
-    n_rows = source.n_rows if isinstance(source, RowBlocks) else len(source)
-    return start, n_rows
+    if not isinstance(source, RowBlocks):
+        return start, len(source)
+    if source.n_rows is not None:
+        return start, source.n_rows
+    return start, sum(len(block) for block in source.blocks())  # a CSV: one counting pass
 
 
 @main.command()
@@ -329,9 +332,11 @@ def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int
               help="Rows to plan for (default: DATA's row count, else 1,000,000).")
 @click.option("--target-rel-error", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Accuracy budget of the precision plan (default: none).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True),
+              default=None, help="Also draw the planned per-worker timeline (needs matplotlib).")
 @_reports_bad_input
 def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None,
-         target_rel_error: float | None) -> None:
+         target_rel_error: float | None, plot_path: str | None) -> None:
     """Print the model decomposition and the heterogeneous (rows and precision) plan."""
     (decompose_model,) = _planner("mixfold.parallel.model_decomposition", "decompose_model")
     plan_heterogeneous, worker_class = _planner("mixfold.parallel.heterogeneous",
@@ -356,6 +361,18 @@ def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None
     click.echo(_table(["worker", "rows", "precision", "throughput"],
                       [[a.name, a.rows, a.precision, f"{a.effective_throughput:.4g}"]
                        for a in hetero.assignments]))
+    if plot_path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from mixfold.plots import plot_plan_timeline
+
+        # planned time of a worker: its rows over its throughput (relative units unless the
+        # resources were calibrated)
+        spans = [(a.name, 0.0, a.rows / a.effective_throughput) for a in hetero.assignments
+                 if a.effective_throughput > 0]
+        plot_plan_timeline(spans).figure.savefig(plot_path)
+        click.echo(f"timeline written to {plot_path}")
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:

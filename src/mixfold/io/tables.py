@@ -102,7 +102,7 @@ def _arrow_kind(pa_type: Any) -> str:
 def _spark_kind(type_name: str) -> str:
     if type_name == "boolean":
         return "bool"
-    if type_name in ("byte", "short", "integer", "long"):
+    if type_name in ("tinyint", "smallint", "int", "bigint", "byte", "short", "integer", "long"):
         return "int"
     if type_name in ("float", "double") or type_name.startswith("decimal"):
         return "float"

@@ -11,7 +11,9 @@
 
 DATA is a Parquet file or folder (read one row group at a time), a CSV file or folder (read in
 chunks) or a ``.npy`` array. On the local backend Parquet and CSV are fitted out of core; the
-other backends hold the data resident, so it is read into memory first. SPEC is a model spec
+other backends hold the data resident, so it is read into memory first (under
+``mpiexec -n N mixfold fit ... --backend mpi`` each rank reads its own share of the row blocks, and
+rank 0 prints the trace and writes the model). SPEC is a model spec
 (:mod:`mixfold.spec`) as a JSON or YAML file or inline JSON. Bad input (an unreadable file, a bad
 spec, an unknown column) prints one line, ``mixfold: error: ...``, and exits with status 1.
 """
@@ -85,13 +87,39 @@ def main() -> None:
 # Reading inputs
 
 
-def _open_data(path: str, backend: str, estimator: Estimator | None = None) -> Any:
+def _open_data(path: str, backend: str, estimator: Estimator) -> Any:
     """DATA as ``optimize`` reads it: a RowBlocks source on the local backend (out of core),
-    rows in memory on the others."""
+    rows in memory on the others; under MPI each rank reads its own contiguous share of the
+    row blocks (rank order is row order)."""
     data = read_data(path)
+    if backend == "mpi":
+        return _rank_rows(path, data, estimator)
     if isinstance(data, RowBlocks) and backend != "local":
-        data = collect_rows(data, None if estimator is None else estimator.encoder())
+        data = collect_rows(data, estimator.encoder())
     return data
+
+
+def _mpi_comm() -> Any:
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def _rank_rows(path: str, data: Any, estimator: Estimator) -> Any:
+    from mixfold.backends._shard import shard_bounds
+
+    comm = _mpi_comm()
+    if not isinstance(data, RowBlocks):
+        begin, end = shard_bounds(len(data), comm.size)[min(comm.rank, len(data) - 1)]
+        return data[begin:end]
+    n_blocks = sum(1 for _ in data.make_blocks())
+    if n_blocks < comm.size:
+        raise CLIError(f"{path!r} has {n_blocks} row blocks for {comm.size} MPI ranks: write "
+                       f"it with more row groups (or read it with fewer ranks)")
+    begin, end = shard_bounds(n_blocks, comm.size)[comm.rank]
+    mine = RowBlocks.from_factory(
+        lambda: (b for i, b in enumerate(data.make_blocks()) if begin <= i < end))
+    return collect_rows(mine, estimator.encoder())
 
 
 def _columns_of(path: str) -> dict[str, Any] | None:
@@ -151,6 +179,8 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
     rows = _open_data(data, backend, estimator)
     if progress is None:
         progress = sys.stderr.isatty()
+    if backend == "mpi":
+        progress = progress and _mpi_comm().rank == 0
     with click.progressbar(length=max(max_iter, 1), label="EM", file=sys.stderr,
                            hidden=not progress, show_pos=True,
                            item_show_func=lambda ll: None if ll is None else f"{ll:.8g}"
@@ -162,6 +192,8 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
         result = mixfold.fit(rows, estimator, backend=backend, num_workers=workers,
                              precision=precision, max_iter=max_iter, tol=tol, seed=seed,
                              progress=False, callbacks=[advance])
+    if backend == "mpi" and _mpi_comm().rank != 0:
+        return  # every rank holds the same model: rank 0 reports and writes it
     click.echo(f"{'iteration':>9}  {'mean log-likelihood':>20}  {'change':>11}  {'seconds':>8}")
     previous = None
     for i, (ll, s) in enumerate(zip(result.log_likelihood, result.seconds)):

@@ -50,3 +50,40 @@ def test_cli_fit_on_the_mp_backend_equals_local(tmp_path):
         assert result.exit_code == 0, result.output
         outs[backend] = mixfold.load(tmp_path / f"{backend}.json")
     np.testing.assert_allclose(outs["mp"].weights, outs["local"].weights, rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_cli_under_mpiexec_reads_a_share_per_rank_and_equals_local(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = pd.DataFrame(load_customers())
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp_path / "c.parquet",
+                   row_group_size=500)
+    spec = {"mixture": record_spec(frame), "k": 3, "pseudo_count": 1.0}
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    proc = subprocess.Popen([str(mpiexec), "-n", "2", sys.executable, "-m", "mixfold", "fit",
+                             str(tmp_path / "c.parquet"), "--model", json.dumps(spec),
+                             "--backend", "mpi", "--max-iter", "20", "--no-progress",
+                             "--out", str(tmp_path / "m.json")],
+                            env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, err
+    assert out.count("model written to") == 1  # rank 0 alone reports
+    assert "on 3000 rows (mpi, float64)" in out
+    local = mixfold.optimize(frame, estimator_from_spec(spec), max_iter=20, progress=False)
+    fitted = mixfold.load(tmp_path / "m.json")
+    np.testing.assert_allclose(fitted.weights, local.weights, rtol=1e-9)

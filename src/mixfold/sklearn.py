@@ -9,8 +9,8 @@
 
 All fit with mixfold's EM (any backend, any precision band) and keep the fitted mixfold model as
 ``model_``; ``get_params`` / ``set_params``, cloning and pickling work as in scikit-learn.
-``GaussianMixture`` and ``GaussianHMM`` pass scikit-learn's estimator checks (the few that
-assume rows are independent do not apply to an HMM; tests/test_sklearn.py says which).
+All three pass scikit-learn's estimator checks (the two that assume rows are independent do
+not apply to an HMM; tests/test_sklearn.py says which).
 
 >>> import numpy as np
 >>> X = np.vstack([np.random.default_rng(0).normal(m, 0.5, size=(100, 2)) for m in (0, 5)])
@@ -250,20 +250,30 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         self.n_workers = n_workers
         self.precision = precision
 
-    def _frame(self, X: Any) -> Any:
+    def _frame(self, X: Any, reset: bool) -> Any:
+        """``X`` as a DataFrame (columns ``x0, x1, ...`` for an array), with scikit-learn's input
+        checks; missing values (None, NaN) are allowed, they are what Optional fields model."""
         import pandas as pd
 
         from mixfold.io.readers import _is_arrow_table, _is_pandas_frame
 
-        if _is_pandas_frame(X):
-            return X
         if _is_arrow_table(X):
-            return X.to_pandas()
-        arr = np.asarray(X)
-        if arr.ndim != 2:
-            raise ValueError(f"expected a DataFrame or a 2-D array, got an array of shape "
-                             f"{arr.shape}")
-        return pd.DataFrame(arr, columns=[f"x{i}" for i in range(arr.shape[1])])
+            X = X.to_pandas()
+        if _is_pandas_frame(X):
+            validate_data(self, X, reset=reset, skip_check_array=True)
+            if len(X) == 0:
+                raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")
+            return X
+        arr = validate_data(self, X, reset=reset, dtype=None, ensure_all_finite="allow-nan")
+        frame = pd.DataFrame(arr, columns=[f"x{i}" for i in range(arr.shape[1])])
+        return frame.infer_objects()  # an object array of numbers: numeric columns
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # a missing value is data: Optional fields model it
+        tags.input_tags.string = True
+        tags.input_tags.categorical = True
+        return tags
 
     def fit(self, X: Any, y: Any = None) -> MixedTypeClustering:
         """Fit to the DataFrame ``X`` (one row per item); ``y`` is ignored."""
@@ -275,7 +285,7 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
                              "families": (lambda v: v is None or isinstance(v, Mapping),
                                           "None or a mapping column -> spec"),
                              **_MIXTURE_RULES})
-        frame = self._frame(X)
+        frame = self._frame(X, reset=True)
         if len(frame) < self.n_clusters:
             raise ValueError(f"Expected n_samples >= n_clusters but got n_clusters = "
                              f"{self.n_clusters}, n_samples = {len(frame)}")
@@ -288,12 +298,8 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         return self
 
     def _encoded(self, X: Any) -> Any:
-        frame = self._frame(X)
-        missing = [c for c in self.columns_ if c not in frame.columns]
-        if missing:
-            raise ValueError(f"column {missing[0]!r} that the model was fitted on is missing "
-                             f"(has {list(frame.columns)})")
-        return self.model_.encoder().encode(frame)
+        check_is_fitted(self)
+        return self.model_.encoder().encode(self._frame(X, reset=False))
 
     def sample(self, n_samples: int = 1) -> tuple[Any, np.ndarray]:
         """``n_samples`` rows drawn from the fitted model as a DataFrame, and their clusters."""

@@ -195,3 +195,26 @@ def test_plan_prints_both_plans(files, tmp_path):
     assert set(rows) == {"cpu:0", "cpu:1", "gpu:0"}
     assert sum(int(r[1]) for r in rows.values()) == 3000
     assert int(rows["gpu:0"][1]) > int(rows["cpu:0"][1])
+    if __import__("importlib").util.find_spec("matplotlib") is not None:
+        png = tmp_path / "timeline.png"
+        drawn = run("plan", "--model", root / "spec.json", "--resources", tmp_path / "r.json",
+                    "--data", root / "customers.csv", "--plot", png)
+        assert drawn.exit_code == 0, drawn.output
+        assert "model decomposition for 3000 rows" in drawn.stdout  # a CSV's rows are counted
+        assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plan_needs_sizes_the_spec_leaves_open(files, tmp_path):
+    pytest.importorskip("mixfold.parallel.model_decomposition")
+    pytest.importorskip("mixfold.parallel.heterogeneous")
+    from mixfold.parallel.resources import DeviceSpec, Resources
+
+    (tmp_path / "r.json").write_text(Resources((DeviceSpec("cpu:0"),)).to_json())
+    out = CliRunner().invoke(main, ["plan", "--model", '{"mixture": "categorical", "k": 2}',
+                                    "--resources", str(tmp_path / "r.json")])
+    assert out.exit_code == 1
+    assert "the spec leaves a size open" in out.stderr and "give --data" in out.stderr
+    sized = run("plan", "--model", '{"mixture": {"categorical": {"levels": ["a", "b"]}}, "k": 2}',
+                "--resources", tmp_path / "r.json", "--rows", 500)
+    assert sized.exit_code == 0, sized.output
+    assert "model decomposition for 500 rows on 1 devices" in sized.stdout

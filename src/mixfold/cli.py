@@ -37,7 +37,7 @@ from mixfold.errors import ModelFileError
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.model_files import FORMAT, model_from_document
 from mixfold.io.readers import RowBlocks
-from mixfold.io.tables import collect_rows, column_specs, read_data
+from mixfold.io.tables import as_fit_input, column_specs, read_data
 from mixfold.precision import BANDS
 from mixfold.spec import estimator_from_spec, load_spec
 
@@ -87,39 +87,10 @@ def main() -> None:
 # Reading inputs
 
 
-def _open_data(path: str, backend: str, estimator: Estimator) -> Any:
-    """DATA as ``optimize`` reads it: a RowBlocks source on the local backend (out of core),
-    rows in memory on the others; under MPI each rank reads its own contiguous share of the
-    row blocks (rank order is row order)."""
-    data = read_data(path)
-    if backend == "mpi":
-        return _rank_rows(path, data, estimator)
-    if isinstance(data, RowBlocks) and backend != "local":
-        data = collect_rows(data, estimator.encoder())
-    return data
-
-
 def _mpi_comm() -> Any:
     from mpi4py import MPI
 
     return MPI.COMM_WORLD
-
-
-def _rank_rows(path: str, data: Any, estimator: Estimator) -> Any:
-    from mixfold.backends._shard import shard_bounds
-
-    comm = _mpi_comm()
-    if not isinstance(data, RowBlocks):
-        begin, end = shard_bounds(len(data), comm.size)[min(comm.rank, len(data) - 1)]
-        return data[begin:end]
-    n_blocks = sum(1 for _ in data.make_blocks())
-    if n_blocks < comm.size:
-        raise CLIError(f"{path!r} has {n_blocks} row blocks for {comm.size} MPI ranks: write "
-                       f"it with more row groups (or read it with fewer ranks)")
-    begin, end = shard_bounds(n_blocks, comm.size)[comm.rank]
-    mine = RowBlocks.from_factory(
-        lambda: (b for i, b in enumerate(data.make_blocks()) if begin <= i < end))
-    return collect_rows(mine, estimator.encoder())
 
 
 def _columns_of(path: str) -> dict[str, Any] | None:
@@ -176,7 +147,7 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
         tol: float, seed: int, out: str, progress: bool | None) -> None:
     """Fit the model SPEC to DATA by EM and write the fitted model as JSON."""
     estimator = _estimator(spec, data)
-    rows = _open_data(data, backend, estimator)
+    rows = as_fit_input(data, estimator, backend=backend)
     if progress is None:
         progress = sys.stderr.isatty()
     if backend == "mpi":

@@ -126,3 +126,14 @@ def test_arrow_table_for_a_vector_family_becomes_an_array():
     table = pa.table({"x": [0.0, 1.0, 2.0], "y": [1.0, 1.0, 0.0]})
     rows = as_fit_input(table, MixtureEstimator([mixfold.DiagonalGaussianEstimator()] * 2))
     np.testing.assert_array_equal(rows, [[0.0, 1.0], [1.0, 1.0], [2.0, 0.0]])
+
+
+def test_a_path_is_read_into_memory_for_resident_backends(tmp_path, frame):
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=100)
+    est = estimator_from_spec({"mixture": record_spec(frame), "k": 2})
+    assert isinstance(as_fit_input(path, est), RowBlocks)  # local: streamed
+    joined = as_fit_input(path, est, backend="mp")
+    pd.testing.assert_frame_equal(joined, frame)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        as_fit_input(path, est, backend="gpu-cluster")

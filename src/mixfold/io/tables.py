@@ -26,7 +26,7 @@ only when a table or a file is read.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from mixfold.io.readers import (RowBlocks, _is_arrow_table, _is_pandas_frame, re
 from mixfold.spec import NoDefault, SpecError
 
 __all__ = ["default_spec", "column_specs", "record_spec", "read_data", "as_fit_input",
-           "collect_rows", "is_data_path", "FILE_KINDS"]
+           "collect_rows", "FILE_KINDS"]
 
 #: File suffixes :func:`read_data` reads, and what it makes of them.
 FILE_KINDS = {".parquet": "Parquet row groups", ".csv": "CSV chunks", ".npy": "a NumPy array"}
@@ -237,13 +237,6 @@ def _suffix(path: Path) -> str:
     return path.suffix.lower()
 
 
-def is_data_path(data: Any) -> bool:
-    """Whether ``data`` is a path (str or os.PathLike) :func:`read_data` would read."""
-    if not isinstance(data, (str, os.PathLike)):
-        return False
-    return Path(data).suffix.lower() in FILE_KINDS or Path(data).is_dir()
-
-
 def read_data(path: str | os.PathLike, *, columns: list[str] | None = None,
               block_rows: int | None = None) -> RowBlocks | np.ndarray:
     """The rows of a data file (or a folder of Parquet / CSV files).
@@ -275,21 +268,54 @@ def read_data(path: str | os.PathLike, *, columns: list[str] | None = None,
                      f"({', '.join(FILE_KINDS.values())})")
 
 
-def as_fit_input(data: Any, estimator: Estimator) -> Any:
-    """``data`` as rows ``optimize`` reads for ``estimator``: a data path becomes
-    :func:`read_data`'s source, an Arrow table a DataFrame (for named fields) or an array;
-    anything else is returned unchanged.
+def as_fit_input(data: Any, estimator: Estimator, *, backend: Any = "local") -> Any:
+    """``data`` as rows ``optimize`` reads for ``estimator`` on ``backend``.
+
+    A data path becomes :func:`read_data`'s source: streamed on the local backend, its rows
+    joined in memory for the backends that hold data resident, and under MPI each rank's
+    contiguous share of the row blocks (rank order is row order). An Arrow table becomes a
+    DataFrame (for named fields) or an array; anything else is returned unchanged.
 
     >>> import pyarrow as pa, mixfold
     >>> as_fit_input(pa.table({"x": [1.0, 2.0]}), mixfold.GaussianEstimator()).tolist()
     [1.0, 2.0]
     """
     if isinstance(data, (str, os.PathLike)):
-        return read_data(data)
+        from mixfold.backends import backend_name
+
+        name = backend_name(backend)
+        rows = read_data(data)
+        if name == "mpi":
+            return _rank_share(str(data), rows, estimator, None if isinstance(backend, str)
+                               else backend)
+        if name != "local" and isinstance(rows, RowBlocks):
+            return collect_rows(rows, estimator.encoder())
+        return rows
     if _is_arrow_table(data):
         layout = "frame" if reads_named_fields(estimator.encoder()) else "array"
         return table_rows(data, layout)
     return data
+
+
+def _rank_share(path: str, rows: Any, estimator: Estimator, comm: Any) -> Any:
+    """This MPI rank's contiguous share of ``rows`` (whole row blocks of a source)."""
+    from mixfold.backends._shard import shard_bounds
+
+    if comm is None:
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+    if not isinstance(rows, RowBlocks):
+        begin, end = shard_bounds(len(rows), comm.size)[min(comm.rank, len(rows) - 1)]
+        return rows[begin:end]
+    n_blocks = sum(1 for _ in rows.make_blocks())
+    if n_blocks < comm.size:
+        raise ValueError(f"{path!r} has {n_blocks} row blocks for {comm.size} MPI ranks: write "
+                         f"it with more row groups (or read it with fewer ranks)")
+    begin, end = shard_bounds(n_blocks, comm.size)[comm.rank]
+    mine = RowBlocks.from_factory(
+        lambda: (b for i, b in enumerate(rows.make_blocks()) if begin <= i < end))
+    return collect_rows(mine, estimator.encoder())
 
 
 def collect_rows(source: RowBlocks, encoder: Any = None) -> Any:
@@ -305,9 +331,3 @@ def collect_rows(source: RowBlocks, encoder: Any = None) -> Any:
     if isinstance(blocks[0], np.ndarray):
         return np.concatenate(blocks)
     return [row for block in blocks for row in block]
-
-
-def iter_blocks(data: Any, encoder: Any, block_rows: int = 100_000) -> Iterator[Any]:
-    """``data`` (a RowBlocks source or rows in memory) as raw-row blocks for ``encoder``."""
-    source = data if isinstance(data, RowBlocks) else RowBlocks.from_array(data, block_rows)
-    yield from source.blocks(encoder)

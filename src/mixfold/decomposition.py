@@ -78,8 +78,10 @@ class Decomposition:
       needs whole (a sequence's length law); they are costed and sized, never split.
     - ``child_roles``: one name per unit, then one per shared child, used in paths
       (``"age/component_3"``); defaults to ``"<axis>_<i>"`` and ``"shared_<j>"``.
-    - ``exact``: whether running the units apart reproduces the serial E-step bit for bit; the
-      planner only cuts inexact axes when asked to.
+    - ``fused``: the node scores (and adds up) all its units in one stacked call, so no unit
+      can be folded apart from the others: the node itself may be cut (each range stacked
+      apart), but the planner never cuts anything below it and the executor never threads
+      through it.
     - ``unit_rows``: rows each unit sees per row of this node (a sequence's expected length, an
       optional field's probability of being present; 1 when every unit sees every row).
     - ``row_work``: this node's own E-step work per row, children excluded, in the units of a
@@ -97,7 +99,7 @@ class Decomposition:
     units: tuple[Any, ...] = ()
     shared_children: tuple[Any, ...] = ()
     child_roles: tuple[str, ...] = ()
-    exact: bool = True
+    fused: bool = False
     unit_rows: float = 1.0
     row_work: float = 1.0
     param_bytes: int = 0
@@ -126,6 +128,11 @@ class Decomposition:
         if len(roles) != len(units) + len(shared):
             raise ValueError(f"need one role per unit and shared child ({len(units) + len(shared)})"
                              f", got {len(roles)}")
+        if not isinstance(self.fused, bool):
+            raise ValueError(f"fused must be True or False, got {self.fused!r}")
+        if self.fused and not split:
+            raise ValueError(f"only a node split into units can be fused, not a {axis.value} "
+                             f"node")
         for name in ("unit_rows", "row_work"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):

@@ -15,6 +15,7 @@ import numpy as np
 from mixfold.backends import EncodedDataHandle, open_backend
 from mixfold.errors import DataError, EMDecreaseWarning, NumericalError, ParameterError
 from mixfold.families._protocol import Distribution, Encoded, Estimator
+from mixfold.io.tables import as_fit_input
 from mixfold.precision import BANDS, PLANNED, UNIT_ROUNDOFF, band_of, check_precision
 
 __all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
@@ -168,12 +169,14 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     elif planned:
         from mixfold.parallel.heterogeneous import open_heterogeneous
 
+        data = as_fit_input(data, estimator, backend=backend)
         handle, estimator, plan = open_heterogeneous(
             backend, data, estimator, resources=resources, precision=precision,
             target_rel_error=target_rel_error, init=start_model, weights=weights,
             chunk_rows=chunk_rows, num_workers=num_workers, encode=encode_data)
         owned = True
     else:
+        data = as_fit_input(data, estimator, backend=backend)  # a file path, an Arrow table
         handle, estimator = open_backend(backend, data, estimator, init=start_model,
                                          weights=weights, chunk_rows=chunk_rows,
                                          num_workers=num_workers, encode=encode_data)
@@ -256,7 +259,10 @@ def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
     already encoded :class:`~mixfold.families.Encoded`, a backend handle, or a
     :class:`~mixfold.RowBlocks` source (Parquet row groups, CSV chunks, a block factory) for data
     larger than memory: fitted out of core on the local backend, one pass over the source per
-    iteration with one block in memory at a time (``mixfold.backends.stream``).
+    iteration with one block in memory at a time (``mixfold.backends.stream``). A path to a
+    Parquet or CSV file (or folder) is read as such a source (into memory on the other
+    backends; under MPI each rank reads its share), a ``.npy`` path as an array, and an Arrow
+    table as a DataFrame or array (:mod:`mixfold.io.tables`).
 
     Options: ``max_iter`` (100), ``tol`` (1e-6, on the relative change of the mean log-likelihood
     per row), ``init`` (None/"auto" for the seeded initialisation, or a starting distribution),

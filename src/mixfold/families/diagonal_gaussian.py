@@ -11,7 +11,7 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold._kernels import diag_mixture_fold, kernels_available
+from mixfold._row_blocks import map_row_blocks
 from mixfold._workspace import scratch
 from mixfold.precision import is_native, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
@@ -20,6 +20,8 @@ __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
            "DiagonalGaussianAccumulator"]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
+#: Rows per block of the stacked E-step: its (K, rows) score block stays in a core's cache.
+STACK_BLOCK_ROWS = 16384
 
 
 def _vector(name: str, value: Any) -> np.ndarray:
@@ -155,6 +157,15 @@ def _centred_features(x: np.ndarray, center: np.ndarray,
     return xc * xc, xc
 
 
+def _as_dtype(a: np.ndarray, name: str, dt: np.dtype) -> np.ndarray:
+    """``a`` in ``dt``: itself, or converted into this thread's scratch buffer ``name``."""
+    if a.dtype == dt:
+        return a
+    out = scratch(name, a.shape, dt)
+    np.copyto(out, a, casting="same_kind")
+    return out
+
+
 def _add_centred_sums(accs: Sequence[DiagonalGaussianAccumulator], center: np.ndarray,
                       mass: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> None:
     """Add sums of r, r (x - c) and r (x - c)^2 to the accumulators' raw sums (float64)."""
@@ -189,43 +200,47 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
                    components: Sequence[DiagonalGaussianDistribution], log_weights: np.ndarray,
                    enc: Encoded, weights: np.ndarray, precision: str = "float64"
                    ) -> tuple[np.ndarray, np.ndarray]:
-        """The whole mixture E-step of a chunk in three GEMM-sized passes.
+        """The whole mixture E-step of a chunk, block by block of rows on all cores.
 
-        Scores all K components from the centred features ``z = [(x-c)^2, x-c]`` (one GEMM),
-        normalises them over the components in a (K, n) block whose per-row reductions are
-        contiguous, and accumulates ``resp^T @ z`` (one GEMM) — the features are computed once
-        for scoring and accumulation. Returns (posterior mass per component, per-row
-        log-density). Statistics are float64 whatever ``precision`` the scores use.
+        Per block: scores all K components from the centred features ``z = [(x-c)^2, x-c]``
+        (one GEMM), normalises them over the components in a (K, rows) block that stays in
+        cache and whose per-row reductions are contiguous, and accumulates ``resp @ z`` (one
+        GEMM); blocks add up in block order
+        (:func:`~mixfold._row_blocks.map_row_blocks`). Returns (posterior mass per component,
+        per-row log-density). Scores run in ``precision``; statistics are float64.
         """
         dt = native_dtype(precision)
         center, coef, const = _stacked_coefficients(components)
-        x = enc.values
+        x, k = enc.values, len(components)
         n, d = x.shape
-        if kernels_available():  # one compiled pass over the rows, both cores
-            mass, s1, s2, lse = diag_mixture_fold(x, weights, center, coef[:d].T, coef[d:].T,
-                                                  const + log_weights, dt)
-            _add_centred_sums(accs, center, mass, s1, s2)
-            return mass, lse
-        k = len(components)
-        xc = np.subtract(x, center.astype(dt), out=scratch("diag.xc", (n, d), dt),
-                         casting="same_kind")
-        sq = np.multiply(xc, xc, out=scratch("diag.sq", (n, d), dt))
-        scores = np.matmul(np.ascontiguousarray(coef[:d].T, dtype=dt), sq.T,
-                           out=scratch("diag.scores", (k, n), dt))
-        scores += np.matmul(np.ascontiguousarray(coef[d:].T, dtype=dt), xc.T,
-                            out=scratch("diag.scores2", (k, n), dt))
-        scores += (const + log_weights).astype(dt)[:, None]
-        top = scores.max(axis=0, out=scratch("diag.top", (n,), dt))
-        scores -= top
-        np.exp(scores, out=scores)
-        total = scores.sum(axis=0, dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            lse = top + np.log(total)
-        scores *= (weights / total).astype(dt)  # now the weighted posteriors
-        mass = scores.sum(axis=1, dtype=np.float64)
-        s1 = (scores @ xc).astype(np.float64)  # (K, D): sums of r (x - c), of r (x - c)^2
-        s2 = (scores @ sq).astype(np.float64)
-        _add_centred_sums(accs, center, mass, s1, s2)
+        coef_band = np.ascontiguousarray(coef.T, dtype=dt)  # (K, 2D)
+        offset = (const + log_weights).astype(dt)[:, None]
+        lse = np.empty(n)
+
+        def fold_block(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+            m = hi - lo
+            # features z = [(x-c)^2; x-c] laid out (2D, rows): contiguous to compute, one GEMM
+            # to score and one to sum
+            z = scratch("diag.z", (2 * d, m))
+            np.subtract(x[lo:hi].T, center[:, None], out=z[d:])
+            np.multiply(z[d:], z[d:], out=z[:d])
+            scores = np.matmul(coef_band, _as_dtype(z, "diag.z_band", dt),
+                               out=scratch("diag.scores", (k, m), dt))  # in the band
+            scores += offset
+            top = scores.max(axis=0, out=scratch("diag.top", (m,), dt))
+            scores -= top
+            np.exp(scores, out=scores)
+            total = scores.sum(axis=0, dtype=np.float64)
+            with np.errstate(divide="ignore"):
+                np.add(top, np.log(total), out=lse[lo:hi])
+            resp = _as_dtype(scores, "diag.resp", np.dtype(np.float64))  # statistics: float64
+            resp *= weights[lo:hi] / total  # now the weighted posteriors
+            return resp.sum(axis=1), resp @ z.T
+
+        parts = map_row_blocks(n, STACK_BLOCK_ROWS, fold_block)
+        mass = np.sum([p[0] for p in parts], axis=0)
+        sums = np.sum([p[1] for p in parts], axis=0)
+        _add_centred_sums(accs, center, mass, sums[:, d:], sums[:, :d])
         return mass, lse
 
     @staticmethod

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.decomposition import Decomposition
+from mixfold._workspace import scratch
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -115,13 +116,18 @@ class GaussianAccumulator(LeafAccumulator):
 
     @staticmethod
     def stack_update(accs: Sequence[GaussianAccumulator], enc: Encoded, resp: np.ndarray) -> None:
-        """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights."""
+        """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
+
+        One GEMM, ``[1, x, x^2] @ resp``, gives the three sums of all K components.
+        """
         x = enc.values
-        s0 = resp.sum(axis=0)
-        s1 = x @ resp
-        s2 = (x * x) @ resp
+        powers = scratch("gaussian.powers", (3, x.size))
+        powers[0] = 1.0
+        powers[1] = x
+        np.multiply(x, x, out=powers[2])
+        sums = powers @ resp  # (3, K)
         for k, acc in enumerate(accs):
-            acc.sums += (s0[k], s1[k], s2[k])
+            acc.sums += sums[:, k]
 
 
 class GaussianEstimator(LeafEstimator):

@@ -414,7 +414,8 @@ class HiddenMarkovDistribution(Distribution):
     def decomposition(self) -> Decomposition:
         """STATE: the emissions are the units, each scoring every item; the chain couples them
         through the forward-backward recursion (S^2 per item, run centrally), and its initial,
-        transition and terminal probabilities are held whole by every worker.
+        transition and terminal probabilities are held whole by every worker. Emissions of
+        one stackable family are scored together (fused).
         """
         s, items = self.num_states, self.expected_length()
         own = [self.initial, self.transitions, self._continue_matrix]
@@ -422,7 +423,8 @@ class HiddenMarkovDistribution(Distribution):
         return Decomposition(DecompAxis.STATE, ReductionOp.LOGSUMEXP_RESPONSIBILITY,
                              units=self.emissions,
                              child_roles=tuple(f"state_{k}" for k in range(s)),
-                             unit_rows=items, row_work=items * (s * s + s),
+                             fused=self._stack is not None, unit_rows=items,
+                             row_work=items * (s * s + s),
                              param_bytes=sum(a.nbytes for a in own))
 
     def expected_length(self) -> float:

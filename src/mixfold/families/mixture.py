@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from mixfold._numeric import log_normalize_rows, logsumexp_rows
+from mixfold._row_blocks import map_row_blocks
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import NumericalError, ParameterError
 from mixfold.precision import band_ops, is_native, log_density_in_band, require_band
@@ -23,6 +24,10 @@ from mixfold.families._protocol import (
     InitRandom,
     family,
 )
+
+#: Rows per block when stacked components are scored on all cores: the (rows, K) scores of a
+#: block stay in a core's cache through the log-sum-exp.
+STACK_BLOCK_ROWS = 8192
 
 __all__ = ["MixtureDistribution", "MixtureEstimator", "MixtureAccumulator", "SharedEncoder",
            "SharedEncoded"]
@@ -189,7 +194,35 @@ class MixtureDistribution(Distribution):
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         if not is_native(precision):
             return log_density_in_band(self, enc, precision)
-        return logsumexp_rows(self.component_log_densities(enc, precision))
+        if self._stack is None:
+            return logsumexp_rows(self.component_log_densities(enc, precision))
+        lse = np.empty(enc.n_rows)
+
+        def score_block(lo: int, hi: int) -> None:
+            lse[lo:hi] = logsumexp_rows(self.component_log_densities(enc.rows(lo, hi),
+                                                                     precision))
+
+        map_row_blocks(enc.n_rows, STACK_BLOCK_ROWS, score_block)
+        return lse
+
+    def weighted_posteriors(self, enc: Encoded, weights: np.ndarray,
+                            precision: str = "float64") -> tuple[np.ndarray, np.ndarray]:
+        """(posteriors times row weights, shape (n_rows, K) in Fortran order; log-density).
+
+        Stacked components are scored and normalised block by block of rows on all cores
+        (:func:`~mixfold._row_blocks.map_row_blocks`); every row's arithmetic is the same
+        however the rows are split, so the result is too.
+        """
+        if self._stack is None:
+            return log_normalize_rows(self.component_log_densities(enc, precision), weights)
+        resp, lse = np.empty((enc.n_rows, self.num_components), order="F"), np.empty(enc.n_rows)
+
+        def normalise_block(lo: int, hi: int) -> None:
+            resp[lo:hi], lse[lo:hi] = log_normalize_rows(
+                self.component_log_densities(enc.rows(lo, hi), precision), weights[lo:hi])
+
+        map_row_blocks(enc.n_rows, STACK_BLOCK_ROWS, normalise_block)
+        return resp, lse
 
     def seq_posterior(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         """Posterior component probabilities of every row, array of shape (n_rows, K)."""
@@ -261,11 +294,13 @@ class MixtureDistribution(Distribution):
 
     def decomposition(self) -> Decomposition:
         """Components are the units; their scores meet in one log-sum-exp per row, normalised
-        centrally into responsibilities (the mixture's own work, about K per row)."""
+        centrally into responsibilities (the mixture's own work, about K per row). Components
+        of one stackable family are scored together (fused)."""
         k = self.num_components
         return Decomposition(DecompAxis.COMPONENT, ReductionOp.LOGSUMEXP_RESPONSIBILITY,
                              units=self.components,
                              child_roles=tuple(f"component_{i}" for i in range(k)),
+                             fused=self._stack is not None,
                              row_work=float(k),
                              param_bytes=self.weights.nbytes + self.log_weights.nbytes)
 
@@ -323,7 +358,7 @@ class MixtureAccumulator(Accumulator):
                                          enc, weights, precision)
             self.counts += mass
             return lse
-        resp, lse = log_normalize_rows(model.component_log_densities(enc, precision), weights)
+        resp, lse = model.weighted_posteriors(enc, weights, precision)
         self.counts += resp.sum(axis=0)
         self._add_components(enc, resp, model, precision)
         return lse

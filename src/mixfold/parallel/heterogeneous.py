@@ -422,10 +422,13 @@ def open_heterogeneous(backend: Any, data: Any, estimator: Any, *, resources: An
     name = backend_name(backend)
     engine = None if isinstance(backend, str) else backend
     chunk = chunk_rows or DEFAULT_CHUNK_ROWS
-    if isinstance(data, RowBlocks) or type(data).__name__ == "DataFrame" and \
-            type(data).__module__.startswith("pyspark"):
+    if type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pyspark"):
         raise ValueError("a heterogeneous plan places rows encoded in the driver (or on MPI "
-                         "ranks); RowBlocks sources and Spark DataFrames are not supported")
+                         "ranks): pass the rows, not a Spark DataFrame")
+    if isinstance(data, RowBlocks):  # a plan places every row: the source is read into memory
+        from mixfold.io.tables import collect_rows
+
+        data = collect_rows(data, (init.encoder() if init is not None else estimator.encoder()))
     workers = workers_from(resources) if resources is not None else \
         _default_workers(name, engine, num_workers)
     allowed = BANDS if precision == "auto" else (band_of(precision),)

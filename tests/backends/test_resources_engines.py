@@ -1,0 +1,99 @@
+"""Resources discovered from real engines, and calibrated where the work runs on them."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mixfold import DiagonalGaussianDistribution, MixtureDistribution
+from mixfold.parallel.model_decomposition import subtree_work
+from mixfold.parallel.resources import Resources
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def small_model():
+    comps = [DiagonalGaussianDistribution(np.full(3, float(i)), np.ones(3)) for i in range(4)]
+    return MixtureDistribution(comps, [0.25] * 4)
+
+
+def check_measured(res, names, model):
+    assert [d.name for d in res.devices] == names
+    assert res.calibrated_work == subtree_work(model)
+    for d in res.devices:
+        assert set(d.band_throughput) == {"float32", "float64"}
+        assert d.throughput == d.band_throughput["float64"] > 1e3
+
+
+@pytest.mark.slow
+def test_dask_workers_are_devices_measured_on_the_workers(dask_client):
+    res = Resources.from_dask(dask_client)
+    workers = dask_client.scheduler_info()["workers"]
+    assert [d.name for d in res.devices] == sorted(workers)
+    for d in res.devices:
+        assert d.throughput == workers[d.name]["nthreads"] == 1
+        assert d.memory_bytes == workers[d.name]["memory_limit"]
+    model = small_model()
+    measured = res.calibrate(model, model.sampler(0).sample(2000), engine=dask_client,
+                             min_seconds=0.01)
+    check_measured(measured, sorted(workers), model)
+
+
+@pytest.mark.slow
+def test_spark_slots_are_devices_measured_in_barrier_tasks(spark_session):
+    res = Resources.from_spark(spark_session)
+    sc = spark_session.sparkContext
+    assert [d.name for d in res.devices] == ["spark:0", "spark:1"]
+    executor_mb = int(sc._jsc.sc().executorMemory())
+    assert all(d.memory_bytes == executor_mb * 2**20 // 2 for d in res.devices)
+    model = small_model()
+    measured = res.calibrate(model, model.sampler(0).sample(2000), engine=spark_session,
+                             min_seconds=0.01)
+    check_measured(measured, ["spark:0", "spark:1"], model)
+
+
+MPI_SCRIPT = """
+import json, sys
+import numpy as np
+from mpi4py import MPI
+from mixfold import DiagonalGaussianDistribution, MixtureDistribution
+from mixfold.parallel.resources import Resources
+comps = [DiagonalGaussianDistribution(np.full(3, float(i)), np.ones(3)) for i in range(4)]
+model = MixtureDistribution(comps, [0.25] * 4)
+res = Resources.from_mpi()
+measured = res.calibrate(model, model.sampler(0).sample(2000), engine=MPI.COMM_WORLD,
+                         min_seconds=0.01)
+if MPI.COMM_WORLD.rank == 0:
+    with open(sys.argv[1], "w") as fh:
+        json.dump({"declared": res.to_dict(), "measured": measured.to_dict()}, fh)
+"""
+
+
+@pytest.mark.slow
+def test_mpi_ranks_are_devices_measured_on_every_rank(tmp_path):
+    out = tmp_path / "resources.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OPENBLAS_NUM_THREADS": "1",
+           "OMP_NUM_THREADS": "1"}
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    proc = subprocess.Popen([str(mpiexec), "-n", "2", sys.executable, "-c", MPI_SCRIPT,
+                             str(out)], env=env, cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        log, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, log
+    got = json.loads(out.read_text())
+    declared = Resources.from_dict(got["declared"])
+    assert [d.name for d in declared.devices] == ["mpi:0", "mpi:1"]
+    with open("/proc/meminfo") as fh:
+        total = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemTotal"))
+    assert all(d.memory_bytes <= total // 2 for d in declared.devices)  # two ranks, one host
+    check_measured(Resources.from_dict(got["measured"]), ["mpi:0", "mpi:1"], small_model())

@@ -356,8 +356,7 @@ def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None
     decomposition = decompose_model(model, resources, n_data=n_rows)
     click.echo(f"model decomposition for {n_rows} rows on {len(resources.devices)} devices")
     click.echo(decomposition.describe())
-    workers = [worker_class(d.name, d.kind, d.precisions, d.throughput)
-               for d in resources.devices]
+    workers = [worker_class.from_device(d) for d in resources.devices]  # calibrated rates kept
     hetero = plan_heterogeneous(workers, n_rows, target_rel_error=target_rel_error)
     click.echo("")
     click.echo(f"heterogeneous plan (tree-reduce depth {hetero.reduce_depth})")

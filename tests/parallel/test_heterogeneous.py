@@ -1,6 +1,8 @@
 """The heterogeneous planner, its executor and its simulator."""
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -260,3 +262,11 @@ def test_finish_time_plot(tmp_path):
     assert (tmp_path / "finish.png").stat().st_size > 1000
     assert sorted(round(line.get_ydata()[0], 6) for line in ax.get_lines()) == sorted(
         round(v, 6) for v in (report.makespan, report.uniform_makespan, report.lower_bound))
+
+
+def test_planning_imports_no_engine_and_no_band_library():
+    heavy = ["torch", "ml_dtypes", "matplotlib", "pyspark", "dask", "ray", "mpi4py"]
+    code = ("import sys; import mixfold.precision, mixfold.parallel.heterogeneous; "
+            f"print([m for m in {heavy!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 import warnings
@@ -13,7 +14,14 @@ from typing import Any
 import numpy as np
 
 from mixfold.backends import EncodedDataHandle, open_backend
-from mixfold.errors import DataError, EMDecreaseWarning, NumericalError, ParameterError
+from mixfold.checkpoint import CheckpointFile
+from mixfold.errors import (
+    DataError,
+    DegenerateFitWarning,
+    EMDecreaseWarning,
+    NumericalError,
+    ParameterError,
+)
 from mixfold.families._protocol import Distribution, Encoded, Estimator
 from mixfold.precision import check_precision
 
@@ -73,6 +81,8 @@ _OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "chunk_rows": (lambda v: v is None or (_is_int(v) and v >= 1), "None or an integer >= 1"),
     "progress": (lambda v: v is None or isinstance(v, bool), "None, True or False"),
+    "checkpoint": (lambda v: v is None or isinstance(v, (str, os.PathLike)),
+                   "None or a file path"),
 }
 
 
@@ -123,12 +133,14 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         init: Distribution | str | None = None, seed: int = 0, weights: Any = None,
         backend: Any = "local", num_workers: int | None = None, precision: str = "float64",
         chunk_rows: int | None = None, progress: bool | None = None,
-        callbacks: Iterable[Callable[[IterationInfo], Any]] = ()) -> FitResult:
+        callbacks: Iterable[Callable[[IterationInfo], Any]] = (),
+        checkpoint: str | os.PathLike | None = None) -> FitResult:
     """Fit ``estimator`` to ``data`` by EM; return the :class:`FitResult` (``.model`` is the fit).
 
     Same options as :func:`optimize`.
     """
-    _check_options(max_iter=max_iter, tol=tol, seed=seed, chunk_rows=chunk_rows, progress=progress)
+    _check_options(max_iter=max_iter, tol=tol, seed=seed, chunk_rows=chunk_rows, progress=progress,
+                   checkpoint=checkpoint)
     if not isinstance(estimator, Estimator):
         raise TypeError(f"estimator must be a mixfold Estimator, got {type(estimator).__name__}")
     if isinstance(init, str) and init != "auto":
@@ -149,7 +161,7 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     try:
         return _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol, seed=seed,
                         precision=precision, progress=_Progress(progress, max_iter),
-                        callbacks=callbacks)
+                        callbacks=callbacks, checkpoint=checkpoint)
     finally:
         if owned:
             handle.close()
@@ -157,20 +169,35 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
 
 def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distribution | None, *,
              max_iter: int, tol: float, seed: int, precision: str, progress: _Progress,
-             callbacks: list[Callable[[IterationInfo], Any]]) -> FitResult:
+             callbacks: list[Callable[[IterationInfo], Any]],
+             checkpoint: str | os.PathLike | None = None) -> FitResult:
     if handle.total_weight <= 0:
         raise DataError("the row weights sum to zero: nothing to fit")
     t0 = time.perf_counter()
-    if model is None:
-        model = _checked_m_step("initialisation", handle.initialize, estimator, seed)
+    saved = None if checkpoint is None else CheckpointFile(checkpoint, handle, estimator, seed)
+    resumed = None if saved is None else saved.resumed
+    notes: list[str] = [] if resumed is None else list(resumed.warnings)
+    if resumed is not None:  # the state after the last checkpointed iteration
+        model = resumed.model
+    elif model is None:
+        model = _checked_m_step("initialisation", notes, handle.initialize, estimator, seed)
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
-                       backend=handle.name, precision=precision)
-    previous = None
+                       backend=handle.name, precision=precision, warnings=notes)
+    start, previous = 0, None
+    if resumed is not None:
+        result.init_seconds, result.iterations = resumed.init_seconds, resumed.iterations
+        result.log_likelihood, result.seconds = list(resumed.log_likelihood), list(resumed.seconds)
+        if resumed.finished:
+            result.stop_reason = resumed.stop_reason
+            result.converged = resumed.stop_reason == "converged"
+            return result
+        start = resumed.iterations
+        previous = resumed.log_likelihood[-1] if resumed.log_likelihood else None
     try:
-        for it in range(max_iter):
+        for it in range(start, max_iter):
             t_it = time.perf_counter()
-            new_model, fold = _checked_m_step(f"iteration {it}", handle.estimate, estimator, model,
-                                              precision)
+            new_model, fold = _checked_m_step(f"iteration {it}", notes, handle.estimate,
+                                              estimator, model, precision)
             ll = fold.mean_log_density
             if not math.isfinite(ll):
                 raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
@@ -183,14 +210,20 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                 result.stop_reason = "decrease"
                 result.log_likelihood.append(ll)
                 result.seconds.append(time.perf_counter() - t_it)
+                if saved is not None:
+                    saved.save(result)
                 return result
             result.model, result.iterations = new_model, it + 1
             result.log_likelihood.append(ll)
             result.seconds.append(time.perf_counter() - t_it)
+            converged = previous is not None and abs(delta) <= tol * max(abs(previous), 1e-300)
+            if converged:
+                result.converged, result.stop_reason = True, "converged"
+            if saved is not None:  # before the callbacks: they may stop (or kill) the process
+                saved.save(result)
             info = IterationInfo(it, ll, delta, result.seconds[-1], new_model)
             progress.update(info)
-            if previous is not None and abs(delta) <= tol * max(abs(previous), 1e-300):
-                result.converged, result.stop_reason = True, "converged"
+            if converged:
                 return result
             if any([bool(cb(info)) for cb in callbacks]):
                 result.stop_reason = "callback"
@@ -201,12 +234,26 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
         progress.close()
 
 
-def _checked_m_step(where: str, step: Callable[..., Any], *args: Any) -> Any:
-    with np.errstate(divide="ignore"):
+def _checked_m_step(where: str, notes: list[str], step: Callable[..., Any], *args: Any) -> Any:
+    """Run an EM step; invalid parameters become a NumericalError, and each distinct degeneracy
+    the step reports (a :class:`DegenerateFitWarning`) is recorded in ``notes`` and warned once."""
+    with np.errstate(divide="ignore"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DegenerateFitWarning)
         try:
-            return step(*args)
+            out = step(*args)
         except ParameterError as err:
             raise NumericalError(f"{where}: the M-step produced invalid parameters: {err}") from err
+    seen = {note.split(": ", 1)[-1].split(";")[0] for note in notes}
+    for w in caught:
+        if not issubclass(w.category, DegenerateFitWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+            continue
+        text = str(w.message)
+        if text.split(";")[0] not in seen:
+            seen.add(text.split(";")[0])
+            notes.append(f"{where}: {text}")
+            warnings.warn(f"{where}: {text}", DegenerateFitWarning, stacklevel=4)
+    return out
 
 
 def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
@@ -225,7 +272,13 @@ def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
     >= 0), ``backend`` ("local"), ``num_workers``, ``precision`` of the E-step ("float64"),
     ``chunk_rows`` (rows per E-step chunk), ``progress`` (None: a progress line when stderr is a
     terminal), ``callbacks`` (called with an :class:`IterationInfo` after each iteration; a truthy
-    return stops the fit).
+    return stops the fit), ``checkpoint`` (None, or a file path: the fit's state is written there
+    atomically after every iteration, and a fit started with an existing checkpoint resumes from
+    it, bit-identical to an uninterrupted fit; see :mod:`mixfold.checkpoint`).
+
+    Degenerate states a floor resolves (a mixture component that lost its rows, a collapsed
+    variance) are warned (:class:`~mixfold.DegenerateFitWarning`) and recorded in
+    ``FitResult.warnings``; bad input raises :class:`~mixfold.DataError` naming the row and field.
 
     The :class:`FitResult` is on the returned model as ``model.fit_result``.
 

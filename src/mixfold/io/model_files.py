@@ -130,13 +130,11 @@ def read_json_bounded(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) 
     try:
         doc = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
-        raise ModelFileError(f"{path}: JSON nested too deeply (over {MAX_DEPTH} levels)") from None
+        raise ModelFileError(f"{path}: JSON nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as err:
         raise ModelFileError(f"{path}: not valid JSON: {err}") from None
-    depth = _depth(doc)
-    if depth > MAX_DEPTH:
-        raise ModelFileError(f"{path}: JSON nested {depth} levels deep, over the limit of "
-                             f"{MAX_DEPTH}")
+    if _depth(doc) > MAX_DEPTH:
+        raise ModelFileError(f"{path}: JSON nested more than {MAX_DEPTH} levels deep")
     return doc
 
 
@@ -152,7 +150,7 @@ def _finite_float(text: str) -> float:
 
 
 def _depth(doc: Any) -> int:
-    """Deepest nesting of objects and arrays in ``doc`` (iterative: no recursion limit)."""
+    """Deepest nesting of objects and arrays in ``doc``, up to MAX_DEPTH + 1 (iterative)."""
     deepest, stack = 0, [(doc, 1)]
     while stack:
         node, level = stack.pop()

@@ -474,10 +474,32 @@ def as_weights(weights: Any, n_rows: int) -> np.ndarray:
     """Row weights as a float64 array of shape (n_rows,): finite and non-negative."""
     if weights is None:
         return np.ones(n_rows)
-    w = np.asarray(weights, dtype=np.float64)
+    w = _numeric_weights(weights)
     if w.shape != (n_rows,):
         raise DataError(f"weights must have shape ({n_rows},), got {w.shape}")
     bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
     if bad.size:
         raise DataError(f"weights must be finite and >= 0, got {w[bad[0]]!r}", row=int(bad[0]))
     return w
+
+
+def _numeric_weights(weights: Any) -> np.ndarray:
+    """``weights`` as float64; strings, None, complex or nested values raise DataTypeError."""
+    from mixfold.errors import DataTypeError
+
+    try:
+        raw = weights if isinstance(weights, np.ndarray) else np.asarray(weights)
+    except (TypeError, ValueError, OverflowError):
+        raw = np.asarray(list(weights) if np.iterable(weights) else [weights], dtype=object)
+    if raw.dtype.kind in "iuf":
+        return raw.astype(np.float64, copy=False)
+    flat = raw.reshape(-1) if raw.ndim else raw.reshape(1)
+    for i, v in enumerate(flat):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)) \
+                or isinstance(v, (complex, np.complexfloating)):
+            raise DataTypeError(f"weights must be numbers, got {v!r:.60} ({type(v).__name__})",
+                                row=i if raw.ndim == 1 else None)
+    try:
+        return raw.astype(np.float64)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise DataTypeError(f"weights must be float64 numbers: {err}") from None

@@ -95,8 +95,9 @@ class CategoricalEncoder(Encoder):
         return CategoricalEncoder(_ordered_levels(list(dict.fromkeys(self.levels + other.levels))))
 
     def encode(self, values: Any) -> ArrayEncoded:
-        if self.levels is None:
-            raise ValueError("CategoricalEncoder has no levels yet: call fit(values) first")
+        if self.levels is None:  # fitted on no values at all (all missing, empty sequences)
+            raise DataError("no values to learn the categorical levels from: give the levels "
+                            "(CategoricalEstimator(levels=...)) or data with values")
         codes = self._fast_codes(_as_array(values))
         if codes is None:
             index = {v: i for i, v in enumerate(self.levels)}

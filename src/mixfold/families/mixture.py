@@ -441,7 +441,7 @@ def kmeans_labels(points: np.ndarray, weights: np.ndarray, k: int, gen: np.rando
     d2 = np.maximum(sq - 2 * points @ centers[0] + centers[0] @ centers[0], 0.0)
     for _ in range(1, k):
         score = d2 * weights
-        if score.sum() <= 0:
+        if not 0 < score.sum() < np.inf:  # all points on the centres, or distances overflowed
             nxt = gen.choice(n, p=p)
         else:
             nxt = gen.choice(n, p=score / score.sum())

@@ -1,1 +1,2 @@
-collect_ignore = ["checkpoint_child.py"]  # a script the checkpoint tests run (and kill)
+# scripts the tests run as separate processes (and kill), not test modules
+collect_ignore = ["checkpoint_child.py", "listen_child.py"]

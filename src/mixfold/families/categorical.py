@@ -32,6 +32,8 @@ def _check_level(v: Any, row: int | None = None) -> Hashable:
     if v is None or (isinstance(v, float) and v != v):
         raise DataError("missing value in a categorical field; wrap the field in "
                         "OptionalEstimator to model missing values", row=row)
+    if isinstance(v, float) and v in (float("inf"), -float("inf")):
+        raise DataError(f"a categorical level must be finite, got {v!r}", row=row)
     try:
         hash(v)
     except TypeError:

@@ -190,4 +190,4 @@ def test_a_killed_process_resumes_bit_identically(tmp_path, case, kill_at):
     whole, w = load_output(tmp_path / "whole.json")
     assert r["iterations"] == w["iterations"] == 25
     assert r["log_likelihood"] == w["log_likelihood"]
-    assert assert_bit_identical(resumed, whole) > 10
+    assert assert_bit_identical(resumed, whole) >= 7  # every parameter array of the model

@@ -56,7 +56,9 @@ def fuzz(strategy, examples):
     """``@fuzz(strategy, n)`` on ``body(value)``: run ``body`` on ``n`` drawn values."""
 
     def wrap(body):
+        # the default run is reproducible (derandomized); the long one explores afresh each time
         return settings(max_examples=examples, deadline=None, database=None,
+                        derandomize=examples == FAST,
                         suppress_health_check=[HealthCheck.too_slow,
                                                HealthCheck.data_too_large])(given(strategy)(body))
 

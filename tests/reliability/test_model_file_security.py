@@ -206,7 +206,7 @@ def _load_or_refuse(tmp_path, payload):
     return "loaded"
 
 
-FUZZ = settings(max_examples=150, deadline=None,
+FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -222,7 +222,7 @@ def test_fuzz_arbitrary_model_json(tmp_path, model):
     assert _load_or_refuse(tmp_path, doc_of(model)) in ("refused", "loaded")
 
 
-@settings(max_examples=50, deadline=None,
+@settings(max_examples=50, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(raw=st.binary(max_size=200))
 def test_fuzz_arbitrary_bytes(tmp_path, raw):

@@ -27,13 +27,23 @@ def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
+def _savable_level(v: Any) -> bool:
+    if isinstance(v, tuple):
+        return all(_savable_level(_plain(x)) for x in v)
+    if isinstance(v, float):
+        return v - v == 0.0  # finite
+    return isinstance(v, (str, int, bool))
+
+
 def _check_level(v: Any, row: int | None = None) -> Hashable:
     v = _plain(v)
     if v is None or (isinstance(v, float) and v != v):
         raise DataError("missing value in a categorical field; wrap the field in "
                         "OptionalEstimator to model missing values", row=row)
-    if isinstance(v, float) and v in (float("inf"), -float("inf")):
-        raise DataError(f"a categorical level must be finite, got {v!r}", row=row)
+    if not _savable_level(v):  # a model whose levels cannot be saved would be lost at save
+        raise DataTypeError(f"a categorical level must be a string, a finite number, a bool or "
+                            f"a tuple of them (what a model file holds), got {v!r:.60} "
+                            f"({type(v).__name__})", row=row)
     try:
         hash(v)
     except TypeError:

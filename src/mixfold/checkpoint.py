@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ VERSION = 1
 #: Stop reasons after which a resumed fit has nothing left to do.
 FINISHED = ("converged", "decrease")
 _MAX_DIGEST_DEPTH = 200
+_BY_NAME = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+            type)
 
 
 @dataclass
@@ -72,7 +75,10 @@ def _feed(h: Any, obj: Any, depth: int = 0) -> None:
     objects) to the hash ``h``; the same structure gives the same bytes in every process."""
     if depth > _MAX_DIGEST_DEPTH:
         raise ValueError("structure nested too deeply to fingerprint")
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, _BY_NAME):  # code and modules: who they are, not what they hold
+        h.update(f"N{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', obj)!s};"
+                 .encode())
+    elif isinstance(obj, np.ndarray):
         h.update(f"A{obj.dtype.str}{obj.shape}".encode())
         if obj.dtype.kind == "O":
             for item in obj.ravel():
@@ -152,7 +158,19 @@ def write_checkpoint(path: str | os.PathLike, ckpt: Checkpoint) -> Path:
 
 def read_checkpoint(path: str | os.PathLike) -> Checkpoint | None:
     """The checkpoint at ``path``; None when there is no file. A file that is not a complete
-    mixfold checkpoint raises :class:`~mixfold.CheckpointError`."""
+    mixfold checkpoint raises :class:`~mixfold.CheckpointError`.
+
+    >>> import os, tempfile, numpy as np, mixfold
+    >>> path = os.path.join(tempfile.mkdtemp(), "fit.json")
+    >>> x = np.random.default_rng(0).normal(size=500)
+    >>> est = mixfold.MixtureEstimator([mixfold.GaussianEstimator()] * 2)
+    >>> first = mixfold.fit(x, est, max_iter=3, tol=0, progress=False, checkpoint=path)
+    >>> read_checkpoint(path).iterations
+    3
+    >>> more = mixfold.fit(x, est, max_iter=8, tol=0, progress=False, checkpoint=path)
+    >>> more.iterations, more.log_likelihood[:3] == first.log_likelihood
+    (8, True)
+    """
     path = Path(path)
     if not path.exists():
         return None

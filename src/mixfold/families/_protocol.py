@@ -498,8 +498,8 @@ def _numeric_weights(weights: Any, n_rows: int) -> np.ndarray:
     if raw.dtype.kind in "iuf":
         return raw.astype(np.float64, copy=False)
     for i, v in enumerate(raw):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)) \
-                or isinstance(v, (complex, np.complexfloating)):
+        v = v.item() if isinstance(v, np.generic) else v
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise DataTypeError(f"weights must be numbers, got {v!r:.60} ({type(v).__name__})",
                                 row=i)
     try:

@@ -28,15 +28,20 @@ from mixfold.precision import PLANNED, band_of
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session"]
 
 
-def local_spark_session(num_workers: int = 2) -> Any:
-    """A ``local[num_workers]`` SparkSession bound to 127.0.0.1, with no UI."""
+def local_spark_session(num_workers: int = 2, max_task_failures: int = 4) -> Any:
+    """A ``local[num_workers,max_task_failures]`` SparkSession bound to 127.0.0.1, with no UI.
+
+    A failed task is retried up to ``max_task_failures`` attempts in all, as on a cluster
+    (``spark.task.maxFailures``); plain ``local[n]`` would fail the job at the first failure.
+    """
     require("pyspark", "spark", "spark")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master(f"local[{num_workers}]").appName("mixfold")
+    return (SparkSession.builder.master(f"local[{num_workers},{max_task_failures}]")
+            .appName("mixfold")
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.ui.enabled", "false")

@@ -12,6 +12,7 @@ from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold._row_blocks import map_row_blocks
+from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold._workspace import scratch
 from mixfold.precision import is_native, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
@@ -313,5 +314,11 @@ class DiagonalGaussianEstimator(LeafEstimator):
         if s0 <= 0:
             return DiagonalGaussianDistribution(np.zeros(sum_x.size), np.ones(sum_x.size))
         mu = sum_x / s0
-        var = np.maximum(sum_xx / s0 - mu * mu, 0.0) + self.reg_covar
-        return DiagonalGaussianDistribution(mu, np.maximum(var, self.min_variance))
+        raw = sum_xx / s0 - mu * mu
+        var = np.maximum(np.maximum(raw, 0.0) + self.reg_covar, self.min_variance)
+        collapsed = np.flatnonzero(raw <= max(self.reg_covar, self.min_variance))
+        if collapsed.size:
+            j = int(collapsed[0])
+            warn_collapsed_variance(raw[j], var[j], s0, mu[j],
+                                    f" in dimension {j} ({collapsed.size} of {raw.size})")
+        return DiagonalGaussianDistribution(mu, var)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from mixfold.decomposition import Decomposition
 from mixfold._workspace import scratch
-from mixfold.errors import ParameterError
+from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import is_native, log_density_in_band, native_dtype
@@ -134,7 +135,8 @@ class GaussianEstimator(LeafEstimator):
     """M-step for :class:`GaussianDistribution`.
 
     ``reg_covar`` is added to the estimated variance (as scikit-learn does) and ``min_variance``
-    floors it, so a collapsing component never yields a zero variance.
+    floors it, so a collapsing component never yields a zero variance; when the floor is what
+    remains (the rows sit on one value) a :class:`~mixfold.DegenerateFitWarning` says so.
 
     >>> import mixfold
     >>> x = GaussianDistribution(2.0, 9.0).sampler(1).sample(20000)
@@ -164,5 +166,16 @@ class GaussianEstimator(LeafEstimator):
         if s0 <= 0:
             return GaussianDistribution(0.0, 1.0)
         mu = s1 / s0
-        var = max(s2 / s0 - mu * mu, 0.0) + self.reg_covar
-        return GaussianDistribution(mu, max(var, self.min_variance))
+        raw = s2 / s0 - mu * mu
+        var = max(max(raw, 0.0) + self.reg_covar, self.min_variance)
+        if raw <= max(self.reg_covar, self.min_variance):
+            warn_collapsed_variance(raw, var, s0, mu)
+        return GaussianDistribution(mu, var)
+
+
+def warn_collapsed_variance(raw: Any, floored: Any, weight: float, mu: Any,
+                            where: str = "") -> None:
+    """Warn that an estimated variance collapsed onto the floor (rows on one value)."""
+    warnings.warn(f"a Gaussian variance collapsed{where}; {float(raw):.3g} from rows of total "
+                  f"weight {weight:.6g} at mean {float(mu):.6g}; floored to {float(floored):.3g}"
+                  f" (reg_covar / min_variance)", DegenerateFitWarning, stacklevel=3)

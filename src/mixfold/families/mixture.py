@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import warnings
+
 import numpy as np
 
 from mixfold._numeric import log_normalize_rows, logsumexp_rows
 from mixfold._row_blocks import map_row_blocks
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
-from mixfold.errors import NumericalError, ParameterError
+from mixfold.errors import DegenerateFitWarning, NumericalError, ParameterError
 from mixfold.precision import band_ops, is_native, log_density_in_band, require_band
 from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
@@ -424,6 +426,12 @@ class MixtureEstimator(Estimator):
     normalised (a symmetric Dirichlet prior), so a component that loses its rows keeps a
     positive weight.
 
+    A component whose posterior mass falls below :attr:`empty_mass` of the total has lost its
+    rows: it is kept, with the weight its pseudo-count gives it (zero without one, so it no longer
+    takes part in the fit) and the parameters its estimator makes from what little mass it has
+    (its family's default with none at all); a :class:`~mixfold.DegenerateFitWarning` names it
+    and the fit records it in ``FitResult.warnings``.
+
     >>> import mixfold
     >>> from mixfold import GaussianDistribution, GaussianEstimator
     >>> truth = MixtureDistribution([GaussianDistribution(-3, 1), GaussianDistribution(3, 1)],
@@ -435,6 +443,8 @@ class MixtureEstimator(Estimator):
     [-3, 3]
     """
 
+    #: A component with less than this fraction of the total posterior mass is empty.
+    empty_mass = 1e-12
     #: k-means++ seeding runs Lloyd's iterations on the initialisation sample.
     lloyd_iterations = 10
     #: Without points to cluster: seed rows per component, then EM iterations on the sample.
@@ -477,9 +487,21 @@ class MixtureEstimator(Estimator):
         mass = counts + self.pseudo_count
         total = mass.sum()
         weights = mass / total if total > 0 else np.full(len(mass), 1.0 / len(mass))
+        self._report_empty(counts)
         comps = [est.estimate(float(counts[k]), comp_stats[k])
                  for k, est in enumerate(self.components)]
         return MixtureDistribution(comps, weights)
+
+    def _report_empty(self, counts: np.ndarray) -> None:
+        total = float(counts.sum())
+        if total <= 0:
+            return
+        kept = ("with the weight its pseudo-count gives it" if self.pseudo_count > 0 else
+                "with weight 0 (give pseudo_count > 0 to keep such components in play)")
+        for k in np.flatnonzero(counts <= self.empty_mass * total):
+            warnings.warn(f"mixture component {k} of {len(counts)} lost its rows; posterior "
+                          f"mass {counts[k]:.3g} of {total:.6g}, kept {kept}",
+                          DegenerateFitWarning, stacklevel=2)
 
     def initial_guess(self, sample: Encoded, weights: np.ndarray,
                       rng: InitRandom) -> MixtureDistribution:
@@ -544,7 +566,7 @@ def kmeans_labels(points: np.ndarray, weights: np.ndarray, k: int, gen: np.rando
     d2 = np.maximum(sq - 2 * points @ centers[0] + centers[0] @ centers[0], 0.0)
     for _ in range(1, k):
         score = d2 * weights
-        if score.sum() <= 0:
+        if not 0 < score.sum() < np.inf:  # all points on the centres, or distances overflowed
             nxt = gen.choice(n, p=p)
         else:
             nxt = gen.choice(n, p=score / score.sum())

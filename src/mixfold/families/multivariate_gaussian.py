@@ -12,6 +12,7 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import is_native, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 
@@ -264,5 +265,10 @@ class MultivariateGaussianEstimator(LeafEstimator):
         mu = sum_x / s0
         cov = sum_xx / s0 - np.outer(mu, mu)
         cov = 0.5 * (cov + cov.T)  # the GEMM sums are symmetric only up to rounding
+        collapsed = np.flatnonzero(np.diagonal(cov) <= self.reg_covar)
+        if collapsed.size:
+            j = int(collapsed[0])
+            warn_collapsed_variance(cov[j, j], cov[j, j] + self.reg_covar, s0, mu[j],
+                                    f" in dimension {j} ({collapsed.size} of {d})")
         cov.flat[::d + 1] += self.reg_covar
         return MultivariateGaussianDistribution(mu, cov)

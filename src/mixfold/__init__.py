@@ -7,8 +7,8 @@
 2.9
 """
 
-from mixfold.errors import (DataError, DataTypeError, EMDecreaseWarning, ModelFileError,
-                            NumericalError, ParameterError)
+from mixfold.errors import (CheckpointError, DataError, DataTypeError, DegenerateFitWarning,
+                            EMDecreaseWarning, ModelFileError, NumericalError, ParameterError)
 from mixfold.families import *  # noqa: F403 - the families are the public API
 from mixfold.families import __all__ as _family_names
 from mixfold.fit import FitResult, IterationInfo, fit, optimize
@@ -20,5 +20,5 @@ __version__ = "0.1.0"
 __all__ = [
     "optimize", "fit", "FitResult", "IterationInfo", "save", "load", "RowBlocks", "OnlineEM",
     "DataError", "DataTypeError", "NumericalError", "ParameterError", "ModelFileError",
-    "EMDecreaseWarning", *_family_names,
+    "EMDecreaseWarning", "DegenerateFitWarning", "CheckpointError", *_family_names,
 ]

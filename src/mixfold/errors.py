@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __all__ = ["DataError", "DataTypeError", "NumericalError", "ModelFileError", "EMDecreaseWarning",
-           "ParameterError"]
+           "ParameterError", "CheckpointError", "DegenerateFitWarning"]
 
 
 def _format_path(path: tuple) -> str:
@@ -61,9 +61,19 @@ class ModelFileError(ValueError):
     """A model file that is not a valid mixfold JSON model."""
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be resumed: malformed, or written by a different fit."""
+
+
 class EMDecreaseWarning(RuntimeWarning):
     """An EM step lowered the log-likelihood by more than round-off; the step was not accepted."""
 
 
 class ParameterError(ValueError):
     """Parameters a distribution cannot take (a negative variance, weights that do not sum to 1)."""
+
+
+class DegenerateFitWarning(RuntimeWarning):
+    """A fit reached a degenerate state that a floor resolved (a mixture component that lost all
+    its rows, a variance that collapsed onto one value); the fit goes on and records it in
+    ``FitResult.warnings``."""

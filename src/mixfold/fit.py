@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 import warnings
@@ -13,9 +14,17 @@ from typing import Any
 import numpy as np
 
 from mixfold.backends import EncodedDataHandle, open_backend
-from mixfold.errors import DataError, EMDecreaseWarning, NumericalError, ParameterError
+from mixfold.checkpoint import CheckpointFile
+from mixfold.errors import (
+    DataError,
+    DegenerateFitWarning,
+    EMDecreaseWarning,
+    NumericalError,
+    ParameterError,
+)
 from mixfold.families._protocol import Distribution, Encoded, Estimator
-from mixfold.precision import check_precision
+from mixfold.io.tables import as_fit_input
+from mixfold.precision import BANDS, PLANNED, UNIT_ROUNDOFF, band_of, check_precision
 
 __all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
 
@@ -54,6 +63,8 @@ class FitResult:
     backend: str = "local"
     precision: str = "float64"
     warnings: list[str] = field(default_factory=list)
+    #: the :class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan` executed (None: no plan)
+    plan: Any = None
 
     @property
     def final_log_likelihood(self) -> float:
@@ -73,7 +84,22 @@ _OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "chunk_rows": (lambda v: v is None or (_is_int(v) and v >= 1), "None or an integer >= 1"),
     "progress": (lambda v: v is None or isinstance(v, bool), "None, True or False"),
+    "target_rel_error": (lambda v: v is None or (isinstance(v, (int, float)) and not
+                                                 isinstance(v, bool) and math.isfinite(v)
+                                                 and v > 0), "None or a finite number > 0"),
+    "precision": (lambda v: v == "auto" or _is_precision(v),
+                  "'auto' or a precision band (optionally '<band>@<device>')"),
+    "checkpoint": (lambda v: v is None or isinstance(v, (str, os.PathLike)),
+                   "None or a file path"),
 }
+
+
+def _is_precision(v: Any) -> bool:
+    try:
+        check_precision(v)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_options(**options: Any) -> None:
@@ -122,13 +148,21 @@ class _Progress:
 def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e-6,
         init: Distribution | str | None = None, seed: int = 0, weights: Any = None,
         backend: Any = "local", num_workers: int | None = None, precision: str = "float64",
+        resources: Any = None, target_rel_error: float | None = None,
         chunk_rows: int | None = None, progress: bool | None = None,
-        callbacks: Iterable[Callable[[IterationInfo], Any]] = ()) -> FitResult:
+        callbacks: Iterable[Callable[[IterationInfo], Any]] = (),
+        checkpoint: str | os.PathLike | None = None) -> FitResult:
     """Fit ``estimator`` to ``data`` by EM; return the :class:`FitResult` (``.model`` is the fit).
 
     Same options as :func:`optimize`.
     """
-    _check_options(max_iter=max_iter, tol=tol, seed=seed, chunk_rows=chunk_rows, progress=progress)
+    _check_options(max_iter=max_iter, tol=tol, seed=seed, chunk_rows=chunk_rows, progress=progress,
+                   precision=precision, target_rel_error=target_rel_error,
+                   checkpoint=checkpoint)
+    planned = resources is not None or precision == "auto"
+    if target_rel_error is not None and not planned:
+        raise ValueError(f"target_rel_error={target_rel_error!r} is used by the heterogeneous "
+                         f"planner: pass precision='auto' and/or resources=")
     if not isinstance(estimator, Estimator):
         raise TypeError(f"estimator must be a mixfold Estimator, got {type(estimator).__name__}")
     if isinstance(init, str) and init != "auto":
@@ -136,20 +170,34 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     start_model = init if isinstance(init, Distribution) else None
     if init is not None and not isinstance(init, (str, Distribution)):
         raise TypeError(f"init must be None, 'auto' or a Distribution, got {type(init).__name__}")
-    precision = check_precision(precision)
     callbacks = list(callbacks)
 
+    plan = None
     if isinstance(data, EncodedDataHandle):
+        if planned:
+            raise ValueError("resources= and precision='auto' plan where the data goes: pass the "
+                             "rows, not an opened backend handle")
         handle, owned = data, False
+    elif planned:
+        from mixfold.parallel.heterogeneous import open_heterogeneous
+
+        data = as_fit_input(data, estimator, backend=backend)
+        handle, estimator, plan = open_heterogeneous(
+            backend, data, estimator, resources=resources, precision=precision,
+            target_rel_error=target_rel_error, init=start_model, weights=weights,
+            chunk_rows=chunk_rows, num_workers=num_workers, encode=encode_data)
+        owned = True
     else:
+        data = as_fit_input(data, estimator, backend=backend)  # a file path, an Arrow table
         handle, estimator = open_backend(backend, data, estimator, init=start_model,
                                          weights=weights, chunk_rows=chunk_rows,
                                          num_workers=num_workers, encode=encode_data)
         owned = True
     try:
         return _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol, seed=seed,
-                        precision=precision, progress=_Progress(progress, max_iter),
-                        callbacks=callbacks)
+                        precision=PLANNED if planned else precision, plan=plan,
+                        progress=_Progress(progress, max_iter), callbacks=callbacks,
+                        checkpoint=checkpoint)
     finally:
         if owned:
             handle.close()
@@ -160,25 +208,52 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
 
 def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distribution | None, *,
              max_iter: int, tol: float, seed: int, precision: str, progress: _Progress,
-             callbacks: list[Callable[[IterationInfo], Any]]) -> FitResult:
+             callbacks: list[Callable[[IterationInfo], Any]], plan: Any = None,
+             checkpoint: str | os.PathLike | None = None) -> FitResult:
     if handle.total_weight <= 0:
         raise DataError("the row weights sum to zero: nothing to fit")
     t0 = time.perf_counter()
-    if model is None:
-        model = _checked_m_step("initialisation", handle.initialize, estimator, seed)
+    bands = {a.precision for a in plan.assignments} if plan is not None else \
+        {band_of(precision)}
+    saved = None if checkpoint is None else CheckpointFile(checkpoint, handle, estimator, seed)
+    resumed = None if saved is None else saved.resumed
+    notes: list[str] = [] if resumed is None else list(resumed.warnings)
+    if resumed is not None:  # the state after the last checkpointed iteration
+        model = resumed.model
+    elif model is None:  # a dd fit starts from a dd step: its start does not depend on sharding
+        start_band = "dd" if bands == {"dd"} else "float64"
+        model = _checked_m_step("initialisation", notes, handle.initialize, estimator, seed,
+                                start_band)
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
-                       backend=handle.name, precision=precision)
-    previous = None
+                       backend=handle.name, precision=precision if plan is None else
+                       "+".join(b for b in BANDS if b in bands), plan=plan, warnings=notes)
+    # a log-likelihood computed in a reduced band is only known to that band's resolution
+    noise = max([DECREASE_TOLERANCE] + [16 * UNIT_ROUNDOFF[b] for b in bands
+                                        if band_of(b) not in ("float32", "float64", "dd")])
+    start, previous = 0, None
+    if resumed is not None:
+        result.init_seconds, result.iterations = resumed.init_seconds, resumed.iterations
+        result.log_likelihood, result.seconds = list(resumed.log_likelihood), list(resumed.seconds)
+        if resumed.finished:
+            result.stop_reason = resumed.stop_reason
+            result.converged = resumed.stop_reason == "converged"
+            return result
+        start = resumed.iterations
+        previous = resumed.log_likelihood[-1] if resumed.log_likelihood else None
     try:
-        for it in range(max_iter):
+        for it in range(start, max_iter):
             t_it = time.perf_counter()
-            new_model, fold = _checked_m_step(f"iteration {it}", handle.estimate, estimator, model,
-                                              precision)
+            new_model, fold = _checked_m_step(f"iteration {it}", notes, handle.estimate,
+                                              estimator, model, precision)
             ll = fold.mean_log_density
             if not math.isfinite(ll):
                 raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
             delta = math.inf if previous is None else ll - previous
-            if previous is not None and delta < -DECREASE_TOLERANCE * max(abs(previous), 1.0):
+            # a drop within the convergence tolerance is convergence: with pseudo-counts or
+            # variance floors EM climbs a regularised objective, whose steps may lower the plain
+            # log-likelihood by a hair near the optimum
+            if previous is not None and delta < -max(noise * max(abs(previous), 1.0),
+                                                     tol * abs(previous)):
                 msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}; "
                        f"keeping the model from before that step")
                 warnings.warn(msg, EMDecreaseWarning, stacklevel=3)
@@ -186,14 +261,20 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                 result.stop_reason = "decrease"
                 result.log_likelihood.append(ll)
                 result.seconds.append(time.perf_counter() - t_it)
+                if saved is not None:
+                    saved.save(result)
                 return result
             result.model, result.iterations = new_model, it + 1
             result.log_likelihood.append(ll)
             result.seconds.append(time.perf_counter() - t_it)
+            converged = previous is not None and abs(delta) <= tol * max(abs(previous), 1e-300)
+            if converged:
+                result.converged, result.stop_reason = True, "converged"
+            if saved is not None:  # before the callbacks: they may stop (or kill) the process
+                saved.save(result)
             info = IterationInfo(it, ll, delta, result.seconds[-1], new_model)
             progress.update(info)
-            if previous is not None and abs(delta) <= tol * max(abs(previous), 1e-300):
-                result.converged, result.stop_reason = True, "converged"
+            if converged:
                 return result
             if any([bool(cb(info)) for cb in callbacks]):
                 result.stop_reason = "callback"
@@ -204,12 +285,26 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
         progress.close()
 
 
-def _checked_m_step(where: str, step: Callable[..., Any], *args: Any) -> Any:
-    with np.errstate(divide="ignore"):
+def _checked_m_step(where: str, notes: list[str], step: Callable[..., Any], *args: Any) -> Any:
+    """Run an EM step; invalid parameters become a NumericalError, and each distinct degeneracy
+    the step reports (a :class:`DegenerateFitWarning`) is recorded in ``notes`` and warned once."""
+    with np.errstate(divide="ignore"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DegenerateFitWarning)
         try:
-            return step(*args)
+            out = step(*args)
         except ParameterError as err:
             raise NumericalError(f"{where}: the M-step produced invalid parameters: {err}") from err
+    seen = {note.split(": ", 1)[-1].split(";")[0] for note in notes}
+    for w in caught:
+        if not issubclass(w.category, DegenerateFitWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+            continue
+        text = str(w.message)
+        if text.split(";")[0] not in seen:
+            seen.add(text.split(";")[0])
+            notes.append(f"{where}: {text}")
+            warnings.warn(f"{where}: {text}", DegenerateFitWarning, stacklevel=4)
+    return out
 
 
 def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
@@ -220,15 +315,30 @@ def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
     already encoded :class:`~mixfold.families.Encoded`, a backend handle, or a
     :class:`~mixfold.RowBlocks` source (Parquet row groups, CSV chunks, a block factory) for data
     larger than memory: fitted out of core on the local backend, one pass over the source per
-    iteration with one block in memory at a time (``mixfold.backends.stream``).
+    iteration with one block in memory at a time (``mixfold.backends.stream``). A path to a
+    Parquet or CSV file (or folder) is read as such a source (into memory on the other
+    backends; under MPI each rank reads its share), a ``.npy`` path as an array, and an Arrow
+    table as a DataFrame or array (:mod:`mixfold.io.tables`).
 
     Options: ``max_iter`` (100), ``tol`` (1e-6, on the relative change of the mean log-likelihood
     per row), ``init`` (None/"auto" for the seeded initialisation, or a starting distribution),
     ``seed`` (0; the starting model depends only on it and the data), ``weights`` (per-row,
-    >= 0), ``backend`` ("local"), ``num_workers``, ``precision`` of the E-step ("float64"),
+    >= 0), ``backend`` ("local"), ``num_workers``, ``precision`` of the E-step ("float64"; a
+    band of :mod:`mixfold.precision`, "<band>@cuda" to run it through torch on a GPU, or "auto"
+    to let the heterogeneous planner choose per worker), ``resources`` (a
+    :class:`~mixfold.parallel.resources.Resources` or a list of
+    :class:`~mixfold.parallel.heterogeneous.Worker`: plan rows and bands over these workers and
+    execute the plan, recorded as ``FitResult.plan``), ``target_rel_error`` (the planner's
+    accuracy budget),
     ``chunk_rows`` (rows per E-step chunk), ``progress`` (None: a progress line when stderr is a
     terminal), ``callbacks`` (called with an :class:`IterationInfo` after each iteration; a truthy
-    return stops the fit).
+    return stops the fit), ``checkpoint`` (None, or a file path: the fit's state is written there
+    atomically after every iteration, and a fit started with an existing checkpoint resumes from
+    it, bit-identical to an uninterrupted fit; see :mod:`mixfold.checkpoint`).
+
+    Degenerate states a floor resolves (a mixture component that lost its rows, a collapsed
+    variance) are warned (:class:`~mixfold.DegenerateFitWarning`) and recorded in
+    ``FitResult.warnings``; bad input raises :class:`~mixfold.DataError` naming the row and field.
 
     The :class:`FitResult` is on the returned model as ``model.fit_result``.
 

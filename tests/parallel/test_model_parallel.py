@@ -201,23 +201,24 @@ def test_hmm_with_mixture_emissions_scores_each_state_apart():
     assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, "", (1, 2)))[:2])
 
 
-@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("precision", ["float64", "float32"])
-def test_fused_diagonal_mixture_split_in_its_three_steps_is_bit_identical(monkeypatch, compiled,
-                                                                           precision):
-    import mixfold.families.diagonal_gaussian as dg
-
-    if not compiled:
-        monkeypatch.setattr(dg, "kernels_available", lambda: False)
+def test_fused_diagonal_mixture_split_agrees_with_its_fused_fold_to_rounding(precision):
+    # the one documented exception: the serial E-step of a diagonal-Gaussian mixture is fused
+    # (one GEMM to score all K components of a row block, one to sum them), and a GEMM over a
+    # range of the components sums in another order; the split runs the three steps every
+    # mixture runs, each component's column on its own
     rng = np.random.default_rng(0)
     model = MixtureDistribution([DiagonalGaussianDistribution(rng.normal(0, 3, 4),
                                                               rng.uniform(0.5, 2, 4))
                                  for _ in range(7)], np.full(7, 1 / 7))
-    rows = model.sampler(0).sample(9000)  # three row blocks of the compiled pass
+    rows = model.sampler(0).sample(9000)  # two row blocks of the fused fold
     weights = rng.uniform(0, 2, 9000)
+    rtol = 1e-12 if precision == "float64" else 1e-5
     for stops in [(3, 7), (1, 6, 7)]:
-        assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, "", stops), weights,
-                                              precision)[:2])
+        (serial, ll_s), (threaded, ll_t), _ = serial_and_threaded(
+            model, rows, cut_plan(model, "", stops), weights, precision)
+        np.testing.assert_allclose(threaded.to_array(), serial.to_array(), rtol=rtol)
+        np.testing.assert_allclose(ll_t, ll_s, rtol=rtol)
 
 
 # -- cuts deep in the tree ----------------------------------------------------------------------

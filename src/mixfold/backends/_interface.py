@@ -9,11 +9,13 @@ one EM step, streaming statistics) is built on ``fold`` and ``init_sample`` here
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
 
+from mixfold.errors import DegenerateFitWarning
 from mixfold.families._protocol import Accumulator, Distribution, Encoded, Estimator, InitRandom
 
 __all__ = ["EncodedDataHandle", "FoldResult", "INIT_SAMPLE_ROWS", "init_sample_mask"]
@@ -78,11 +80,17 @@ class EncodedDataHandle(ABC):
         result.stats.tie_keys()
         return estimator.estimate(result.weight, result.stats.value()), result
 
-    def initialize(self, estimator: Estimator, seed: int) -> Distribution:
-        """The seeded starting model: a guess from the sample, then one full EM step."""
+    def initialize(self, estimator: Estimator, seed: int,
+                   precision: str = "float64") -> Distribution:
+        """The seeded starting model: a guess from the sample, then one full EM step (in
+        ``precision``: a ``dd`` fit starts from a ``dd`` step, so that its start, too, does not
+        depend on the sharding)."""
         sample, weights = self.init_sample(seed)
-        guess = estimator.initial_guess(sample, weights, InitRandom(seed))
-        return self.estimate(estimator, guess)[0]
+        with warnings.catch_warnings():
+            # a guess from a small sample may be degenerate; the full EM step after it is judged
+            warnings.simplefilter("ignore", DegenerateFitWarning)
+            guess = estimator.initial_guess(sample, weights, InitRandom(seed))
+        return self.estimate(estimator, guess, precision)[0]
 
     @abstractmethod
     def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:

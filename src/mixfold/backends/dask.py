@@ -9,11 +9,12 @@ back to the driver.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from mixfold.backends._shard import ShardedEncodedData, add_payloads, require, run_task
+from mixfold.backends._shard import ShardedEncodedData, require, run_task, tree_levels
 from mixfold.families._protocol import Encoded
 
 __all__ = ["DaskEncodedData", "local_dask_client"]
@@ -39,27 +40,33 @@ class DaskEncodedData(ShardedEncodedData):
     name = "dask"
 
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
-                 client: Any = None, num_workers: int | None = None, fanout: int = 2):
+                 client: Any = None, num_workers: int | None = None, fanout: int = 2,
+                 plan: Any = None):
         require("distributed", "dask", "dask")
         self.owned = client is None
         self.client = local_dask_client(num_workers or 2) if self.owned else client
         workers = sorted(self.client.scheduler_info()["workers"])
-        super().__init__(enc, weights, chunk_rows, num_workers or len(workers))
-        self.fanout = max(2, int(fanout))
+        super().__init__(enc, weights, chunk_rows, num_workers or len(workers), plan)
+        if plan is None:
+            self.fanout = max(2, int(fanout))
         self.shards = [self.client.scatter(self.shard(i), workers=[workers[i % len(workers)]],
                                            hash=False)
                        for i in range(len(self.bounds))]
 
-    def _reduce(self, task: str, args: tuple) -> np.ndarray:
-        shared = self.client.scatter(args, broadcast=True, hash=False)
-        level = [self.client.submit(_fold_shard_task, s, task, shared, pure=False)
-                 for s in self.shards]
+    def _reduce(self, task: str, shard_args: list[tuple],
+                combine: Callable[..., np.ndarray]) -> np.ndarray:
+        scattered: dict[int, Any] = {}  # each distinct argument tuple (one per band) sent once
+        shared = [scattered.setdefault(id(a), self.client.scatter(a, broadcast=True, hash=False))
+                  for a in shard_args]
+        level = [self.client.submit(_fold_shard_task, s, task, a, pure=False)
+                 for s, a in zip(self.shards, shared)]
+        self.last_reduce_levels = tree_levels(len(level), self.fanout)
         while len(level) > 1:
-            level = [self.client.submit(add_payloads, *level[i:i + self.fanout], pure=False)
+            level = [self.client.submit(combine, *level[i:i + self.fanout], pure=False)
                      if len(level[i:i + self.fanout]) > 1 else level[i]
                      for i in range(0, len(level), self.fanout)]
         result = level[0].result()
-        del shared, level
+        del shared, scattered, level
         return result
 
     def close(self) -> None:

@@ -7,8 +7,10 @@ import numpy as np
 from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
 from mixfold.errors import NumericalError
 from mixfold.families._protocol import Accumulator, Distribution, Encoded, Estimator, as_weights
+from mixfold.precision import band_of, require_band
+from mixfold.precision.doubledouble import DD, dd_add, dd_sum_rows, two_prod
 
-__all__ = ["LocalEncodedData", "DEFAULT_CHUNK_ROWS", "fold_rows"]
+__all__ = ["LocalEncodedData", "DEFAULT_CHUNK_ROWS", "fold_rows", "fold_rows_total"]
 
 #: Rows per chunk: bounds the memory of a chunk's (rows x components) blocks (8 MB at K=16)
 #: while keeping per-chunk overhead (Python calls, kernel thread launches) negligible.
@@ -19,8 +21,13 @@ def fold_rows(acc: Accumulator | None, enc: Encoded, weights: np.ndarray, model:
               precision: str, chunk_rows: int) -> float:
     """Fold ``enc`` into ``acc`` chunk by chunk; return the weighted log-density of the rows.
 
-    With ``acc=None`` the rows are only scored.
+    With ``acc=None`` the rows are only scored. A precision the model cannot run raises
+    :class:`~mixfold.precision.BandSupportError` before any row is folded.
     """
+    if precision != "float64":
+        require_band(model, precision)
+        if band_of(precision) == "dd":
+            return fold_rows_total(acc, enc, weights, model, precision, chunk_rows).hi
     total = 0.0
     for begin in range(0, enc.n_rows, chunk_rows):
         end = min(begin + chunk_rows, enc.n_rows)
@@ -34,6 +41,31 @@ def fold_rows(acc: Accumulator | None, enc: Encoded, weights: np.ndarray, model:
             chunk_total = _checked_total(ll, w, part.start)
         total += chunk_total
     return total
+
+
+def fold_rows_total(acc: Accumulator | None, enc: Encoded, weights: np.ndarray,
+                    model: Distribution, precision: str, chunk_rows: int) -> DD:
+    """:func:`fold_rows` with the weighted log-density summed in double-double, as a pair.
+
+    The ``dd`` band's fold: with it, the log-likelihood, like the statistics, does not depend on
+    how the rows are chunked or sharded. Other precisions give ``DD(total, 0.0)``.
+    """
+    if band_of(precision) != "dd":
+        return DD(fold_rows(acc, enc, weights, model, precision, chunk_rows), 0.0)
+    require_band(model, precision)
+    total = DD(0.0, 0.0)
+    for begin in range(0, enc.n_rows, chunk_rows):
+        end = min(begin + chunk_rows, enc.n_rows)
+        part, w = enc.rows(begin, end), weights[begin:end]
+        ll = None if acc is None else acc.seq_update(part, w, model, precision)
+        if ll is None:
+            ll = model.seq_log_density(part, precision)
+        live = w > 0  # a zero-weight row adds nothing, even where its log-density is -inf
+        if not np.isfinite(ll[live]).all():
+            _checked_total(ll, w, part.start)
+        terms = two_prod(w[live], ll[live])
+        total = dd_add(total, dd_sum_rows(terms))
+    return DD(float(total.hi), float(total.lo))
 
 
 def _checked_total(ll: np.ndarray, w: np.ndarray, start: int) -> float:
@@ -72,7 +104,10 @@ class LocalEncodedData(EncodedDataHandle):
              precision: str = "float64") -> FoldResult:
         acc = estimator.accumulator_factory().make()
         total = fold_rows(acc, self.enc, self.weights, model, precision, self.chunk_rows)
-        return FoldResult(self.n_rows, self.total_weight, total, acc)
+        weight = self.total_weight
+        if precision != "float64" and band_of(precision) == "dd":
+            weight = float(dd_sum_rows(DD(self.weights, np.zeros_like(self.weights))).hi)
+        return FoldResult(self.n_rows, weight, total, acc)
 
     def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
         return self.n_rows, fold_rows(None, self.enc, self.weights, model, precision,

@@ -11,12 +11,13 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
+from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from mixfold.backends._shard import ShardedEncodedData, add_payloads, run_task, tree_reduce
+from mixfold.backends._shard import ShardedEncodedData, run_task
 from mixfold.families._protocol import Encoded
 
 __all__ = ["MPEncodedData"]
@@ -104,8 +105,8 @@ class MPEncodedData(ShardedEncodedData):
     name = "mp"
 
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
-                 num_workers: int | None = None, max_restarts: int = 3):
-        super().__init__(enc, weights, chunk_rows, num_workers or os.cpu_count() or 1)
+                 num_workers: int | None = None, max_restarts: int = 3, plan: Any = None):
+        super().__init__(enc, weights, chunk_rows, num_workers or os.cpu_count() or 1, plan)
         self.max_restarts = int(max_restarts)
         self.restarts = 0
         self._ctx = mp.get_context("spawn")
@@ -135,15 +136,18 @@ class MPEncodedData(ShardedEncodedData):
         old.conn.close()
         self.workers[i] = self._start(i)
 
-    def _reduce(self, task: str, args: tuple) -> np.ndarray:
-        blob = pickle.dumps((task, args), protocol=pickle.HIGHEST_PROTOCOL)
+    def _reduce(self, task: str, shard_args: list[tuple],
+                combine: Callable[..., np.ndarray]) -> np.ndarray:
+        pickled: dict[int, bytes] = {}  # one pickle per distinct argument tuple (per band)
+        blobs = [pickled.setdefault(id(a), pickle.dumps((task, a), pickle.HIGHEST_PROTOCOL))
+                 for a in shard_args]
         pending = []
         for i, worker in enumerate(self.workers):  # all workers start before any is awaited
             try:
-                worker.send(blob)
+                worker.send(blobs[i])
             except OSError:
                 self._restart(i)
-                self.workers[i].send(blob)
+                self.workers[i].send(blobs[i])
             pending.append(i)
         payloads = []
         for i in pending:
@@ -153,11 +157,11 @@ class MPEncodedData(ShardedEncodedData):
                     break
                 except (EOFError, OSError):  # the worker died mid-iteration: redo its shard
                     self._restart(i)
-                    self.workers[i].send(blob)
+                    self.workers[i].send(blobs[i])
             if status != "ok":
                 raise value
             payloads.append(value)
-        return tree_reduce(payloads, add_payloads)
+        return self._tree(payloads, combine)
 
     @property
     def pids(self) -> list[int]:

@@ -9,11 +9,12 @@ through a binary tree of remote tasks; only the root payload is fetched.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from mixfold.backends._shard import ShardedEncodedData, add_payloads, require, run_task
+from mixfold.backends._shard import ShardedEncodedData, require, run_task, tree_levels
 from mixfold.families._protocol import Encoded
 
 __all__ = ["RayEncodedData"]
@@ -21,11 +22,12 @@ __all__ = ["RayEncodedData"]
 _REMOTE: dict[str, Any] = {}
 
 
-def _remote_functions(ray: Any) -> tuple[Any, Any]:
-    if not _REMOTE:
+def _remote_functions(ray: Any, combine: Callable[..., np.ndarray]) -> tuple[Any, Any]:
+    if "fold" not in _REMOTE:
         _REMOTE["fold"] = ray.remote(num_cpus=1)(_fold_task)
-        _REMOTE["add"] = ray.remote(num_cpus=1)(add_payloads)
-    return _REMOTE["fold"], _REMOTE["add"]
+    if combine.__name__ not in _REMOTE:
+        _REMOTE[combine.__name__] = ray.remote(num_cpus=1)(combine)
+    return _REMOTE["fold"], _REMOTE[combine.__name__]
 
 
 def _fold_task(shard_and_weights: tuple, task: str, args: tuple) -> np.ndarray:
@@ -40,7 +42,7 @@ class RayEncodedData(ShardedEncodedData):
 
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
                  num_workers: int | None = None, fanout: int = 2,
-                 object_store_bytes: int = 512 * 1024 * 1024):
+                 object_store_bytes: int = 512 * 1024 * 1024, plan: Any = None):
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         ray = require("ray", "ray", "ray")
         self.ray = ray
@@ -49,14 +51,18 @@ class RayEncodedData(ShardedEncodedData):
             ray.init(num_cpus=num_workers or 2, include_dashboard=False, log_to_driver=False,
                      object_store_memory=object_store_bytes, _node_ip_address="127.0.0.1",
                      configure_logging=False)
-        super().__init__(enc, weights, chunk_rows, num_workers or 2)
-        self.fanout = max(2, int(fanout))
+        super().__init__(enc, weights, chunk_rows, num_workers or 2, plan)
+        if plan is None:
+            self.fanout = max(2, int(fanout))
         self.shards = [ray.put(self.shard(i)) for i in range(len(self.bounds))]
 
-    def _reduce(self, task: str, args: tuple) -> np.ndarray:
-        fold, add = _remote_functions(self.ray)
-        shared = self.ray.put(args)
-        level = [fold.remote(s, task, shared) for s in self.shards]
+    def _reduce(self, task: str, shard_args: list[tuple],
+                combine: Callable[..., np.ndarray]) -> np.ndarray:
+        fold, add = _remote_functions(self.ray, combine)
+        put: dict[int, Any] = {}  # each distinct argument tuple (one per band) stored once
+        shared = [put.setdefault(id(a), self.ray.put(a)) for a in shard_args]
+        level = [fold.remote(s, task, a) for s, a in zip(self.shards, shared)]
+        self.last_reduce_levels = tree_levels(len(level), self.fanout)
         while len(level) > 1:
             level = [add.remote(*level[i:i + self.fanout])
                      if len(level[i:i + self.fanout]) > 1 else level[i]

@@ -17,24 +17,31 @@ from typing import Any
 import numpy as np
 
 from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
-from mixfold.backends._shard import add_payloads, require, run_task, shard_bounds, unpack_fold
+from mixfold.backends._shard import (payload_combiner, require, run_task, shard_bounds,
+                                     shard_task_args, unpack_fold)
 from mixfold.backends.local import fold_rows
 from mixfold.errors import NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
 from mixfold.families.composite import RecordEncoder
+from mixfold.precision import PLANNED, band_of
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session"]
 
 
-def local_spark_session(num_workers: int = 2) -> Any:
-    """A ``local[num_workers]`` SparkSession bound to 127.0.0.1, with no UI."""
+def local_spark_session(num_workers: int = 2, max_task_failures: int = 4) -> Any:
+    """A ``local[num_workers,max_task_failures]`` SparkSession bound to 127.0.0.1, with no UI.
+
+    A failed task is retried up to ``max_task_failures`` attempts in all, as on a cluster
+    (``spark.task.maxFailures``); plain ``local[n]`` would fail the job at the first failure.
+    """
     require("pyspark", "spark", "spark")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master(f"local[{num_workers}]").appName("mixfold")
+    return (SparkSession.builder.master(f"local[{num_workers},{max_task_failures}]")
+            .appName("mixfold")
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.ui.enabled", "false")
@@ -67,8 +74,8 @@ def stop_spark_session(session: Any) -> None:
 
 
 def _run_partition(item: tuple, task: str, broadcast: Any) -> np.ndarray:
-    _, shard, weights = item
-    return run_task(task, shard, weights, broadcast.value)
+    index, shard, weights = item
+    return run_task(task, shard, weights, broadcast.value[index])
 
 
 def _sample_partition(item: tuple, seed: int, n_total: int) -> tuple[int, Encoded, np.ndarray]:
@@ -106,7 +113,7 @@ class SparkEncodedData(EncodedDataHandle):
     name = "spark"
 
     def __init__(self, session: Any, owned: bool, rdd: Any, n_rows: int, total_weight: float,
-                 chunk_rows: int, reduce_depth: int = 2):
+                 chunk_rows: int, reduce_depth: int = 2, plan: Any = None):
         self.session, self.owned = session, owned
         self.sc = getattr(session, "sparkContext", session)
         self.rdd = rdd
@@ -114,23 +121,34 @@ class SparkEncodedData(EncodedDataHandle):
         self.total_weight = float(total_weight)
         self.chunk_rows = int(chunk_rows)
         self.reduce_depth = max(1, int(reduce_depth))
+        self.num_partitions = int(rdd.getNumPartitions())
+        self.plan = plan
         self.closed = False
         self.last_payload_size = 0
 
     @classmethod
     def from_encoded(cls, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
                      session: Any = None, num_workers: int | None = None,
-                     reduce_depth: int = 2) -> SparkEncodedData:
-        """Ship rows encoded in the driver once into a cached RDD of contiguous shards."""
+                     reduce_depth: int = 2, plan: Any = None) -> SparkEncodedData:
+        """Ship rows encoded in the driver once into a cached RDD of contiguous shards.
+
+        With a ``plan`` (:class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan`), partition
+        ``i`` holds exactly worker ``i``'s planned rows and runs its band, and ``treeAggregate``
+        gets the planned depth.
+        """
         owned = session is None
         session = local_spark_session(num_workers or 2) if owned else session
         sc = getattr(session, "sparkContext", session)
         w = as_weights(weights, enc.n_rows)
-        bounds = shard_bounds(enc.n_rows, num_workers or sc.defaultParallelism)
+        if plan is None:
+            bounds = shard_bounds(enc.n_rows, num_workers or sc.defaultParallelism)
+        else:
+            bounds, reduce_depth = plan.row_bounds(enc.n_rows), plan.reduce_depth
         shards = [(i, enc.rows(a, b), w[a:b]) for i, (a, b) in enumerate(bounds)]
         rdd = sc.parallelize(shards, len(shards)).cache()
         rdd.count()  # materialise the cache: the data crosses to the executors once
-        return cls(session, owned, rdd, enc.n_rows, float(w.sum()), chunk_rows, reduce_depth)
+        return cls(session, owned, rdd, enc.n_rows, float(w.sum()), chunk_rows, reduce_depth,
+                   plan)
 
     @classmethod
     def from_dataframe(cls, df: Any, estimator: Estimator, *, init: Distribution | None = None,
@@ -178,31 +196,52 @@ class SparkEncodedData(EncodedDataHandle):
                      sum(v[1] for v in sizes.values()), chunk_rows, reduce_depth)
         return handle, estimator.bind(encoder)
 
-    def _reduce(self, task: str, args: tuple) -> np.ndarray:
-        broadcast = self.sc.broadcast(args)
+    def shard_precisions(self, precision: str) -> list[str]:
+        """The precision every partition runs: the planned bands for ``PLANNED``."""
+        if precision == PLANNED:
+            if self.plan is None:
+                raise ValueError(f"precision {PLANNED!r} needs a handle built from a plan")
+            return self.plan.execution_precisions()
+        return [precision] * self.num_partitions
+
+    def _reduce(self, task: str, common: tuple, precision: str) -> tuple[np.ndarray, list[str],
+                                                                         bool]:
+        precisions = self.shard_precisions(precision)
+        compensated = any(band_of(p) == "dd" for p in precisions)
+        combine = payload_combiner(compensated)
+        broadcast = self.sc.broadcast(shard_task_args(task, precisions, common, compensated))
+
+        def seq_op(acc: np.ndarray | None, payload: np.ndarray) -> np.ndarray:
+            return payload.copy() if acc is None else combine(acc, payload)
+
+        def comb_op(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+            return b if a is None else a if b is None else combine(a, b)
+
         try:
             payloads = self.rdd.map(lambda item: _run_partition(item, task, broadcast))
-            return payloads.treeAggregate(None, _seq_add, _comb_add, depth=self.reduce_depth)
+            flat = payloads.treeAggregate(None, seq_op, comb_op, depth=self.reduce_depth)
         finally:
             broadcast.destroy()
+        return flat, precisions, compensated
 
     def fold(self, estimator: Estimator, model: Distribution,
              precision: str = "float64") -> FoldResult:
-        flat = self._reduce("fold", (estimator, model, precision, self.chunk_rows))
+        flat, precisions, compensated = self._reduce(
+            "fold", (estimator, model, self.chunk_rows), precision)
         self.last_payload_size = flat.size
         if not np.isfinite(flat[2]):
-            self._name_bad_row(model, precision)
-        return unpack_fold(flat, estimator)
+            self._name_bad_row(model, precisions)
+        return unpack_fold(flat, estimator, compensated)
 
     def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
-        flat = self._reduce("score", (model, precision, self.chunk_rows))
+        flat, precisions, _ = self._reduce("score", (model, self.chunk_rows), precision)
         if not np.isfinite(flat[2]):
-            self._name_bad_row(model, precision)
+            self._name_bad_row(model, precisions)
         return int(flat[0]), float(flat[2])
 
-    def _name_bad_row(self, model: Distribution, precision: str) -> None:
+    def _name_bad_row(self, model: Distribution, precisions: list[str]) -> None:
         chunk = self.chunk_rows
-        found = self.rdd.map(lambda t: _first_bad_row(t, model, precision, chunk)) \
+        found = self.rdd.map(lambda t: _first_bad_row(t, model, precisions[t[0]], chunk)) \
             .filter(lambda m: m is not None).take(1)
         raise NumericalError(found[0] if found else "the log-likelihood is not finite")
 
@@ -221,15 +260,3 @@ class SparkEncodedData(EncodedDataHandle):
         self.rdd.unpersist()
         if self.owned:
             stop_spark_session(self.session)
-
-
-def _seq_add(acc: np.ndarray | None, payload: np.ndarray) -> np.ndarray:
-    return payload.copy() if acc is None else add_payloads(acc, payload)
-
-
-def _comb_add(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return add_payloads(a, b)

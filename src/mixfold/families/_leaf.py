@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.errors import DataError, DataTypeError
+from mixfold.precision import BandSupportError, band_of
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -50,7 +52,13 @@ def _first_non_numeric(values: Any, allow_bool: bool) -> tuple[int, Any] | None:
 
 def to_float_array(values: Any, *, allow_bool: bool = False, what: str = "a number") -> np.ndarray:
     """``values`` as a float64 array; a string, None or other non-number raises DataTypeError."""
-    arr = values if isinstance(values, np.ndarray) else np.asarray(values)
+    try:
+        arr = values if isinstance(values, np.ndarray) else np.asarray(values)
+    except (ValueError, TypeError, OverflowError):  # ragged rows: name the first non-scalar
+        bad = _first_non_numeric(values, allow_bool)
+        row, value = bad if bad is not None else (None, values)
+        raise DataTypeError(f"expected {what}, got {value!r:.80} ({type(value).__name__})",
+                            row=row) from None
     kind = arr.dtype.kind
     if kind in "iuf" or (kind == "b" and allow_bool):
         return arr.astype(np.float64, copy=False)
@@ -58,8 +66,13 @@ def to_float_array(values: Any, *, allow_bool: bool = False, what: str = "a numb
         return _reject_ndim(arr)
     source = values if not isinstance(values, np.ndarray) and arr.ndim == 1 else arr.reshape(-1)
     bad = _first_non_numeric(source, allow_bool)
-    if bad is None:  # an object array of numbers
-        return arr.astype(np.float64)
+    if bad is None:  # an object array of numbers (Python ints may be too large for a float)
+        try:
+            return arr.astype(np.float64)
+        except OverflowError:
+            row = next(i for i, v in enumerate(arr.reshape(-1)) if abs(v) > 1e308)
+            raise DataError(f"expected {what}, got a number too large for float64",
+                            row=row) from None
     row, value = bad
     value = value.item() if isinstance(value, np.generic) else value
     raise DataTypeError(f"expected {what}, got {value!r} ({type(value).__name__})", row=row)
@@ -128,7 +141,7 @@ class VectorEncoder(Encoder):
         else:
             rows = list(values) if not isinstance(values, np.ndarray) else values
             for i, r in enumerate(rows):
-                if np.ndim(r) != 1 or len(r) != self.dim:
+                if _ndim(r) != 1 or len(r) != self.dim:
                     raise DataTypeError(f"expected a vector of length {self.dim}, got "
                                         f"{_describe(r)}", row=i)
             try:
@@ -187,7 +200,7 @@ class _VectorEncoder(VectorEncoder):
             first = next(rows)
         except StopIteration:  # nothing to learn here; merging with other shards' fits does
             return self
-        if np.ndim(first) != 1 or len(first) == 0:
+        if _ndim(first) != 1 or len(first) == 0:
             raise DataTypeError(f"expected a non-empty vector, got {_describe(first)}", row=0)
         return VectorEncoder(len(first))
 
@@ -203,9 +216,22 @@ class _VectorEncoder(VectorEncoder):
         return "VectorEncoder(None)"
 
 
+def _ndim(r: Any) -> int:
+    """Dimensions of one row's value; -1 for a ragged nest of lists NumPy cannot shape."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return int(np.ndim(r))
+    except (ValueError, TypeError):
+        return -1
+
+
 def _describe(r: Any) -> str:
-    if np.ndim(r) == 0:
-        return f"a scalar {r!r}"
+    dims = _ndim(r)
+    if dims == 0:
+        return f"a scalar {r!r:.80}"
+    if dims < 0:
+        return f"a ragged value {r!r:.80}"
     return f"a value of shape {np.shape(r)}"
 
 
@@ -224,8 +250,21 @@ class LeafAccumulator(Accumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
                    precision: str = "float64") -> None:
+        if precision != "float64" and band_of(precision) == "dd":
+            self.seq_update_dd(enc, weights, np.zeros_like(weights), model)
+            return None
         self._add(enc.values, weights)
         return None
+
+    def seq_update_dd(self, enc: Encoded, w_hi: np.ndarray, w_lo: np.ndarray, model: Any,
+                      ops: Any = None) -> None:
+        """The ``dd`` band: add the rows with double-double weights ``w_hi + w_lo`` into
+        double-double statistics (``_add_dd``, written next to the ``_add`` it mirrors)."""
+        owner_add = next(c for c in type(self).__mro__ if "_add" in c.__dict__)
+        if "_add_dd" not in owner_add.__dict__:
+            raise BandSupportError(f"precision 'dd' cannot run {type(self).__name__}: it has no "
+                                   f"double-double accumulation of its statistics")
+        self._add_dd(enc.values, w_hi, w_lo)
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         self._add(enc.values, weights)

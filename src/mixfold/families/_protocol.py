@@ -474,10 +474,35 @@ def as_weights(weights: Any, n_rows: int) -> np.ndarray:
     """Row weights as a float64 array of shape (n_rows,): finite and non-negative."""
     if weights is None:
         return np.ones(n_rows)
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (n_rows,):
-        raise DataError(f"weights must have shape ({n_rows},), got {w.shape}")
+    w = _numeric_weights(weights, n_rows)
     bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
     if bad.size:
         raise DataError(f"weights must be finite and >= 0, got {w[bad[0]]!r}", row=int(bad[0]))
     return w
+
+
+def _numeric_weights(weights: Any, n_rows: int) -> np.ndarray:
+    """``weights`` as float64 of shape (n_rows,); strings, None, complex or nested values raise
+    DataTypeError, another shape DataError."""
+    from mixfold.errors import DataTypeError
+
+    try:
+        raw = weights if isinstance(weights, np.ndarray) else np.asarray(weights)
+    except (TypeError, ValueError, OverflowError):
+        items = list(weights) if np.iterable(weights) else [weights]
+        raw = np.empty(len(items), dtype=object)
+        for i, v in enumerate(items):  # ragged entries stay whole objects
+            raw[i] = v
+    if raw.shape != (n_rows,):
+        raise DataError(f"weights must have shape ({n_rows},), got {raw.shape}")
+    if raw.dtype.kind in "iuf":
+        return raw.astype(np.float64, copy=False)
+    for i, v in enumerate(raw):
+        v = v.item() if isinstance(v, np.generic) else v
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise DataTypeError(f"weights must be numbers, got {v!r:.60} ({type(v).__name__})",
+                                row=i)
+    try:
+        return raw.astype(np.float64)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise DataTypeError(f"weights must be float64 numbers: {err}") from None

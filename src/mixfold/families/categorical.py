@@ -27,11 +27,23 @@ def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
+def _savable_level(v: Any) -> bool:
+    if isinstance(v, tuple):
+        return all(_savable_level(_plain(x)) for x in v)
+    if isinstance(v, float):
+        return v - v == 0.0  # finite
+    return isinstance(v, (str, int, bool))
+
+
 def _check_level(v: Any, row: int | None = None) -> Hashable:
     v = _plain(v)
     if v is None or (isinstance(v, float) and v != v):
         raise DataError("missing value in a categorical field; wrap the field in "
                         "OptionalEstimator to model missing values", row=row)
+    if not _savable_level(v):  # a model whose levels cannot be saved would be lost at save
+        raise DataTypeError(f"a categorical level must be a string, a finite number, a bool or "
+                            f"a tuple of them (what a model file holds), got {v!r:.60} "
+                            f"({type(v).__name__})", row=row)
     try:
         hash(v)
     except TypeError:
@@ -95,8 +107,9 @@ class CategoricalEncoder(Encoder):
         return CategoricalEncoder(_ordered_levels(list(dict.fromkeys(self.levels + other.levels))))
 
     def encode(self, values: Any) -> ArrayEncoded:
-        if self.levels is None:
-            raise ValueError("CategoricalEncoder has no levels yet: call fit(values) first")
+        if self.levels is None:  # fitted on no values at all (all missing, empty sequences)
+            raise DataError("no values to learn the categorical levels from: give the levels "
+                            "(CategoricalEstimator(levels=...)) or data with values")
         codes = self._fast_codes(_as_array(values))
         if codes is None:
             index = {v: i for i, v in enumerate(self.levels)}

@@ -11,15 +11,18 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold._kernels import (diag_mixture_add, diag_mixture_fold, diag_mixture_normalize,
-                              diag_mixture_scores, kernels_available)
+from mixfold._row_blocks import map_row_blocks
+from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold._workspace import scratch
-from mixfold.precision import native_dtype
+from mixfold.precision import is_native, log_density_in_band, native_dtype
+from mixfold.precision.compensated import add_weighted_moments
 
 __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
            "DiagonalGaussianAccumulator"]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
+#: Rows per block of the stacked E-step: its (K, rows) score block stays in a core's cache.
+STACK_BLOCK_ROWS = 16384
 
 
 def _vector(name: str, value: Any) -> np.ndarray:
@@ -63,6 +66,8 @@ class DiagonalGaussianDistribution(Distribution):
         return self.mu.size
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if not is_native(precision):
+            return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         z = (x - self.mu.astype(dt)) ** 2
@@ -70,6 +75,16 @@ class DiagonalGaussianDistribution(Distribution):
         out = dt.type(-0.5) * (z @ (1.0 / self.sigma2).astype(dt)) - dt.type(norm)
         return out.astype(np.float64, copy=False)
 
+    def band_log_density(self, enc: Encoded, ops: Any) -> Any:
+        """``-(sum_j (z_j^2 / s2_j + log s2_j) + D log 2 pi) / 2``, every operation in the band
+        of ``ops`` (one vectorized operation over the rows per coordinate)."""
+        terms = []
+        for j in range(self.dim):
+            s2 = ops.array(self.sigma2[j])
+            z = ops.sub(ops.array(enc.values[:, j]), ops.array(self.mu[j]))
+            terms.append(ops.add(ops.div(ops.mul(z, z), s2), ops.log(s2)))
+        norm = ops.mul(ops.array(float(self.dim)), ops.log_2pi)
+        return ops.mul(ops.array(-0.5), ops.add(ops.total(terms), norm))
     #: ``stack_log_density`` takes ``units=(start, stop)`` (the centre is shared by the stack)
     stack_units = True
 
@@ -157,6 +172,13 @@ def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weig
         np.matmul(sq, coef[:d, c].astype(dt), out=out[j])
         out[j] += xc @ coef[d:, c].astype(dt)
         out[j] += bias[c]
+def _as_dtype(a: np.ndarray, name: str, dt: np.dtype) -> np.ndarray:
+    """``a`` in ``dt``: itself, or converted into this thread's scratch buffer ``name``."""
+    if a.dtype == dt:
+        return a
+    out = scratch(name, a.shape, dt)
+    np.copyto(out, a, casting="same_kind")
+    return out
 
 
 def _add_centred_sums(accs: Sequence[DiagonalGaussianAccumulator], center: np.ndarray,
@@ -185,88 +207,56 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
         self.sum_x += w @ x
         self.sum_xx += w @ (x * x)
 
+    def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
+        add_weighted_moments(self, x, w_hi, w_lo)
+
     @staticmethod
     def stack_fold(accs: Sequence[DiagonalGaussianAccumulator],
                    components: Sequence[DiagonalGaussianDistribution], log_weights: np.ndarray,
                    enc: Encoded, weights: np.ndarray, precision: str = "float64"
                    ) -> tuple[np.ndarray, np.ndarray]:
-        """The whole mixture E-step of a chunk: score, normalise, accumulate.
+        """The whole mixture E-step of a chunk, block by block of rows on all cores.
 
-        Compiled (numba): one fused pass over the rows, both cores. NumPy: three GEMM-sized
-        passes over the centred features ``z = [(x-c)^2, x-c]`` (scores in a (K, n) block
-        whose per-row reductions are contiguous), the steps :meth:`stack_fold_scores`,
-        :meth:`stack_fold_normalize` and :meth:`stack_fold_add` that model-parallel workers
-        run apart. Returns (posterior mass per component, per-row log-density). Statistics are
-        float64 whatever ``precision`` the scores use.
+        Per block: scores all K components from the centred features ``z = [(x-c)^2, x-c]``
+        (one GEMM), normalises them over the components in a (K, rows) block that stays in
+        cache and whose per-row reductions are contiguous, and accumulates ``resp @ z`` (one
+        GEMM); blocks add up in block order
+        (:func:`~mixfold._row_blocks.map_row_blocks`). Returns (posterior mass per component,
+        per-row log-density). Scores run in ``precision``; statistics are float64.
         """
         dt = native_dtype(precision)
-        x = enc.values
-        if kernels_available():  # one compiled pass over the rows, both cores
-            center, coef, const = _stacked_coefficients(components)
-            d = x.shape[1]
-            mass, s1, s2, lse = diag_mixture_fold(x, weights, center, coef[:d].T, coef[d:].T,
-                                                  const + log_weights, dt)
-            _add_centred_sums(accs, center, mass, s1, s2)
-            return mass, lse
-        k = len(components)
-        scores = scratch("diag.scores", (k, x.shape[0]), dt)
-        DiagonalGaussianAccumulator.stack_fold_scores(components, log_weights, enc, precision,
-                                                      0, k, scores)
-        resp, mass, lse = DiagonalGaussianAccumulator.stack_fold_normalize(scores, weights)
-        DiagonalGaussianAccumulator.stack_fold_add(accs, components, enc, resp, mass, precision,
-                                                   0, k)
+        center, coef, const = _stacked_coefficients(components)
+        x, k = enc.values, len(components)
+        n, d = x.shape
+        coef_band = np.ascontiguousarray(coef.T, dtype=dt)  # (K, 2D)
+        offset = (const + log_weights).astype(dt)[:, None]
+        lse = np.empty(n)
+
+        def fold_block(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+            m = hi - lo
+            # features z = [(x-c)^2; x-c] laid out (2D, rows): contiguous to compute, one GEMM
+            # to score and one to sum
+            z = scratch("diag.z", (2 * d, m))
+            np.subtract(x[lo:hi].T, center[:, None], out=z[d:])
+            np.multiply(z[d:], z[d:], out=z[:d])
+            scores = np.matmul(coef_band, _as_dtype(z, "diag.z_band", dt),
+                               out=scratch("diag.scores", (k, m), dt))  # in the band
+            scores += offset
+            top = scores.max(axis=0, out=scratch("diag.top", (m,), dt))
+            scores -= top
+            np.exp(scores, out=scores)
+            total = scores.sum(axis=0, dtype=np.float64)
+            with np.errstate(divide="ignore"):
+                np.add(top, np.log(total), out=lse[lo:hi])
+            resp = _as_dtype(scores, "diag.resp", np.dtype(np.float64))  # statistics: float64
+            resp *= weights[lo:hi] / total  # now the weighted posteriors
+            return resp.sum(axis=1), resp @ z.T
+
+        parts = map_row_blocks(n, STACK_BLOCK_ROWS, fold_block)
+        mass = np.sum([p[0] for p in parts], axis=0)
+        sums = np.sum([p[1] for p in parts], axis=0)
+        _add_centred_sums(accs, center, mass, sums[:, d:], sums[:, :d])
         return mass, lse
-
-    @staticmethod
-    def stack_fold_scores(components: Sequence[DiagonalGaussianDistribution],
-                          log_weights: np.ndarray, enc: Encoded, precision: str, start: int,
-                          stop: int, scores: np.ndarray) -> None:
-        """Step 1 of :meth:`stack_fold` for components ``[start, stop)``: their weighted
-        log-densities into rows ``start:stop`` of ``scores`` (K, n_rows) in the band's dtype,
-        with the bits :meth:`stack_fold` computes them with (compiled or not)."""
-        x = enc.values
-        if kernels_available():
-            center, coef, const = _stacked_coefficients(components)
-            d = x.shape[1]
-            diag_mixture_scores(x, center, coef[:d].T, coef[d:].T, const + log_weights, start,
-                                stop, scores)
-            return
-        _centred_scores(components, log_weights, x, precision, start, stop, scores[start:stop])
-
-    @staticmethod
-    def stack_fold_normalize(scores: np.ndarray, weights: np.ndarray
-                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Step 2, over all K components: (row-weighted posteriors (K, n_rows) in the scores'
-        dtype, posterior mass (K,), per-row log-sum-exp (n_rows,)). NumPy: in place."""
-        if kernels_available():
-            return diag_mixture_normalize(scores, weights)
-        top = scores.max(axis=0, out=scratch("diag.top", (scores.shape[1],), scores.dtype))
-        scores -= top
-        np.exp(scores, out=scores)
-        total = scores.sum(axis=0, dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            lse = top + np.log(total)
-        scores *= (weights / total).astype(scores.dtype)  # now the weighted posteriors
-        return scores, scores.sum(axis=1, dtype=np.float64), lse
-
-    @staticmethod
-    def stack_fold_add(accs: Sequence[DiagonalGaussianAccumulator],
-                       components: Sequence[DiagonalGaussianDistribution], enc: Encoded,
-                       resp: np.ndarray, mass: np.ndarray, precision: str, start: int,
-                       stop: int) -> None:
-        """Step 3 for components ``[start, stop)``: add the rows with the posteriors ``resp``
-        (K, n_rows) and their ``mass`` (K,) from step 2 to ``accs[start:stop]``, component by
-        component (the same bits for any range)."""
-        dt = native_dtype(precision)
-        center = _stacked_coefficients(components)[0]
-        x = enc.values
-        if kernels_available():
-            s1, s2 = diag_mixture_add(x, center, resp, start, stop)
-        else:
-            sq, xc = _centred_features(x, center, dt)
-            s1 = np.array([resp[j] @ xc for j in range(start, stop)], dtype=np.float64)
-            s2 = np.array([resp[j] @ sq for j in range(start, stop)], dtype=np.float64)
-        _add_centred_sums(accs[start:stop], center, mass[start:stop], s1, s2)
 
     @staticmethod
     def stack_update(accs: Sequence[DiagonalGaussianAccumulator], enc: Encoded,
@@ -337,5 +327,11 @@ class DiagonalGaussianEstimator(LeafEstimator):
         if s0 <= 0:
             return DiagonalGaussianDistribution(np.zeros(sum_x.size), np.ones(sum_x.size))
         mu = sum_x / s0
-        var = np.maximum(sum_xx / s0 - mu * mu, 0.0) + self.reg_covar
-        return DiagonalGaussianDistribution(mu, np.maximum(var, self.min_variance))
+        raw = sum_xx / s0 - mu * mu
+        var = np.maximum(np.maximum(raw, 0.0) + self.reg_covar, self.min_variance)
+        collapsed = np.flatnonzero(raw <= max(self.reg_covar, self.min_variance))
+        if collapsed.size:
+            j = int(collapsed[0])
+            warn_collapsed_variance(raw[j], var[j], s0, mu[j],
+                                    f" in dimension {j} ({collapsed.size} of {raw.size})")
+        return DiagonalGaussianDistribution(mu, var)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 from scipy.special import digamma, gammaln, polygamma
 
-from mixfold.errors import ParameterError
+from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import native_dtype
@@ -118,8 +119,8 @@ class GammaEstimator(LeafEstimator):
     The shape solves ``log(k) - digamma(k) = log(mean) - mean(log x)`` by Newton's method
     (:func:`gamma_shape_mle`) and the scale is ``mean / k``. ``max_shape`` caps the shape; rows
     that are all equal (a point mass, whose MLE shape is infinite) get ``max_shape`` and the
-    mean as the distribution's mean. With no weight at all the estimate is
-    ``GammaDistribution(1.0, 1.0)``.
+    mean as the distribution's mean, with a :class:`~mixfold.DegenerateFitWarning`. With no
+    weight at all the estimate is ``GammaDistribution(1.0, 1.0)``.
 
     >>> import mixfold
     >>> x = GammaDistribution(2.5, 1.5).sampler(1).sample(20000)
@@ -147,4 +148,8 @@ class GammaEstimator(LeafEstimator):
             return GammaDistribution(1.0, 1.0)
         mean = s1 / s0
         shape = gamma_shape_mle(np.log(mean) - s2 / s0, self.max_shape)
+        if shape >= self.max_shape:
+            warnings.warn(f"a Gamma shape reached its cap max_shape={self.max_shape:g}; rows of "
+                          f"total weight {s0:.6g} sit on (nearly) one value, {mean:.6g}",
+                          DegenerateFitWarning, stacklevel=2)
         return GammaDistribution(shape, mean / shape)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from mixfold.decomposition import Decomposition
-from mixfold.errors import ParameterError
+from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold.precision import native_dtype
+from mixfold.precision import is_native, log_density_in_band, native_dtype
+from mixfold.precision.compensated import add_weighted_moments
 
 __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator"]
 
@@ -38,12 +40,22 @@ class GaussianDistribution(Distribution):
             raise ParameterError(f"sigma2 must be finite and > 0, got {sigma2!r}")
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if not is_native(precision):
+            return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         z = (x - dt.type(self.mu)) ** 2
         norm = dt.type(0.5 * (_LOG_2PI + np.log(self.sigma2)))
         out = dt.type(-0.5) * z / dt.type(self.sigma2) - norm
         return out.astype(np.float64, copy=False)
+
+    def band_log_density(self, enc: Encoded, ops: Any) -> Any:
+        """``-(z^2 / s2 + log 2 pi + log s2) / 2`` with every operation in the band of ``ops``
+        (a :class:`~mixfold.precision.emulation.BandOps`); the values stay in the band."""
+        s2 = ops.array(self.sigma2)
+        z = ops.sub(ops.array(enc.values), ops.array(self.mu))
+        inner = ops.add(ops.div(ops.mul(z, z), s2), ops.add(ops.log_2pi, ops.log(s2)))
+        return ops.mul(ops.array(-0.5), inner)
 
     @classmethod
     def stack_log_density(cls, components: Sequence[GaussianDistribution], enc: Encoded,
@@ -99,6 +111,9 @@ class GaussianAccumulator(LeafAccumulator):
         wx = w * x
         self.sums += (w.sum(), wx.sum(), wx @ x)
 
+    def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
+        add_weighted_moments(self, x, w_hi, w_lo)
+
     @staticmethod
     def stack_update(accs: Sequence[GaussianAccumulator], enc: Encoded, resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
@@ -117,7 +132,8 @@ class GaussianEstimator(LeafEstimator):
     """M-step for :class:`GaussianDistribution`.
 
     ``reg_covar`` is added to the estimated variance (as scikit-learn does) and ``min_variance``
-    floors it, so a collapsing component never yields a zero variance.
+    floors it, so a collapsing component never yields a zero variance; when the floor is what
+    remains (the rows sit on one value) a :class:`~mixfold.DegenerateFitWarning` says so.
 
     >>> import mixfold
     >>> x = GaussianDistribution(2.0, 9.0).sampler(1).sample(20000)
@@ -147,5 +163,16 @@ class GaussianEstimator(LeafEstimator):
         if s0 <= 0:
             return GaussianDistribution(0.0, 1.0)
         mu = s1 / s0
-        var = max(s2 / s0 - mu * mu, 0.0) + self.reg_covar
-        return GaussianDistribution(mu, max(var, self.min_variance))
+        raw = s2 / s0 - mu * mu
+        var = max(max(raw, 0.0) + self.reg_covar, self.min_variance)
+        if raw <= max(self.reg_covar, self.min_variance):
+            warn_collapsed_variance(raw, var, s0, mu)
+        return GaussianDistribution(mu, var)
+
+
+def warn_collapsed_variance(raw: Any, floored: Any, weight: float, mu: Any,
+                            where: str = "") -> None:
+    """Warn that an estimated variance collapsed onto the floor (rows on one value)."""
+    warnings.warn(f"a Gaussian variance collapsed{where}; {float(raw):.3g} from rows of total "
+                  f"weight {weight:.6g} at mean {float(mu):.6g}; floored to {float(floored):.3g}"
+                  f" (reg_covar / min_variance)", DegenerateFitWarning, stacklevel=3)

@@ -5,11 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import warnings
+
 import numpy as np
 
 from mixfold._numeric import log_normalize_rows, logsumexp_rows
+from mixfold._row_blocks import map_row_blocks
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
-from mixfold.errors import NumericalError, ParameterError
+from mixfold.errors import DegenerateFitWarning, NumericalError, ParameterError
+from mixfold.precision import band_ops, is_native, log_density_in_band, require_band
+from mixfold.precision.compensated import add_into, low_parts
+from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -20,6 +26,10 @@ from mixfold.families._protocol import (
     InitRandom,
     family,
 )
+
+#: Rows per block when stacked components are scored on all cores: the (rows, K) scores of a
+#: block stay in a core's cache through the log-sum-exp.
+STACK_BLOCK_ROWS = 8192
 
 __all__ = ["MixtureDistribution", "MixtureEstimator", "MixtureAccumulator", "SharedEncoder",
            "SharedEncoded", "stack_columns", "unit_log_densities", "add_unit_range"]
@@ -193,6 +203,15 @@ class MixtureDistribution(Distribution):
 
     def component_log_densities(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         """log w_k + log p_k(x) for every row and component, array of shape (n_rows, K)."""
+        if not is_native(precision):
+            require_band(self, precision)
+            ops = band_ops(precision)
+            scores = self.band_scores(enc, ops)
+            out = np.full((enc.n_rows, self.num_components), -np.inf, order="F")
+            for k, score in enumerate(scores):
+                if score is not None:
+                    out[:, k] = ops.to_float64(score)
+            return out
         # Fortran order: each component's column is contiguous, so the per-row max and sum of
         # the log-sum-exp reduce over contiguous memory (10x faster than over rows of K)
         if self._stack is not None:  # the stack's own (n, K) block, no copy
@@ -213,11 +232,81 @@ class MixtureDistribution(Distribution):
         scores[:, start:stop] += self.log_weights[start:stop]
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        return logsumexp_rows(self.component_log_densities(enc, precision))
+        if not is_native(precision):
+            return log_density_in_band(self, enc, precision)
+        if self._stack is None:
+            return logsumexp_rows(self.component_log_densities(enc, precision))
+        lse = np.empty(enc.n_rows)
+
+        def score_block(lo: int, hi: int) -> None:
+            lse[lo:hi] = logsumexp_rows(self.component_log_densities(enc.rows(lo, hi),
+                                                                     precision))
+
+        map_row_blocks(enc.n_rows, STACK_BLOCK_ROWS, score_block)
+        return lse
+
+    def weighted_posteriors(self, enc: Encoded, weights: np.ndarray,
+                            precision: str = "float64") -> tuple[np.ndarray, np.ndarray]:
+        """(posteriors times row weights, shape (n_rows, K) in Fortran order; log-density).
+
+        Stacked components are scored and normalised block by block of rows on all cores
+        (:func:`~mixfold._row_blocks.map_row_blocks`); every row's arithmetic is the same
+        however the rows are split, so the result is too.
+        """
+        if self._stack is None:
+            return log_normalize_rows(self.component_log_densities(enc, precision), weights)
+        resp, lse = np.empty((enc.n_rows, self.num_components), order="F"), np.empty(enc.n_rows)
+
+        def normalise_block(lo: int, hi: int) -> None:
+            resp[lo:hi], lse[lo:hi] = log_normalize_rows(
+                self.component_log_densities(enc.rows(lo, hi), precision), weights[lo:hi])
+
+        map_row_blocks(enc.n_rows, STACK_BLOCK_ROWS, normalise_block)
+        return resp, lse
 
     def seq_posterior(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         """Posterior component probabilities of every row, array of shape (n_rows, K)."""
+        if not is_native(precision):
+            require_band(self, precision)
+            return self.band_posterior_matrix(enc, band_ops(precision))[0]
         return log_normalize_rows(self.component_log_densities(enc, precision))[0]
+
+    # -- the E-step in a precision band (see mixfold.precision.emulation) ---------------------
+
+    def band_scores(self, enc: Encoded, ops: Any) -> list[Any]:
+        """``log w_k + log p_k(x)`` of every row in the band of ``ops``, one band array per
+        component (``None`` for a component of weight 0: it takes no responsibility)."""
+        return [None if w <= 0 else
+                ops.add(comp.band_log_density(child_encoding(enc, k, self._slots), ops),
+                        ops.log(ops.array(w)))
+                for k, (comp, w) in enumerate(zip(self.components, self.weights))]
+
+    def band_posterior(self, enc: Encoded, ops: Any) -> tuple[list[Any], Any]:
+        """(responsibilities, log-density) of every row with every step in the band of ``ops``:
+        ``r_k = exp(s_k - max s) / sum_j exp(s_j - max s)``, ``log p = max s + log(sum)``.
+        Responsibilities are band arrays per component (``None`` for a zero weight)."""
+        scores = self.band_scores(enc, ops)
+        live = [s for s in scores if s is not None]
+        top = live[0]
+        for s in live[1:]:
+            top = ops.maximum(top, s)
+        shifted = [None if s is None else ops.exp(ops.sub(s, top)) for s in scores]
+        total = ops.total([e for e in shifted if e is not None])
+        resp = [None if e is None else ops.div(e, total) for e in shifted]
+        return resp, ops.add(top, ops.log(total))
+
+    def band_log_density(self, enc: Encoded, ops: Any) -> Any:
+        """The per-row log-density in the band of ``ops`` (the log-sum-exp of the scores)."""
+        return self.band_posterior(enc, ops)[1]
+
+    def band_posterior_matrix(self, enc: Encoded, ops: Any) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`band_posterior` handed to float64: ((n_rows, K) Fortran-ordered, (n_rows,))."""
+        resp, lse = self.band_posterior(enc, ops)
+        out = np.zeros((enc.n_rows, self.num_components), order="F")
+        for k, r in enumerate(resp):
+            if r is not None:
+                out[:, k] = ops.to_float64(r)
+        return out, ops.to_float64(lse)
 
     def posterior(self, x: Any) -> np.ndarray:
         """Posterior component probabilities of one value, array of shape (K,)."""
@@ -302,15 +391,51 @@ class MixtureAccumulator(Accumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
                    precision: str = "float64") -> np.ndarray:
+        if not is_native(precision):
+            return self._band_update(enc, weights, model, precision)
         if self._stack_fold is not None and model._stack is not None:
             mass, lse = self._stack_fold(self.components, model.components, model.log_weights,
                                          enc, weights, precision)
             self.counts += mass
             return lse
-        resp, lse = log_normalize_rows(model.component_log_densities(enc, precision), weights)
+        resp, lse = model.weighted_posteriors(enc, weights, precision)
         self.counts += resp.sum(axis=0)
         self._add_components(enc, resp, model, precision)
         return lse
+
+    def _band_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
+                     precision: str) -> np.ndarray:
+        """Responsibilities in the band; statistics in float64 (double-double for ``dd``)."""
+        require_band(model, precision)
+        ops = band_ops(precision)
+        if ops.band == "dd":
+            return self.seq_update_dd(enc, weights, np.zeros_like(weights), model, ops)
+        resp, lse = model.band_posterior_matrix(enc, ops)
+        resp *= weights[:, None]
+        self.counts += resp.sum(axis=0)
+        self._add_components(enc, resp, model, precision)
+        return lse
+
+    def seq_update_dd(self, enc: Encoded, w_hi: np.ndarray, w_lo: np.ndarray,
+                      model: MixtureDistribution, ops: Any = None) -> np.ndarray:
+        """The ``dd`` band: responsibilities in double-double times the double-double row
+        weights, posterior masses and every component's statistics summed in double-double.
+        Returns the per-row log-density (float64)."""
+        ops = band_ops("dd") if ops is None else ops
+        resp, lse = model.band_posterior(enc, ops)
+        n, k_all = enc.n_rows, len(self.components)
+        mass = DD(np.zeros((n, k_all)), np.zeros((n, k_all)))
+        weighted = []
+        for k, r in enumerate(resp):
+            rw = DD(np.zeros(n), np.zeros(n)) if r is None else dd_mul(DD(*ops.pair(r)),
+                                                                      DD(w_hi, w_lo))
+            mass.hi[:, k], mass.lo[:, k] = rw.hi, rw.lo
+            weighted.append(rw)
+        add_into(self.counts, low_parts(self)[0], dd_sum_rows(mass))
+        for k, (acc, rw) in enumerate(zip(self.components, weighted)):
+            acc.seq_update_dd(child_encoding(enc, k, self.slots), rw.hi, rw.lo,
+                              model.components[k], ops)
+        return ops.to_float64(lse)
 
     def _add_components(self, enc: Encoded, resp: np.ndarray, model: MixtureDistribution,
                         precision: str) -> None:
@@ -353,6 +478,12 @@ class MixtureEstimator(Estimator):
     normalised (a symmetric Dirichlet prior), so a component that loses its rows keeps a
     positive weight.
 
+    A component whose posterior mass falls below :attr:`empty_mass` of the total has lost its
+    rows: it is kept, with the weight its pseudo-count gives it (zero without one, so it no longer
+    takes part in the fit) and the parameters its estimator makes from what little mass it has
+    (its family's default with none at all); a :class:`~mixfold.DegenerateFitWarning` names it
+    and the fit records it in ``FitResult.warnings``.
+
     >>> import mixfold
     >>> from mixfold import GaussianDistribution, GaussianEstimator
     >>> truth = MixtureDistribution([GaussianDistribution(-3, 1), GaussianDistribution(3, 1)],
@@ -364,6 +495,8 @@ class MixtureEstimator(Estimator):
     [-3, 3]
     """
 
+    #: A component with less than this fraction of the total posterior mass is empty.
+    empty_mass = 1e-12
     #: k-means++ seeding runs Lloyd's iterations on the initialisation sample.
     lloyd_iterations = 10
     #: Without points to cluster: seed rows per component, then EM iterations on the sample.
@@ -406,9 +539,21 @@ class MixtureEstimator(Estimator):
         mass = counts + self.pseudo_count
         total = mass.sum()
         weights = mass / total if total > 0 else np.full(len(mass), 1.0 / len(mass))
+        self._report_empty(counts)
         comps = [est.estimate(float(counts[k]), comp_stats[k])
                  for k, est in enumerate(self.components)]
         return MixtureDistribution(comps, weights)
+
+    def _report_empty(self, counts: np.ndarray) -> None:
+        total = float(counts.sum())
+        if total <= 0:
+            return
+        kept = ("with the weight its pseudo-count gives it" if self.pseudo_count > 0 else
+                "with weight 0 (give pseudo_count > 0 to keep such components in play)")
+        for k in np.flatnonzero(counts <= self.empty_mass * total):
+            warnings.warn(f"mixture component {k} of {len(counts)} lost its rows; posterior "
+                          f"mass {counts[k]:.3g} of {total:.6g}, kept {kept}",
+                          DegenerateFitWarning, stacklevel=2)
 
     def initial_guess(self, sample: Encoded, weights: np.ndarray,
                       rng: InitRandom) -> MixtureDistribution:
@@ -473,7 +618,7 @@ def kmeans_labels(points: np.ndarray, weights: np.ndarray, k: int, gen: np.rando
     d2 = np.maximum(sq - 2 * points @ centers[0] + centers[0] @ centers[0], 0.0)
     for _ in range(1, k):
         score = d2 * weights
-        if score.sum() <= 0:
+        if not 0 < score.sum() < np.inf:  # all points on the centres, or distances overflowed
             nxt = gen.choice(n, p=p)
         else:
             nxt = gen.choice(n, p=score / score.sum())

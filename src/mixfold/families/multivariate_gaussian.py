@@ -12,8 +12,10 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families.gaussian import warn_collapsed_variance
+from mixfold.precision import is_native, log_density_in_band, native_dtype
+from mixfold.precision.compensated import add_weighted_moments
 from mixfold._workspace import scratch
-from mixfold.precision import native_dtype
 
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
            "MultivariateGaussianAccumulator"]
@@ -81,6 +83,8 @@ class MultivariateGaussianDistribution(Distribution):
         return self.mu.size
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if not is_native(precision):
+            return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         y = (x - self.mu.astype(dt)) @ self.precision_cholesky.astype(dt)
@@ -88,6 +92,22 @@ class MultivariateGaussianDistribution(Distribution):
         out = dt.type(-0.5) * np.einsum("ij,ij->i", y, y) - dt.type(norm)
         return out.astype(np.float64, copy=False)
 
+    def band_log_density(self, enc: Encoded, ops: Any) -> Any:
+        """``-(|(x - mu) U|^2 + D log 2 pi - 2 sum log diag U) / 2`` with every operation in the
+        band of ``ops``. ``U`` (upper triangular) enters the band as a parameter, computed once
+        in float64 from ``cov``; the whitening ``y_m = sum_{j<=m} z_j U_jm`` is one vectorized
+        operation over the rows per term."""
+        u = self.precision_cholesky
+        z = [ops.sub(ops.array(enc.values[:, j]), ops.array(self.mu[j]))
+             for j in range(self.dim)]
+        squares = []
+        for m in range(self.dim):
+            y = ops.total([ops.mul(z[j], ops.array(u[j, m])) for j in range(m + 1)])
+            squares.append(ops.mul(y, y))
+        log_det = ops.total([ops.log(ops.array(u[m, m])) for m in range(self.dim)])
+        norm = ops.sub(ops.mul(ops.array(float(self.dim)), ops.log_2pi),
+                       ops.mul(ops.array(2.0), log_det))
+        return ops.mul(ops.array(-0.5), ops.add(ops.total(squares), norm))
     #: ``stack_log_density`` takes ``units=(start, stop)`` (the centre is shared by the stack)
     stack_units = True
 
@@ -174,6 +194,9 @@ class MultivariateGaussianAccumulator(LeafAccumulator):
         self.sum_x += w @ x
         self.sum_xx += x.T @ (w[:, None] * x)
 
+    def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
+        add_weighted_moments(self, x, w_hi, w_lo, cross=True)
+
     @staticmethod
     def stack_update(accs: Sequence[MultivariateGaussianAccumulator], enc: Encoded,
                      resp: np.ndarray) -> None:
@@ -247,5 +270,10 @@ class MultivariateGaussianEstimator(LeafEstimator):
         mu = sum_x / s0
         cov = sum_xx / s0 - np.outer(mu, mu)
         cov = 0.5 * (cov + cov.T)  # the GEMM sums are symmetric only up to rounding
+        collapsed = np.flatnonzero(np.diagonal(cov) <= self.reg_covar)
+        if collapsed.size:
+            j = int(collapsed[0])
+            warn_collapsed_variance(cov[j, j], cov[j, j] + self.reg_covar, s0, mu[j],
+                                    f" in dimension {j} ({collapsed.size} of {d})")
         cov.flat[::d + 1] += self.reg_covar
         return MultivariateGaussianDistribution(mu, cov)

@@ -242,6 +242,9 @@ class OptionalDistribution(Distribution):
     [0.905, 0.446, nan, -0.537]
     """
 
+    #: model files may leave this out (``to_dict`` does when it holds the default markers)
+    optional_params = ("missing",)
+
     def __init__(self, inner: Distribution, p_missing: float, *,
                  missing: MissingMarkers | Sequence[Any] = DEFAULT_MISSING):
         if not isinstance(inner, Distribution):

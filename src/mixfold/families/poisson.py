@@ -15,6 +15,21 @@ from mixfold.precision import native_dtype
 
 __all__ = ["PoissonDistribution", "PoissonEstimator", "PoissonAccumulator"]
 
+#: log(x!) for counts below this come from a table (a gather) rather than gammaln (~25 ns each)
+LOG_FACTORIAL_TABLE_SIZE = 4096
+_LOG_FACTORIALS = gammaln(np.arange(LOG_FACTORIAL_TABLE_SIZE) + 1.0)
+
+
+def log_factorial(counts: np.ndarray) -> np.ndarray:
+    """``log(x!)`` of integer-valued counts (float64 array).
+
+    >>> log_factorial(np.array([0.0, 3.0, 5000.0])).round(4).tolist()
+    [0.0, 1.7918, 37591.1435]
+    """
+    if counts.size and counts.max() < LOG_FACTORIAL_TABLE_SIZE:
+        return _LOG_FACTORIALS[counts.astype(np.intp)]
+    return gammaln(counts + 1.0)
+
 
 @family("Poisson")
 class PoissonDistribution(Distribution):
@@ -37,7 +52,7 @@ class PoissonDistribution(Distribution):
         x = enc.values.astype(dt, copy=False)
         lam = dt.type(self.lam)
         # xlogy gives 0 * log(0) = 0, so lam = 0 scores 0 at x = 0 and -inf elsewhere, never NaN
-        out = xlogy(x, lam) - lam - gammaln(x + dt.type(1))
+        out = xlogy(x, lam) - lam - log_factorial(enc.values).astype(dt, copy=False)
         return out.astype(np.float64, copy=False)
 
     @classmethod
@@ -50,7 +65,8 @@ class PoissonDistribution(Distribution):
         with np.errstate(divide="ignore"):
             log_lam = np.log(lam)
         out = np.multiply.outer(np.where(lam > 0, log_lam, 0), x)  # (K, n)
-        out -= (lam[:, None] + gammaln(x + dt.type(1))[None, :])
+        out -= lam[:, None]
+        out -= log_factorial(enc.values).astype(dt, copy=False)
         for k in np.flatnonzero(lam == 0):  # the point mass at 0: xlogy's 0 * log(0) = 0
             out[k] = np.where(x == 0, 0.0, -np.inf)
         return out.T

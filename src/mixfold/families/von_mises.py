@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+import warnings
 from typing import Any
 
 import numpy as np
 from scipy.special import i0e, i1e
 
-from mixfold.errors import ParameterError
+from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import native_dtype
@@ -162,7 +163,8 @@ class VonMisesEstimator(LeafEstimator):
 
     ``mu`` is the direction of the weighted resultant ``(sum w cos x, sum w sin x)``, in
     (-pi, pi]; ``kappa`` solves ``I1/I0 = rbar`` (:func:`von_mises_kappa_mle`). ``max_kappa``
-    caps the concentration: angles that all coincide (infinite MLE) get ``max_kappa``. With no
+    caps the concentration: angles that all coincide (infinite MLE) get ``max_kappa``, with a
+    :class:`~mixfold.DegenerateFitWarning`. With no
     weight at all the estimate is the uniform ``VonMisesDistribution(0.0, 0.0)``.
 
     >>> import mixfold
@@ -190,5 +192,9 @@ class VonMisesEstimator(LeafEstimator):
         if s0 <= 0:
             return VonMisesDistribution(0.0, 0.0)
         rbar = min(float(np.hypot(c, s)) / s0, 1.0)
-        return VonMisesDistribution(float(np.arctan2(s, c)),
-                                    von_mises_kappa_mle(rbar, self.max_kappa))
+        kappa = von_mises_kappa_mle(rbar, self.max_kappa)
+        if kappa >= self.max_kappa:
+            warnings.warn(f"a von Mises concentration reached its cap max_kappa="
+                          f"{self.max_kappa:g}; rows of total weight {s0:.6g} sit on (nearly) "
+                          f"one angle", DegenerateFitWarning, stacklevel=2)
+        return VonMisesDistribution(float(np.arctan2(s, c)), kappa)

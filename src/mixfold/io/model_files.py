@@ -4,11 +4,20 @@ A file is ``{"format": "mixfold-model", "version": 1, "model": <Distribution.to_
 names are looked up in the registry of known families, parameters go through each family's
 constructor (which validates them), and numbers round-trip exactly (JSON keeps 17 significant
 digits).
+
+Loading treats the file as untrusted input and checks it before and after building the model:
+at most ``max_bytes`` bytes are read (64 MiB by default; a larger file, a device or a pipe that
+keeps going is refused), JSON nesting deeper than :data:`MAX_DEPTH` and non-finite numbers
+(``NaN``, ``Infinity``, ``1e999``) are refused, and the document must have exactly the shape of
+the model it describes (:func:`check_document_shape`): no field the family does not know, numbers
+where numbers are expected, lists of the right lengths. Every failure is a
+:class:`~mixfold.ModelFileError` that names the file and the place in it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -17,12 +26,51 @@ from typing import Any
 from mixfold.errors import ModelFileError
 from mixfold.families._protocol import Distribution
 
-__all__ = ["save", "load", "FORMAT", "VERSION", "MAX_FILE_BYTES"]
+__all__ = ["save", "load", "FORMAT", "VERSION", "MAX_FILE_BYTES", "MAX_DEPTH",
+           "model_from_document", "check_document_shape", "write_json_atomic",
+           "read_json_bounded"]
 
 FORMAT = "mixfold-model"
 VERSION = 1
-#: Larger files are refused before they are parsed.
-MAX_FILE_BYTES = 512 * 1024 * 1024
+#: Larger files are refused before they are parsed (``load(path, max_bytes=...)`` raises it).
+MAX_FILE_BYTES = 64 * 1024 * 1024
+#: Deepest JSON nesting (objects and arrays) a model file may have.
+MAX_DEPTH = 200
+
+
+def write_json_atomic(path: str | os.PathLike, doc: Any) -> Path:
+    """Write ``doc`` as JSON to ``path`` atomically: a temporary file in the same directory,
+    flushed to disk (fsync), then renamed over ``path`` — a reader sees the old file or the new
+    one, never a half-written one, even if the process is killed mid-write."""
+    text = json.dumps(doc, allow_nan=False, indent=1)
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".mixfold-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)
+    return path
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:  # makes the rename itself durable; not every platform can open a directory
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def save(model: Distribution, path: str | os.PathLike) -> Path:
@@ -36,36 +84,83 @@ def save(model: Distribution, path: str | os.PathLike) -> Path:
     """
     if not isinstance(model, Distribution):
         raise TypeError(f"model must be a mixfold Distribution, got {type(model).__name__}")
-    doc = {"format": FORMAT, "version": VERSION, "model": model.to_dict()}
-    text = json.dumps(doc, allow_nan=False, indent=1)
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=".mixfold-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_json_atomic(path, model_document(model))
 
 
-def load(path: str | os.PathLike) -> Distribution:
-    """Read a model written by :func:`save`; a malformed file raises :class:`ModelFileError`."""
-    path = Path(path)
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ModelFileError(f"{path}: {size} bytes is over the {MAX_FILE_BYTES}-byte limit")
-    try:
-        doc = json.loads(path.read_text(), parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ModelFileError(f"{path}: not valid JSON: {err}") from None
+def model_document(model: Distribution) -> dict[str, Any]:
+    """The JSON document of ``model`` (what :func:`save` writes)."""
+    return {"format": FORMAT, "version": VERSION, "model": model.to_dict()}
+
+
+def load(path: str | os.PathLike, *, max_bytes: int = MAX_FILE_BYTES) -> Distribution:
+    """Read a model written by :func:`save`; a malformed file raises :class:`ModelFileError`.
+
+    At most ``max_bytes`` bytes are read; see the module docstring for every check.
+
+    >>> import tempfile, os, mixfold
+    >>> p = os.path.join(tempfile.mkdtemp(), "m.json")
+    >>> with open(p, "w") as fh:
+    ...     _ = fh.write('{"format": "mixfold-model", "version": 1, '
+    ...                  '"model": {"family": "Gaussian", "mu": "0", "sigma2": 1}}')
+    >>> mixfold.load(p)
+    Traceback (most recent call last):
+    ...
+    mixfold.errors.ModelFileError: ...: at model['mu']: expected a number, got a string '0'
+    """
+    doc = read_json_bounded(path, max_bytes)
     return model_from_document(doc, str(path))
+
+
+def read_json_bounded(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> Any:
+    """Parse the JSON file at ``path``, refusing more than ``max_bytes`` bytes, nesting deeper
+    than :data:`MAX_DEPTH` and non-finite numbers, with :class:`ModelFileError`."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:  # read at most max_bytes + 1: a pipe or device may not end
+            raw = fh.read(max_bytes + 1)
+    except OSError as err:
+        raise ModelFileError(f"{path}: cannot be read: {err}") from None
+    if len(raw) > max_bytes:
+        raise ModelFileError(f"{path}: more than {max_bytes} bytes: over the size limit "
+                             f"(load(..., max_bytes=...) raises it)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ModelFileError(f"{path}: not a JSON text file (not UTF-8: {err})") from None
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ModelFileError(f"{path}: JSON nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError as err:
+        raise ModelFileError(f"{path}: not valid JSON: {err}") from None
+    if _depth(doc) > MAX_DEPTH:
+        raise ModelFileError(f"{path}: JSON nested more than {MAX_DEPTH} levels deep")
+    return doc
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name} is not allowed")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of the float64 range")
+    return value
+
+
+def _depth(doc: Any) -> int:
+    """Deepest nesting of objects and arrays in ``doc``, up to MAX_DEPTH + 1 (iterative)."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                return level
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def model_from_document(doc: Any, where: str = "model") -> Distribution:
@@ -75,8 +170,59 @@ def model_from_document(doc: Any, where: str = "model") -> Distribution:
     if doc.get("version") != VERSION:
         raise ModelFileError(f"{where}: unsupported version {doc.get('version')!r} "
                              f"(this mixfold reads version {VERSION})")
+    unknown = sorted(set(doc) - {"format", "version", "model"})
+    if unknown:
+        raise ModelFileError(f"{where}: unknown top-level fields {unknown}")
     try:
-        return Distribution.from_dict(doc["model"])
-    except (KeyError, TypeError, ValueError, IndexError, RecursionError) as err:
+        model = Distribution.from_dict(doc["model"])
+        canonical = model.to_dict()
+    except Exception as err:  # noqa: BLE001 - any failure to build from untrusted input
         raise ModelFileError(f"{where}: invalid model description: {type(err).__name__}: "
                              f"{err}") from None
+    check_document_shape(doc["model"], canonical, where)
+    return model
+
+
+_JSON_KINDS = ((bool, "a boolean"), ((int, float), "a number"), (str, "a string"),
+               (list, "a list"), (dict, "an object"), (type(None), "null"))
+
+
+def _kind(value: Any) -> str:
+    for types, name in _JSON_KINDS:  # bool before number: True is an int in Python
+        if isinstance(value, types):
+            return name
+    return type(value).__name__
+
+
+def check_document_shape(doc: Any, canonical: Any, where: str = "model",
+                         path: str = "model") -> None:
+    """Check that a model document has the shape of the model built from it.
+
+    ``canonical`` is ``to_dict()`` of that model: the document must use the same JSON kind at
+    every place (a number, not a string that happens to parse as one), lists of the same
+    lengths, and no object field the model does not have (a family's optional fields, named in
+    its ``optional_params``, may be left out of the canonical form when they hold defaults).
+    """
+    kind, expected = _kind(doc), _kind(canonical)
+    if kind != expected:
+        raise ModelFileError(f"{where}: at {path}: expected {expected}, got {kind} {doc!r:.60}")
+    if isinstance(doc, list):
+        if len(doc) != len(canonical):
+            raise ModelFileError(f"{where}: at {path}: expected a list of {len(canonical)} "
+                                 f"items, got {len(doc)}")
+        for i, (d, c) in enumerate(zip(doc, canonical)):
+            check_document_shape(d, c, where, f"{path}[{i}]")
+    elif isinstance(doc, dict):
+        optional: tuple = ()
+        family_name = canonical.get("family")
+        if isinstance(family_name, str):
+            from mixfold.families._protocol import family_class
+
+            optional = getattr(family_class(family_name), "optional_params", ())
+        unknown = sorted(set(doc) - set(canonical) - set(optional), key=str)
+        if unknown:
+            raise ModelFileError(f"{where}: at {path}: unknown field {unknown[0]!r} "
+                                 f"(expected only {sorted(canonical)})")
+        for key in canonical:
+            if key in doc:
+                check_document_shape(doc[key], canonical[key], where, f"{path}[{key!r}]")

@@ -26,14 +26,16 @@ recursion, so the fit never scores them serially.
 
 Each unit's arithmetic is the serial fold's, unit by unit: stacked scorers take a unit range and
 compute each column by calls that do not depend on the other columns (a GEMM over a subset of
-components, or of one component — a matrix-vector product — rounds differently), stacked
-updates go component by component, and the fused compiled E-step of a diagonal-Gaussian mixture
-runs as its three steps (scores, normalisation, sums) with the same per-row arithmetic and row
-blocks. So an iteration is **bit-identical** to the serial fold: ``np.array_equal`` on every
-statistic. One proviso, about the serial fold itself: it must run with the BLAS thread count the
-workers run with (OpenBLAS splits a long dot product over its threads, so the serial fold's last
-bits change with that count); the workers run ``cores // workers`` BLAS threads each, one on a
-2-core machine.
+components, or of one component — a matrix-vector product — rounds differently), on the row
+blocks the serial E-step scores; the normalisation runs the serial calls on the same blocks;
+stacked updates go component by component. So an iteration is **bit-identical** to the serial
+fold: ``np.array_equal`` on every statistic. One exception: a diagonal-Gaussian mixture cut
+itself, whose serial E-step is fused (one GEMM scores all K components of a row block, one sums
+them; a GEMM over a range of components sums in another order) — split, it runs the three steps
+every mixture runs and agrees to rounding (1e-15 relative). One proviso, about the serial fold
+itself: it must run with the BLAS thread count the workers run with (OpenBLAS splits a long dot
+product over its threads, so the serial fold's last bits change with that count); the workers
+run ``cores // workers`` BLAS threads each, one on a 2-core machine.
 
 Two entry points share the fold. ``optimize(data, est, backend="model_parallel")`` keeps the
 rows in this process and threads the model (:class:`ModelParallelEncodedData`).
@@ -69,6 +71,7 @@ from typing import Any
 import numpy as np
 
 from mixfold._numeric import log_normalize_rows, logsumexp_rows
+from mixfold._row_blocks import map_row_blocks
 from mixfold.backends._interface import FoldResult
 from mixfold.backends.local import DEFAULT_CHUNK_ROWS, LocalEncodedData, fold_rows
 from mixfold.decomposition import DecompAxis, decomposition_for
@@ -77,12 +80,13 @@ from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distrib
 from mixfold.families.composite import FactorAccumulator, _FactorDistribution
 from mixfold.families.hidden_markov import (HiddenMarkovAccumulator, HiddenMarkovDistribution,
                                             _Lattice)
-from mixfold.families.mixture import MixtureAccumulator, MixtureDistribution, child_encoding
+from mixfold.families.mixture import (STACK_BLOCK_ROWS, MixtureAccumulator, MixtureDistribution,
+                                      child_encoding)
 from mixfold.families.optional import OptionalAccumulator, OptionalDistribution
 from mixfold.families.sequence import SequenceAccumulator, SequenceDistribution, _row_sums
 from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
 from mixfold.parallel.resources import DeviceSpec, Resources
-from mixfold.precision import native_dtype
+from mixfold.precision import is_native
 
 __all__ = ["model_parallel_fold", "ModelParallelAccumulator", "ModelParallelAccumulatorFactory",
            "ModelParallelEstimator", "ModelParallelEncodedData", "auto_parallel_estimator",
@@ -314,8 +318,9 @@ def model_parallel_fold(acc: Accumulator, model: Distribution, enc: Encoded, wei
     ``None``). Returns what ``acc.seq_update(enc, weights, model, precision)`` returns, and
     leaves ``acc`` as it leaves it, bit for bit (see the module notes).
 
-    A plan that is not model parallel, or a call from inside a worker (no nested pools), runs
-    the serial ``seq_update``.
+    A plan that is not model parallel, a call from inside a worker (no nested pools), or an
+    E-step in an emulated precision band (fp8, bfloat16, float16, dd: the precision layer runs
+    those) runs the serial ``seq_update``.
 
     >>> import numpy as np
     >>> from mixfold import (CategoricalDistribution, CategoricalEstimator, GaussianDistribution,
@@ -331,7 +336,7 @@ def model_parallel_fold(acc: Accumulator, model: Distribution, enc: Encoded, wei
     >>> bool(np.array_equal(serial.to_array(), threaded.to_array()))
     True
     """
-    if not plan.is_model_parallel or _in_worker():
+    if not plan.is_model_parallel or _in_worker() or not is_native(precision):
         return acc.seq_update(enc, weights, model, precision)
     cut = _Cut(plan)
     owned = pool is None
@@ -409,32 +414,65 @@ def _factor_log_density(model: Any, enc: Encoded, precision: str, cut: _Cut,
 
 def _cut_components(acc: MixtureAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
                     precision: str, cut: _Cut, pool: WorkerPool) -> np.ndarray:
-    if acc._stack_fold is not None and model._stack is not None:
-        return _cut_fused_components(acc, model, enc, weights, precision, cut, pool)
-    scores = np.empty((enc.n_rows, model.num_components), order="F")
-    pool.run([partial(model.add_weighted_columns, enc, precision, a, b, scores)
-              for a, b in cut.ranges], cut.ranges)
-    resp, lse = log_normalize_rows(scores, weights)  # centrally, as the serial fold does
+    # a family that fuses the whole E-step (stack_fold) runs as the three steps every mixture
+    # runs here: the one cut whose statistics agree with the serial fold to rounding only
+    scores = _weighted_columns(model, enc, precision, cut, pool)
+    resp, lse = _normalised(model, scores, weights)  # centrally, as the serial fold does
     acc.counts += resp.sum(axis=0)
     pool.run([partial(acc.add_component_range, enc, resp, model, precision, a, b)
               for a, b in cut.ranges], cut.ranges)
     return lse
 
 
-def _cut_fused_components(acc: MixtureAccumulator, model: Any, enc: Encoded,
-                          weights: np.ndarray, precision: str, cut: _Cut,
-                          pool: WorkerPool) -> np.ndarray:
-    """A mixture whose family fuses the E-step (``stack_fold``) runs the fused pass's three
-    steps: scores by range, normalisation centrally, sums by range."""
-    family = type(acc.components[0])
-    comps = model.components
-    scores = np.empty((model.num_components, enc.n_rows), dtype=native_dtype(precision))
-    pool.run([partial(family.stack_fold_scores, comps, model.log_weights, enc, precision, a, b,
-                      scores) for a, b in cut.ranges], cut.ranges)
-    resp, mass, lse = family.stack_fold_normalize(scores, weights)
-    acc.counts += mass
-    pool.run([partial(family.stack_fold_add, acc.components, comps, enc, resp, mass, precision,
-                      a, b) for a, b in cut.ranges], cut.ranges)
+def _weighted_columns(model: Any, enc: Encoded, precision: str, cut: _Cut,
+                      pool: WorkerPool) -> np.ndarray:
+    """``model.component_log_densities(enc)`` (n_rows, K), each worker scoring its components;
+    a stacked mixture is scored block by block of rows, the blocks its serial E-step scores."""
+    scores = np.empty((enc.n_rows, model.num_components), order="F")
+
+    def score_range(start: int, stop: int) -> None:
+        if model._stack is None:
+            model.add_weighted_columns(enc, precision, start, stop, scores)
+            return
+        for lo in range(0, enc.n_rows, STACK_BLOCK_ROWS):
+            hi = min(enc.n_rows, lo + STACK_BLOCK_ROWS)
+            model.add_weighted_columns(enc.rows(lo, hi), precision, start, stop, scores[lo:hi])
+
+    pool.run([partial(score_range, a, b) for a, b in cut.ranges], cut.ranges)
+    return scores
+
+
+def _blocks(model: Any, n: int, each: Callable[[int, int], None]) -> None:
+    """Run ``each(lo, hi)`` over the row blocks the serial E-step of ``model`` uses: the
+    stacked blocks on this process's cores, or the whole chunk."""
+    if model._stack is None:
+        each(0, n)
+    else:
+        map_row_blocks(n, STACK_BLOCK_ROWS, each)
+
+
+def _normalised(model: Any, scores: np.ndarray,
+                weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``model.weighted_posteriors`` from gathered scores: the same calls on the same blocks."""
+    n = scores.shape[0]
+    resp, lse = np.empty(scores.shape, order="F"), np.empty(n)
+
+    def normalise(lo: int, hi: int) -> None:
+        block = np.array(scores[lo:hi], order="F")  # the layout the serial block has
+        resp[lo:hi], lse[lo:hi] = log_normalize_rows(block, weights[lo:hi])
+
+    _blocks(model, n, normalise)
+    return resp, lse
+
+
+def _mixture_log_density(model: Any, scores: np.ndarray) -> np.ndarray:
+    """``model.seq_log_density`` from gathered scores: the same calls on the same blocks."""
+    lse = np.empty(scores.shape[0])
+
+    def log_sum_exp(lo: int, hi: int) -> None:
+        lse[lo:hi] = logsumexp_rows(np.array(scores[lo:hi], order="F"))
+
+    _blocks(model, scores.shape[0], log_sum_exp)
     return lse
 
 
@@ -552,10 +590,8 @@ def _score(model: Any, enc: Encoded, precision: str, rest: str, cut: _Cut,
         if dc.axis is DecompAxis.FACTOR:
             return _factor_log_density(model, enc, precision, cut, pool)
         if dc.axis is DecompAxis.COMPONENT:
-            scores = np.empty((enc.n_rows, model.num_components), order="F")
-            pool.run([partial(model.add_weighted_columns, enc, precision, a, b, scores)
-                      for a, b in cut.ranges], cut.ranges)
-            return logsumexp_rows(scores)
+            return _mixture_log_density(model, _weighted_columns(model, enc, precision, cut,
+                                                                 pool))
         items = enc.items  # STATE: the chain's forward pass over the gathered emission scores
         scores = np.empty((items.n_rows, model.num_states), order="F")
         pool.run([partial(model.emission_columns, items, precision, a, b, scores)
@@ -578,7 +614,7 @@ def _score(model: Any, enc: Encoded, precision: str, rest: str, cut: _Cut,
         return out
     if isinstance(model, OptionalDistribution):
         return model._scatter(enc, _score(model.inner, enc.inner, precision, rest, cut, pool))
-    if isinstance(model, MixtureDistribution):
+    if isinstance(model, MixtureDistribution):  # unfused: scored as one block
         return logsumexp_rows(_component_scores(model, enc, precision, index, rest, cut, pool))
     if isinstance(model, HiddenMarkovDistribution):
         scores = _emission_scores(model, enc.items, precision, index, rest, cut, pool)
@@ -661,7 +697,7 @@ class ModelParallelAccumulator(Accumulator):
             return self.inner.seq_update(enc, weights, model, precision)
         pool = self.pool or _pool_for(self.fit_id, _Cut(self.plan).devices)
         ll = model_parallel_fold(self.inner, model, enc, weights, self.plan, precision, pool)
-        if ll is None and not _in_worker():
+        if ll is None and not _in_worker() and is_native(precision):
             # the fit would score the rows serially (model.seq_log_density): score them with
             # the cut threaded instead, with that method's bits
             ll = _score(model, enc, precision, self.plan.path, _Cut(self.plan), pool)

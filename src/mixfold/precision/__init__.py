@@ -1,58 +1,34 @@
 """Precision bands: the arithmetic an E-step's log-densities and responsibilities run in.
 
-Sufficient statistics are always accumulated in float64 whatever the band; the M-step always runs in
-float64. The core families run ``float64`` and ``float32`` natively; the reduced bands (fp8,
-bfloat16, float16) and double-double are executed by the precision layer, which plugs in through
-the ``precision=`` argument every ``seq_log_density``/``seq_update`` already takes.
+Bands, least to most accurate: ``fp8`` (e4m3), ``bfloat16``, ``float16``, ``float32``,
+``float64`` and ``dd`` (double-double), each with its unit roundoff in :data:`UNIT_ROUNDOFF`.
+Every family runs ``float64`` and ``float32`` natively on a CPU. Gaussian, DiagonalGaussian,
+MultivariateGaussian and mixtures of them also run the other bands, as a real execution in which
+every arithmetic step is rounded to the band (:mod:`~mixfold.precision.emulation`: exact rounding
+through ``ml_dtypes`` on a CPU, torch on a device with ``precision="<band>@cuda"``,
+:mod:`~mixfold.precision.gpu`). Sufficient statistics are accumulated in float64 -- or, for
+``dd``, in double-double (:mod:`~mixfold.precision.compensated`), so that they no longer depend
+on how rows are chunked or sharded. The M-step always runs in float64.
 
 >>> UNIT_ROUNDOFF["float32"] == 2.0 ** -24
 True
 >>> native_dtype("float32")
 dtype('float32')
+>>> [b for b in BANDS if UNIT_ROUNDOFF[b] <= 1e-7]
+['float32', 'float64', 'dd']
 """
 
-from __future__ import annotations
+from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, PLANNED, UNIT_ROUNDOFF, band_of,
+                                     check_precision, is_native, most_accurate, native_dtype,
+                                     parse_precision)
+from mixfold.precision.emulation import band_ops
+from mixfold.precision.error import (estep_op_count, predicted_relative_error, relative_error,
+                                     statistics_error_bound, statistics_relative_error)
+from mixfold.precision.support import BandSupportError, log_density_in_band, require_band
 
-import numpy as np
+__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "check_precision",
+           "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate",
+           "predicted_relative_error", "statistics_error_bound", "relative_error",
+           "statistics_relative_error", "estep_op_count", "BandSupportError",
+           "log_density_in_band", "require_band", "band_ops"]
 
-__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "check_precision", "native_dtype"]
-
-#: Bands from least to most accurate.
-BANDS: tuple[str, ...] = ("fp8", "bfloat16", "float16", "float32", "float64", "dd")
-
-UNIT_ROUNDOFF: dict[str, float] = {
-    "fp8": 2.0 ** -4,       # e4m3: 3 mantissa bits
-    "bfloat16": 2.0 ** -8,
-    "float16": 2.0 ** -11,
-    "float32": 2.0 ** -24,
-    "float64": 2.0 ** -53,
-    "dd": 2.0 ** -106,
-}
-
-DEFAULT_PRECISION = "float64"
-
-_NATIVE = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
-
-
-def check_precision(precision: str | None) -> str:
-    """Return the band name for ``precision`` (``None`` means float64); reject unknown names."""
-    if precision is None:
-        return DEFAULT_PRECISION
-    if precision not in UNIT_ROUNDOFF:
-        raise ValueError(f"precision must be one of {list(BANDS)}, got {precision!r}")
-    return precision
-
-
-def native_dtype(precision: str | None) -> np.dtype:
-    """The NumPy dtype a CPU E-step computes in for ``precision``.
-
-    Bands without a native CPU dtype raise rather than silently running in float64.
-    """
-    band = check_precision(precision)
-    try:
-        return _NATIVE[band]
-    except KeyError:
-        raise ValueError(
-            f"precision {band!r} has no native CPU arithmetic; the core families run "
-            f"{sorted(_NATIVE)} (reduced bands are executed by mixfold's precision layer)"
-        ) from None

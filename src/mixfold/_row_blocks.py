@@ -1,0 +1,89 @@
+"""Row blocks of one E-step chunk, folded on this process's cores.
+
+A stacked E-step (all K components of a Gaussian mixture at once) streams a (K, rows) block
+through scoring, the log-sum-exp and the weighted sums. Cut into blocks of a few thousand rows,
+that block stays in a core's cache between those passes, and the blocks are independent: each
+returns its own partial statistics, which are added up *in block order*. The result therefore
+depends on the block size only, never on the number of threads or on which thread ran which
+block: one thread, two threads and a model-parallel worker calling the same kernel get the same
+bits.
+
+Blocks run on one pool per process (created on first use, re-created after a fork), with BLAS
+held to one thread meanwhile, so that T blocks on T cores do not each start T BLAS threads, and
+so that a GEMM's bits do not depend on how many threads BLAS would have split it over. Calls from
+any thread but the main one (a model-parallel worker, a Dask worker thread) run their blocks
+serially and leave BLAS as their caller set it (one thread, in mixfold's workers): pools never
+nest.
+
+>>> import numpy as np
+>>> parts = map_row_blocks(10, 4, lambda lo, hi: hi - lo)
+>>> parts
+[4, 4, 2]
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from typing import Any, TypeVar
+
+__all__ = ["map_row_blocks", "row_threads"]
+
+_T = TypeVar("_T")
+_lock = threading.Lock()
+_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid that made it, threads, pool)
+_blas: Any = None  # threadpoolctl's controller, found once
+
+
+def row_threads() -> int:
+    """Threads a kernel may use: ``MIXFOLD_NUM_THREADS``, else ``OMP_NUM_THREADS`` (set to 1 in
+    mp, Spark, Dask, Ray and MPI workers), else the cores this process may run on."""
+    for name in ("MIXFOLD_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) >= 1:
+            return int(value)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _executor(threads: int) -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None or _pool[:2] != (os.getpid(), threads):
+            _pool = (os.getpid(), threads,
+                     ThreadPoolExecutor(threads, thread_name_prefix="mixfold-rows"))
+        return _pool[2]
+
+
+def _one_blas_thread() -> Any:
+    """A context holding BLAS to one thread (a no-op without threadpoolctl)."""
+    global _blas
+    if _blas is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+            _blas = ThreadpoolController()
+        except ImportError:
+            _blas = False
+    return _blas.limit(limits=1, user_api="blas") if _blas else nullcontext()
+
+
+def map_row_blocks(n_rows: int, block_rows: int, fold_block: Callable[[int, int], _T]) -> list[_T]:
+    """``[fold_block(lo, hi) for each block of rows]`` in block order, blocks run concurrently.
+
+    ``fold_block`` must only write to its own rows of shared outputs; it may use
+    :func:`~mixfold._workspace.scratch` buffers (they are per thread).
+    """
+    bounds = [(lo, min(n_rows, lo + block_rows)) for lo in range(0, n_rows, block_rows)]
+    if threading.current_thread() is not threading.main_thread():
+        return [fold_block(lo, hi) for lo, hi in bounds]
+    with _one_blas_thread():  # also serially: BLAS's thread count changes a GEMM's bits
+        if min(row_threads(), len(bounds)) <= 1:
+            return [fold_block(lo, hi) for lo, hi in bounds]
+        pool = _executor(row_threads())
+        futures = [pool.submit(fold_block, lo, hi) for lo, hi in bounds]
+        return [f.result() for f in futures]

@@ -1,0 +1,253 @@
+"""Checkpoints: the state of a fit after every EM iteration, written atomically, resumed exactly.
+
+``optimize(..., checkpoint=path)`` writes after each accepted iteration a JSON file holding the
+model (as a model file document: the same schema checks on reading), the number of iterations
+done, the per-iteration log-likelihood and seconds, the fit's warnings, the seed, and a
+fingerprint of the data and the estimator. The file is replaced atomically (temporary file in
+the same directory, fsync, rename), so a fit killed at any instant leaves either the previous
+checkpoint or the new one.
+
+Given an existing checkpoint, the same call continues from it. EM after the seeded start draws
+no random numbers (the start itself is a hash of the seed and the row indices, see
+:class:`~mixfold.families.InitRandom`), so the model, the iteration count and the log-likelihood
+history are the whole state: a resumed fit repeats, bit for bit, the iterations the interrupted
+one would have run. Resuming against other data, another estimator or another seed is refused
+with :class:`~mixfold.CheckpointError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mixfold.errors import CheckpointError, ModelFileError
+from mixfold.families._protocol import Distribution, Estimator
+from mixfold.io.model_files import (
+    model_document,
+    model_from_document,
+    read_json_bounded,
+    write_json_atomic,
+)
+
+__all__ = ["Checkpoint", "CheckpointFile", "fit_fingerprint", "write_checkpoint",
+           "read_checkpoint", "check_resumable", "FORMAT", "VERSION"]
+
+FORMAT = "mixfold-checkpoint"
+VERSION = 1
+#: Stop reasons after which a resumed fit has nothing left to do.
+FINISHED = ("converged", "decrease")
+_MAX_DIGEST_DEPTH = 200
+_BY_NAME = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+            type)
+
+
+@dataclass
+class Checkpoint:
+    """A fit's state after ``iterations`` accepted EM iterations.
+
+    ``log_likelihood`` / ``seconds`` are the history as on :class:`~mixfold.FitResult`;
+    ``stop_reason`` is set when the fit stopped for good ("converged" or "decrease"), else None.
+    """
+
+    model: Distribution
+    iterations: int
+    log_likelihood: list[float]
+    seconds: list[float]
+    seed: int
+    fingerprint: dict[str, Any]
+    init_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    stop_reason: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.stop_reason in FINISHED
+
+
+def _feed(h: Any, obj: Any, depth: int = 0) -> None:
+    """Feed a canonical byte form of ``obj`` (arrays, numbers, containers, public attributes of
+    objects) to the hash ``h``; the same structure gives the same bytes in every process."""
+    if depth > _MAX_DIGEST_DEPTH:
+        raise ValueError("structure nested too deeply to fingerprint")
+    if isinstance(obj, _BY_NAME):  # code and modules: who they are, not what they hold
+        h.update(f"N{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', obj)!s};"
+                 .encode())
+    elif isinstance(obj, np.ndarray):
+        h.update(f"A{obj.dtype.str}{obj.shape}".encode())
+        if obj.dtype.kind == "O":
+            for item in obj.ravel():
+                _feed(h, item, depth + 1)
+        else:
+            h.update(np.ascontiguousarray(obj).tobytes())
+    elif obj is None or isinstance(obj, (bool, int, float, complex, str, bytes, np.generic)):
+        h.update(f"S{type(obj).__name__}:{obj!r};".encode())
+    elif isinstance(obj, (list, tuple)):
+        h.update(f"L{len(obj)}(".encode())
+        for item in obj:
+            _feed(h, item, depth + 1)
+        h.update(b")")
+    elif isinstance(obj, (set, frozenset)):
+        _feed(h, sorted(obj, key=repr), depth + 1)
+    elif isinstance(obj, dict):
+        h.update(f"D{len(obj)}{{".encode())
+        for key in sorted(obj, key=repr):
+            _feed(h, key, depth + 1)
+            _feed(h, obj[key], depth + 1)
+        h.update(b"}")
+    else:
+        cls = type(obj)
+        h.update(f"O{cls.__module__}.{cls.__qualname__}<".encode())
+        for name in sorted(_public_attributes(obj)):
+            h.update(name.encode())
+            _feed(h, getattr(obj, name), depth + 1)
+        h.update(b">")
+
+
+def _public_attributes(obj: Any) -> set[str]:
+    names = set(getattr(obj, "__dict__", {}))
+    for klass in type(obj).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        names.update([slots] if isinstance(slots, str) else slots)
+    return {n for n in names if not n.startswith("_") and hasattr(obj, n)}
+
+
+def _digest(*objs: Any) -> str:
+    h = hashlib.sha256()
+    for obj in objs:
+        _feed(h, obj)
+    return h.hexdigest()
+
+
+def fit_fingerprint(handle: Any, estimator: Estimator, seed: int) -> dict[str, Any]:
+    """What identifies a fit's input: rows, total weight, the bound estimator's structure, the
+    seeded initialisation sample (available on every backend) and, where the encoded rows are
+    held in this process, all of them."""
+    sample, sample_weights = handle.init_sample(seed)
+    enc, weights = getattr(handle, "enc", None), getattr(handle, "weights", None)
+    return {
+        "rows": int(handle.n_rows),
+        "total_weight": float(handle.total_weight),
+        "estimator": _digest(estimator),
+        "sample": _digest(sample, sample_weights),
+        "data": None if enc is None or weights is None else _digest(enc, weights),
+    }
+
+
+def write_checkpoint(path: str | os.PathLike, ckpt: Checkpoint) -> Path:
+    """Write ``ckpt`` to ``path`` atomically (see the module docstring)."""
+    doc = {
+        "format": FORMAT, "version": VERSION,
+        "iterations": int(ckpt.iterations),
+        "log_likelihood": [float(v) for v in ckpt.log_likelihood],
+        "seconds": [float(v) for v in ckpt.seconds],
+        "init_seconds": float(ckpt.init_seconds),
+        "warnings": list(ckpt.warnings),
+        "stop_reason": ckpt.stop_reason,
+        "seed": int(ckpt.seed),
+        "fingerprint": ckpt.fingerprint,
+        "model": model_document(ckpt.model),
+    }
+    return write_json_atomic(path, doc)
+
+
+def read_checkpoint(path: str | os.PathLike) -> Checkpoint | None:
+    """The checkpoint at ``path``; None when there is no file. A file that is not a complete
+    mixfold checkpoint raises :class:`~mixfold.CheckpointError`.
+
+    >>> import os, tempfile, numpy as np, mixfold
+    >>> path = os.path.join(tempfile.mkdtemp(), "fit.json")
+    >>> x = np.random.default_rng(0).normal(size=500)
+    >>> est = mixfold.MixtureEstimator([mixfold.GaussianEstimator()] * 2)
+    >>> first = mixfold.fit(x, est, max_iter=3, tol=0, progress=False, checkpoint=path)
+    >>> read_checkpoint(path).iterations
+    3
+    >>> more = mixfold.fit(x, est, max_iter=8, tol=0, progress=False, checkpoint=path)
+    >>> more.iterations, more.log_likelihood[:3] == first.log_likelihood
+    (8, True)
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        doc = read_json_bounded(path)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise CheckpointError(f"{path}: not a mixfold checkpoint (expected format "
+                                  f"{FORMAT!r})")
+        if doc.get("version") != VERSION:
+            raise CheckpointError(f"{path}: unsupported checkpoint version "
+                                  f"{doc.get('version')!r} (this mixfold reads {VERSION})")
+        ckpt = Checkpoint(
+            model=model_from_document(doc["model"], f"{path} (model)"),
+            iterations=_checked(doc, "iterations", int),
+            log_likelihood=[float(v) for v in _checked(doc, "log_likelihood", list)],
+            seconds=[float(v) for v in _checked(doc, "seconds", list)],
+            seed=_checked(doc, "seed", int),
+            fingerprint=_checked(doc, "fingerprint", dict),
+            init_seconds=float(_checked(doc, "init_seconds", (int, float))),
+            warnings=[str(w) for w in _checked(doc, "warnings", list)],
+            stop_reason=doc.get("stop_reason"),
+        )
+    except ModelFileError as err:
+        raise CheckpointError(f"checkpoint {err}") from None
+    except (KeyError, TypeError, ValueError) as err:
+        if isinstance(err, CheckpointError):
+            raise
+        raise CheckpointError(f"{path}: malformed checkpoint: {type(err).__name__}: "
+                              f"{err}") from None
+    if not 0 <= ckpt.iterations <= len(ckpt.log_likelihood) <= ckpt.iterations + 1:
+        raise CheckpointError(f"{path}: {ckpt.iterations} iterations but "
+                              f"{len(ckpt.log_likelihood)} log-likelihood values")
+    return ckpt
+
+
+def _checked(doc: dict, key: str, kind: Any) -> Any:
+    value = doc[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise TypeError(f"field {key!r} has the wrong type {type(value).__name__}")
+    return value
+
+
+def check_resumable(ckpt: Checkpoint, fingerprint: dict[str, Any], seed: int,
+                    path: str | os.PathLike) -> None:
+    """Refuse a checkpoint written by a fit of other data, another estimator or another seed."""
+    if ckpt.seed != seed:
+        raise CheckpointError(f"{path}: written by a fit with seed={ckpt.seed}, this fit has "
+                              f"seed={seed}; remove the file to start afresh")
+    theirs = ckpt.fingerprint
+    what = {"rows": "the number of rows", "total_weight": "the total row weight",
+            "estimator": "the estimator", "sample": "the data", "data": "the data"}
+    for key, name in what.items():
+        if key == "data" and (theirs.get(key) is None or fingerprint[key] is None):
+            continue  # the rows were not in the driver on one side: the sample decides
+        if theirs.get(key) != fingerprint[key]:
+            raise CheckpointError(f"{path}: written by a fit of different input ({name} "
+                                  f"differs: expected {theirs.get(key)!r}, this fit has "
+                                  f"{fingerprint[key]!r}); remove the file to start afresh")
+
+
+class CheckpointFile:
+    """The checkpoint of one fit: what it resumes from (``resumed``) and :meth:`save` per
+    iteration. Opening reads and checks an existing file against this fit's input."""
+
+    def __init__(self, path: str | os.PathLike, handle: Any, estimator: Estimator, seed: int):
+        self.path = Path(path)
+        self.seed = int(seed)
+        self.fingerprint = fit_fingerprint(handle, estimator, seed)
+        self.resumed = read_checkpoint(self.path)
+        if self.resumed is not None:
+            check_resumable(self.resumed, self.fingerprint, self.seed, self.path)
+
+    def save(self, result: Any) -> None:
+        """Write the state of ``result`` (a :class:`~mixfold.FitResult`) atomically."""
+        stop = result.stop_reason if result.stop_reason in FINISHED else None
+        write_checkpoint(self.path, Checkpoint(
+            model=result.model, iterations=result.iterations,
+            log_likelihood=result.log_likelihood, seconds=result.seconds, seed=self.seed,
+            fingerprint=self.fingerprint, init_seconds=result.init_seconds,
+            warnings=result.warnings, stop_reason=stop))

@@ -1,0 +1,333 @@
+"""Tables as input: default families from column types, Arrow tables, and data files by path.
+
+A column's type picks the family it gets when a spec says ``"*": "auto"`` (or when
+:class:`mixfold.sklearn.MixedTypeClustering` builds its record), unless the spec names the column:
+
+============================  ==========================================================
+column type                   default spec node
+============================  ==========================================================
+boolean                       ``"bernoulli"``
+integer, all values >= 0      ``"poisson"`` (counts)
+integer with negative values  ``"gaussian"``
+floating point                ``"gaussian"``
+text, categorical             ``"categorical"``
+============================  ==========================================================
+
+A column that holds missing values (None, NaN, nulls) gets ``{"optional": <that node>}``. Other
+types (dates, nested lists) have no default: name the column's family in the spec (the default
+is only an error if the spec uses it).
+
+Files: ``*.parquet`` (or a folder of them) and ``*.csv`` (or a folder of them) become
+:class:`~mixfold.RowBlocks` sources, read one Parquet row group / one CSV chunk at a time, never
+whole; ``*.npy`` files are loaded as arrays (never with pickle). pandas and pyarrow are imported
+only when a table or a file is read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mixfold.families._protocol import Estimator
+from mixfold.io.readers import (RowBlocks, _is_arrow_table, _is_pandas_frame, reads_named_fields,
+                                table_rows)
+from mixfold.spec import NoDefault, SpecError
+
+__all__ = ["default_spec", "column_specs", "record_spec", "read_data", "as_fit_input",
+           "collect_rows", "FILE_KINDS"]
+
+#: File suffixes :func:`read_data` reads, and what it makes of them.
+FILE_KINDS = {".parquet": "Parquet row groups", ".csv": "CSV chunks", ".npy": "a NumPy array"}
+
+_KIND_SPEC = {"bool": "bernoulli", "float": "gaussian", "text": "categorical"}
+
+
+def default_spec(kind: str, *, has_missing: bool = False, min_value: Any = None,
+                 name: str = "column") -> Any:
+    """The spec node for a column of ``kind`` ("bool", "int", "float", "text"); any other type
+    name gives a :class:`~mixfold.spec.NoDefault` node, which fails with a :class:`SpecError`
+    only if the spec uses it (a column the spec names itself may have any type).
+
+    >>> default_spec("int", min_value=0), default_spec("int", min_value=-3)
+    ('poisson', 'gaussian')
+    >>> default_spec("text", has_missing=True)
+    {'optional': 'categorical'}
+    """
+    if kind == "int":
+        node: Any = "gaussian" if min_value is not None and min_value < 0 else "poisson"
+    elif kind in _KIND_SPEC:
+        node = _KIND_SPEC[kind]
+    else:
+        return NoDefault(f"column {name!r} of type {kind} has no default family: name its "
+                         f"family in the spec")
+    return {"optional": node} if has_missing else node
+
+
+def _pandas_kind(series: Any) -> str:
+    import pandas as pd
+
+    t = pd.api.types
+    dtype = series.dtype
+    if t.is_bool_dtype(dtype):
+        return "bool"
+    if t.is_integer_dtype(dtype):
+        return "int"
+    if t.is_float_dtype(dtype):
+        return "float"
+    if isinstance(dtype, pd.CategoricalDtype) or t.is_string_dtype(dtype) \
+            or t.is_object_dtype(dtype):
+        return "text"
+    return str(dtype)
+
+
+def _arrow_kind(pa_type: Any) -> str:
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_boolean(pa_type):
+        return "bool"
+    if t.is_integer(pa_type):
+        return "int"
+    if t.is_floating(pa_type) or t.is_decimal(pa_type):
+        return "float"
+    if t.is_string(pa_type) or t.is_large_string(pa_type) or t.is_dictionary(pa_type):
+        return "text"
+    return str(pa_type)
+
+
+def _spark_kind(type_name: str) -> str:
+    if type_name == "boolean":
+        return "bool"
+    if type_name in ("tinyint", "smallint", "int", "bigint", "byte", "short", "integer", "long"):
+        return "int"
+    if type_name in ("float", "double") or type_name.startswith("decimal"):
+        return "float"
+    return "text" if type_name == "string" else type_name
+
+
+def column_specs(data: Any) -> dict[str, Any]:
+    """Column name -> default spec node, for a pandas DataFrame, an Arrow table, a Spark
+    DataFrame, a :class:`~mixfold.RowBlocks` source of tables (from its first block), or a
+    Parquet / CSV file path (Parquet: from the file metadata, all row groups; CSV: from the
+    first chunk).
+
+    >>> import pandas as pd
+    >>> specs = column_specs(pd.DataFrame({"age": [31.5, None], "plan": ["free", "pro"],
+    ...                                    "visits": [3, 0], "member": [True, False]}))
+    >>> specs["age"], specs["plan"], specs["visits"], specs["member"]
+    ({'optional': 'gaussian'}, 'categorical', 'poisson', 'bernoulli')
+    """
+    if isinstance(data, (str, os.PathLike)):
+        path = Path(data)
+        if _suffix(path) == ".parquet":
+            return _parquet_specs(path)
+        return column_specs(read_data(path))
+    if isinstance(data, RowBlocks):
+        first = next(iter(data.blocks()), None)
+        if first is None:
+            raise ValueError(f"{data.description} has no rows to read column types from")
+        return column_specs(first)
+    if _is_pandas_frame(data):
+        out = {}
+        for name in data.columns:
+            col = data[name]
+            kind = _pandas_kind(col)
+            present = col.dropna()
+            low = present.min() if kind == "int" and len(present) else None
+            out[str(name)] = default_spec(kind, has_missing=bool(col.isna().any()),
+                                          min_value=low, name=str(name))
+        return out
+    if _is_arrow_table(data):
+        import pyarrow.compute as pc
+
+        out = {}
+        for i, field in enumerate(data.schema):
+            col = data.column(i)
+            kind = _arrow_kind(field.type)
+            low = pc.min(col).as_py() if kind == "int" else None
+            out[field.name] = default_spec(kind, has_missing=col.null_count > 0, min_value=low,
+                                           name=field.name)
+        return out
+    if _is_spark_frame(data):
+        return _spark_specs(data)
+    raise TypeError(f"column types come from a DataFrame, an Arrow table, a RowBlocks source or "
+                    f"a Parquet/CSV path, got a {type(data).__name__}")
+
+
+def _parquet_specs(path: Path) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    from mixfold.io.readers import _files
+
+    nulls: dict[str, int] = {}
+    lows: dict[str, Any] = {}
+    schema = None
+    for f in _files(path, ".parquet"):
+        pf = pq.ParquetFile(f)
+        schema = schema or pf.schema_arrow
+        meta = pf.metadata
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            for j in range(group.num_columns):
+                chunk = group.column(j)
+                name = chunk.path_in_schema
+                stats = chunk.statistics
+                if stats is None or not stats.has_null_count:
+                    nulls[name] = nulls.get(name, 0) + 1  # unknown: assume it may be missing
+                    continue
+                nulls[name] = nulls.get(name, 0) + stats.null_count
+                if stats.has_min_max and isinstance(stats.min, (int, np.integer)):
+                    lows[name] = min(lows.get(name, stats.min), stats.min)
+        pf.close()
+    return {field.name: default_spec(_arrow_kind(field.type),
+                                     has_missing=nulls.get(field.name, 0) > 0,
+                                     min_value=lows.get(field.name), name=field.name)
+            for field in schema}
+
+
+def _spark_specs(frame: Any) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    fields = frame.schema.fields
+    kinds = {f.name: _spark_kind(f.dataType.simpleString()) for f in fields}
+    aggs = [F.sum(F.col(n).isNull().cast("long")).alias(f"n_{i}") for i, n in enumerate(kinds)]
+    aggs += [F.min(F.col(n)).alias(f"m_{i}") for i, n in enumerate(kinds) if kinds[n] == "int"]
+    row = frame.agg(*aggs).collect()[0].asDict()  # one job: null counts and integer minima
+    return {n: default_spec(k, has_missing=bool(row[f"n_{i}"]), min_value=row.get(f"m_{i}"),
+                            name=n) for i, (n, k) in enumerate(kinds.items())}
+
+
+def _is_spark_frame(x: Any) -> bool:
+    cls = type(x)
+    return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
+
+
+def record_spec(data: Any, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A record spec of every column of ``data`` with its default family, ``overrides``
+    (column -> spec node) replacing some; an override of a column the data lacks raises
+    :class:`~mixfold.spec.SpecError`.
+
+    >>> import pandas as pd
+    >>> record_spec(pd.DataFrame({"x": [1.0, 2.0], "n": [1, 2]}), {"n": "geometric"})
+    {'record': {'x': 'gaussian', 'n': 'geometric'}}
+    """
+    overrides = dict(overrides or {})
+    columns = column_specs(data)
+    unknown = [n for n in overrides if n not in columns]
+    if unknown:
+        raise SpecError(f"unknown column {unknown[0]!r} (the data has {list(columns)})",
+                        f"$.record.{unknown[0]}")
+    return {"record": {n: overrides.get(n, node) for n, node in columns.items()}}
+
+
+# ---------------------------------------------------------------------------------------------
+# Data by path, and conversion to what ``optimize`` reads
+
+
+def _suffix(path: Path) -> str:
+    if path.is_dir():
+        for suffix in (".parquet", ".csv"):
+            if next(path.rglob(f"*{suffix}"), None) is not None:
+                return suffix
+        raise FileNotFoundError(f"no .parquet or .csv files under the folder {str(path)!r}")
+    return path.suffix.lower()
+
+
+def read_data(path: str | os.PathLike, *, columns: list[str] | None = None,
+              block_rows: int | None = None) -> RowBlocks | np.ndarray:
+    """The rows of a data file (or a folder of Parquet / CSV files).
+
+    Parquet and CSV give a :class:`~mixfold.RowBlocks` source (one row group / ``block_rows``
+    rows at a time; ``optimize`` fits it out of core); ``.npy`` a NumPy array (no pickle).
+
+    >>> import numpy as np, tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.npy"); np.save(p, np.arange(3.0))
+    >>> read_data(p).tolist()
+    [0.0, 1.0, 2.0]
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"no such file or folder: {str(p)!r}")
+    suffix = _suffix(p)
+    if suffix == ".parquet":
+        return RowBlocks.parquet(p, columns=columns, block_rows=block_rows)
+    if suffix == ".csv":
+        options = {} if block_rows is None else {"block_rows": block_rows}
+        return RowBlocks.csv(p, columns=columns, **options)
+    if suffix == ".npy":
+        try:
+            arr = np.load(p, allow_pickle=False)
+        except ValueError as err:
+            raise ValueError(f"{str(p)!r} is not a readable .npy array: {err}") from None
+        return arr
+    raise ValueError(f"cannot read {str(p)!r}: expected one of {sorted(FILE_KINDS)} "
+                     f"({', '.join(FILE_KINDS.values())})")
+
+
+def as_fit_input(data: Any, estimator: Estimator, *, backend: Any = "local") -> Any:
+    """``data`` as rows ``optimize`` reads for ``estimator`` on ``backend``.
+
+    A data path becomes :func:`read_data`'s source: streamed on the local backend, its rows
+    joined in memory for the backends that hold data resident, and under MPI each rank's
+    contiguous share of the row blocks (rank order is row order). An Arrow table becomes a
+    DataFrame (for named fields) or an array; anything else is returned unchanged.
+
+    >>> import pyarrow as pa, mixfold
+    >>> as_fit_input(pa.table({"x": [1.0, 2.0]}), mixfold.GaussianEstimator()).tolist()
+    [1.0, 2.0]
+    """
+    if isinstance(data, (str, os.PathLike)):
+        from mixfold.backends import backend_name
+
+        name = backend_name(backend)
+        rows = read_data(data)
+        if name == "mpi":
+            return _rank_share(str(data), rows, estimator, None if isinstance(backend, str)
+                               else backend)
+        if name != "local" and isinstance(rows, RowBlocks):
+            return collect_rows(rows, estimator.encoder())
+        return rows
+    if _is_arrow_table(data):
+        layout = "frame" if reads_named_fields(estimator.encoder()) else "array"
+        return table_rows(data, layout)
+    return data
+
+
+def _rank_share(path: str, rows: Any, estimator: Estimator, comm: Any) -> Any:
+    """This MPI rank's contiguous share of ``rows`` (whole row blocks of a source)."""
+    from mixfold.backends._shard import shard_bounds
+
+    if comm is None:
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+    if not isinstance(rows, RowBlocks):
+        begin, end = shard_bounds(len(rows), comm.size)[min(comm.rank, len(rows) - 1)]
+        return rows[begin:end]
+    n_blocks = sum(1 for _ in rows.make_blocks())
+    if n_blocks < comm.size:
+        raise ValueError(f"{path!r} has {n_blocks} row blocks for {comm.size} MPI ranks: write "
+                         f"it with more row groups (or read it with fewer ranks)")
+    begin, end = shard_bounds(n_blocks, comm.size)[comm.rank]
+    mine = RowBlocks.from_factory(
+        lambda: (b for i, b in enumerate(rows.make_blocks()) if begin <= i < end))
+    return collect_rows(mine, estimator.encoder())
+
+
+def collect_rows(source: RowBlocks, encoder: Any = None) -> Any:
+    """Every block of ``source`` joined in memory (for backends that hold the data resident):
+    one DataFrame for table blocks, one array for array blocks, else a list."""
+    blocks = list(source.blocks(encoder))
+    if not blocks:
+        raise ValueError(f"{source.description} has no rows")
+    if _is_pandas_frame(blocks[0]):
+        import pandas as pd
+
+        return pd.concat(blocks, ignore_index=True)
+    if isinstance(blocks[0], np.ndarray):
+        return np.concatenate(blocks)
+    return [row for block in blocks for row in block]

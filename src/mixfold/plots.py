@@ -1,0 +1,121 @@
+"""Plots where a person would rather look (matplotlib, the ``plot`` extra; imported on first use).
+
+- :func:`plot_log_likelihood`: the mean log-likelihood per EM iteration of a fit;
+- :func:`plot_clusters`: 2-D rows coloured by their most probable component, with the
+  components' means (and covariance ellipses for Gaussian components);
+- :func:`plot_plan_timeline`: one bar per worker from its start to its finish time (plain
+  ``(name, start, finish)`` triples, so any plan or measured run can be drawn).
+
+Each function draws on ``ax`` when given (else on a new figure) and returns the Axes.
+
+>>> import matplotlib; matplotlib.use("Agg")
+>>> ax = plot_plan_timeline([("cpu:0", 0.0, 1.5), ("cpu:1", 0.0, 1.2), ("gpu:0", 0.1, 1.4)])
+>>> [t.get_text() for t in ax.get_yticklabels()]
+['cpu:0', 'cpu:1', 'gpu:0']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mixfold.families._protocol import Distribution
+
+__all__ = ["plot_log_likelihood", "plot_clusters", "plot_plan_timeline"]
+
+
+def _axes(ax: Any) -> Any:
+    if ax is not None:
+        return ax
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise ImportError("mixfold.plots needs matplotlib: pip install \"mixfold[plot]\"") \
+            from err
+    return plt.figure().add_subplot()
+
+
+def plot_log_likelihood(fit: Any, ax: Any = None) -> Any:
+    """The mean log-likelihood per row after each EM iteration.
+
+    ``fit``: a :class:`~mixfold.FitResult`, a fitted model (its ``fit_result``), or a sequence
+    of values.
+    """
+    result = getattr(fit, "fit_result", fit)
+    trace = np.asarray(getattr(result, "log_likelihood", result), dtype=np.float64)
+    if trace.ndim != 1 or trace.size == 0:
+        raise ValueError(f"expected a non-empty log-likelihood trace, got shape {trace.shape}")
+    ax = _axes(ax)
+    ax.plot(np.arange(trace.size), trace, marker="o", markersize=3)
+    ax.set_xlabel("EM iteration")
+    ax.set_ylabel("mean log-likelihood per row")
+    stop = getattr(result, "stop_reason", None)
+    ax.set_title("log-likelihood trace" + (f" ({stop})" if stop else ""))
+    return ax
+
+
+def plot_clusters(X: Any, model: Distribution, ax: Any = None) -> Any:
+    """Rows of ``X`` (array of shape (n_rows, 2)) coloured by their most probable component
+    of the fitted mixture ``model``; component means as crosses, and the 2-sigma ellipse of
+    each Gaussian component (full or diagonal covariance)."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != 2:
+        raise ValueError(f"plot_clusters draws 2-D rows: expected shape (n_rows, 2), got "
+                         f"{X.shape}")
+    if not hasattr(model, "seq_posterior") or not hasattr(model, "components"):
+        raise TypeError(f"expected a fitted mixture, got a {type(model).__name__}")
+    labels = model.seq_posterior(model.encoder().encode(X)).argmax(axis=1)
+    ax = _axes(ax)
+    ax.scatter(X[:, 0], X[:, 1], c=labels, cmap="tab10", vmin=0, vmax=9, s=8, alpha=0.6)
+    from matplotlib.patches import Ellipse
+
+    for k, comp in enumerate(model.components):
+        mu = np.asarray(getattr(comp, "mu", np.full(2, np.nan)), dtype=np.float64)
+        if mu.shape != (2,):
+            continue
+        cov = getattr(comp, "cov", None)
+        if cov is None and hasattr(comp, "sigma2"):
+            cov = np.diag(comp.sigma2)
+        ax.plot(*mu, marker="x", color="black", markersize=10)
+        if cov is not None:
+            values, vectors = np.linalg.eigh(np.asarray(cov))
+            angle = np.degrees(np.arctan2(vectors[1, -1], vectors[0, -1]))
+            width, height = 4 * np.sqrt(np.maximum(values[::-1], 0.0))
+            ax.add_patch(Ellipse(mu, width, height, angle=angle, fill=False,
+                                 color=f"C{k % 10}", linewidth=1.5))
+    ax.set_title(f"{len(model.components)} components")
+    return ax
+
+
+def plot_plan_timeline(spans: Sequence[tuple[str, float, float]], ax: Any = None) -> Any:
+    """One horizontal bar per worker from ``start`` to ``finish`` (seconds), workers in order.
+
+    ``spans``: ``(worker name, start, finish)`` triples; a worker may appear more than once
+    (several tasks), each span drawn on its row.
+    """
+    rows: list[str] = []
+    bars: list[tuple[int, float, float]] = []
+    for i, span in enumerate(spans):
+        try:
+            name, start, finish = span
+            start, finish = float(start), float(finish)
+        except (TypeError, ValueError):
+            raise ValueError(f"span {i}: expected (name, start, finish), got {span!r}") from None
+        if not (np.isfinite(start) and np.isfinite(finish) and finish >= start):
+            raise ValueError(f"span {i} ({name!r}): expected finite start <= finish, got "
+                             f"{start!r}, {finish!r}")
+        if name not in rows:
+            rows.append(str(name))
+        bars.append((rows.index(str(name)), start, finish))
+    if not bars:
+        raise ValueError("no spans to draw")
+    ax = _axes(ax)
+    for row, start, finish in bars:
+        ax.barh(row, finish - start, left=start, height=0.6, color=f"C{row % 10}")
+    ax.set_yticks(range(len(rows)), rows)
+    ax.invert_yaxis()  # the first worker on top
+    ax.set_xlabel("seconds")
+    ax.set_title(f"plan per worker (finishes at {max(f for _, _, f in bars):.3g} s)")
+    return ax

@@ -1,0 +1,89 @@
+"""The precision bands, their unit roundoff, and how a precision is named.
+
+A precision is a band name (``"float16"``) or a band on a torch device (``"float16@cuda"``).
+
+>>> parse_precision("bfloat16@cuda:1")
+('bfloat16', 'cuda:1')
+>>> is_native("float32"), is_native("float16"), is_native("float32@cuda")
+(True, False, False)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "check_precision",
+           "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate"]
+
+#: Bands from least to most accurate.
+BANDS: tuple[str, ...] = ("fp8", "bfloat16", "float16", "float32", "float64", "dd")
+
+UNIT_ROUNDOFF: dict[str, float] = {
+    "fp8": 2.0 ** -4,       # e4m3: 3 mantissa bits
+    "bfloat16": 2.0 ** -8,
+    "float16": 2.0 ** -11,
+    "float32": 2.0 ** -24,
+    "float64": 2.0 ** -53,
+    "dd": 2.0 ** -106,
+}
+
+DEFAULT_PRECISION = "float64"
+
+#: What a fit passes to a planned backend: "each shard runs the band its plan assigned".
+PLANNED = "planned"
+
+_NATIVE = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
+
+
+def parse_precision(precision: str) -> tuple[str, str | None]:
+    """(band, torch device or None) of a precision name; rejects unknown bands."""
+    if not isinstance(precision, str):
+        raise ValueError(f"precision must be one of {list(BANDS)} (optionally '@<device>'), got "
+                         f"{precision!r}")
+    band, sep, device = precision.partition("@")
+    if band not in UNIT_ROUNDOFF or (sep and not device):
+        raise ValueError(f"precision must be one of {list(BANDS)} (optionally '@<device>', e.g. "
+                         f"'float16@cuda'), got {precision!r}")
+    return band, (device or None)
+
+
+def check_precision(precision: str | None) -> str:
+    """The precision name for ``precision`` (``None`` means float64); rejects unknown names."""
+    if precision is None:
+        return DEFAULT_PRECISION
+    parse_precision(precision)
+    return precision
+
+
+def band_of(precision: str) -> str:
+    """The band of a precision name (``"float16@cuda"`` -> ``"float16"``)."""
+    return parse_precision(precision)[0]
+
+
+def is_native(precision: str) -> bool:
+    """Whether the families' own NumPy paths run ``precision`` (float32/float64 on a CPU)."""
+    return precision in _NATIVE
+
+
+def most_accurate(bands: tuple[str, ...] | list[str]) -> str:
+    """The band of ``bands`` with the smallest unit roundoff.
+
+    >>> most_accurate(["fp8", "float32", "bfloat16"])
+    'float32'
+    """
+    return min(bands, key=lambda b: UNIT_ROUNDOFF[b])
+
+
+def native_dtype(precision: str | None) -> np.dtype:
+    """The NumPy dtype a CPU E-step computes in for ``precision``.
+
+    Bands without a native CPU dtype raise rather than silently running in float64.
+    """
+    band = check_precision(precision)
+    try:
+        return _NATIVE[band]
+    except KeyError:
+        raise ValueError(
+            f"precision {band!r} has no native CPU arithmetic; the core families run "
+            f"{sorted(_NATIVE)} (reduced bands are executed by mixfold's precision layer)"
+        ) from None

@@ -1,0 +1,115 @@
+"""Planned fits (per-worker rows and bands, planned tree depth) and dd fits on every engine."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mixfold
+from mixfold.parallel.heterogeneous import Worker
+from tests.backends.cases import CASES
+
+ENGINES = ["mp", "spark", "dask", "ray"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def mixed_pool(n=3):
+    """Worker 0 runs float32 (and is three times as fast), the others float64."""
+    return [Worker(f"w{i}", precisions=("float32",) if i == 0 else ("float64",),
+                   base_throughput=3.0 if i == 0 else 1.0) for i in range(n)]
+
+
+def fit(case="gmm", **extra):
+    rows, est, options = CASES[case]()
+    return mixfold.fit(rows, est, progress=False, **{**options, **extra})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_a_planned_fit_runs_the_plan_on_the_engine(engine):
+    local = fit(resources=mixed_pool(), precision="auto")
+    res = fit(resources=mixed_pool(), precision="auto", backend=engine)
+    assert [a.rows for a in res.plan.assignments] == [2769, 616, 615]  # 4.5 : 1 : 1
+    assert res.precision == "float32+float64"
+    # the same bands on the same rows: the same fit as the planned local one, to round-off of
+    # the reduce order; and visibly not the all-float64 fit
+    np.testing.assert_allclose(res.log_likelihood, local.log_likelihood, rtol=1e-12)
+    plain = fit()
+    diff = max(abs(a.mu - b.mu) / abs(b.mu)
+               for a, b in zip(res.model.components, plain.model.components))
+    assert 1e-12 < diff < 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_dd_is_bit_identical_on_the_engine(engine):
+    local = fit(precision="dd")
+    for workers in (2, 4):
+        res = fit(precision="dd", backend=engine, num_workers=workers)
+        assert res.model.to_dict() == local.model.to_dict()
+        assert res.log_likelihood == local.log_likelihood
+    planned = fit(precision="dd", backend=engine,
+                  resources=[Worker(f"w{i}", precisions=("dd",)) for i in range(3)])
+    assert planned.model.to_dict() == local.model.to_dict()
+
+
+@pytest.mark.slow
+def test_the_planned_tree_depth_is_used_on_every_engine(spark_session, dask_client, ray_started):
+    from mixfold.backends._shard import tree_levels
+    from mixfold.fit import encode_data
+    from mixfold.parallel.heterogeneous import open_heterogeneous
+    from mixfold.precision import PLANNED
+
+    rows, est, options = CASES["gmm"]()
+    pool = [Worker(f"w{i}", precisions=("float64",)) for i in range(8)]
+    model = fit(max_iter=1).model
+    for engine in ("mp", dask_client, "ray"):
+        handle, bound, plan = open_heterogeneous(
+            engine, rows, est, resources=pool, precision="auto", target_rel_error=None,
+            init=None, weights=None, chunk_rows=None, num_workers=None, encode=encode_data)
+        try:
+            handle.fold(bound, model, PLANNED)
+            assert handle.last_reduce_levels == plan.reduce_depth == 2
+            assert tree_levels(8, handle.fanout) == 2
+        finally:
+            handle.close()
+    handle, bound, plan = open_heterogeneous(
+        spark_session, rows, est, resources=pool, precision="auto", target_rel_error=None,
+        init=None, weights=None, chunk_rows=None, num_workers=None, encode=encode_data)
+    try:
+        assert handle.reduce_depth == plan.reduce_depth == 2
+        assert handle.rdd.getNumPartitions() == 8
+    finally:
+        handle.close()
+
+
+@pytest.mark.slow
+def test_mpi_runs_planned_and_dd_fits(tmp_path):
+    out = tmp_path / "plan.json"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}", "OPENBLAS_NUM_THREADS": "1",
+           "OMP_NUM_THREADS": "1"}
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    proc = subprocess.Popen([str(mpiexec), "-n", "3", sys.executable, "-m", "mpi4py",
+                             str(ROOT / "tests/backends/mpi_plan.py"), str(out)],
+                            env=env, cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        log, _ = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, log
+    got = json.loads(out.read_text())
+    local_dd = fit(precision="dd")
+    assert got["dd"] == local_dd.model.to_dict() and got["dd_plan"] == got["dd"]
+    assert got["dd_trace"] == local_dd.log_likelihood
+    local = fit(resources=mixed_pool(), precision="auto")
+    assert got["rows"] == [a.rows for a in local.plan.assignments] == [2769, 616, 615]
+    assert got["bands"] == ["float32", "float64", "float64"]
+    np.testing.assert_allclose(got["planned_trace"], local.log_likelihood, rtol=1e-12)

@@ -1,0 +1,139 @@
+"""Table input: default families by column type, Arrow tables, Parquet/CSV/npy paths."""
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import mixfold
+from mixfold import MixtureEstimator, RowBlocks
+from mixfold.io.tables import (as_fit_input, collect_rows, column_specs, read_data, record_spec)
+from mixfold.spec import NoDefault, SpecError, estimator_from_spec
+
+
+@pytest.fixture
+def frame():
+    rng = np.random.default_rng(0)
+    n = 600
+    seg = rng.integers(0, 2, n)
+    spend = np.where(seg == 1, rng.lognormal(4, 0.3, n), rng.lognormal(2, 0.3, n))
+    spend[rng.random(n) < 0.1] = np.nan
+    return pd.DataFrame({
+        "age": np.where(seg == 1, rng.normal(55, 5, n), rng.normal(25, 4, n)),
+        "plan": np.where(seg == 1, "pro", np.where(rng.random(n) < 0.8, "free", "pro")),
+        "visits": rng.poisson(np.where(seg == 1, 15, 3)),
+        "member": rng.random(n) < np.where(seg == 1, 0.9, 0.2),
+        "spend": spend,
+    })
+
+
+def test_pandas_dtypes_choose_default_families(frame):
+    specs = column_specs(frame)
+    assert specs == {"age": "gaussian", "plan": "categorical", "visits": "poisson",
+                     "member": "bernoulli", "spend": {"optional": "gaussian"}}
+    odd = pd.DataFrame({"delta": [-2, 3], "level": pd.Categorical(["a", "b"]),
+                        "name": pd.Series(["x", None], dtype=object),
+                        "when": pd.to_datetime(["2024-01-01", "2024-02-01"])})
+    specs = column_specs(odd)
+    assert specs["delta"] == "gaussian"  # an integer column with negative values
+    assert specs["level"] == "categorical"
+    assert specs["name"] == {"optional": "categorical"}
+    assert isinstance(specs["when"], NoDefault) and "datetime64" in specs["when"].message
+
+
+def test_arrow_table_types_choose_the_same_families(frame):
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    assert column_specs(table) == column_specs(frame)
+
+
+def test_record_spec_overrides_and_unknown_column(frame):
+    spec = record_spec(frame, {"spend": {"optional": "log_gaussian"}})
+    assert spec["record"]["spend"] == {"optional": "log_gaussian"}
+    assert spec["record"]["age"] == "gaussian"
+    with pytest.raises(SpecError, match=r"\$\.record\.spendd: unknown column 'spendd'"):
+        record_spec(frame, {"spendd": "gaussian"})
+
+
+def test_fitted_default_record_recovers_the_segments(frame):
+    spec = {"mixture": record_spec(frame, {"spend": {"optional": "log_gaussian"}}), "k": 2,
+            "pseudo_count": 1.0}
+    model = mixfold.optimize(frame, estimator_from_spec(spec), seed=0, progress=False)
+    ages = sorted(c.fields["age"].mu for c in model.components)
+    assert ages[0] == pytest.approx(25, abs=1) and ages[1] == pytest.approx(55, abs=1)
+
+
+def test_parquet_metadata_sees_nulls_and_negatives_in_any_row_group(tmp_path):
+    n = 1000
+    values = np.arange(n)
+    frame = pd.DataFrame({"count": values, "shift": values.copy(),
+                          "text": ["a"] * n})
+    frame.loc[n - 1, "shift"] = -5                         # only in the last row group
+    frame["text"] = frame["text"].astype(object)
+    frame.loc[n - 2, "text"] = None                        # a null in the last row group
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=200)
+    assert pq.ParquetFile(path).num_row_groups == 5
+    assert column_specs(path) == {"count": "poisson", "shift": "gaussian",
+                                  "text": {"optional": "categorical"}}
+    # the first block alone would miss both
+    assert column_specs(RowBlocks.parquet(path)) == {"count": "poisson", "shift": "poisson",
+                                                     "text": "categorical"}
+
+
+def test_read_data_makes_row_blocks_never_the_whole_file(tmp_path, frame):
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=100)
+    source = read_data(path)
+    assert isinstance(source, RowBlocks) and source.n_rows == len(frame)
+    assert [len(b) for b in source.blocks()] == [100] * 6
+    csv = tmp_path / "f.csv"
+    frame.to_csv(csv, index=False)
+    blocks = [len(b) for b in read_data(csv, block_rows=250).blocks()]
+    assert blocks == [250, 250, 100]
+    pd.testing.assert_frame_equal(collect_rows(read_data(path)), frame)
+
+
+def test_npy_and_bad_paths(tmp_path):
+    np.save(tmp_path / "x.npy", np.arange(6.0).reshape(3, 2))
+    np.testing.assert_array_equal(read_data(tmp_path / "x.npy"), np.arange(6.0).reshape(3, 2))
+    np.save(tmp_path / "o.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="not a readable .npy array"):
+        read_data(tmp_path / "o.npy")  # object arrays would need pickle: refused
+    (tmp_path / "x.txt").write_text("1\n2\n")
+    with pytest.raises(ValueError, match=r"expected one of \['.csv', '.npy', '.parquet'\]"):
+        read_data(tmp_path / "x.txt")
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        read_data(tmp_path / "absent.parquet")
+
+
+def test_optimize_reads_arrow_tables_and_paths_like_the_frame(tmp_path, frame):
+    est = estimator_from_spec({"mixture": record_spec(frame), "k": 2, "pseudo_count": 1.0})
+    in_memory = mixfold.optimize(frame, est, seed=1, progress=False)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    from_arrow = mixfold.optimize(table, est, seed=1, progress=False)
+    assert from_arrow == in_memory
+    path = tmp_path / "f.parquet"
+    pq.write_table(table, path, row_group_size=128)
+    out_of_core = mixfold.optimize(str(path), est, seed=1, progress=False)
+    assert out_of_core.fit_result.backend == "stream"
+    a = [c.fields["age"].mu for c in out_of_core.components]
+    b = [c.fields["age"].mu for c in in_memory.components]
+    np.testing.assert_allclose(a, b, rtol=1e-8)
+
+
+def test_arrow_table_for_a_vector_family_becomes_an_array():
+    table = pa.table({"x": [0.0, 1.0, 2.0], "y": [1.0, 1.0, 0.0]})
+    rows = as_fit_input(table, MixtureEstimator([mixfold.DiagonalGaussianEstimator()] * 2))
+    np.testing.assert_array_equal(rows, [[0.0, 1.0], [1.0, 1.0], [2.0, 0.0]])
+
+
+def test_a_path_is_read_into_memory_for_resident_backends(tmp_path, frame):
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=100)
+    est = estimator_from_spec({"mixture": record_spec(frame), "k": 2})
+    assert isinstance(as_fit_input(path, est), RowBlocks)  # local: streamed
+    joined = as_fit_input(path, est, backend="mp")
+    pd.testing.assert_frame_equal(joined, frame)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        as_fit_input(path, est, backend="gpu-cluster")

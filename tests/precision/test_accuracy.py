@@ -1,0 +1,74 @@
+"""Each band's error of a mixture's sufficient statistics, measured against double-double."""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import mixfold
+from mixfold import (DiagonalGaussianDistribution, GaussianDistribution, MixtureDistribution,
+                     MultivariateGaussianDistribution)
+from mixfold.precision import (BANDS, estep_op_count, statistics_error_bound,
+                               statistics_relative_error)
+from mixfold.precision.error import fold_statistics
+
+MODELS = {
+    "gaussian": MixtureDistribution([GaussianDistribution(-2, 1), GaussianDistribution(0.5, 0.5),
+                                     GaussianDistribution(3, 2)], [0.3, 0.3, 0.4]),
+    "diagonal": MixtureDistribution([DiagonalGaussianDistribution([-2, 1], [1, 2]),
+                                     DiagonalGaussianDistribution([2, 0], [0.5, 1])], [0.4, 0.6]),
+    "full": MixtureDistribution(
+        [MultivariateGaussianDistribution([-2, 1], [[1, 0.3], [0.3, 2]]),
+         MultivariateGaussianDistribution([2, 0], [[0.5, 0.1], [0.1, 1]])], [0.4, 0.6]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_error_grows_from_dd_to_fp8_and_stays_within_each_bands_bound(name):
+    model = MODELS[name]
+    enc = model.encoder().encode(model.sampler(0).sample(3000))
+    ops = estep_op_count(model)
+    errors = {b: statistics_relative_error(model, enc, b, reference="dd") for b in BANDS}
+    ordered = [errors[b] for b in reversed(BANDS)]  # dd, float64, float32, float16, bf16, fp8
+    assert ordered[0] == 0.0
+    assert all(a < b for a, b in zip(ordered[:-1], ordered[1:])), errors
+    for band, err in errors.items():
+        assert err <= statistics_error_bound(band, ops, enc.n_rows), (band, err)
+    assert errors["fp8"] > 1e-4 and 1e-11 < errors["float32"] < 1e-6  # the bands really ran
+
+
+def test_dd_statistics_round_the_exact_sums():
+    x = GaussianDistribution(1e4, 1.0).sampler(3).sample(2000)  # large mean: x^2 cancels
+    g = GaussianDistribution(1e4, 1.0)
+    stats = fold_statistics(g, g.encoder().encode(x), "dd", chunk_rows=300)[0]
+    exact = [len(x), sum(Fraction(v) for v in x), sum(Fraction(v) * Fraction(v) for v in x)]
+    assert stats.tolist() == [float(e) for e in exact]
+    naive = fold_statistics(g, g.encoder().encode(x), "float64")[0]
+    assert naive[2] != float(exact[2]) or naive[1] != float(exact[1])
+
+
+def test_dd_mixture_statistics_do_not_depend_on_chunking():
+    m = MODELS["diagonal"]
+    enc = m.encoder().encode(m.sampler(5).sample(2000))
+    ref = fold_statistics(m, enc, "dd", chunk_rows=65536)
+    for chunk in (999, 250, 77):
+        for a, b in zip(fold_statistics(m, enc, "dd", chunk_rows=chunk), ref):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_every_band_fits_a_gaussian_mixture():
+    model = MODELS["gaussian"]
+    x = model.sampler(1).sample(3000)
+    est = mixfold.MixtureEstimator([mixfold.GaussianEstimator()] * 3)
+    reference = mixfold.optimize(x, est, seed=0, max_iter=60, tol=0, progress=False)
+    for band in BANDS:
+        # tol=0: stop when the band's log-likelihood no longer changes at all (its resolution)
+        fit = mixfold.optimize(x, est, seed=0, max_iter=60, tol=0, precision=band,
+                               progress=False)
+        assert fit.fit_result.precision == band
+        mus = sorted(c.mu for c in fit.components)
+        want = sorted(c.mu for c in reference.components)
+        tol = {"fp8": 0.5, "bfloat16": 0.1, "float16": 0.01}.get(band, 1e-5)
+        np.testing.assert_allclose(mus, want, atol=tol)
+        assert math.isfinite(fit.fit_result.final_log_likelihood)

@@ -1,0 +1,220 @@
+"""The command line, run in-process (click's CliRunner) and as ``python -m mixfold``."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import mixfold
+from mixfold.cli import main
+from mixfold.examples.customers import load_customers
+from mixfold.io.tables import record_spec
+from mixfold.spec import estimator_from_spec
+
+SPEC = {"mixture": {"record": {"*": "auto", "spend": {"optional": "log_gaussian"}}}, "k": 3,
+        "pseudo_count": 1.0}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    frame = pd.DataFrame(load_customers())
+    frame.to_csv(root / "customers.csv", index=False)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False),
+                   root / "customers.parquet", row_group_size=500)
+    (root / "spec.json").write_text(json.dumps(SPEC))
+    rng = np.random.default_rng(0)
+    np.save(root / "points.npy", np.vstack([rng.normal(0, 1, (200, 2)),
+                                            rng.normal(5, 1, (200, 2))]))
+    return root, frame
+
+
+def run(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return result
+
+
+def test_spec_prints_the_default_record(files):
+    root, _ = files
+    out = run("spec", root / "customers.csv", "--k", 3)
+    assert out.exit_code == 0
+    assert json.loads(out.stdout) == {
+        "mixture": {"record": {"age": "gaussian", "plan": "categorical", "visits": "poisson",
+                               "spend": {"optional": "gaussian"}}},
+        "k": 3, "pseudo_count": 1.0}
+
+
+def test_fit_parquet_writes_the_model_and_the_trace(files, tmp_path):
+    root, frame = files
+    out_path = tmp_path / "model.json"
+    out = run("fit", root / "customers.parquet", "--model", root / "spec.json", "--out",
+              out_path, "--seed", 2, "--tol", 1e-8, "--no-progress")
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["iteration", "mean", "log-likelihood", "change", "seconds"]
+    trace = [float(line.split()[1]) for line in lines[1:-1]]
+    assert all(b >= a - 1e-12 for a, b in zip(trace, trace[1:]))  # EM never goes down
+    assert lines[-1].startswith("converged after ") and "(stream, float64)" in lines[-1]
+    assert out.stderr == ""
+    fitted = mixfold.load(out_path)
+    columns = {n: node for n, node in record_spec(frame)["record"].items()}
+    same = mixfold.optimize(frame, estimator_from_spec(SPEC, columns), seed=2, tol=1e-8,
+                            progress=False)
+    assert trace == pytest.approx(same.fit_result.log_likelihood, rel=1e-9)
+    np.testing.assert_allclose(fitted.weights, same.weights, rtol=1e-7)
+
+
+def test_fit_progress_bar_goes_to_stderr(files, tmp_path):
+    root, _ = files
+    out = run("fit", root / "points.npy", "--model", '{"mixture": "diagonal_gaussian", "k": 2}',
+              "--out", tmp_path / "m.json", "--progress", "--max-iter", 5)
+    assert out.exit_code == 0, out.output
+    assert "EM" in out.stderr and "EM" not in out.stdout
+    model = mixfold.load(tmp_path / "m.json")
+    assert sorted(round(c.mu[0]) for c in model.components) == [0, 5]
+
+
+def test_score_equals_the_model_density(files, tmp_path):
+    root, frame = files
+    model_path = tmp_path / "model.json"
+    run("fit", root / "customers.csv", "--model", root / "spec.json", "--out", model_path,
+        "--no-progress")
+    per_row = tmp_path / "rows.txt"
+    out = run("score", model_path, root / "customers.parquet", "--per-row", per_row)
+    assert out.exit_code == 0, out.output
+    model = mixfold.load(model_path)
+    expected = model.seq_log_density(model.encoder().encode(frame))
+    np.testing.assert_allclose(np.loadtxt(per_row), expected, rtol=1e-12)
+    words = out.stdout.split()
+    assert words[:2] == ["rows", "3000"]
+    assert float(words[4]) == pytest.approx(expected.sum(), rel=1e-9)
+
+
+def test_sample_prints_json_rows(files, tmp_path):
+    root, _ = files
+    model_path = tmp_path / "model.json"
+    run("fit", root / "customers.csv", "--model", root / "spec.json", "--out", model_path,
+        "--no-progress")
+    out = run("sample", model_path, "-n", 5, "--seed", 3)
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(rows) == 5 and all(set(r) == {"age", "plan", "visits", "spend"} for r in rows)
+    again = run("sample", model_path, "-n", 5, "--seed", 3)
+    assert again.stdout == out.stdout
+    hmm = mixfold.HiddenMarkovDistribution([mixfold.GaussianDistribution(-1, 1),
+                                            mixfold.GaussianDistribution(1, 1)],
+                                           [0.5, 0.5], [[0.9, 0.1], [0.1, 0.9]])
+    mixfold.save(hmm, tmp_path / "hmm.json")
+    seqs = run("sample", tmp_path / "hmm.json", "-n", 3, "--length", 7, "--seed", 0)
+    assert [len(json.loads(line)) for line in seqs.stdout.splitlines()] == [7, 7, 7]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["fit", "{root}/absent.csv", "--model", "{root}/spec.json"],
+     "no such file or folder: '{root}/absent.csv'"),
+    (["fit", "{root}/customers.csv", "--model", '{"mixture": "gaussian"'],
+     "the inline spec is not valid JSON"),
+    (["fit", "{root}/customers.csv", "--model", '{"mixture": {"record": {"agee": "gaussian"}}}'],
+     "spec $.mixture.record.agee: unknown column 'agee'"),
+    (["fit", "{root}/customers.csv", "--model", '{"mixture": "gausian", "k": 2}'],
+     "unknown kind 'gausian' (did you mean 'gaussian'?)"),
+    (["fit", "{root}/customers.csv", "--model",
+      '{"mixture": {"record": {"age": "gaussian", "plan": "poisson"}}, "k": 2}'],
+     "row 0, field ['plan']: expected an integer >= 0, got 'free'"),
+    (["fit", "{root}/bad.parquet", "--model", "{root}/spec.json"], "Parquet"),
+    (["fit", "{root}/customers.csv", "--model", "{root}/absent.yaml"], "no such spec file"),
+    (["score", "{root}/spec.json", "{root}/customers.csv"], "not a mixfold model file"),
+    (["score", "{root}/absent.json", "{root}/customers.csv"], "no such model file"),
+])
+def test_bad_input_gives_one_line_and_status_1(files, args, message):
+    root, _ = files
+    (root / "bad.parquet").write_text("not parquet")
+    args = [a.replace("{root}", str(root)) for a in args]
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 1
+    assert out.exception is None or isinstance(out.exception, SystemExit)
+    err = out.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("mixfold: error: ")
+    assert message.replace("{root}", str(root)) in err
+
+
+def test_python_dash_m_runs_the_cli_without_a_traceback(files):
+    root, _ = files
+    ok = subprocess.run([sys.executable, "-m", "mixfold", "--help"], capture_output=True,
+                        text=True, timeout=60)
+    assert ok.returncode == 0 and "fit" in ok.stdout and "plan" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "mixfold", "fit", str(root / "absent.csv"),
+                          "--model", "gaussian"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip() == f"mixfold: error: no such file or folder: " \
+                                 f"'{root / 'absent.csv'}'"
+
+
+def test_plan_without_the_planner_names_the_module(files, tmp_path):
+    import importlib.util
+
+    from mixfold.parallel.resources import DeviceSpec, Resources
+
+    if importlib.util.find_spec("mixfold.parallel.model_decomposition") is not None:
+        pytest.skip("the planner is installed; test_plan_prints_both_plans covers it")
+    root, _ = files
+    resources = Resources((DeviceSpec("cpu:0"),))
+    (tmp_path / "r.json").write_text(resources.to_json())
+    out = CliRunner().invoke(main, ["plan", "--model", str(root / "spec.json"), "--resources",
+                                    str(tmp_path / "r.json")])
+    assert out.exit_code == 1
+    assert out.stderr.strip() == ("mixfold: error: planning needs the module "
+                                  "mixfold.parallel.model_decomposition, which this mixfold "
+                                  "does not have")
+
+
+def test_plan_prints_both_plans(files, tmp_path):
+    pytest.importorskip("mixfold.parallel.model_decomposition")
+    pytest.importorskip("mixfold.parallel.heterogeneous")
+    from mixfold.parallel.resources import DeviceSpec, Resources
+
+    root, _ = files
+    resources = Resources((DeviceSpec("cpu:0", throughput=1.0),
+                           DeviceSpec("cpu:1", throughput=1.0),
+                           DeviceSpec("gpu:0", kind="gpu", throughput=6.0,
+                                      precisions=("float16", "float32", "float64"))))
+    (tmp_path / "r.json").write_text(resources.to_json())
+    out = run("plan", "--model", root / "spec.json", "--resources", tmp_path / "r.json",
+              "--data", root / "customers.parquet")
+    assert out.exit_code == 0, out.output
+    text = out.stdout
+    assert "model decomposition for 3000 rows on 3 devices" in text
+    assert "heterogeneous plan" in text
+    rows = {line.split()[0]: line.split() for line in text.splitlines()
+            if line.split() and line.split()[0] in ("cpu:0", "cpu:1", "gpu:0")}
+    assert set(rows) == {"cpu:0", "cpu:1", "gpu:0"}
+    assert sum(int(r[1]) for r in rows.values()) == 3000
+    assert int(rows["gpu:0"][1]) > int(rows["cpu:0"][1])
+    if __import__("importlib").util.find_spec("matplotlib") is not None:
+        png = tmp_path / "timeline.png"
+        drawn = run("plan", "--model", root / "spec.json", "--resources", tmp_path / "r.json",
+                    "--data", root / "customers.csv", "--plot", png)
+        assert drawn.exit_code == 0, drawn.output
+        assert "model decomposition for 3000 rows" in drawn.stdout  # a CSV's rows are counted
+        assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plan_needs_sizes_the_spec_leaves_open(files, tmp_path):
+    pytest.importorskip("mixfold.parallel.model_decomposition")
+    pytest.importorskip("mixfold.parallel.heterogeneous")
+    from mixfold.parallel.resources import DeviceSpec, Resources
+
+    (tmp_path / "r.json").write_text(Resources((DeviceSpec("cpu:0"),)).to_json())
+    out = CliRunner().invoke(main, ["plan", "--model", '{"mixture": "categorical", "k": 2}',
+                                    "--resources", str(tmp_path / "r.json")])
+    assert out.exit_code == 1
+    assert "the spec leaves a size open" in out.stderr and "give --data" in out.stderr
+    sized = run("plan", "--model", '{"mixture": {"categorical": {"levels": ["a", "b"]}}, "k": 2}',
+                "--resources", tmp_path / "r.json", "--rows", 500)
+    assert sized.exit_code == 0, sized.output
+    assert "model decomposition for 500 rows on 1 devices" in sized.stdout

@@ -1,0 +1,77 @@
+"""Row blocks run on all cores give the bits one thread gives, and the right statistics."""
+
+import threading
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+from scipy.stats import norm
+from threadpoolctl import threadpool_limits
+
+from mixfold._row_blocks import map_row_blocks, row_threads
+from mixfold.families._protocol import ArrayEncoded
+from mixfold.families.diagonal_gaussian import (STACK_BLOCK_ROWS, DiagonalGaussianAccumulator,
+                                                DiagonalGaussianDistribution)
+
+
+def stacked_fold(x, w, comps, log_w, precision="float64"):
+    accs = [DiagonalGaussianAccumulator(x.shape[1]) for _ in comps]
+    mass, lse = DiagonalGaussianAccumulator.stack_fold(accs, comps, log_w, ArrayEncoded(x), w,
+                                                      precision)
+    return mass, lse, np.concatenate([a.to_array() for a in accs])
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(0)
+    d, k, n = 7, 5, 2 * STACK_BLOCK_ROWS + 1001  # blocks that do not divide the rows
+    comps = [DiagonalGaussianDistribution(rng.normal(0, 3, d), rng.uniform(0.5, 2, d))
+             for _ in range(k)]
+    log_w = np.log(rng.dirichlet(np.ones(k)))
+    x = rng.normal(0, 4, size=(n, d)) + 100.0  # far from the origin: centring matters
+    w = rng.uniform(0, 2, n)
+    return x, w, comps, log_w
+
+
+def test_blocks_come_back_in_order_and_cover_the_rows():
+    assert map_row_blocks(10, 3, lambda lo, hi: (lo, hi)) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    assert map_row_blocks(0, 3, lambda lo, hi: (lo, hi)) == []
+
+
+def test_stacked_fold_equals_brute_force(problem):
+    x, w, comps, log_w = problem
+    mass, lse, flat = stacked_fold(x, w, comps, log_w)
+    joint = np.stack([norm.logpdf(x, c.mu, np.sqrt(c.sigma2)).sum(axis=1) for c in comps],
+                     axis=1) + log_w
+    want_lse = logsumexp(joint, axis=1)
+    resp = np.exp(joint - want_lse[:, None]) * w[:, None]
+    want = np.concatenate([np.concatenate([[r.sum()], r @ x, r @ (x * x)]) for r in resp.T])
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-12)
+    np.testing.assert_allclose(mass, resp.sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(flat, want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_thread_count_and_calling_thread_do_not_change_a_bit(problem, monkeypatch, precision):
+    x, w, comps, log_w = problem
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "2")
+    assert row_threads() == 2
+    threaded = stacked_fold(x, w, comps, log_w, precision)
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "1")
+    serial = stacked_fold(x, w, comps, log_w, precision)
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "2")
+    from_worker: list = []  # a non-main thread folds its blocks itself: pools never nest
+    t = threading.Thread(target=lambda: from_worker.append(stacked_fold(x, w, comps, log_w,
+                                                                        precision)))
+    with threadpool_limits(1, "blas"):  # as mixfold's workers hold it
+        t.start()
+        t.join()
+    for a, b, c in zip(threaded, serial, from_worker[0]):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
+def test_float32_scores_stay_close_to_float64(problem):
+    x, w, comps, log_w = problem
+    f64, f32 = stacked_fold(x, w, comps, log_w), stacked_fold(x, w, comps, log_w, "float32")
+    np.testing.assert_allclose(f32[1], f64[1], rtol=1e-5)
+    np.testing.assert_allclose(f32[2], f64[2], rtol=1e-4)

@@ -118,6 +118,8 @@ def read_json_bounded(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) 
     try:
         with open(path, "rb") as fh:  # read at most max_bytes + 1: a pipe or device may not end
             raw = fh.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise  # the usual error for a missing file, not a fault of the file's contents
     except OSError as err:
         raise ModelFileError(f"{path}: cannot be read: {err}") from None
     if len(raw) > max_bytes:

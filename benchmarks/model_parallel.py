@@ -7,8 +7,8 @@
 
 Both runs fold the same resident rows from the same starting model (a seeded initialisation):
 
-- serial: ``LocalEncodedData`` (the local backend's fold), BLAS limited to one thread, so the
-  baseline uses one core;
+- serial: ``LocalEncodedData`` (the local backend's fold) on one core: BLAS limited to one
+  thread and ``MIXFOLD_NUM_THREADS=1`` (no row blocks on other cores);
 - threaded: ``ModelParallelEncodedData`` with the planner's cut over ``--workers`` CPU devices
   (its decision is printed), each worker's BLAS limited to cores // workers threads, so the
   workers do not oversubscribe the cores either.
@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -51,6 +53,21 @@ def p6_data(rows: int, components: int, dim: int, seed: int = 0) -> np.ndarray:
     return truth.sampler(seed).sample(rows)
 
 
+@contextmanager
+def one_core():
+    """The serial baseline: one BLAS thread, stacked row blocks on one thread."""
+    saved = os.environ.get("MIXFOLD_NUM_THREADS")
+    os.environ["MIXFOLD_NUM_THREADS"] = "1"
+    try:
+        with threadpool_limits(1, user_api="blas"):
+            yield
+    finally:
+        if saved is None:
+            os.environ.pop("MIXFOLD_NUM_THREADS")
+        else:
+            os.environ["MIXFOLD_NUM_THREADS"] = saved
+
+
 def same_bits(a: MixtureDistribution, b: MixtureDistribution) -> bool:
     """Every parameter array equal, bit for bit."""
     return np.array_equal(a.weights, b.weights) and all(
@@ -62,7 +79,7 @@ def run(rows: int, components: int, dim: int, iterations: int, workers: int) -> 
     x = p6_data(rows, components, dim)
     est = MixtureEstimator([MultivariateGaussianEstimator()] * components)
     enc, est = encode_data(x, est)
-    with threadpool_limits(1, user_api="blas"):
+    with one_core():
         start = LocalEncodedData(enc).initialize(est, seed=0)
     plan = plan_for(start, workers)
     print(plan.describe())
@@ -70,7 +87,7 @@ def run(rows: int, components: int, dim: int, iterations: int, workers: int) -> 
     serial_model = threaded_model = start
     with LocalEncodedData(enc) as serial, ModelParallelEncodedData(enc, plan=plan) as threaded:
         for _ in range(iterations):
-            with threadpool_limits(1, user_api="blas"):
+            with one_core():
                 t0 = time.perf_counter()
                 serial_model = serial.estimate(est, serial_model)[0]
                 serial_s.append(time.perf_counter() - t0)

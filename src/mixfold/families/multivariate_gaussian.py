@@ -129,18 +129,17 @@ class MultivariateGaussianDistribution(Distribution):
         center = np.mean([c.mu for c in components], axis=0)
         start, stop = (0, len(components)) if units is None else units
         n = enc.n_rows
-        xc = np.subtract(enc.values, center, dtype=dt)
+        xc = np.subtract(enc.values, center, dtype=dt, out=scratch("mvg.xc", (n, d), dt))
         out = np.empty((stop - start, n), dtype=dt)
-        step = max(256, (1 << 18) // d)  # a component's whitened block (D, rows) is ~2 MB
+        step = max(64, (1 << 17) // d)  # a component's whitened block (rows, D): ~1 MB
         for j, comp in enumerate(components[start:stop]):
-            whiten = np.ascontiguousarray(comp.precision_cholesky.T, dtype=dt)
-            offset = ((comp.mu - center) @ comp.precision_cholesky).astype(dt)[:, None]
+            whiten = comp.precision_cholesky.astype(dt)
+            offset = ((comp.mu - center) @ comp.precision_cholesky).astype(dt)
             for lo in range(0, n, step):
                 hi = min(n, lo + step)
-                y = np.matmul(whiten, xc[lo:hi].T, out=scratch("mvg.y", (d, hi - lo), dt))
+                y = np.matmul(xc[lo:hi], whiten, out=scratch("mvg.y", (hi - lo, d), dt))
                 y -= offset
-                y *= y
-                y.sum(axis=0, out=out[j, lo:hi])
+                np.einsum("ij,ij->i", y, y, out=out[j, lo:hi])  # one pass: square and sum
         const = np.array([c.log_det_precision_cholesky for c in components[start:stop]])
         out *= dt.type(-0.5)
         out += (const - 0.5 * d * _LOG_2PI).astype(dt)[:, None]
@@ -202,18 +201,23 @@ class MultivariateGaussianAccumulator(LeafAccumulator):
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Column by column (``r_k @ x``, then ``x.T @ (r_k x)`` per row block): a component's sums
-        do not depend on the others in the call, so any range of components can be added apart
-        with the same bits (a GEMM over K columns would sum the rows in a K-dependent order).
+        Block by block of rows (the block stays in cache while every component reads it), then
+        component by component: ``r_k @ x`` and ``x.T @ (r_k x)``. A component's sums do not
+        depend on the others in the call, so any range of components can be added apart with
+        the same bits (a GEMM over K columns would sum the rows in a K-dependent order).
         """
         x = enc.values
-        step = max(256, (1 << 16) // x.shape[1])  # weighted rows stay in cache (~512 KB)
-        for k, acc in enumerate(accs):
-            acc.weight += resp[:, k].sum()
-            acc.sum_x += resp[:, k] @ x
-            for lo in range(0, x.shape[0], step):
-                xb = x[lo:lo + step]
-                acc.sum_xx += xb.T @ (resp[lo:lo + step, k, None] * xb)
+        step = max(256, (1 << 17) // x.shape[1])  # a block of rows and its weighted copy: ~2 MB
+        for lo in range(0, x.shape[0], step):
+            xb = x[lo:lo + step]
+            rb = resp[lo:lo + step]
+            rx = scratch("mvg.rx", xb.shape)
+            for k, acc in enumerate(accs):
+                r = rb[:, k]
+                acc.weight += r.sum()
+                acc.sum_x += r @ xb
+                np.multiply(r[:, None], xb, out=rx)
+                acc.sum_xx += xb.T @ rx
 
 
 class MultivariateGaussianEstimator(LeafEstimator):

@@ -1,4 +1,5 @@
-"""Categorical distribution over any hashable values; the levels are fixed at encode time."""
+"""Categorical distribution over strings, finite numbers, bools and tuples of them (what a model
+file can hold); the levels are fixed at encode time."""
 
 from __future__ import annotations
 

@@ -84,6 +84,16 @@ def map_row_blocks(n_rows: int, block_rows: int, fold_block: Callable[[int, int]
     with _one_blas_thread():  # also serially: BLAS's thread count changes a GEMM's bits
         if min(row_threads(), len(bounds)) <= 1:
             return [fold_block(lo, hi) for lo, hi in bounds]
-        pool = _executor(row_threads())
-        futures = [pool.submit(fold_block, lo, hi) for lo, hi in bounds]
-        return [f.result() for f in futures]
+        threads = min(row_threads(), len(bounds))
+        results: list[Any] = [None] * len(bounds)
+
+        def fold_share(first: int) -> None:  # blocks first, first + T, ...: an even share each
+            for i in range(first, len(bounds), threads):
+                results[i] = fold_block(*bounds[i])
+
+        pool = _executor(row_threads() - 1)
+        futures = [pool.submit(fold_share, t) for t in range(1, threads)]
+        fold_share(0)  # this thread takes a share too, instead of waiting idle
+        for f in futures:
+            f.result()
+        return results

@@ -8,6 +8,7 @@ must not outlive the chunk that asked for them.
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -27,7 +28,7 @@ def scratch(name: str, shape: tuple[int, ...], dtype: np.dtype | type = np.float
     """
     dtype = np.dtype(dtype)
     cache = _local.__dict__.setdefault("buffers", {})
-    size = int(np.prod(shape))
+    size = math.prod(shape)
     buf = cache.get((name, dtype))
     if buf is None or buf.size < size:
         buf = np.empty(max(size, 1), dtype=dtype)

@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import mixfold
 from mixfold.backends import MissingEngineError
 from mixfold.backends._shard import require, shard_bounds, tree_reduce
 from tests.backends.cases import CASES
+from tests.backends.mpirun import run_mpiexec
 
 ENGINES = ["mp", "spark", "dask", "ray"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,20 +104,8 @@ def test_mp_worker_killed_mid_fit_is_restarted_and_the_result_is_unchanged():
 @pytest.mark.parametrize("case", ["gmm", "records"])
 def test_mpi_spmd_fit_equals_local(tmp_path, case):
     out = tmp_path / "mpi.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1",
-           "OMP_NUM_THREADS": "1"}
-    mpiexec = Path(sys.executable).with_name("mpiexec")
-    proc = subprocess.Popen([str(mpiexec), "-n", "2", sys.executable, "-m", "mpi4py",
-                             str(ROOT / "tests/backends/mpi_fit.py"), str(out), "2", case],
-                            env=env, cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        log, _ = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    assert proc.returncode == 0, log
+    run_mpiexec(2, ["-m", "mpi4py", str(ROOT / "tests/backends/mpi_fit.py"), str(out), "2",
+                    case])
     got = json.loads(out.read_text())
     close(got["start"], fit_case(case, max_iter=0).model.to_dict())
     local = fit_case(case)

@@ -1,10 +1,6 @@
 """Planned fits (per-worker rows and bands, planned tree depth) and dd fits on every engine."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +9,7 @@ import pytest
 import mixfold
 from mixfold.parallel.heterogeneous import Worker
 from tests.backends.cases import CASES
+from tests.backends.mpirun import run_mpiexec
 
 ENGINES = ["mp", "spark", "dask", "ray"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,20 +88,8 @@ def test_the_planned_tree_depth_is_used_on_every_engine(spark_session, dask_clie
 @pytest.mark.slow
 def test_mpi_runs_planned_and_dd_fits(tmp_path):
     out = tmp_path / "plan.json"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}", "OPENBLAS_NUM_THREADS": "1",
-           "OMP_NUM_THREADS": "1"}
-    mpiexec = Path(sys.executable).with_name("mpiexec")
-    proc = subprocess.Popen([str(mpiexec), "-n", "3", sys.executable, "-m", "mpi4py",
-                             str(ROOT / "tests/backends/mpi_plan.py"), str(out)],
-                            env=env, cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        log, _ = proc.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    assert proc.returncode == 0, log
+    run_mpiexec(3, ["-m", "mpi4py", str(ROOT / "tests/backends/mpi_plan.py"), str(out)],
+                timeout=180)
     got = json.loads(out.read_text())
     local_dd = fit(precision="dd")
     assert got["dd"] == local_dd.model.to_dict() and got["dd_plan"] == got["dd"]

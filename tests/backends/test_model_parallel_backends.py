@@ -1,11 +1,6 @@
 """ModelParallelEstimator composed with every data backend, on the real engines, equals local."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +9,7 @@ import mixfold
 from mixfold.parallel.model_parallel import ModelParallelEstimator
 from tests.backends.cases import CASES
 from tests.backends.test_backends import ROOT, close, fit_case
+from tests.backends.mpirun import run_mpiexec
 
 
 @pytest.mark.slow
@@ -31,20 +27,8 @@ def test_model_parallel_estimator_on_every_data_backend_equals_local(engine, cas
 @pytest.mark.slow
 def test_model_parallel_estimator_under_mpi_equals_local(tmp_path):
     out = tmp_path / "mpi.json"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}", "OPENBLAS_NUM_THREADS": "1",
-           "OMP_NUM_THREADS": "1"}
-    mpiexec = Path(sys.executable).with_name("mpiexec")
-    proc = subprocess.Popen([str(mpiexec), "-n", "2", sys.executable, "-m", "mpi4py",
-                             str(ROOT / "tests/backends/mpi_fit.py"), str(out), "2",
-                             "gmm_model_parallel"], env=env, cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        log, _ = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    assert proc.returncode == 0, log
+    run_mpiexec(2, ["-m", "mpi4py", str(ROOT / "tests/backends/mpi_fit.py"), str(out), "2",
+                    "gmm_model_parallel"])
     got = json.loads(out.read_text())
     local = fit_case("gmm")
     close(got["final"], local.model.to_dict(), rtol=1e-12)

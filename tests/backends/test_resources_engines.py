@@ -1,10 +1,6 @@
 """Resources discovered from real engines, and calibrated where the work runs on them."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +10,7 @@ from mixfold import DiagonalGaussianDistribution, MixtureDistribution
 from mixfold.parallel.model_decomposition import subtree_work
 from mixfold.parallel.resources import Resources
 from mixfold.precision import BANDS
+from tests.backends.mpirun import run_mpiexec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,19 +75,7 @@ if MPI.COMM_WORLD.rank == 0:
 @pytest.mark.slow
 def test_mpi_ranks_are_devices_measured_on_every_rank(tmp_path):
     out = tmp_path / "resources.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OPENBLAS_NUM_THREADS": "1",
-           "OMP_NUM_THREADS": "1"}
-    mpiexec = Path(sys.executable).with_name("mpiexec")
-    proc = subprocess.Popen([str(mpiexec), "-n", "2", sys.executable, "-c", MPI_SCRIPT,
-                             str(out)], env=env, cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        log, _ = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    assert proc.returncode == 0, log
+    run_mpiexec(2, ["-c", MPI_SCRIPT, str(out)])
     got = json.loads(out.read_text())
     declared = Resources.from_dict(got["declared"])
     assert [d.name for d in declared.devices] == ["mpi:0", "mpi:1"]

@@ -11,6 +11,7 @@ import mixfold
 from mixfold.examples.customers import load_customers
 from mixfold.io.tables import column_specs, record_spec
 from mixfold.spec import estimator_from_spec
+from tests.backends.mpirun import run_mpiexec
 
 
 @pytest.mark.slow
@@ -54,12 +55,6 @@ def test_cli_fit_on_the_mp_backend_equals_local(tmp_path):
 
 @pytest.mark.slow
 def test_cli_under_mpiexec_reads_a_share_per_rank_and_equals_local(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-    from pathlib import Path
-
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -67,21 +62,9 @@ def test_cli_under_mpiexec_reads_a_share_per_rank_and_equals_local(tmp_path):
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp_path / "c.parquet",
                    row_group_size=500)
     spec = {"mixture": record_spec(frame), "k": 3, "pseudo_count": 1.0}
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    mpiexec = Path(sys.executable).with_name("mpiexec")
-    proc = subprocess.Popen([str(mpiexec), "-n", "2", sys.executable, "-m", "mixfold", "fit",
-                             str(tmp_path / "c.parquet"), "--model", json.dumps(spec),
-                             "--backend", "mpi", "--max-iter", "20", "--no-progress",
-                             "--out", str(tmp_path / "m.json")],
-                            env=env, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    assert proc.returncode == 0, err
+    out = run_mpiexec(2, ["-m", "mixfold", "fit", str(tmp_path / "c.parquet"), "--model",
+                          json.dumps(spec), "--backend", "mpi", "--max-iter", "20",
+                          "--no-progress", "--out", str(tmp_path / "m.json")])
     assert out.count("model written to") == 1  # rank 0 alone reports
     assert "on 3000 rows (mpi, float64)" in out
     local = mixfold.optimize(frame, estimator_from_spec(spec), max_iter=20, progress=False)

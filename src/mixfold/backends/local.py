@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
@@ -32,18 +34,25 @@ def fold_rows(acc: Accumulator | None, enc: Encoded, weights: np.ndarray, model:
         if band_of(precision) == "dd":
             return fold_rows_total(acc, enc, weights, model, precision, chunk_rows).hi
     total = 0.0
-    for begin in range(0, enc.n_rows, chunk_rows):
-        end = min(begin + chunk_rows, enc.n_rows)
-        part, w = enc.rows(begin, end), weights[begin:end]
-        ll = None if acc is None else acc.seq_update(part, w, model, precision)
-        if ll is None:
-            ll = model.seq_log_density(part, precision)
+    for part, w, ll in _folded_chunks(acc, enc, weights, model, precision, chunk_rows):
         with np.errstate(invalid="ignore"):
             chunk_total = float(np.multiply(w, ll).sum())  # not BLAS: no thread wake-ups
         if not np.isfinite(chunk_total):
             chunk_total = _checked_total(ll, w, part.start)
         total += chunk_total
     return total
+
+
+def _folded_chunks(acc: Accumulator | None, enc: Encoded, weights: np.ndarray,
+                   model: Distribution, precision: str, chunk_rows: int
+                   ) -> Iterator[tuple[Encoded, np.ndarray, np.ndarray]]:
+    """Fold ``enc`` into ``acc`` (or only score it) chunk by chunk; yield each chunk's rows,
+    weights and per-row log-densities."""
+    for begin in range(0, enc.n_rows, chunk_rows):
+        end = min(begin + chunk_rows, enc.n_rows)
+        part, w = enc.rows(begin, end), weights[begin:end]
+        ll = None if acc is None else acc.seq_update(part, w, model, precision)
+        yield part, w, model.seq_log_density(part, precision) if ll is None else ll
 
 
 def fold_rows_total(acc: Accumulator | None, enc: Encoded, weights: np.ndarray,
@@ -57,12 +66,7 @@ def fold_rows_total(acc: Accumulator | None, enc: Encoded, weights: np.ndarray,
         return DD(fold_rows(acc, enc, weights, model, precision, chunk_rows), 0.0)
     require_band(model, precision)
     total = DD(0.0, 0.0)
-    for begin in range(0, enc.n_rows, chunk_rows):
-        end = min(begin + chunk_rows, enc.n_rows)
-        part, w = enc.rows(begin, end), weights[begin:end]
-        ll = None if acc is None else acc.seq_update(part, w, model, precision)
-        if ll is None:
-            ll = model.seq_log_density(part, precision)
+    for part, w, ll in _folded_chunks(acc, enc, weights, model, precision, chunk_rows):
         live = w > 0  # a zero-weight row adds nothing, even where its log-density is -inf
         if not np.isfinite(ll[live]).all():
             _checked_total(ll, w, part.start)

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Any, TypeVar
 
-__all__ = ["map_row_blocks", "row_threads"]
+__all__ = ["map_row_blocks", "run_each", "row_threads"]
 
 _T = TypeVar("_T")
 _lock = threading.Lock()
@@ -97,3 +97,18 @@ def map_row_blocks(n_rows: int, block_rows: int, fold_block: Callable[[int, int]
         for f in futures:
             f.result()
         return results
+
+
+def run_each(calls: Sequence[Callable[[], Any]]) -> None:
+    """Run independent calls (each writing only its own outputs) on the row-block pool.
+
+    For work that splits by something other than rows, such as the fields of a record whose
+    statistics are added field by field; the same rules hold: BLAS at one thread, serial when
+    called from any thread but the main one.
+
+    >>> out = [0, 0, 0]
+    >>> run_each([lambda i=i: out.__setitem__(i, i * i) for i in range(3)])
+    >>> out
+    [0, 1, 4]
+    """
+    map_row_blocks(len(calls), 1, lambda lo, hi: calls[lo]())

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from mixfold._row_blocks import run_each
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError
 from mixfold.families._protocol import (
@@ -330,10 +331,13 @@ class FactorAccumulator(Accumulator):
 
     @staticmethod
     def stack_update(accs: Sequence[FactorAccumulator], enc: Encoded, resp: np.ndarray) -> None:
-        """Add rows to K factor accumulators, each factor through its family's stacked update."""
-        for i, part in enumerate(enc.children):
+        """Add rows to K factor accumulators, each factor through its family's stacked update;
+        the factors' updates run concurrently (each writes only its own accumulators)."""
+        def update(i: int, part: Encoded) -> Callable[[], None]:
             factor_accs = [a.factors[i] for a in accs]
-            type(factor_accs[0]).stack_update(factor_accs, part, resp)
+            return lambda: type(factor_accs[0]).stack_update(factor_accs, part, resp)
+
+        run_each([update(i, part) for i, part in enumerate(enc.children)])
 
 
 class _FactorEstimator(Estimator):

@@ -53,6 +53,14 @@ def _check_level(v: Any, row: int | None = None) -> Hashable:
     return v
 
 
+def _checked_levels(levels: Sequence[Any]) -> tuple:
+    """``levels`` as a tuple of checked levels (strings and ints, the common case, need no
+    per-level check: a model's levels are re-read every M-step)."""
+    if all(type(v) is str or type(v) is int for v in levels):
+        return tuple(levels)
+    return tuple(_check_level(v) for v in levels)
+
+
 def _ordered_levels(found: Sequence[Hashable]) -> tuple:
     try:
         return tuple(sorted(found))
@@ -81,7 +89,7 @@ class CategoricalEncoder(Encoder):
     """
 
     def __init__(self, levels: Sequence[Hashable] | None = None):
-        self.levels = None if levels is None else tuple(_check_level(v) for v in levels)
+        self.levels = None if levels is None else _checked_levels(levels)
         if self.levels is not None and len(set(self.levels)) != len(self.levels):
             raise ValueError(f"categorical levels must be distinct, got {self.levels!r}")
 
@@ -191,7 +199,7 @@ class CategoricalDistribution(Distribution):
         p = np.asarray(probs, dtype=np.float64)
         if levels is None:
             levels = list(range(len(p)))
-        self.levels = tuple(_check_level(v) for v in levels)
+        self.levels = _checked_levels(levels)
         if p.ndim != 1 or len(p) != len(self.levels) or len(p) == 0:
             raise ParameterError(f"need one probability per level, got {len(p)} for "
                              f"{len(self.levels)} levels")

@@ -34,6 +34,7 @@ of those first rows), so ``model`` is ``None`` until ``init_rows`` rows have arr
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +43,7 @@ import numpy as np
 from mixfold.backends._interface import init_sample_mask
 from mixfold.backends.local import DEFAULT_CHUNK_ROWS, LocalEncodedData
 from mixfold.backends.stream import GlobalRows, sized_blocks
-from mixfold.errors import DataError, NumericalError, ParameterError
+from mixfold.errors import DataError, DegenerateFitWarning, NumericalError, ParameterError
 from mixfold.families._protocol import (Accumulator, Distribution, Encoded, Encoder, Estimator,
                                         InitRandom)
 from mixfold.io.readers import RowBlocks, reads_named_fields, table_rows
@@ -225,7 +226,10 @@ class OnlineEM:
         if self.model is None:
             idx = np.flatnonzero(init_sample_mask(enc, self.seed, enc.n_rows))
             sample = enc.take(idx)
-            with np.errstate(divide="ignore"):
+            with np.errstate(divide="ignore"), warnings.catch_warnings():
+                # a guess from the first few rows may be degenerate (as in a batch fit's
+                # seeding): the steps after it are judged
+                warnings.simplefilter("ignore", DegenerateFitWarning)
                 self.model = self._estimator.initial_guess(sample, np.ones(sample.n_rows),
                                                            InitRandom(self.seed))
         self._step(enc)

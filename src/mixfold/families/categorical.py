@@ -220,7 +220,9 @@ class CategoricalDistribution(Distribution):
                           precision: str = "float64") -> np.ndarray:
         """Log-probabilities of all K components at once: one gather, (n_rows, K) in F order."""
         table = np.stack([c.log_probs for c in components])  # (K, L)
-        return table[:, enc.values].T
+        # np.take lays the gather out (K, n); table[:, codes] would lay it out (n, K), and its
+        # transpose then adds to the other fields' F-order scores through strided memory
+        return np.take(table, enc.values, axis=1).T
 
     def encoder(self) -> Encoder:
         return CategoricalEncoder(self.levels)

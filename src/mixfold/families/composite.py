@@ -17,6 +17,7 @@ from mixfold.families._protocol import (
     Encoded,
     Encoder,
     Estimator,
+    FoldChild,
     InitRandom,
     family,
 )
@@ -316,9 +317,17 @@ class FactorAccumulator(Accumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: _FactorDistribution,
                    precision: str = "float64") -> np.ndarray | None:
+        return self.update_factors(enc, weights, model, precision)
+
+    def update_factors(self, enc: Encoded, weights: np.ndarray, model: _FactorDistribution,
+                       precision: str, fold_factor: FoldChild | None = None
+                       ) -> np.ndarray | None:
+        """:meth:`seq_update`, with factor ``i`` folded by ``fold_factor(i, acc, rows, weights,
+        dist, precision)`` when given (a model-parallel executor threads one factor)."""
         total: np.ndarray | None = np.zeros(enc.n_rows)
-        for acc, part, dist in zip(self.factors, enc.children, model.factors):
-            ll = acc.seq_update(part, weights, dist, precision)
+        for i, (acc, part, dist) in enumerate(zip(self.factors, enc.children, model.factors)):
+            ll = acc.seq_update(part, weights, dist, precision) if fold_factor is None else \
+                fold_factor(i, acc, part, weights, dist, precision)
             if ll is None or total is None:
                 total = None
             else:

@@ -11,7 +11,8 @@ import numpy as np
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        Encoder, Estimator, InitRandom, Sampler, family)
+                                        Encoder, Estimator, FoldChild, InitRandom, Sampler,
+                                        family)
 from mixfold.families.categorical import CategoricalDistribution
 
 __all__ = ["SequenceDistribution", "SequenceEstimator", "SequenceAccumulator", "SequenceEncoder",
@@ -346,10 +347,19 @@ class SequenceAccumulator(Accumulator):
 
     def seq_update(self, enc: SequenceEncoded, weights: np.ndarray, model: SequenceDistribution,
                    precision: str = "float64") -> np.ndarray | None:
+        return self.update_items(enc, weights, model, precision)
+
+    def update_items(self, enc: SequenceEncoded, weights: np.ndarray,
+                     model: SequenceDistribution, precision: str,
+                     fold_items: FoldChild | None = None) -> np.ndarray | None:
+        """:meth:`seq_update`, with the items folded by ``fold_items(0, acc, items, weights,
+        item, precision)`` when given (a model-parallel executor threads the item model)."""
         counts = enc.counts()
         self.item_weight += weights @ counts
-        item_ll = self.items.seq_update(enc.items, np.repeat(weights, counts), model.item,
-                                        precision)
+        item_weights = np.repeat(weights, counts)
+        item_ll = self.items.seq_update(enc.items, item_weights, model.item, precision) \
+            if fold_items is None else \
+            fold_items(0, self.items, enc.items, item_weights, model.item, precision)
         length_ll = None
         if self.length is not None:
             length_ll = self.length.seq_update(enc.lengths, weights, model.length, precision)

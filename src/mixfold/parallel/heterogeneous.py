@@ -36,7 +36,7 @@ import numpy as np
 
 from mixfold.backends._shard import ShardedEncodedData, fanout_for_depth, run_task
 from mixfold.families._protocol import Encoded
-from mixfold.precision import (BANDS, UNIT_ROUNDOFF, band_of, most_accurate,
+from mixfold.precision import (BANDS, UNIT_ROUNDOFF, band_of, check_bands, most_accurate,
                                predicted_relative_error)
 
 __all__ = ["Worker", "WorkerAssignment", "HeterogeneousPlan", "plan_heterogeneous",
@@ -82,11 +82,7 @@ class Worker:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"a worker needs a non-empty name, got {self.name!r}")
-        precisions = tuple(self.precisions)
-        unknown = [b for b in precisions if b not in UNIT_ROUNDOFF]
-        if not precisions or unknown:
-            raise ValueError(f"precisions must be a non-empty subset of {list(BANDS)}, got "
-                             f"{list(precisions)}")
+        precisions = check_bands(self.precisions)
         object.__setattr__(self, "precisions", precisions)
         if not (math.isfinite(self.base_throughput) and self.base_throughput > 0):
             raise ValueError(f"base_throughput must be a finite number > 0, got "

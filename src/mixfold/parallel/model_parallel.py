@@ -501,37 +501,21 @@ _CUT_FOLDS: dict[DecompAxis, Callable[..., np.ndarray | None]] = {
 def _through_factors(acc: FactorAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
                      precision: str, index: int, rest: str, cut: _Cut,
                      pool: WorkerPool) -> np.ndarray | None:
-    total: np.ndarray | None = np.zeros(enc.n_rows)
-    for i, (a, part, dist) in enumerate(zip(acc.factors, enc.children, model.factors)):
+    def fold_factor(i: int, a: Accumulator, part: Encoded, w: np.ndarray, dist: Any,
+                    band: str) -> np.ndarray | None:
         if i == index:
-            ll = _fold(a, dist, part, weights, precision, rest, cut, pool)
-        else:
-            ll = a.seq_update(part, weights, dist, precision)
-        if ll is None or total is None:
-            total = None
-        else:
-            total += ll
-    return total
+            return _fold(a, dist, part, w, band, rest, cut, pool)
+        return a.seq_update(part, w, dist, band)
+
+    return acc.update_factors(enc, weights, model, precision, fold_factor)
 
 
 def _through_sequence(acc: SequenceAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
                       precision: str, index: int, rest: str, cut: _Cut,
                       pool: WorkerPool) -> np.ndarray | None:
-    counts = enc.counts()
-    acc.item_weight += weights @ counts
-    item_ll = _fold(acc.items, model.item, enc.items, np.repeat(weights, counts), precision,
-                    rest, cut, pool)
-    length_ll = None
-    if acc.length is not None:
-        length_ll = acc.length.seq_update(enc.lengths, weights, model.length, precision)
-    if item_ll is None:
-        return None
-    out = _row_sums(enc, item_ll)
-    if acc.length is not None:
-        if length_ll is None:
-            length_ll = model.length.seq_log_density(enc.lengths, precision)
-        out += length_ll
-    return out
+    return acc.update_items(enc, weights, model, precision,
+                            lambda _, a, items, w, item, band: _fold(a, item, items, w, band,
+                                                                     rest, cut, pool))
 
 
 def _through_optional(acc: OptionalAccumulator, model: Any, enc: Encoded, weights: np.ndarray,

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.families._protocol import Distribution, Encoded
-from mixfold.precision import BANDS
+from mixfold.precision import BANDS, check_bands
 
 __all__ = ["DeviceSpec", "Resources", "DEVICE_KINDS", "measure_rows_per_second"]
 
@@ -69,11 +69,7 @@ class DeviceSpec:
                 raise ValueError(f"memory_bytes must be None or an integer > 0, got "
                                  f"{self.memory_bytes!r}")
             object.__setattr__(self, "memory_bytes", int(self.memory_bytes))
-        precisions = tuple(self.precisions)
-        unknown = [b for b in precisions if b not in BANDS]
-        if not precisions or unknown:
-            raise ValueError(f"precisions must be a non-empty subset of {list(BANDS)}, got "
-                             f"{list(precisions)}")
+        precisions = check_bands(self.precisions)
         object.__setattr__(self, "precisions", precisions)
         rates = dict(self.band_throughput)
         for band, rate in rates.items():

@@ -19,15 +19,16 @@ dtype('float32')
 """
 
 from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, PLANNED, UNIT_ROUNDOFF, band_of,
-                                     check_precision, is_native, most_accurate, native_dtype,
-                                     parse_precision)
+                                     check_bands, check_precision, is_native, most_accurate,
+                                     native_dtype, parse_precision)
 from mixfold.precision.emulation import band_ops
 from mixfold.precision.error import (estep_op_count, predicted_relative_error, relative_error,
                                      statistics_error_bound, statistics_relative_error)
 from mixfold.precision.support import BandSupportError, log_density_in_band, require_band
 
 __all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "check_precision",
-           "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate",
+           "check_bands", "native_dtype", "parse_precision", "band_of", "is_native",
+           "most_accurate",
            "predicted_relative_error", "statistics_error_bound", "relative_error",
            "statistics_relative_error", "estep_op_count", "BandSupportError",
            "log_density_in_band", "require_band", "band_ops"]

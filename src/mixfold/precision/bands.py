@@ -10,10 +10,13 @@ A precision is a band name (``"float16"``) or a band on a torch device (``"float
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 __all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "check_precision",
-           "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate"]
+           "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate",
+           "check_bands"]
 
 #: Bands from least to most accurate.
 BANDS: tuple[str, ...] = ("fp8", "bfloat16", "float16", "float32", "float64", "dd")
@@ -53,6 +56,19 @@ def check_precision(precision: str | None) -> str:
         return DEFAULT_PRECISION
     parse_precision(precision)
     return precision
+
+
+def check_bands(precisions: Sequence[str]) -> tuple[str, ...]:
+    """``precisions`` as a tuple of band names: non-empty, every name one of :data:`BANDS`.
+
+    >>> check_bands(["float32", "float64"])
+    ('float32', 'float64')
+    """
+    bands = tuple(precisions)
+    if not bands or any(b not in UNIT_ROUNDOFF for b in bands):
+        raise ValueError(f"precisions must be a non-empty subset of {list(BANDS)}, got "
+                         f"{list(bands)}")
+    return bands
 
 
 def band_of(precision: str) -> str:

@@ -44,8 +44,14 @@ def test_dd_statistics_round_the_exact_sums():
     stats = fold_statistics(g, g.encoder().encode(x), "dd", chunk_rows=300)[0]
     exact = [len(x), sum(Fraction(v) for v in x), sum(Fraction(v) * Fraction(v) for v in x)]
     assert stats.tolist() == [float(e) for e in exact]
+    # the data is hard: left-to-right float64 sums miss the exact ones (how far a float64 fold
+    # misses depends on the BLAS's summation order, so it is only held to its bound)
+    s1 = s2 = 0.0
+    for v in x.tolist():
+        s1, s2 = s1 + v, s2 + v * v
+    assert s1 != float(exact[1]) or s2 != float(exact[2])
     naive = fold_statistics(g, g.encoder().encode(x), "float64")[0]
-    assert naive[2] != float(exact[2]) or naive[1] != float(exact[1])
+    assert abs(naive[2] - float(exact[2])) <= len(x) * 2.0 ** -53 * float(exact[2])
 
 
 def test_dd_mixture_statistics_do_not_depend_on_chunking():

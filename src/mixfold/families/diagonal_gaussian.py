@@ -23,6 +23,13 @@ __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
 _LOG_2PI = float(np.log(2.0 * np.pi))
 #: Rows per block of the stacked E-step: its (K, rows) score block stays in a core's cache.
 STACK_BLOCK_ROWS = 16384
+#: Rows per block of a float32 E-step: half the bytes per row, so twice the rows.
+STACK_BLOCK_ROWS_FLOAT32 = 32768
+#: In a float32 E-step, rows per float32 partial sum of the statistics (one GEMM each); the
+#: partial sums are added in float64. Their rounding is at most ``(PARTIAL_ROWS - 1) * 2**-24``
+#: relative to the sums of absolute terms, about ``sqrt(PARTIAL_ROWS) * 2**-24`` in practice.
+#: Smaller partial GEMMs cost more than they save: 4,096 rows made P7 1.2x slower.
+PARTIAL_ROWS = 8192
 
 
 def _vector(name: str, value: Any) -> np.ndarray:
@@ -172,13 +179,26 @@ def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weig
         np.matmul(sq, coef[:d, c].astype(dt), out=out[j])
         out[j] += xc @ coef[d:, c].astype(dt)
         out[j] += bias[c]
-def _as_dtype(a: np.ndarray, name: str, dt: np.dtype) -> np.ndarray:
-    """``a`` in ``dt``: itself, or converted into this thread's scratch buffer ``name``."""
-    if a.dtype == dt:
-        return a
-    out = scratch(name, a.shape, dt)
-    np.copyto(out, a, casting="same_kind")
-    return out
+def _reduce_components(op: np.ufunc, a: np.ndarray, name: str) -> np.ndarray:
+    """``op`` over the component axis of ``a`` (parts, K, rows) -> (parts, rows), as a
+    fixed pairwise tree: ~log2 K whole-block calls rather than K - 1 row-sized ones, so the
+    calls stay long enough for their GIL-free stretch to dominate; the order is fixed, so
+    are the bits."""
+    parts, k, p = a.shape
+    h = k // 2
+    t = scratch(name, (parts, k - h, p), a.dtype)
+    if h:
+        op(a[:, :h], a[:, h:2 * h], out=t[:, :h])
+    if k % 2:
+        np.copyto(t[:, h], a[:, k - 1])
+    rows = k - h
+    while rows > 1:
+        h = rows // 2
+        op(t[:, :h], t[:, h:2 * h], out=t[:, :h])
+        if rows % 2:
+            op(t[:, 0], t[:, rows - 1], out=t[:, 0])
+        rows = h
+    return t[:, 0]
 
 
 def _add_centred_sums(accs: Sequence[DiagonalGaussianAccumulator], center: np.ndarray,
@@ -217,47 +237,68 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
                    ) -> tuple[np.ndarray, np.ndarray]:
         """The whole mixture E-step of a chunk, block by block of rows on all cores.
 
-        Per block: scores all K components from the centred features ``z = [(x-c)^2, x-c]``
-        (one GEMM), normalises them over the components in a (K, rows) block that stays in
-        cache and whose per-row reductions are contiguous, and accumulates ``resp @ z`` (one
-        GEMM); blocks add up in block order
-        (:func:`~mixfold._row_blocks.map_row_blocks`). Returns (posterior mass per component,
-        per-row log-density). Scores run in ``precision``; statistics are float64.
+        Per block, everything in ``precision``: the centred features
+        ``z = [(x-c)^2; x-c; 1]`` laid out (2D+1, rows), all K weighted log-densities in one
+        GEMM (the last column of the coefficients holds ``log w_k`` and the constants), the
+        log-sum-exp over the components, and the weighted posteriors ``r``; then one GEMM
+        ``z @ r.T`` gives every statistic, the posterior mass included. In float64 that GEMM
+        covers the block; in float32 it covers :data:`PARTIAL_ROWS` rows at a time and those
+        float32 partial sums are added in float64. Blocks add up in float64 in block order
+        (:func:`~mixfold._row_blocks.map_row_blocks`), so the bits do not depend on the
+        number of threads. Returns (posterior mass per component, per-row log-density).
+
+        Only ``np.dot`` and element-wise ufuncs over whole blocks run here: NumPy holds the
+        GIL through ``np.matmul`` with a long inner dimension (measured: two threads ran such
+        a GEMM no faster than one) and through short calls, which would serialise the threads.
         """
         dt = native_dtype(precision)
         center, coef, const = _stacked_coefficients(components)
         x, k = enc.values, len(components)
         n, d = x.shape
-        coef_band = np.ascontiguousarray(coef.T, dtype=dt)  # (K, 2D)
-        offset = (const + log_weights).astype(dt)[:, None]
+        # (K, 2D+1): the score of component k is coef_band[k] @ [(x-c)^2; x-c; 1]
+        coef_band = np.concatenate([coef.T, (const + log_weights)[:, None]], axis=1).astype(dt)
+        block = STACK_BLOCK_ROWS if dt == np.float64 else STACK_BLOCK_ROWS_FLOAT32
+        partial = block if dt == np.float64 else PARTIAL_ROWS
         lse = np.empty(n)
 
-        def fold_block(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        def fold_block(lo: int, hi: int) -> np.ndarray:
+            # the block as `parts` contiguous sub-blocks of p rows (one in float64), the last
+            # padded with rows of weight 0 at the centre: element-wise steps run once over the
+            # whole block, the GEMMs once per sub-block
             m = hi - lo
-            # features z = [(x-c)^2; x-c] laid out (2D, rows): contiguous to compute, one GEMM
-            # to score and one to sum
-            z = scratch("diag.z", (2 * d, m))
-            np.subtract(x[lo:hi].T, center[:, None], out=z[d:])
-            np.multiply(z[d:], z[d:], out=z[:d])
-            scores = np.matmul(coef_band, _as_dtype(z, "diag.z_band", dt),
-                               out=scratch("diag.scores", (k, m), dt))  # in the band
-            scores += offset
-            top = scores.max(axis=0, out=scratch("diag.top", (m,), dt))
-            scores -= top
+            p = min(partial, m)
+            parts = -(-m // p)
+            z = scratch("diag.z", (parts, 2 * d + 1, p), dt)
+            for i in range(parts):
+                a, b = i * p, min(m, (i + 1) * p)
+                np.subtract(x[lo + a:lo + b].T, center[:, None], out=z[i, d:2 * d, :b - a],
+                            casting="same_kind")
+                z[i, d:2 * d, b - a:] = 0.0
+            np.multiply(z[:, d:2 * d], z[:, d:2 * d], out=z[:, :d])
+            z[:, 2 * d] = 1.0
+            scores = scratch("diag.scores", (parts, k, p), dt)
+            for i in range(parts):
+                np.dot(coef_band, z[i], out=scores[i])
+            top = _reduce_components(np.maximum, scores, "diag.top")
+            scores -= top[:, None]
             np.exp(scores, out=scores)
-            # per-thread scratch for the (rows,) temporaries too: no allocation per block
-            total = scores.sum(axis=0, dtype=np.float64, out=scratch("diag.total", (m,)))
+            total = _reduce_components(np.add, scores, "diag.total")
             with np.errstate(divide="ignore"):
-                log_total = np.log(total, out=scratch("diag.log_total", (m,)))
-            np.add(top, log_total, out=lse[lo:hi])
-            resp = _as_dtype(scores, "diag.resp", np.dtype(np.float64))  # statistics: float64
-            resp *= np.divide(weights[lo:hi], total, out=total)  # the weighted posteriors
-            return resp.sum(axis=1), resp @ z.T
+                log_total = np.log(total, out=scratch("diag.log_total", (parts, p), dt))
+            lse[lo:hi] = np.add(top, log_total, out=log_total).reshape(-1)[:m]
+            w = scratch("diag.w", (parts * p,), dt)
+            w[:m] = weights[lo:hi]
+            w[m:] = 0.0
+            np.divide(w.reshape(parts, p), total, out=total)
+            scores *= total[:, None]  # the weighted posteriors, (K, rows) per sub-block
+            sums = np.zeros((2 * d + 1, k))
+            for i in range(parts):  # z @ r.T: the faster order of the same GEMM
+                sums += np.dot(z[i], scores[i].T)
+            return sums
 
-        parts = map_row_blocks(n, STACK_BLOCK_ROWS, fold_block)
-        mass = np.sum([p[0] for p in parts], axis=0)
-        sums = np.sum([p[1] for p in parts], axis=0)
-        _add_centred_sums(accs, center, mass, sums[:, d:], sums[:, :d])
+        sums = np.sum(map_row_blocks(n, block, fold_block), axis=0).T
+        mass = sums[:, 2 * d].copy()
+        _add_centred_sums(accs, center, mass, sums[:, d:2 * d], sums[:, :d])
         return mass, lse
 
     @staticmethod

@@ -31,14 +31,25 @@ def predicted_relative_error(band: str, op_count: float) -> float:
 def statistics_error_bound(band: str, op_count: float, n_rows: int) -> float:
     """The stated bound on the relative error of a band's sufficient statistics: the E-step
     chain's ``op_count * u`` plus the worst case of summing ``n_rows`` terms in the accumulation
-    arithmetic (``(n_rows - 1) * u`` of float64, of double-double for ``dd``).
+    arithmetic (``(n_rows - 1) * u`` of float64, of double-double for ``dd``). In float32 the
+    stacked diagonal-Gaussian kernel first sums up to
+    :data:`~mixfold.families.diagonal_gaussian.PARTIAL_ROWS` rows in float32 (one GEMM), which
+    adds ``(min(n_rows, PARTIAL_ROWS) - 1) * 2**-24``.
 
     >>> statistics_error_bound("float16", 10, 1001) == 10 * 2.0 ** -11 + 1000 * 2.0 ** -53
     True
+    >>> statistics_error_bound("float32", 10, 1001) == 10 * 2.0 ** -24 + 1000 * (2.0 ** -53
+    ...                                                                          + 2.0 ** -24)
+    True
     """
+    from mixfold.families.diagonal_gaussian import PARTIAL_ROWS
+
     band = band_of(band)
     accumulate = UNIT_ROUNDOFF["dd" if band == "dd" else "float64"]
-    return predicted_relative_error(band, op_count) + max(int(n_rows) - 1, 0) * accumulate
+    bound = predicted_relative_error(band, op_count) + max(int(n_rows) - 1, 0) * accumulate
+    if band == "float32":
+        bound += max(min(int(n_rows), PARTIAL_ROWS) - 1, 0) * UNIT_ROUNDOFF["float32"]
+    return bound
 
 
 def relative_error(value: np.ndarray, reference: np.ndarray) -> float:

@@ -23,6 +23,7 @@ nest.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -87,13 +88,18 @@ def map_row_blocks(n_rows: int, block_rows: int, fold_block: Callable[[int, int]
         threads = min(row_threads(), len(bounds))
         results: list[Any] = [None] * len(bounds)
 
-        def fold_share(first: int) -> None:  # blocks first, first + T, ...: an even share each
-            for i in range(first, len(bounds), threads):
+        next_block = itertools.count()  # next() on it is atomic under the GIL
+
+        def fold_share() -> None:  # take the next block until none is left: a thread that
+            # the OS slows down takes fewer blocks instead of holding the others up at the end
+            for i in iter(next_block.__next__, None):
+                if i >= len(bounds):
+                    return
                 results[i] = fold_block(*bounds[i])
 
         pool = _executor(row_threads() - 1)
-        futures = [pool.submit(fold_share, t) for t in range(1, threads)]
-        fold_share(0)  # this thread takes a share too, instead of waiting idle
+        futures = [pool.submit(fold_share) for _ in range(1, threads)]
+        fold_share()  # this thread takes blocks too, instead of waiting idle
         for f in futures:
             f.result()
         return results

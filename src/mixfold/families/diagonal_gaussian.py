@@ -30,6 +30,10 @@ STACK_BLOCK_ROWS_FLOAT32 = 32768
 #: relative to the sums of absolute terms, about ``sqrt(PARTIAL_ROWS) * 2**-24`` in practice.
 #: Smaller partial GEMMs cost more than they save: 4,096 rows made P7 1.2x slower.
 PARTIAL_ROWS = 8192
+#: In a float32 E-step, shifted scores (log r_k + log total) below this are raised to it before
+#: the exp: a responsibility under e^-60 ~ 9e-27 is nothing at float32's 6e-8 resolution, and
+#: the subnormals below e^-87 made a float32 iteration of P1 4x slower than float64.
+FLOAT32_SCORE_FLOOR = -60.0
 
 
 def _vector(name: str, value: Any) -> np.ndarray:
@@ -247,9 +251,11 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
         (:func:`~mixfold._row_blocks.map_row_blocks`), so the bits do not depend on the
         number of threads. Returns (posterior mass per component, per-row log-density).
 
-        Only ``np.dot`` and element-wise ufuncs over whole blocks run here: NumPy holds the
-        GIL through ``np.matmul`` with a long inner dimension (measured: two threads ran such
-        a GEMM no faster than one) and through short calls, which would serialise the threads.
+        The statistics GEMM is ``np.dot``: NumPy holds the GIL through ``np.matmul`` with a
+        long inner dimension (measured: two threads ran such a GEMM no faster than one); the
+        scoring GEMM (inner dimension 2D+1) is ``np.matmul``, which releases it there. The
+        other steps are element-wise calls over the whole block, few and long, for the same
+        reason: short NumPy calls are mostly GIL-held overhead.
         """
         dt = native_dtype(precision)
         center, coef, const = _stacked_coefficients(components)
@@ -259,6 +265,7 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
         coef_band = np.concatenate([coef.T, (const + log_weights)[:, None]], axis=1).astype(dt)
         block = STACK_BLOCK_ROWS if dt == np.float64 else STACK_BLOCK_ROWS_FLOAT32
         partial = block if dt == np.float64 else PARTIAL_ROWS
+        floor = None if dt == np.float64 else dt.type(FLOAT32_SCORE_FLOOR)
         lse = np.empty(n)
 
         def fold_block(lo: int, hi: int) -> np.ndarray:
@@ -278,9 +285,11 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
             z[:, 2 * d] = 1.0
             scores = scratch("diag.scores", (parts, k, p), dt)
             for i in range(parts):
-                np.dot(coef_band, z[i], out=scores[i])
+                np.matmul(coef_band, z[i], out=scores[i])
             top = _reduce_components(np.maximum, scores, "diag.top")
             scores -= top[:, None]
+            if floor is not None:  # float32: exp below -87 is subnormal, 100x slower to use
+                np.maximum(scores, floor, out=scores)
             np.exp(scores, out=scores)
             total = _reduce_components(np.add, scores, "diag.total")
             with np.errstate(divide="ignore"):

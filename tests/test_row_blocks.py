@@ -75,3 +75,20 @@ def test_float32_scores_stay_close_to_float64(problem):
     f64, f32 = stacked_fold(x, w, comps, log_w), stacked_fold(x, w, comps, log_w, "float32")
     np.testing.assert_allclose(f32[1], f64[1], rtol=1e-5)
     np.testing.assert_allclose(f32[2], f64[2], rtol=1e-4)
+
+
+def test_float32_responsibilities_below_the_floor_are_exactly_zero():
+    """A component far from every row takes no mass in float32, as in float64 (the floor
+    before the exp keeps subnormals out and gives exact zeros, not e^-60)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(0, 1, size=(5000, 3))
+    comps = [DiagonalGaussianDistribution(np.zeros(3), np.ones(3)),
+             DiagonalGaussianDistribution(np.full(3, 40.0), np.ones(3))]
+    log_w = np.log([0.5, 0.5])
+    w = np.ones(len(x))
+    for precision in ("float64", "float32"):
+        mass, lse, stats = stacked_fold(x, w, comps, log_w, precision)
+        assert mass[1] == 0.0 and mass[0] == pytest.approx(len(x), rel=1e-6)
+        assert np.all(stats[7:] == 0.0)  # the far component's weight, sums and squares
+        np.testing.assert_allclose(lse, norm.logpdf(x).sum(axis=1) + np.log(0.5),
+                                   rtol=1e-12 if precision == "float64" else 1e-4)

@@ -31,8 +31,10 @@ STACK_BLOCK_ROWS_FLOAT32 = 32768
 #: Smaller partial GEMMs cost more than they save: 4,096 rows made P7 1.2x slower.
 PARTIAL_ROWS = 8192
 #: In a float32 E-step, shifted scores (log r_k + log total) below this are raised to it before
-#: the exp: a responsibility under e^-60 ~ 9e-27 is nothing at float32's 6e-8 resolution, and
-#: the subnormals below e^-87 made a float32 iteration of P1 4x slower than float64.
+#: the exp and e^-60 is taken off after it: what sat there becomes exactly 0 (as float64's
+#: underflow gives 0) and every other term moves by 9e-27, nothing at float32's 6e-8
+#: resolution. Unfloored, the subnormals below e^-87 made a float32 iteration of P1 4x slower
+#: than a float64 one.
 FLOAT32_SCORE_FLOOR = -60.0
 
 
@@ -266,6 +268,7 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
         block = STACK_BLOCK_ROWS if dt == np.float64 else STACK_BLOCK_ROWS_FLOAT32
         partial = block if dt == np.float64 else PARTIAL_ROWS
         floor = None if dt == np.float64 else dt.type(FLOAT32_SCORE_FLOOR)
+        floor_exp = None if floor is None else np.exp(floor)  # the same exp, so the same bits
         lse = np.empty(n)
 
         def fold_block(lo: int, hi: int) -> np.ndarray:
@@ -291,6 +294,8 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
             if floor is not None:  # float32: exp below -87 is subnormal, 100x slower to use
                 np.maximum(scores, floor, out=scores)
             np.exp(scores, out=scores)
+            if floor is not None:  # ... and what sat at the floor becomes exactly 0
+                scores -= floor_exp
             total = _reduce_components(np.add, scores, "diag.total")
             with np.errstate(divide="ignore"):
                 log_total = np.log(total, out=scratch("diag.log_total", (parts, p), dt))

@@ -92,9 +92,7 @@ def map_row_blocks(n_rows: int, block_rows: int, fold_block: Callable[[int, int]
 
         def fold_share() -> None:  # take the next block until none is left: a thread that
             # the OS slows down takes fewer blocks instead of holding the others up at the end
-            for i in iter(next_block.__next__, None):
-                if i >= len(bounds):
-                    return
+            while (i := next(next_block)) < len(bounds):
                 results[i] = fold_block(*bounds[i])
 
         pool = _executor(row_threads() - 1)

@@ -189,21 +189,18 @@ def _reduce_components(op: np.ufunc, a: np.ndarray, name: str) -> np.ndarray:
     """``op`` over the component axis of ``a`` (parts, K, rows) -> (parts, rows), as a
     fixed pairwise tree: ~log2 K whole-block calls rather than K - 1 row-sized ones, so the
     calls stay long enough for their GIL-free stretch to dominate; the order is fixed, so
-    are the bits."""
-    parts, k, p = a.shape
-    h = k // 2
-    t = scratch(name, (parts, k - h, p), a.dtype)
-    if h:
-        op(a[:, :h], a[:, h:2 * h], out=t[:, :h])
-    if k % 2:
-        np.copyto(t[:, h], a[:, k - 1])
-    rows = k - h
-    while rows > 1:
+    are the bits. The result is a scratch buffer, never a view of ``a``."""
+    parts, rows, p = a.shape
+    t = scratch(name, (parts, max(rows // 2, 1), p), a.dtype)
+    if rows == 1:
+        np.copyto(t[:, 0], a[:, 0])
+    src = a
+    while rows > 1:  # halve: row j takes row j + h; an odd last row folds into row 0
         h = rows // 2
-        op(t[:, :h], t[:, h:2 * h], out=t[:, :h])
+        op(src[:, :h], src[:, h:2 * h], out=t[:, :h])
         if rows % 2:
-            op(t[:, 0], t[:, rows - 1], out=t[:, 0])
-        rows = h
+            op(t[:, 0], src[:, rows - 1], out=t[:, 0])
+        src, rows = t, h
     return t[:, 0]
 
 
@@ -265,10 +262,13 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
         n, d = x.shape
         # (K, 2D+1): the score of component k is coef_band[k] @ [(x-c)^2; x-c; 1]
         coef_band = np.concatenate([coef.T, (const + log_weights)[:, None]], axis=1).astype(dt)
-        block = STACK_BLOCK_ROWS if dt == np.float64 else STACK_BLOCK_ROWS_FLOAT32
-        partial = block if dt == np.float64 else PARTIAL_ROWS
-        floor = None if dt == np.float64 else dt.type(FLOAT32_SCORE_FLOOR)
-        floor_exp = None if floor is None else np.exp(floor)  # the same exp, so the same bits
+        if dt == np.float64:
+            block = partial = STACK_BLOCK_ROWS
+            floor = floor_exp = None
+        else:
+            block, partial = STACK_BLOCK_ROWS_FLOAT32, PARTIAL_ROWS
+            floor = dt.type(FLOAT32_SCORE_FLOOR)
+            floor_exp = np.exp(floor)  # the same exp as the block's, so the same bits
         lse = np.empty(n)
 
         def fold_block(lo: int, hi: int) -> np.ndarray:

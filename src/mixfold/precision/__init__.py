@@ -8,8 +8,9 @@ every arithmetic step is rounded to the band (:mod:`~mixfold.precision.emulation
 through ``ml_dtypes`` on a CPU, torch on a device with ``precision="<band>@cuda"``,
 :mod:`~mixfold.precision.gpu`). Sufficient statistics are accumulated in float64 (a float32
 diagonal-Gaussian mixture first sums up to 8,192 rows in float32, one GEMM, then adds those
-partial sums in float64) -- or, for ``dd``, in double-double (:mod:`~mixfold.precision.compensated`), so that they no longer depend
-on how rows are chunked or sharded. The M-step always runs in float64.
+partial sums in float64) -- or, for ``dd``, in double-double
+(:mod:`~mixfold.precision.compensated`), so that they no longer depend on how rows are chunked
+or sharded. The M-step always runs in float64.
 
 >>> UNIT_ROUNDOFF["float32"] == 2.0 ** -24
 True

@@ -11,6 +11,7 @@ import numpy as np
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator
+from mixfold.families._linear import LinearTerms
 from mixfold.families._protocol import (
     ArrayEncoded,
     Distribution,
@@ -264,6 +265,20 @@ class CategoricalAccumulator(LeafAccumulator):
 
     def _add(self, codes: np.ndarray, w: np.ndarray) -> None:
         self.counts += np.bincount(codes, weights=w, minlength=len(self.counts))
+
+    @staticmethod
+    def linear_terms(accs: Sequence[CategoricalAccumulator],
+                     components: Sequence[CategoricalDistribution],
+                     enc: Encoded) -> LinearTerms:
+        """The log-probabilities as the table of :class:`~mixfold.families._linear.LinearTerms`
+        (no features): a gather to score, a weighted count per level to accumulate."""
+        def add_sums(_: np.ndarray, __: np.ndarray, counts: np.ndarray) -> None:
+            for acc, c in zip(accs, counts):
+                acc.counts += c
+
+        k = len(components)
+        return LinearTerms(np.zeros((k, 0)), np.zeros(k), None, add_sums, codes=enc.values,
+                           table=np.stack([c.log_probs for c in components]))
 
     @staticmethod
     def stack_update(accs: Sequence[CategoricalAccumulator], enc: Encoded,

@@ -10,6 +10,7 @@ import numpy as np
 from mixfold._row_blocks import run_each
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError
+from mixfold.families._linear import linear_fold
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -337,6 +338,32 @@ class FactorAccumulator(Accumulator):
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         for i, (acc, part) in enumerate(zip(self.factors, enc.children)):
             acc.seq_initialize(part, weights, rng.child(i))
+
+    @staticmethod
+    def stack_fold(accs: Sequence[FactorAccumulator], components: Sequence[_FactorDistribution],
+                   log_weights: np.ndarray, enc: Encoded, weights: np.ndarray,
+                   precision: str = "float64") -> tuple[np.ndarray, np.ndarray] | None:
+        """The whole E-step of a mixture of K records (or composites) in one fused pass when
+        every field's family is linear in its features (Gaussian, Poisson, categorical,
+        diagonal Gaussian): :func:`~mixfold.families._linear.linear_fold` on the fields'
+        features side by side. ``None`` when a field is not (or its parameters fall outside
+        the form): the mixture then scores, normalises and adds in three steps.
+
+        Returns (posterior mass per component, per-row log-density)."""
+        terms = []
+        for i, part in enumerate(enc.children):
+            field_accs = [a.factors[i] for a in accs]
+            cls = type(field_accs[0])
+            # the class's own hook: a subclass that reads its rows otherwise (as LogGaussian's
+            # reads log x) must not inherit its parent's
+            if "linear_terms" not in vars(cls) or any(type(a) is not cls for a in field_accs):
+                return None
+            hook = cls.linear_terms
+            field_terms = hook(field_accs, [c.factors[i] for c in components], part)
+            if field_terms is None:
+                return None
+            terms.append(field_terms)
+        return linear_fold(terms, log_weights, enc, weights, precision)
 
     @staticmethod
     def stack_update(accs: Sequence[FactorAccumulator], enc: Encoded, resp: np.ndarray) -> None:

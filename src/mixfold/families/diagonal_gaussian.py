@@ -10,10 +10,11 @@ import numpy as np
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
+from mixfold.families._linear import (  # noqa: F401  (the block constants live there)
+    FLOAT32_SCORE_FLOOR, PARTIAL_ROWS, STACK_BLOCK_ROWS, STACK_BLOCK_ROWS_FLOAT32, LinearTerms,
+    linear_fold)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold._row_blocks import map_row_blocks
 from mixfold.families.gaussian import warn_collapsed_variance
-from mixfold._workspace import scratch
 from mixfold.precision import is_native, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 
@@ -21,21 +22,6 @@ __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
            "DiagonalGaussianAccumulator"]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
-#: Rows per block of the stacked E-step: its (K, rows) score block stays in a core's cache.
-STACK_BLOCK_ROWS = 16384
-#: Rows per block of a float32 E-step: half the bytes per row, so twice the rows.
-STACK_BLOCK_ROWS_FLOAT32 = 32768
-#: In a float32 E-step, rows per float32 partial sum of the statistics (one GEMM each); the
-#: partial sums are added in float64. Their rounding is at most ``(PARTIAL_ROWS - 1) * 2**-24``
-#: relative to the sums of absolute terms, about ``sqrt(PARTIAL_ROWS) * 2**-24`` in practice.
-#: Smaller partial GEMMs cost more than they save: 4,096 rows made P7 1.2x slower.
-PARTIAL_ROWS = 8192
-#: In a float32 E-step, shifted scores (log r_k + log total) below this are raised to it before
-#: the exp and e^-60 is taken off after it: what sat there becomes exactly 0 (as float64's
-#: underflow gives 0) and every other term moves by 9e-27, nothing at float32's 6e-8
-#: resolution. Unfloored, the subnormals below e^-87 made a float32 iteration of P1 4x slower
-#: than a float64 one.
-FLOAT32_SCORE_FLOOR = -60.0
 
 
 def _vector(name: str, value: Any) -> np.ndarray:
@@ -185,25 +171,6 @@ def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weig
         np.matmul(sq, coef[:d, c].astype(dt), out=out[j])
         out[j] += xc @ coef[d:, c].astype(dt)
         out[j] += bias[c]
-def _reduce_components(op: np.ufunc, a: np.ndarray, name: str) -> np.ndarray:
-    """``op`` over the component axis of ``a`` (parts, K, rows) -> (parts, rows), as a
-    fixed pairwise tree: ~log2 K whole-block calls rather than K - 1 row-sized ones, so the
-    calls stay long enough for their GIL-free stretch to dominate; the order is fixed, so
-    are the bits. The result is a scratch buffer, never a view of ``a``."""
-    parts, rows, p = a.shape
-    t = scratch(name, (parts, max(rows // 2, 1), p), a.dtype)
-    if rows == 1:
-        np.copyto(t[:, 0], a[:, 0])
-    src = a
-    while rows > 1:  # halve: row j takes row j + h; an odd last row folds into row 0
-        h = rows // 2
-        op(src[:, :h], src[:, h:2 * h], out=t[:, :h])
-        if rows % 2:
-            op(t[:, 0], src[:, rows - 1], out=t[:, 0])
-        src, rows = t, h
-    return t[:, 0]
-
-
 def _add_centred_sums(accs: Sequence[DiagonalGaussianAccumulator], center: np.ndarray,
                       mass: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> None:
     """Add sums of r, r (x - c) and r (x - c)^2 to the accumulators' raw sums (float64)."""
@@ -234,86 +201,34 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
         add_weighted_moments(self, x, w_hi, w_lo)
 
     @staticmethod
+    def linear_terms(accs: Sequence[DiagonalGaussianAccumulator],
+                     components: Sequence[DiagonalGaussianDistribution],
+                     enc: Encoded) -> LinearTerms:
+        """The scores as :class:`~mixfold.families._linear.LinearTerms` on the centred
+        features ``[(x-c)^2; x-c]`` (2D of them), centred on the mean of the means."""
+        center, coef, const = _stacked_coefficients(components)
+        x, d = enc.values, enc.values.shape[1]
+
+        def features(lo: int, hi: int, out: np.ndarray) -> None:
+            np.subtract(x[lo:hi].T, center[:, None], out=out[d:], casting="same_kind")
+            np.multiply(out[d:], out[d:], out=out[:d])
+
+        def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
+            _add_centred_sums(accs, center, mass, sums[:, d:], sums[:, :d])
+
+        return LinearTerms(coef.T, const, features, add_sums)
+
+    @staticmethod
     def stack_fold(accs: Sequence[DiagonalGaussianAccumulator],
                    components: Sequence[DiagonalGaussianDistribution], log_weights: np.ndarray,
                    enc: Encoded, weights: np.ndarray, precision: str = "float64"
                    ) -> tuple[np.ndarray, np.ndarray]:
-        """The whole mixture E-step of a chunk, block by block of rows on all cores.
-
-        Per block, everything in ``precision``: the centred features
-        ``z = [(x-c)^2; x-c; 1]`` laid out (2D+1, rows), all K weighted log-densities in one
-        GEMM (the last column of the coefficients holds ``log w_k`` and the constants), the
-        log-sum-exp over the components, and the weighted posteriors ``r``; then one GEMM
-        ``z @ r.T`` gives every statistic, the posterior mass included. In float64 that GEMM
-        covers the block; in float32 it covers :data:`PARTIAL_ROWS` rows at a time and those
-        float32 partial sums are added in float64. Blocks add up in float64 in block order
-        (:func:`~mixfold._row_blocks.map_row_blocks`), so the bits do not depend on the
-        number of threads. Returns (posterior mass per component, per-row log-density).
-
-        The statistics GEMM is ``np.dot``: NumPy holds the GIL through ``np.matmul`` with a
-        long inner dimension (measured: two threads ran such a GEMM no faster than one); the
-        scoring GEMM (inner dimension 2D+1) is ``np.matmul``, which releases it there. The
-        other steps are element-wise calls over the whole block, few and long, for the same
-        reason: short NumPy calls are mostly GIL-held overhead.
-        """
-        dt = native_dtype(precision)
-        center, coef, const = _stacked_coefficients(components)
-        x, k = enc.values, len(components)
-        n, d = x.shape
-        # (K, 2D+1): the score of component k is coef_band[k] @ [(x-c)^2; x-c; 1]
-        coef_band = np.concatenate([coef.T, (const + log_weights)[:, None]], axis=1).astype(dt)
-        if dt == np.float64:
-            block = partial = STACK_BLOCK_ROWS
-            floor = floor_exp = None
-        else:
-            block, partial = STACK_BLOCK_ROWS_FLOAT32, PARTIAL_ROWS
-            floor = dt.type(FLOAT32_SCORE_FLOOR)
-            floor_exp = np.exp(floor)  # the same exp as the block's, so the same bits
-        lse = np.empty(n)
-
-        def fold_block(lo: int, hi: int) -> np.ndarray:
-            # the block as `parts` contiguous sub-blocks of p rows (one in float64), the last
-            # padded with rows of weight 0 at the centre: element-wise steps run once over the
-            # whole block, the GEMMs once per sub-block
-            m = hi - lo
-            p = min(partial, m)
-            parts = -(-m // p)
-            z = scratch("diag.z", (parts, 2 * d + 1, p), dt)
-            for i in range(parts):
-                a, b = i * p, min(m, (i + 1) * p)
-                np.subtract(x[lo + a:lo + b].T, center[:, None], out=z[i, d:2 * d, :b - a],
-                            casting="same_kind")
-                z[i, d:2 * d, b - a:] = 0.0
-            np.multiply(z[:, d:2 * d], z[:, d:2 * d], out=z[:, :d])
-            z[:, 2 * d] = 1.0
-            scores = scratch("diag.scores", (parts, k, p), dt)
-            for i in range(parts):
-                np.matmul(coef_band, z[i], out=scores[i])
-            top = _reduce_components(np.maximum, scores, "diag.top")
-            scores -= top[:, None]
-            if floor is not None:  # float32: exp below -87 is subnormal, 100x slower to use
-                np.maximum(scores, floor, out=scores)
-            np.exp(scores, out=scores)
-            if floor is not None:  # ... and what sat at the floor becomes exactly 0
-                scores -= floor_exp
-            total = _reduce_components(np.add, scores, "diag.total")
-            with np.errstate(divide="ignore"):
-                log_total = np.log(total, out=scratch("diag.log_total", (parts, p), dt))
-            lse[lo:hi] = np.add(top, log_total, out=log_total).reshape(-1)[:m]
-            w = scratch("diag.w", (parts * p,), dt)
-            w[:m] = weights[lo:hi]
-            w[m:] = 0.0
-            np.divide(w.reshape(parts, p), total, out=total)
-            scores *= total[:, None]  # the weighted posteriors, (K, rows) per sub-block
-            sums = np.zeros((2 * d + 1, k))
-            for i in range(parts):  # z @ r.T: the faster order of the same GEMM
-                sums += np.dot(z[i], scores[i].T)
-            return sums
-
-        sums = np.sum(map_row_blocks(n, block, fold_block), axis=0).T
-        mass = sums[:, 2 * d].copy()
-        _add_centred_sums(accs, center, mass, sums[:, d:2 * d], sums[:, :d])
-        return mass, lse
+        """The whole mixture E-step of a chunk, block by block of rows on all cores
+        (:func:`~mixfold.families._linear.linear_fold` on the centred features): one GEMM
+        scores all K components, one gives every statistic. Returns (posterior mass per
+        component, per-row log-density)."""
+        terms = DiagonalGaussianAccumulator.linear_terms(accs, components, enc)
+        return linear_fold([terms], log_weights, enc, weights, precision)
 
     @staticmethod
     def stack_update(accs: Sequence[DiagonalGaussianAccumulator], enc: Encoded,

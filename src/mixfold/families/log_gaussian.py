@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from mixfold.families._leaf import NumericEncoder
+from mixfold.families._linear import LinearTerms
 from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import GaussianAccumulator, GaussianDistribution, GaussianEstimator
 
@@ -76,6 +78,14 @@ class LogGaussianAccumulator(GaussianAccumulator):
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights."""
         GaussianAccumulator.stack_update(accs, _log_encoded(enc), resp)
+
+    @staticmethod
+    def linear_terms(accs: Sequence[LogGaussianAccumulator],
+                     components: Sequence[LogGaussianDistribution], enc: Encoded) -> LinearTerms:
+        """The Gaussian terms of ``log x``, with ``-log x`` (the Jacobian) as the base term."""
+        y = _log_encoded(enc)
+        terms = GaussianAccumulator.linear_terms(accs, [c.log_law for c in components], y)
+        return replace(terms, base=-y.values)
 
 
 class LogGaussianEstimator(GaussianEstimator):

@@ -395,10 +395,12 @@ class MixtureAccumulator(Accumulator):
         if not is_native(precision):
             return self._band_update(enc, weights, model, precision)
         if self._stack_fold is not None and model._stack is not None:
-            mass, lse = self._stack_fold(self.components, model.components, model.log_weights,
-                                         enc, weights, precision)
-            self.counts += mass
-            return lse
+            folded = self._stack_fold(self.components, model.components, model.log_weights,
+                                      enc, weights, precision)
+            if folded is not None:  # None: the family's fused pass does not cover this model
+                mass, lse = folded
+                self.counts += mass
+                return lse
         resp, lse = model.weighted_posteriors(enc, weights, precision)
         self.counts += resp.sum(axis=0)
         self._add_components(enc, resp, model, precision)

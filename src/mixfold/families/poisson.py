@@ -10,6 +10,7 @@ from scipy.special import gammaln, xlogy
 
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._linear import LinearTerms
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import native_dtype
 
@@ -100,6 +101,27 @@ class PoissonAccumulator(LeafAccumulator):
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         self.sums += (w.sum(), w @ x)
+
+    @staticmethod
+    def linear_terms(accs: Sequence[PoissonAccumulator], components: Sequence[PoissonDistribution],
+                     enc: Encoded) -> LinearTerms | None:
+        """``log p_k(x) = x log lam_k - lam_k - log x!`` as
+        :class:`~mixfold.families._linear.LinearTerms` on the feature ``x`` (``None`` when a rate
+        is 0: its ``0 * log 0`` is not a product a GEMM can form)."""
+        lam = np.array([c.lam for c in components])
+        if not (lam > 0).all():
+            return None
+        x = enc.values
+
+        def features(lo: int, hi: int, out: np.ndarray) -> None:
+            out[0] = x[lo:hi]
+
+        def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
+            for acc, m, s in zip(accs, mass, sums[:, 0]):
+                acc.sums += (m, s)
+
+        return LinearTerms(np.log(lam)[:, None], -lam, features, add_sums,
+                           base=-log_factorial(x))
 
     @staticmethod
     def stack_update(accs: Sequence[PoissonAccumulator], enc: Encoded, resp: np.ndarray) -> None:

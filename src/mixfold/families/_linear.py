@@ -1,0 +1,232 @@
+"""The fused mixture E-step of families whose log-density is linear in per-row features.
+
+Many families score a row as ``log p_k(x) = coef_k . phi(x) + const_k + table_k[code(x)] +
+base(x)``: a Gaussian on ``phi = [(x-c)^2, x-c]``, a diagonal Gaussian on the same per
+coordinate, a Poisson on ``phi = [x]`` with ``base = -log x!``, a categorical through a table of
+log-probabilities indexed by the level code. Their sufficient statistics are the same features
+summed with the responsibilities: ``sum_i r_ik phi(x_i)``, and a scatter of ``r_ik`` into the
+levels for a table. A record of such fields is such a family too: its features are the fields'
+features side by side.
+
+:func:`linear_fold` runs a mixture's whole E-step over a chunk for K components of such a family,
+block by block of rows on all cores: one GEMM scores all K components (the last feature row is
+1 and carries ``log w_k + const_k``), each table adds a gather, a log-sum-exp over components
+makes the weighted posteriors, and one more GEMM gives every feature sum and the posterior mass;
+tables are summed by a weighted ``bincount``. A family takes part by giving its accumulator
+class a ``linear_terms(accs, components, enc)`` static method that returns
+:class:`LinearTerms` (or ``None`` when its parameters fall outside the form, as a Poisson of
+rate 0 does).
+
+>>> import numpy as np
+>>> from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
+>>> from mixfold.families._protocol import ArrayEncoded
+>>> accs = [PoissonAccumulator() for _ in range(2)]
+>>> comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
+>>> enc = ArrayEncoded(np.array([0, 1, 7, 9]))
+>>> terms = PoissonAccumulator.linear_terms(accs, comps, enc)
+>>> mass, lse = linear_fold([terms], np.log([0.5, 0.5]), enc, np.ones(4), "float64")
+>>> mass.round(3).tolist(), round(float(mass.sum()), 12)
+([1.955, 2.045], 4.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mixfold._row_blocks import map_row_blocks
+from mixfold._workspace import scratch
+from mixfold.families._protocol import Encoded
+from mixfold.precision import native_dtype
+
+__all__ = ["LinearTerms", "linear_fold", "STACK_BLOCK_ROWS", "STACK_BLOCK_ROWS_FLOAT32",
+           "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR"]
+
+#: Rows per block of the fused E-step: its (K, rows) score block stays in a core's cache.
+STACK_BLOCK_ROWS = 16384
+#: Rows per block of a float32 E-step: half the bytes per row, so twice the rows.
+STACK_BLOCK_ROWS_FLOAT32 = 32768
+#: In a float32 E-step, rows per float32 partial sum of the statistics (one GEMM each); the
+#: partial sums are added in float64. Their rounding is at most ``(PARTIAL_ROWS - 1) * 2**-24``
+#: relative to the sums of absolute terms, about ``sqrt(PARTIAL_ROWS) * 2**-24`` in practice.
+#: Smaller partial GEMMs cost more than they save: 4,096 rows made P7 1.2x slower.
+PARTIAL_ROWS = 8192
+#: In a float32 E-step, shifted scores (log r_k + log total) below this are raised to it before
+#: the exp and e^-60 is taken off after it: what sat there becomes exactly 0 (as float64's
+#: underflow gives 0) and every other term moves by 9e-27, nothing at float32's 6e-8
+#: resolution. Unfloored, the subnormals below e^-87 made a float32 iteration of P1 4x slower
+#: than a float64 one.
+FLOAT32_SCORE_FLOOR = -60.0
+
+
+@dataclass(frozen=True)
+class LinearTerms:
+    """One family's part of ``log p_k(x)`` for K components, and where its sums go.
+
+    ``coef`` (K, F) and ``const`` (K,): the score is ``coef[k] @ phi(x) + const[k]``;
+    ``features(lo, hi, out)`` writes ``phi`` of rows ``[lo, hi)`` into ``out`` of shape
+    (F, hi - lo) in ``out``'s dtype (``None`` when F = 0). ``codes`` (n_rows,) and ``table``
+    (K, V) add ``table[k, codes[i]]`` (a categorical); ``base`` (n_rows,) adds a term that is
+    the same for every component (it moves the log-density, not the posteriors).
+    ``add_sums(sums, mass, counts)`` adds ``sums`` (K, F) = ``sum_i r_ik phi(x_i)``, the
+    posterior mass (K,) and, with a table, ``counts`` (K, V) = ``sum_i r_ik [codes_i = v]``
+    to the family's K accumulators (all float64).
+    """
+
+    coef: np.ndarray
+    const: np.ndarray
+    features: Callable[[int, int, np.ndarray], None] | None
+    add_sums: Callable[[np.ndarray, np.ndarray, np.ndarray | None], None]
+    codes: np.ndarray | None = None
+    table: np.ndarray | None = None
+    base: np.ndarray | None = None
+
+    @property
+    def n_features(self) -> int:
+        return self.coef.shape[1]
+
+
+def reduce_components(op: np.ufunc, a: np.ndarray, name: str) -> np.ndarray:
+    """``op`` over the component axis of ``a`` (parts, K, rows) -> (parts, rows), as a
+    fixed pairwise tree: ~log2 K whole-block calls rather than K - 1 row-sized ones, so the
+    calls stay long enough for their GIL-free stretch to dominate; the order is fixed, so
+    are the bits. The result is a scratch buffer, never a view of ``a``."""
+    parts, rows, p = a.shape
+    t = scratch(name, (parts, max(rows // 2, 1), p), a.dtype)
+    if rows == 1:
+        np.copyto(t[:, 0], a[:, 0])
+    src = a
+    while rows > 1:  # halve: row j takes row j + h; an odd last row folds into row 0
+        h = rows // 2
+        op(src[:, :h], src[:, h:2 * h], out=t[:, :h])
+        if rows % 2:
+            op(t[:, 0], src[:, rows - 1], out=t[:, 0])
+        src, rows = t, h
+    return t[:, 0]
+
+
+def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
+                weights: np.ndarray, precision: str = "float64"
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The whole mixture E-step of a chunk for the families of ``terms`` (the fields of a
+    record, or one family), block by block of rows on all cores; the sums go into the
+    families' accumulators. Returns (posterior mass per component, per-row log-density).
+
+    Per block, everything in ``precision``: the features ``z = [phi; 1]`` laid out
+    (F + 1, rows), all K weighted scores in one GEMM, each table's gather, the log-sum-exp
+    over the components (a row every component scores -inf gets no posterior and a
+    log-density of -inf), the weighted posteriors ``r``; then one GEMM ``z @ r.T`` gives every
+    feature sum and the mass, and a weighted ``bincount`` each table's counts. In float64 the
+    GEMM covers the block; in float32 it covers :data:`PARTIAL_ROWS` rows at a time and those
+    float32 partial sums are added in float64. Blocks add up in float64 in block order
+    (:func:`~mixfold._row_blocks.map_row_blocks`), so the bits do not depend on the number of
+    threads.
+
+    The statistics GEMM is ``np.dot``: NumPy holds the GIL through ``np.matmul`` with a long
+    inner dimension (measured: two threads ran such a GEMM no faster than one); the scoring
+    GEMM (a short inner dimension) is ``np.matmul``, which releases it there. The other steps
+    are element-wise calls over the whole block, few and long, for the same reason: short
+    NumPy calls are mostly GIL-held overhead.
+    """
+    dt = native_dtype(precision)
+    n, k = enc.n_rows, len(log_weights)
+    widths = [t.n_features for t in terms]
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(int)
+    f = int(offsets[-1])
+    const = sum(t.const for t in terms) + log_weights
+    # (K, F+1): the score of component k is coef_band[k] @ [phi; 1]
+    coef_band = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1).astype(dt)
+    tables = [(t.codes, t.table.astype(dt)) for t in terms if t.table is not None]
+    level_offsets = [np.arange(k)[:, None] * table.shape[1] for _, table in tables]
+    # a -inf in a table can leave a row with no component that scores it
+    may_die = any(not np.isfinite(table).all() for _, table in tables)
+    if dt == np.float64:
+        block = partial = STACK_BLOCK_ROWS
+        floor = floor_exp = None
+    else:
+        block, partial = STACK_BLOCK_ROWS_FLOAT32, PARTIAL_ROWS
+        floor = dt.type(FLOAT32_SCORE_FLOOR)
+        floor_exp = np.exp(floor)  # the same exp as the block's, so the same bits
+    lse = np.empty(n)
+
+    def fold_block(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray]]:
+        # the block as `parts` contiguous sub-blocks of p rows (one in float64), the last
+        # padded with rows of weight 0 and features 0: element-wise steps run once over the
+        # whole block, the GEMMs once per sub-block
+        m = hi - lo
+        p = min(partial, m)
+        parts = -(-m // p)
+        z = scratch("linear.z", (parts, f + 1, p), dt)
+        for i in range(parts):
+            a, b = lo + i * p, min(hi, lo + (i + 1) * p)
+            for t, off in zip(terms, offsets):
+                if t.features is not None:
+                    t.features(a, b, z[i, off:off + t.n_features, :b - a])
+            z[i, :f, b - a:] = 0.0
+        z[:, f] = 1.0
+        scores = scratch("linear.scores", (parts, k, p), dt)
+        for i in range(parts):
+            np.matmul(coef_band, z[i], out=scores[i])
+        for codes, table in tables:
+            for c in range(k):
+                gathered = table[c][codes[lo:hi]]  # a 1-D gather: the fastest NumPy has
+                for i in range(parts):
+                    scores[i, c, :min(p, m - i * p)] += gathered[i * p:(i + 1) * p]
+        top = reduce_components(np.maximum, scores, "linear.top")
+        dead = None
+        if may_die:
+            dead = ~np.isfinite(top)
+            if dead.any():
+                top[dead] = 0.0  # its scores stay -inf: exp gives 0, the total 0, log -inf
+            else:
+                dead = None
+        scores -= top[:, None]
+        if floor is not None:  # float32: exp below -87 is subnormal, 100x slower to use
+            np.maximum(scores, floor, out=scores)
+        np.exp(scores, out=scores)
+        if floor is not None:  # ... and what sat at the floor becomes exactly 0
+            scores -= floor_exp
+        total = reduce_components(np.add, scores, "linear.total")
+        with np.errstate(divide="ignore"):
+            log_total = np.log(total, out=scratch("linear.log_total", (parts, p), dt))
+        lse[lo:hi] = np.add(top, log_total, out=log_total).reshape(-1)[:m]
+        w = scratch("linear.w", (parts * p,), dt)
+        w[:m] = weights[lo:hi]
+        w[m:] = 0.0
+        if dead is not None:
+            total[dead] = np.inf  # no posterior for a row nothing scores
+        np.divide(w.reshape(parts, p), total, out=total)
+        scores *= total[:, None]  # the weighted posteriors, (K, rows) per sub-block
+        sums = np.zeros((f + 1, k))
+        for i in range(parts):  # z @ r.T: the faster order of the same GEMM
+            sums += np.dot(z[i], scores[i].T)
+        counts = []
+        for (codes, table), level_offset in zip(tables, level_offsets):
+            v = table.shape[1]
+            table_sums = np.zeros(k * v)
+            for i in range(parts):  # one weighted bincount over (component, level) pairs
+                a, b = lo + i * p, min(hi, lo + (i + 1) * p)
+                pairs = np.add(codes[a:b], level_offset,
+                               out=scratch("linear.pairs", (k, b - a), np.intp))
+                table_sums += np.bincount(pairs.reshape(-1),
+                                          weights=scores[i, :, :b - a].reshape(-1),
+                                          minlength=k * v)
+            counts.append(table_sums.reshape(k, v))
+        return sums, counts
+
+    folded = map_row_blocks(n, block, fold_block)
+    sums = np.sum([s for s, _ in folded], axis=0).T  # (K, F+1), blocks added in order
+    mass = sums[:, f].copy()
+    table_counts = [np.sum([c[j] for _, c in folded], axis=0) for j in range(len(tables))]
+    j = 0
+    for t, off in zip(terms, offsets):
+        counts = None
+        if t.table is not None:
+            counts, j = table_counts[j], j + 1
+        t.add_sums(sums[:, off:off + t.n_features], mass, counts)
+    for t in terms:
+        if t.base is not None:
+            lse += t.base
+    return mass, lse

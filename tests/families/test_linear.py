@@ -1,0 +1,142 @@
+"""The fused E-step of a mixture of records whose fields are linear in their features: the
+statistics a brute-force E-step gives, the fallback when a field is not, no NaN anywhere."""
+
+import numpy as np
+import pytest
+from scipy.stats import lognorm, norm, poisson
+from scipy.special import logsumexp
+
+import mixfold
+from mixfold import (CategoricalDistribution, DiagonalGaussianDistribution, GaussianDistribution,
+                     LogGaussianDistribution, MixtureDistribution, PoissonDistribution,
+                     RecordDistribution, VonMisesDistribution)
+from mixfold._row_blocks import row_threads
+from mixfold.families._linear import STACK_BLOCK_ROWS
+
+
+def component(i, lam=None):
+    return RecordDistribution({
+        "x": GaussianDistribution(100.0 + i, 1.0 + 0.3 * i),  # far from 0: centring matters
+        "y": LogGaussianDistribution(0.2 * i, 0.5),
+        "n": PoissonDistribution(1.0 + 2 * i if lam is None else lam),
+        "c": CategoricalDistribution([0.1 + 0.05 * i, 0.5, 0.4 - 0.05 * i], levels=["a", "b", "c"]),
+        "v": DiagonalGaussianDistribution([i, -i], [1.0, 2.0]),
+        "d": CategoricalDistribution({0: 0.5 - 0.1 * i, 1: 0.5 + 0.1 * i})})
+
+
+def brute_force(model, rows, weights):
+    """(per-row log-density, responsibilities times weights), straight from scipy.stats."""
+    levels = {"a": 0, "b": 1, "c": 2}
+    cols = {f: np.asarray([r[f] for r in rows]) for f in rows[0]}
+    joint = []
+    for wk, comp in zip(model.weights, model.components):
+        f = comp.fields
+        joint.append(np.log(wk)
+                     + norm.logpdf(cols["x"], f["x"].mu, np.sqrt(f["x"].sigma2))
+                     + lognorm.logpdf(cols["y"], np.sqrt(f["y"].sigma2), scale=np.exp(f["y"].mu))
+                     + poisson.logpmf(cols["n"], f["n"].lam)
+                     + np.log(f["c"].probs[[levels[c] for c in cols["c"]]])
+                     + norm.logpdf(cols["v"], f["v"].mu, np.sqrt(f["v"].sigma2)).sum(axis=1)
+                     + np.log(f["d"].probs[cols["d"]]))
+    joint = np.stack(joint, axis=1)
+    lse = logsumexp(joint, axis=1)
+    return lse, np.exp(joint - lse[:, None]) * weights[:, None], cols
+
+
+def fold(model, rows, weights, precision="float64"):
+    enc = model.encoder().fit(rows).encode(rows)
+    acc = model.estimator().bind(model.encoder().fit(rows)).accumulator_factory().make()
+    lse = acc.seq_update(enc, weights, model, precision)
+    return acc, lse
+
+
+@pytest.fixture(scope="module")
+def problem():
+    model = MixtureDistribution([component(i) for i in range(3)], [0.2, 0.3, 0.5])
+    n = STACK_BLOCK_ROWS + 777  # two blocks, the second short
+    rows = model.sampler(0).sample(n)
+    weights = np.random.default_rng(1).uniform(0, 2, n)
+    return model, rows, weights
+
+
+def test_fused_record_fold_equals_brute_force(problem):
+    model, rows, weights = problem
+    acc, lse = fold(model, rows, weights)
+    want_lse, resp, cols = brute_force(model, rows, weights)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-12)
+    np.testing.assert_allclose(acc.counts, resp.sum(axis=0), rtol=1e-12)
+    for k, comp_acc in enumerate(acc.components):
+        r = resp[:, k]
+        x, y, n, v = comp_acc.factors[0], comp_acc.factors[1], comp_acc.factors[2], \
+            comp_acc.factors[4]
+        np.testing.assert_allclose(x.sums, [r.sum(), r @ cols["x"], r @ cols["x"] ** 2],
+                                   rtol=1e-11)
+        logy = np.log(cols["y"])
+        np.testing.assert_allclose(y.sums, [r.sum(), r @ logy, r @ logy ** 2], rtol=1e-11)
+        np.testing.assert_allclose(n.sums, [r.sum(), r @ cols["n"]], rtol=1e-11)
+        codes = np.array([{"a": 0, "b": 1, "c": 2}[c] for c in cols["c"]])
+        np.testing.assert_allclose(comp_acc.factors[3].counts,
+                                   np.bincount(codes, weights=r, minlength=3), rtol=1e-11)
+        np.testing.assert_allclose(comp_acc.factors[5].counts,
+                                   np.bincount(cols["d"], weights=r, minlength=2), rtol=1e-11)
+        np.testing.assert_allclose(v.sum_x, r @ cols["v"], rtol=1e-11)
+        np.testing.assert_allclose(v.sum_xx, r @ cols["v"] ** 2, rtol=1e-11)
+
+
+def test_fused_fold_does_not_depend_on_the_thread_count(problem, monkeypatch):
+    model, rows, weights = problem
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "2")
+    assert row_threads() == 2
+    two, lse_two = fold(model, rows, weights)
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "1")
+    one, lse_one = fold(model, rows, weights)
+    assert np.array_equal(two.to_array(), one.to_array())
+    assert np.array_equal(lse_two, lse_one)
+
+
+def test_float32_fold_stays_close_to_float64(problem):
+    model, rows, weights = problem
+    a64, lse64 = fold(model, rows, weights)
+    a32, lse32 = fold(model, rows, weights, "float32")
+    np.testing.assert_allclose(lse32, lse64, rtol=1e-5)
+    np.testing.assert_allclose(a32.to_array(), a64.to_array(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("change", ["rate_zero", "von_mises_field"])
+def test_a_field_outside_the_form_falls_back_to_the_three_steps(problem, change):
+    model, rows, weights = problem
+    if change == "rate_zero":  # 0 * log 0 is no GEMM product: the unfused path scores it
+        comps = [component(i, lam=0.0 if i == 0 else None) for i in range(3)]
+        rows = [dict(r, n=0) if i % 3 == 0 else r for i, r in enumerate(rows)]
+    else:
+        comps = [RecordDistribution({"x": GaussianDistribution(i, 1.0),
+                                     "a": VonMisesDistribution(0.3 * i, 2.0)})
+                 for i in range(3)]
+        rows = MixtureDistribution(comps, [0.2, 0.3, 0.5]).sampler(0).sample(len(weights))
+    model = MixtureDistribution(comps, [0.2, 0.3, 0.5])
+    acc, lse = fold(model, rows, weights)
+    enc = model.encoder().fit(rows).encode(rows)
+    three = model.estimator().bind(model.encoder().fit(rows)).accumulator_factory().make()
+    resp, want_lse = model.weighted_posteriors(enc, weights)
+    three.counts += resp.sum(axis=0)
+    three._add_components(enc, resp, model, "float64")
+    assert np.array_equal(acc.to_array(), three.to_array())  # the same calls, the same bits
+    assert np.array_equal(lse, want_lse, equal_nan=True)
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_a_row_no_component_can_score_gets_minus_inf_and_no_mass(precision):
+    # level "z" has probability 0 in every component: its row scores -inf, takes no
+    # posterior mass and leaves every statistic finite (the fit then names the row)
+    comps = [RecordDistribution({"x": GaussianDistribution(float(i), 1.0),
+                                 "c": CategoricalDistribution([0.5, 0.5, 0.0],
+                                                              levels=["a", "b", "z"])})
+             for i in range(2)]
+    model = MixtureDistribution(comps, [0.5, 0.5])
+    rows = [{"x": 0.1 * i, "c": "z" if i == 7 else "ab"[i % 2]} for i in range(50)]
+    acc, lse = fold(model, rows, np.ones(50), precision)
+    assert lse[7] == -np.inf and np.isfinite(np.delete(lse, 7)).all()
+    assert np.isfinite(acc.to_array()).all()
+    assert acc.counts.sum() == pytest.approx(49.0)
+    with pytest.raises(mixfold.NumericalError, match="row 7 has log-density -inf"):
+        mixfold.fit(rows, model.estimator(), init=model, max_iter=2, progress=False)

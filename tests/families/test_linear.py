@@ -11,7 +11,7 @@ from mixfold import (CategoricalDistribution, DiagonalGaussianDistribution, Gaus
                      LogGaussianDistribution, MixtureDistribution, PoissonDistribution,
                      RecordDistribution, VonMisesDistribution)
 from mixfold._row_blocks import row_threads
-from mixfold.families._linear import STACK_BLOCK_ROWS
+from mixfold.families._linear import ONE_HOT_LEVELS, STACK_BLOCK_ROWS
 
 
 def component(i, lam=None):
@@ -140,3 +140,34 @@ def test_a_row_no_component_can_score_gets_minus_inf_and_no_mass(precision):
     assert acc.counts.sum() == pytest.approx(49.0)
     with pytest.raises(mixfold.NumericalError, match="row 7 has log-density -inf"):
         mixfold.fit(rows, model.estimator(), init=model, max_iter=2, progress=False)
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_a_large_vocabulary_is_counted_by_bincount_with_the_same_sums(precision):
+    levels = ONE_HOT_LEVELS + 36  # past the one-hot rows: the weighted-bincount path
+    rng = np.random.default_rng(5)
+    probs = rng.dirichlet(np.full(levels, 0.3), size=3)
+    probs[:, -1] = 0.0  # a level no component can emit: its row is dead
+    probs /= probs.sum(axis=1, keepdims=True)
+    comps = [RecordDistribution({"c": CategoricalDistribution(p),
+                                 "x": GaussianDistribution(i, 1.0)}) for i, p in enumerate(probs)]
+    model = MixtureDistribution(comps, [0.3, 0.3, 0.4])
+    rows = model.sampler(2).sample(9000)
+    rows[11] = {"c": levels - 1, "x": 0.0}
+    weights = rng.uniform(0, 2, 9000)
+    acc, lse = fold(model, rows, weights, precision)
+    codes = np.array([r["c"] for r in rows])
+    x = np.array([r["x"] for r in rows])
+    with np.errstate(divide="ignore"):
+        joint = np.stack([np.log(w) + np.log(p[codes]) + norm.logpdf(x, i, 1.0)
+                          for i, (w, p) in enumerate(zip(model.weights, probs))], axis=1)
+    want_lse = logsumexp(joint, axis=1)
+    with np.errstate(invalid="ignore"):  # the dead row: -inf - -inf
+        resp = np.nan_to_num(np.exp(joint - want_lse[:, None])) * weights[:, None]
+    rtol = 1e-11 if precision == "float64" else 1e-4
+    assert lse[11] == -np.inf
+    np.testing.assert_allclose(np.delete(lse, 11), np.delete(want_lse, 11), rtol=rtol / 10)
+    for k, comp_acc in enumerate(acc.components):
+        np.testing.assert_allclose(comp_acc.factors[0].counts,
+                                   np.bincount(codes, weights=resp[:, k], minlength=levels),
+                                   rtol=rtol, atol=1e-9 if precision == "float64" else 1e-4)

@@ -12,7 +12,8 @@ features side by side.
 block by block of rows on all cores: one GEMM scores all K components (the last feature row is
 1 and carries ``log w_k + const_k``), each table adds a gather, a log-sum-exp over components
 makes the weighted posteriors, and one more GEMM gives every feature sum and the posterior mass;
-tables are summed by a weighted ``bincount``. A family takes part by giving its accumulator
+tables are summed through one-hot rows in that GEMM (small vocabularies) or by a weighted
+``bincount``. A family takes part by giving its accumulator
 class a ``linear_terms(accs, components, enc)`` static method that returns
 :class:`LinearTerms` (or ``None`` when its parameters fall outside the form, as a Poisson of
 rate 0 does).
@@ -41,13 +42,17 @@ from mixfold._workspace import scratch
 from mixfold.families._protocol import Encoded
 from mixfold.precision import native_dtype
 
-__all__ = ["LinearTerms", "linear_fold", "STACK_BLOCK_ROWS", "STACK_BLOCK_ROWS_FLOAT32",
-           "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR"]
+__all__ = ["LinearTerms", "linear_fold", "block_rows", "SCORE_BLOCK_BYTES", "STACK_BLOCK_ROWS",
+           "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR", "ONE_HOT_LEVELS"]
 
-#: Rows per block of the fused E-step: its (K, rows) score block stays in a core's cache.
-STACK_BLOCK_ROWS = 16384
-#: Rows per block of a float32 E-step: half the bytes per row, so twice the rows.
-STACK_BLOCK_ROWS_FLOAT32 = 32768
+#: Bytes of a block's (K, rows) score array, which the log-sum-exp passes over five times: it
+#: stays in a core's cache. 2 MiB is 16,384 rows at K=16 in float64 (the fastest on P1; 32,768
+#: rows ran 8% slower) and 32,768 at K=8 or in float32 (the fastest on P4 and P7).
+SCORE_BLOCK_BYTES = 2 ** 21
+#: The most rows a block of the fused E-step takes (65,536 at K=8 ran P4 25% slower), and the
+#: fewest (below that, per-call overhead dominates).
+STACK_BLOCK_ROWS = 32768
+MIN_BLOCK_ROWS = 4096
 #: In a float32 E-step, rows per float32 partial sum of the statistics (one GEMM each); the
 #: partial sums are added in float64. Their rounding is at most ``(PARTIAL_ROWS - 1) * 2**-24``
 #: relative to the sums of absolute terms, about ``sqrt(PARTIAL_ROWS) * 2**-24`` in practice.
@@ -59,6 +64,10 @@ PARTIAL_ROWS = 8192
 #: resolution. Unfloored, the subnormals below e^-87 made a float32 iteration of P1 4x slower
 #: than a float64 one.
 FLOAT32_SCORE_FLOOR = -60.0
+#: A table of at most this many levels is summed through one-hot rows added to the statistics
+#: GEMM (one comparison per level and row, GIL-free); a larger one by a weighted ``bincount``
+#: (which NumPy runs holding the GIL: on P4's 20 levels it kept two threads from beating one).
+ONE_HOT_LEVELS = 64
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,18 @@ class LinearTerms:
     @property
     def n_features(self) -> int:
         return self.coef.shape[1]
+
+
+def block_rows(k: int, dtype: np.dtype | type) -> int:
+    """Rows per block of the fused E-step for K components in ``dtype``: the power of two that
+    keeps the (K, rows) scores within :data:`SCORE_BLOCK_BYTES`, between
+    :data:`MIN_BLOCK_ROWS` and :data:`STACK_BLOCK_ROWS`.
+
+    >>> block_rows(16, np.float64), block_rows(16, np.float32), block_rows(8, np.float64)
+    (16384, 32768, 32768)
+    """
+    rows = SCORE_BLOCK_BYTES // (max(k, 1) * np.dtype(dtype).itemsize)
+    return int(min(STACK_BLOCK_ROWS, max(MIN_BLOCK_ROWS, 1 << (rows.bit_length() - 1))))
 
 
 def reduce_components(op: np.ufunc, a: np.ndarray, name: str) -> np.ndarray:
@@ -139,14 +160,23 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     # (K, F+1): the score of component k is coef_band[k] @ [phi; 1]
     coef_band = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1).astype(dt)
     tables = [(t.codes, t.table.astype(dt)) for t in terms if t.table is not None]
-    level_offsets = [np.arange(k)[:, None] * table.shape[1] for _, table in tables]
+    # rows of z past [phi; 1]: one-hot indicators of the small tables' levels, (levels, 1)
+    one_hot, row = [], f + 1
+    for _, table in tables:
+        v = table.shape[1]
+        one_hot.append((row, np.arange(v)[:, None]) if v <= ONE_HOT_LEVELS else None)
+        row += v if v <= ONE_HOT_LEVELS else 0
+    rows_z = row
+    counted = [(codes, np.arange(k)[:, None] * table.shape[1], table.shape[1])
+               for (codes, table), hot in zip(tables, one_hot) if hot is None]
     # a -inf in a table can leave a row with no component that scores it
     may_die = any(not np.isfinite(table).all() for _, table in tables)
+    block = block_rows(k, dt)
     if dt == np.float64:
-        block = partial = STACK_BLOCK_ROWS
+        partial = block
         floor = floor_exp = None
     else:
-        block, partial = STACK_BLOCK_ROWS_FLOAT32, PARTIAL_ROWS
+        partial = min(block, PARTIAL_ROWS)
         floor = dt.type(FLOAT32_SCORE_FLOOR)
         floor_exp = np.exp(floor)  # the same exp as the block's, so the same bits
     lse = np.empty(n)
@@ -158,17 +188,22 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         m = hi - lo
         p = min(partial, m)
         parts = -(-m // p)
-        z = scratch("linear.z", (parts, f + 1, p), dt)
+        z = scratch("linear.z", (parts, rows_z, p), dt)
         for i in range(parts):
             a, b = lo + i * p, min(hi, lo + (i + 1) * p)
             for t, off in zip(terms, offsets):
                 if t.features is not None:
                     t.features(a, b, z[i, off:off + t.n_features, :b - a])
-            z[i, :f, b - a:] = 0.0
+            for (codes, _), hot in zip(tables, one_hot):
+                if hot is not None:  # 1.0 where the row's code is the level, else 0.0
+                    row, levels = hot
+                    np.equal(codes[a:b], levels, out=z[i, row:row + len(levels), :b - a],
+                             casting="unsafe")
+            z[i, :, b - a:] = 0.0
         z[:, f] = 1.0
         scores = scratch("linear.scores", (parts, k, p), dt)
         for i in range(parts):
-            np.matmul(coef_band, z[i], out=scores[i])
+            np.matmul(coef_band, z[i, :f + 1], out=scores[i])
         for codes, table in tables:
             for c in range(k):
                 gathered = table[c][codes[lo:hi]]  # a 1-D gather: the fastest NumPy has
@@ -199,12 +234,11 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
             total[dead] = np.inf  # no posterior for a row nothing scores
         np.divide(w.reshape(parts, p), total, out=total)
         scores *= total[:, None]  # the weighted posteriors, (K, rows) per sub-block
-        sums = np.zeros((f + 1, k))
+        sums = np.zeros((rows_z, k))
         for i in range(parts):  # z @ r.T: the faster order of the same GEMM
             sums += np.dot(z[i], scores[i].T)
         counts = []
-        for (codes, table), level_offset in zip(tables, level_offsets):
-            v = table.shape[1]
+        for codes, level_offset, v in counted:
             table_sums = np.zeros(k * v)
             for i in range(parts):  # one weighted bincount over (component, level) pairs
                 a, b = lo + i * p, min(hi, lo + (i + 1) * p)
@@ -217,14 +251,13 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         return sums, counts
 
     folded = map_row_blocks(n, block, fold_block)
-    sums = np.sum([s for s, _ in folded], axis=0).T  # (K, F+1), blocks added in order
+    sums = np.sum([s for s, _ in folded], axis=0).T  # (K, rows of z), blocks added in order
     mass = sums[:, f].copy()
-    table_counts = [np.sum([c[j] for _, c in folded], axis=0) for j in range(len(tables))]
-    j = 0
+    bincounts = iter([np.sum([c[j] for _, c in folded], axis=0) for j in range(len(counted))])
+    table_counts = iter([next(bincounts) if hot is None else
+                         sums[:, hot[0]:hot[0] + len(hot[1])] for hot in one_hot])
     for t, off in zip(terms, offsets):
-        counts = None
-        if t.table is not None:
-            counts, j = table_counts[j], j + 1
+        counts = None if t.table is None else next(table_counts)
         t.add_sums(sums[:, off:off + t.n_features], mass, counts)
     for t in terms:
         if t.base is not None:

@@ -11,8 +11,7 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._linear import (  # noqa: F401  (the block constants live there)
-    FLOAT32_SCORE_FLOOR, PARTIAL_ROWS, STACK_BLOCK_ROWS, STACK_BLOCK_ROWS_FLOAT32, LinearTerms,
-    linear_fold)
+    FLOAT32_SCORE_FLOOR, PARTIAL_ROWS, STACK_BLOCK_ROWS, LinearTerms, linear_fold)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import is_native, log_density_in_band, native_dtype

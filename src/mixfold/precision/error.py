@@ -32,9 +32,9 @@ def statistics_error_bound(band: str, op_count: float, n_rows: int) -> float:
     """The stated bound on the relative error of a band's sufficient statistics: the E-step
     chain's ``op_count * u`` plus the worst case of summing ``n_rows`` terms in the accumulation
     arithmetic (``(n_rows - 1) * u`` of float64, of double-double for ``dd``). In float32 the
-    stacked diagonal-Gaussian kernel first sums up to
-    :data:`~mixfold.families.diagonal_gaussian.PARTIAL_ROWS` rows in float32 (one GEMM), which
-    adds ``(min(n_rows, PARTIAL_ROWS) - 1) * 2**-24``.
+    fused mixture E-step (:func:`~mixfold.families._linear.linear_fold`) first sums up to
+    :data:`~mixfold.families._linear.PARTIAL_ROWS` rows in float32 (one GEMM), which adds
+    ``(min(n_rows, PARTIAL_ROWS) - 1) * 2**-24``.
 
     >>> statistics_error_bound("float16", 10, 1001) == 10 * 2.0 ** -11 + 1000 * 2.0 ** -53
     True
@@ -42,7 +42,7 @@ def statistics_error_bound(band: str, op_count: float, n_rows: int) -> float:
     ...                                                                          + 2.0 ** -24)
     True
     """
-    from mixfold.families.diagonal_gaussian import PARTIAL_ROWS
+    from mixfold.families._linear import PARTIAL_ROWS
 
     band = band_of(band)
     accumulate = UNIT_ROUNDOFF["dd" if band == "dd" else "float64"]

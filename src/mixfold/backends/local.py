@@ -35,8 +35,8 @@ def fold_rows(acc: Accumulator | None, enc: Encoded, weights: np.ndarray, model:
             return fold_rows_total(acc, enc, weights, model, precision, chunk_rows).hi
     total = 0.0
     for part, w, ll in _folded_chunks(acc, enc, weights, model, precision, chunk_rows):
-        with np.errstate(invalid="ignore"):
-            chunk_total = float(np.multiply(w, ll).sum())  # not BLAS: no thread wake-ups
+        with np.errstate(invalid="ignore"):  # einsum: no temporary, and not BLAS (whose
+            chunk_total = float(np.einsum("i,i->", w, ll))  # threads would change the bits)
         if not np.isfinite(chunk_total):
             chunk_total = _checked_total(ll, w, part.start)
         total += chunk_total

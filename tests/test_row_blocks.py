@@ -10,14 +10,14 @@ from threadpoolctl import threadpool_limits
 
 from mixfold._row_blocks import map_row_blocks, row_threads
 from mixfold.families._protocol import ArrayEncoded
-from mixfold.families.diagonal_gaussian import (STACK_BLOCK_ROWS, DiagonalGaussianAccumulator,
+from mixfold.families._linear import STACK_BLOCK_ROWS, fold_linear_mixture
+from mixfold.families.diagonal_gaussian import (DiagonalGaussianAccumulator,
                                                 DiagonalGaussianDistribution)
 
 
 def stacked_fold(x, w, comps, log_w, precision="float64"):
     accs = [DiagonalGaussianAccumulator(x.shape[1]) for _ in comps]
-    mass, lse = DiagonalGaussianAccumulator.stack_fold(accs, comps, log_w, ArrayEncoded(x), w,
-                                                      precision)
+    mass, lse = fold_linear_mixture(accs, comps, log_w, ArrayEncoded(x), w, precision)
     return mass, lse, np.concatenate([a.to_array() for a in accs])
 
 

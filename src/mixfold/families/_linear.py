@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +43,9 @@ from mixfold._workspace import scratch
 from mixfold.families._protocol import Encoded
 from mixfold.precision import native_dtype
 
-__all__ = ["LinearTerms", "linear_fold", "block_rows", "SCORE_BLOCK_BYTES", "STACK_BLOCK_ROWS",
-           "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR", "ONE_HOT_LEVELS"]
+__all__ = ["LinearTerms", "linear_fold", "linear_terms_of", "fold_linear_mixture", "block_rows",
+           "SCORE_BLOCK_BYTES", "STACK_BLOCK_ROWS", "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR",
+           "ONE_HOT_LEVELS"]
 
 #: Bytes of a block's (K, rows) score array, which the log-sum-exp passes over five times: it
 #: stays in a core's cache. 2 MiB is 16,384 rows at K=16 in float64 (the fastest on P1; 32,768
@@ -263,3 +265,20 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         if t.base is not None:
             lse += t.base
     return mass, lse
+
+
+def linear_terms_of(accumulator_class: type) -> Callable[..., LinearTerms | None] | None:
+    """The ``linear_terms`` hook a family's accumulator class defines itself, else ``None``:
+    a subclass that reads its rows otherwise (LogGaussian's reads ``log x``) must define its
+    own rather than inherit its parent's."""
+    return accumulator_class.linear_terms if "linear_terms" in vars(accumulator_class) else None
+
+
+def fold_linear_mixture(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+                        enc: Encoded, weights: np.ndarray, precision: str = "float64"
+                        ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The fused E-step of a mixture of K components of one family with ``linear_terms``
+    (:func:`linear_fold` on its terms); ``None`` when its parameters fall outside the form.
+    Returns (posterior mass per component, per-row log-density)."""
+    terms = type(accs[0]).linear_terms(accs, components, enc)
+    return None if terms is None else linear_fold([terms], log_weights, enc, weights, precision)

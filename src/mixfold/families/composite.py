@@ -10,7 +10,7 @@ import numpy as np
 from mixfold._row_blocks import run_each
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError
-from mixfold.families._linear import linear_fold
+from mixfold.families._linear import linear_fold, linear_terms_of
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -353,12 +353,9 @@ class FactorAccumulator(Accumulator):
         terms = []
         for i, part in enumerate(enc.children):
             field_accs = [a.factors[i] for a in accs]
-            cls = type(field_accs[0])
-            # the class's own hook: a subclass that reads its rows otherwise (as LogGaussian's
-            # reads log x) must not inherit its parent's
-            if "linear_terms" not in vars(cls) or any(type(a) is not cls for a in field_accs):
+            hook = linear_terms_of(type(field_accs[0]))
+            if hook is None or any(type(a) is not type(field_accs[0]) for a in field_accs):
                 return None
-            hook = cls.linear_terms
             field_terms = hook(field_accs, [c.factors[i] for c in components], part)
             if field_terms is None:
                 return None

@@ -10,8 +10,7 @@ import numpy as np
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
-from mixfold.families._linear import (  # noqa: F401  (the block constants live there)
-    FLOAT32_SCORE_FLOOR, PARTIAL_ROWS, STACK_BLOCK_ROWS, LinearTerms, linear_fold)
+from mixfold.families._linear import LinearTerms
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import is_native, log_density_in_band, native_dtype
@@ -216,18 +215,6 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
             _add_centred_sums(accs, center, mass, sums[:, d:], sums[:, :d])
 
         return LinearTerms(coef.T, const, features, add_sums)
-
-    @staticmethod
-    def stack_fold(accs: Sequence[DiagonalGaussianAccumulator],
-                   components: Sequence[DiagonalGaussianDistribution], log_weights: np.ndarray,
-                   enc: Encoded, weights: np.ndarray, precision: str = "float64"
-                   ) -> tuple[np.ndarray, np.ndarray]:
-        """The whole mixture E-step of a chunk, block by block of rows on all cores
-        (:func:`~mixfold.families._linear.linear_fold` on the centred features): one GEMM
-        scores all K components, one gives every statistic. Returns (posterior mass per
-        component, per-row log-density)."""
-        terms = DiagonalGaussianAccumulator.linear_terms(accs, components, enc)
-        return linear_fold([terms], log_weights, enc, weights, precision)
 
     @staticmethod
     def stack_update(accs: Sequence[DiagonalGaussianAccumulator], enc: Encoded,

@@ -13,6 +13,7 @@ from mixfold._numeric import log_normalize_rows, logsumexp_rows
 from mixfold._row_blocks import map_row_blocks
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DegenerateFitWarning, NumericalError, ParameterError
+from mixfold.families._linear import fold_linear_mixture, linear_terms_of
 from mixfold.precision import band_ops, is_native, log_density_in_band, require_band
 from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
@@ -381,8 +382,13 @@ class MixtureAccumulator(Accumulator):
         same = all(type(c) is cls for c in self.components)
         stackable = same and slots is None
         self._stack_update = getattr(cls, "stack_update", None) if stackable else None
-        # a family may fuse scoring, normalisation and accumulation of a chunk (one pass)
-        self._stack_fold = getattr(cls, "stack_fold", None) if stackable else None
+        # a family may fuse scoring, normalisation and accumulation of a chunk (one pass): a
+        # combinator through its own stack_fold, a family linear in its features through the
+        # fused fold of its linear_terms
+        self._stack_fold = None
+        if stackable:
+            self._stack_fold = getattr(cls, "stack_fold", None) or (
+                fold_linear_mixture if linear_terms_of(cls) is not None else None)
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.counts]

@@ -30,11 +30,12 @@ components, or of one component — a matrix-vector product — rounds different
 blocks the serial E-step scores; the normalisation runs the serial calls on the same blocks;
 stacked updates go component by component. So an iteration is **bit-identical** to the serial
 fold: ``np.array_equal`` on every statistic. One exception: a cut of a mixture whose serial
-E-step is fused (:func:`~mixfold.families._linear.linear_fold`: a mixture of diagonal
-Gaussians, or of records whose fields are all Gaussian, log-Gaussian, Poisson, categorical or
-diagonal Gaussian; one GEMM scores all K components of a row block, one sums them, and a GEMM
-over a range of components sums in another order) — split, it runs the three steps every
-mixture runs and agrees to rounding (1e-15 relative). One proviso, about the serial fold
+E-step is fused (:func:`~mixfold.families._linear.linear_fold`: a mixture of Gaussians,
+log-Gaussians, Poissons, categoricals or diagonal Gaussians, or of records whose fields are all
+of those; one GEMM scores all K components of a row block, one sums them, and a GEMM over a
+range of components sums in another order) — split, it runs the three steps every mixture runs
+and agrees to rounding (1e-15 relative in float64). Unsplit, that fused E-step already runs
+its row blocks on every core of the process. One proviso, about the serial fold
 itself: it must run with the BLAS thread count the workers run with (OpenBLAS splits a long dot
 product over its threads, so the serial fold's last bits change with that count); the workers
 run ``cores // workers`` BLAS threads each, one on a 2-core machine.

@@ -49,10 +49,10 @@ pool per fit and process, created on the first fold and reused by every iteratio
 work never opens a pool of its own (no nesting).
 
 >>> import numpy as np, mixfold
->>> from mixfold import GaussianDistribution, GaussianEstimator, MixtureDistribution
->>> truth = MixtureDistribution([GaussianDistribution(m, 1) for m in (-6, -2, 2, 6)], [0.25] * 4)
+>>> from mixfold import MixtureDistribution, VonMisesDistribution, VonMisesEstimator
+>>> truth = MixtureDistribution([VonMisesDistribution(m, 4) for m in (-2, 0, 1, 2.5)], [0.25] * 4)
 >>> x = truth.sampler(0).sample(4000)
->>> est = mixfold.MixtureEstimator([GaussianEstimator()] * 4)
+>>> est = mixfold.MixtureEstimator([VonMisesEstimator()] * 4)
 >>> threaded = mixfold.optimize(x, est, backend="model_parallel", num_workers=2, max_iter=5,
 ...                             progress=False)
 >>> serial = mixfold.optimize(x, est, max_iter=5, progress=False)

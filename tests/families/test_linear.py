@@ -171,3 +171,43 @@ def test_a_large_vocabulary_is_counted_by_bincount_with_the_same_sums(precision)
         np.testing.assert_allclose(comp_acc.factors[0].counts,
                                    np.bincount(codes, weights=resp[:, k], minlength=levels),
                                    rtol=rtol, atol=1e-9 if precision == "float64" else 1e-4)
+
+
+def scalar_mixture(kind):
+    """A 3-component mixture of one family, and the scipy.stats log-density of component k."""
+    if kind == "gaussian":
+        comps = [GaussianDistribution(-1e3 + 2.0 * i, 1.0 + i) for i in range(3)]
+        return comps, lambda x, c: norm.logpdf(x, c.mu, np.sqrt(c.sigma2))
+    if kind == "log_gaussian":
+        comps = [LogGaussianDistribution(0.5 * i, 0.3 + 0.1 * i) for i in range(3)]
+        return comps, lambda x, c: lognorm.logpdf(x, np.sqrt(c.sigma2), scale=np.exp(c.mu))
+    if kind == "poisson":
+        comps = [PoissonDistribution(0.5 + 4 * i) for i in range(3)]
+        return comps, lambda x, c: poisson.logpmf(x, c.lam)
+    comps = [CategoricalDistribution([0.2 + 0.2 * i, 0.8 - 0.3 * i, 0.1 * i]) for i in range(3)]
+    return comps, lambda x, c: np.log(c.probs[x])
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "log_gaussian", "poisson", "categorical"])
+def test_a_mixture_of_one_linear_family_folds_fused_to_the_brute_force_sums(kind):
+    comps, logpdf = scalar_mixture(kind)
+    model = MixtureDistribution(comps, [0.5, 0.2, 0.3])
+    x = np.asarray(model.sampler(6).sample(STACK_BLOCK_ROWS + 5))
+    weights = np.random.default_rng(7).uniform(0, 2, len(x))
+    acc, lse = fold(model, x, weights)
+    with np.errstate(divide="ignore"):
+        joint = np.stack([np.log(w) + logpdf(x, c) for w, c in zip(model.weights, comps)], axis=1)
+    want_lse = logsumexp(joint, axis=1)
+    resp = np.exp(joint - want_lse[:, None]) * weights[:, None]
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-12)
+    np.testing.assert_allclose(acc.counts, resp.sum(axis=0), rtol=1e-12)
+    values = np.log(x) if kind == "log_gaussian" else x.astype(float)
+    for k, comp_acc in enumerate(acc.components):
+        r = resp[:, k]
+        if kind == "categorical":
+            want = np.bincount(x, weights=r, minlength=3)
+        elif kind == "poisson":
+            want = [r.sum(), r @ values]
+        else:
+            want = [r.sum(), r @ values, r @ values ** 2]
+        np.testing.assert_allclose(comp_acc.to_array(), want, rtol=1e-10)

@@ -227,9 +227,10 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
                        backend=handle.name, precision=precision if plan is None else
                        "+".join(b for b in BANDS if b in bands), plan=plan, warnings=notes)
-    # a log-likelihood computed in a reduced band is only known to that band's resolution
+    # a log-likelihood computed in a reduced band is only known to that band's resolution; so
+    # is one from float32, whose fused E-step sums its statistics in float32 partial sums
     noise = max([DECREASE_TOLERANCE] + [16 * UNIT_ROUNDOFF[b] for b in bands
-                                        if band_of(b) not in ("float32", "float64", "dd")])
+                                        if band_of(b) not in ("float64", "dd")])
     start, previous = 0, None
     if resumed is not None:
         result.init_seconds, result.iterations = resumed.init_seconds, resumed.iterations

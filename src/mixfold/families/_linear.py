@@ -141,7 +141,8 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     (F + 1, rows), all K weighted scores in one GEMM, each table's gather, the log-sum-exp
     over the components (a row every component scores -inf gets no posterior and a
     log-density of -inf), the weighted posteriors ``r``; then one GEMM ``z @ r.T`` gives every
-    feature sum and the mass, and a weighted ``bincount`` each table's counts. In float64 the
+    feature sum, the mass and, through one-hot rows of z, the counts of each table of at most
+    :data:`ONE_HOT_LEVELS` levels (a larger one's come from a weighted ``bincount``). In float64 the
     GEMM covers the block; in float32 it covers :data:`PARTIAL_ROWS` rows at a time and those
     float32 partial sums are added in float64. Blocks add up in float64 in block order
     (:func:`~mixfold._row_blocks.map_row_blocks`), so the bits do not depend on the number of
@@ -161,18 +162,16 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     const = sum(t.const for t in terms) + log_weights
     # (K, F+1): the score of component k is coef_band[k] @ [phi; 1]
     coef_band = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1).astype(dt)
-    tables = [(t.codes, t.table.astype(dt)) for t in terms if t.table is not None]
-    # rows of z past [phi; 1]: one-hot indicators of the small tables' levels, (levels, 1)
-    one_hot, row = [], f + 1
-    for _, table in tables:
-        v = table.shape[1]
-        one_hot.append((row, np.arange(v)[:, None]) if v <= ONE_HOT_LEVELS else None)
-        row += v if v <= ONE_HOT_LEVELS else 0
-    rows_z = row
-    counted = [(codes, np.arange(k)[:, None] * table.shape[1], table.shape[1])
-               for (codes, table), hot in zip(tables, one_hot) if hot is None]
+    # each table: (codes, table in dt, first row of its one-hot indicators in z or None); a
+    # small table's counts come out of the statistics GEMM, a large one's out of a bincount
+    tables, rows_z = [], f + 1
+    for t in terms:
+        if t.table is not None:
+            hot = t.table.shape[1] <= ONE_HOT_LEVELS
+            tables.append((t.codes, t.table.astype(dt), rows_z if hot else None))
+            rows_z += t.table.shape[1] if hot else 0
     # a -inf in a table can leave a row with no component that scores it
-    may_die = any(not np.isfinite(table).all() for _, table in tables)
+    may_die = any(not np.isfinite(table).all() for _, table, _ in tables)
     block = block_rows(k, dt)
     if dt == np.float64:
         partial = block
@@ -183,7 +182,7 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         floor_exp = np.exp(floor)  # the same exp as the block's, so the same bits
     lse = np.empty(n)
 
-    def fold_block(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    def fold_block(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
         # the block as `parts` contiguous sub-blocks of p rows (one in float64), the last
         # padded with rows of weight 0 and features 0: element-wise steps run once over the
         # whole block, the GEMMs once per sub-block
@@ -196,17 +195,17 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
             for t, off in zip(terms, offsets):
                 if t.features is not None:
                     t.features(a, b, z[i, off:off + t.n_features, :b - a])
-            for (codes, _), hot in zip(tables, one_hot):
-                if hot is not None:  # 1.0 where the row's code is the level, else 0.0
-                    row, levels = hot
-                    np.equal(codes[a:b], levels, out=z[i, row:row + len(levels), :b - a],
-                             casting="unsafe")
+            for codes, table, first in tables:
+                if first is not None:  # 1.0 where the row's code is the level, else 0.0
+                    v = table.shape[1]
+                    np.equal(codes[a:b], np.arange(v)[:, None],
+                             out=z[i, first:first + v, :b - a], casting="unsafe")
             z[i, :, b - a:] = 0.0
         z[:, f] = 1.0
         scores = scratch("linear.scores", (parts, k, p), dt)
         for i in range(parts):
             np.matmul(coef_band, z[i, :f + 1], out=scores[i])
-        for codes, table in tables:
+        for codes, table, _ in tables:
             for c in range(k):
                 gathered = table[c][codes[lo:hi]]  # a 1-D gather: the fastest NumPy has
                 for i in range(parts):
@@ -239,12 +238,16 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         sums = np.zeros((rows_z, k))
         for i in range(parts):  # z @ r.T: the faster order of the same GEMM
             sums += np.dot(z[i], scores[i].T)
-        counts = []
-        for codes, level_offset, v in counted:
+        counts: list[np.ndarray | None] = []
+        for codes, table, first in tables:
+            if first is not None:
+                counts.append(None)
+                continue
+            v = table.shape[1]
             table_sums = np.zeros(k * v)
             for i in range(parts):  # one weighted bincount over (component, level) pairs
                 a, b = lo + i * p, min(hi, lo + (i + 1) * p)
-                pairs = np.add(codes[a:b], level_offset,
+                pairs = np.add(codes[a:b], np.arange(k)[:, None] * v,
                                out=scratch("linear.pairs", (k, b - a), np.intp))
                 table_sums += np.bincount(pairs.reshape(-1),
                                           weights=scores[i, :, :b - a].reshape(-1),
@@ -255,9 +258,9 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     folded = map_row_blocks(n, block, fold_block)
     sums = np.sum([s for s, _ in folded], axis=0).T  # (K, rows of z), blocks added in order
     mass = sums[:, f].copy()
-    bincounts = iter([np.sum([c[j] for _, c in folded], axis=0) for j in range(len(counted))])
-    table_counts = iter([next(bincounts) if hot is None else
-                         sums[:, hot[0]:hot[0] + len(hot[1])] for hot in one_hot])
+    table_counts = iter([np.sum([c[j] for _, c in folded], axis=0) if first is None else
+                         sums[:, first:first + table.shape[1]]
+                         for j, (_, table, first) in enumerate(tables)])
     for t, off in zip(terms, offsets):
         counts = None if t.table is None else next(table_counts)
         t.add_sums(sums[:, off:off + t.n_features], mass, counts)

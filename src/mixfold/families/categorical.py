@@ -277,8 +277,9 @@ class CategoricalAccumulator(LeafAccumulator):
                 acc.counts += c
 
         k = len(components)
+        table = np.stack([c.log_probs for c in components])
         return LinearTerms(np.zeros((k, 0)), np.zeros(k), None, add_sums, codes=enc.values,
-                           table=np.stack([c.log_probs for c in components]))
+                           table=table, peak=table.max(axis=1))
 
     @staticmethod
     def stack_update(accs: Sequence[CategoricalAccumulator], enc: Encoded,

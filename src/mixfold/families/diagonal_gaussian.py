@@ -214,7 +214,8 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
             _add_centred_sums(accs, center, mass, sums[:, d:], sums[:, :d])
 
-        return LinearTerms(coef.T, const, features, add_sums)
+        peak = -0.5 * (d * _LOG_2PI + np.log([c.sigma2 for c in components]).sum(axis=1))
+        return LinearTerms(coef.T, const, features, add_sums, peak=peak)
 
     @staticmethod
     def stack_update(accs: Sequence[DiagonalGaussianAccumulator], enc: Encoded,

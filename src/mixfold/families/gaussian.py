@@ -137,7 +137,7 @@ class GaussianAccumulator(LeafAccumulator):
             for acc, w, (s2, s1) in zip(accs, mass, sums):  # back from the centre
                 acc.sums += (w, s1 + center * w, s2 + 2.0 * center * s1 + center * center * w)
 
-        return LinearTerms(coef, const, features, add_sums)
+        return LinearTerms(coef, const, features, add_sums, peak=-0.5 * (_LOG_2PI - np.log(prec)))
 
     @staticmethod
     def stack_update(accs: Sequence[GaussianAccumulator], enc: Encoded, resp: np.ndarray) -> None:

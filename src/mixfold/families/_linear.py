@@ -66,11 +66,14 @@ PARTIAL_ROWS = 8192
 #: resolution. Unfloored, the subnormals below e^-87 made a float32 iteration of P1 4x slower
 #: than a float64 one.
 FLOAT32_SCORE_FLOOR = -60.0
-#: A float64 block scored against a bound of every component's peak (rather than against each
-#: row's largest score) is kept when every row's sum of exps is at least e^-600: then each
-#: component within 37 (e^16) of its row's largest score is a normal double, exact to rounding;
-#: a block with a row below (an outlier, a row nothing scores) is scored again row by row.
-PEAK_SHIFT_FLOOR = float(np.exp(-600.0))
+#: A block scored against one bound of every component's peak (rather than against each row's
+#: largest score) is kept when each row's largest shifted score is at least this (checked as
+#: a sum of exps of at least K e^this): then every component within the precision's
+#: resolution of its row's largest score (37 for float64, 17 for float32) is a normal number
+#: above the float32 score floor, exact to rounding. A block with a row below (an outlier, a
+#: row nothing scores) is scored again row by row.
+PEAK_SHIFT_MARGIN = {np.dtype(np.float64): -600.0,
+                     np.dtype(np.float32): FLOAT32_SCORE_FLOOR + 17.0}
 #: A table of at most this many levels is summed through one-hot rows added to the statistics
 #: GEMM (one comparison per level and row, GIL-free); a larger one by a weighted ``bincount``
 #: (which NumPy runs holding the GIL: on P4's 20 levels it kept two threads from beating one).
@@ -173,12 +176,12 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     coef_band = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1).astype(dt)
     # each table: (codes, table in dt, first row of its one-hot indicators in z or None); a
     # small table's counts come out of the statistics GEMM, a large one's out of a bincount
-    # float64 with every term bounded above: subtract one bound of all the scores, the largest
-    # peak, inside the scoring GEMM, which saves the per-row max and its subtraction (-13% on
-    # P1's fold); float32's range is too narrow for it (e^-87)
-    bounded = dt == np.float64 and all(t.peak is not None for t in terms)
+    # every term bounded above: subtract one bound of all the scores, the largest peak, inside
+    # the scoring GEMM, which saves the per-row max and its subtraction (-13% on P1's fold)
+    bounded = all(t.peak is not None for t in terms)
     shift = float(np.max(log_weights + sum(t.peak for t in terms))) if bounded else 0.0
     coef_band[:, f] -= shift
+    least_total = k * np.exp(PEAK_SHIFT_MARGIN[dt])
     tables, rows_z = [], f + 1
     for t in terms:
         if t.table is not None:
@@ -220,9 +223,9 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         scores = scratch("linear.scores", (parts, k, p), dt)
         score_block(lo, hi, z, scores)
         if bounded:  # exp(score - shift) needs no per-row max
-            np.exp(scores, out=scores)
+            exp_scores(scores)
             total = reduce_components(np.add, scores, "linear.total")
-            if total.reshape(-1)[:m].min() >= PEAK_SHIFT_FLOOR:
+            if total.reshape(-1)[:m].min() >= least_total:
                 log_total = np.log(total, out=scratch("linear.log_total", (parts, p), dt))
                 lse[lo:hi] = log_total.reshape(-1)[:m] + shift
                 return weighted_sums(lo, hi, z, scores, total)
@@ -236,11 +239,7 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
             else:
                 dead = None
         scores -= top[:, None]
-        if floor is not None:  # float32: exp below -87 is subnormal, 100x slower to use
-            np.maximum(scores, floor, out=scores)
-        np.exp(scores, out=scores)
-        if floor is not None:  # ... and what sat at the floor becomes exactly 0
-            scores -= floor_exp
+        exp_scores(scores)
         total = reduce_components(np.add, scores, "linear.total")
         with np.errstate(divide="ignore"):
             log_total = np.log(total, out=scratch("linear.log_total", (parts, p), dt))
@@ -250,6 +249,13 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         if dead is not None:
             total[dead] = np.inf  # no posterior for a row nothing scores
         return weighted_sums(lo, hi, z, scores, total)
+
+    def exp_scores(scores: np.ndarray) -> None:
+        if floor is not None:  # float32: exp below -87 is subnormal, 100x slower to use
+            np.maximum(scores, floor, out=scores)
+        np.exp(scores, out=scores)
+        if floor is not None:  # ... and what sat at the floor becomes exactly 0
+            scores -= floor_exp
 
     def score_block(lo: int, hi: int, z: np.ndarray, scores: np.ndarray) -> None:
         """The weighted scores of rows [lo, hi) (minus ``shift``) into ``scores``."""

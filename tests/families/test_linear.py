@@ -236,3 +236,33 @@ def test_a_block_with_an_outlier_is_scored_row_by_row_and_agrees_with_brute_forc
         r = resp[:, k]
         np.testing.assert_allclose(comp_acc.sums, [r.sum(), r @ x, r @ x ** 2],
                                    rtol=1e-10 if precision == "float64" else 1e-4)
+
+
+def test_a_fused_mixture_takes_large_chunks_and_a_declined_one_the_asked_rows():
+    from mixfold.backends.local import fold_rows
+    from mixfold.families.mixture import FUSED_CHUNK_ROWS
+
+    # fused: one chunk of up to FUSED_CHUNK_ROWS rows whatever chunk_rows asks
+    fused = MixtureDistribution([GaussianDistribution(i, 1.0) for i in range(3)], [0.3] * 2 + [0.4])
+    acc = fused.estimator().accumulator_factory().make()
+    assert acc.rows_per_chunk(fused, "float64", 1000) == FUSED_CHUNK_ROWS
+    assert acc.rows_per_chunk(fused, "dd", 1000) == 1000  # the dd band is never fused
+    # declined (a rate of 0): the three steps run 1,000 rows at a time, as the fold asked
+    model = MixtureDistribution([PoissonDistribution(lam) for lam in (0.0, 2.0, 7.0)],
+                                [0.2, 0.3, 0.5])
+    x = np.asarray(model.sampler(3).sample(4500))
+    enc = model.encoder().fit(x).encode(x)
+    est = model.estimator().bind(model.encoder().fit(x))
+    weights = np.random.default_rng(2).uniform(0, 2, len(x))
+    acc = est.accumulator_factory().make()
+    total = fold_rows(acc, enc, weights, model, "float64", 1000)
+    want = est.accumulator_factory().make()
+    want_total = 0.0
+    for lo in range(0, len(x), 1000):
+        part, w = enc.rows(lo, min(len(x), lo + 1000)), weights[lo:lo + 1000]
+        resp, lse = model.weighted_posteriors(part, w)
+        want.counts += resp.sum(axis=0)
+        want._add_components(part, resp, model, "float64")
+        want_total += float(np.einsum("i,i->", w, lse))
+    assert np.array_equal(acc.to_array(), want.to_array())
+    assert total == pytest.approx(want_total, rel=1e-14)  # one sum of 4,500 terms, not five

@@ -48,6 +48,8 @@ def _folded_chunks(acc: Accumulator | None, enc: Encoded, weights: np.ndarray,
                    ) -> Iterator[tuple[Encoded, np.ndarray, np.ndarray]]:
     """Fold ``enc`` into ``acc`` (or only score it) chunk by chunk; yield each chunk's rows,
     weights and per-row log-densities."""
+    if acc is not None:
+        chunk_rows = acc.rows_per_chunk(model, precision, chunk_rows)
     for begin in range(0, enc.n_rows, chunk_rows):
         end = min(begin + chunk_rows, enc.n_rows)
         part, w = enc.rows(begin, end), weights[begin:end]

@@ -238,6 +238,12 @@ class Accumulator(ABC):
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         """Add the rows with seeded random posteriors for latent nodes (no model yet)."""
 
+    def rows_per_chunk(self, model: Distribution, precision: str, chunk_rows: int) -> int:
+        """Rows :meth:`seq_update` takes per call when the fold asks for ``chunk_rows`` (which
+        bounds a chunk's rows-by-components temporaries). An update whose temporaries do not
+        grow with the rows may take more: fewer chunks, fewer waits for the last row block."""
+        return chunk_rows
+
     def combine(self, other: Accumulator) -> Accumulator:
         """Add ``other``'s statistics into this accumulator (same estimator tree); returns self."""
         mine, theirs = self.arrays(), other.arrays()

@@ -13,10 +13,11 @@ block by block of rows on all cores: one GEMM scores all K components (the last 
 1 and carries ``log w_k + const_k``), each table adds a gather, a log-sum-exp over components
 makes the weighted posteriors, and one more GEMM gives every feature sum and the posterior mass;
 tables are summed through one-hot rows in that GEMM (small vocabularies) or by a weighted
-``bincount``. A family takes part by giving its accumulator
-class a ``linear_terms(accs, components, enc)`` static method that returns
-:class:`LinearTerms` (or ``None`` when its parameters fall outside the form, as a Poisson of
-rate 0 does).
+``bincount``. When every family bounds its scores (a density's peak), the scores are shifted
+by the largest peak inside the first GEMM instead of by each row's maximum. A family takes part
+by giving its accumulator class a ``linear_terms(accs, components, enc)`` static method that
+returns :class:`LinearTerms` (or ``None`` when its parameters fall outside the form, as a
+Poisson of rate 0 does).
 
 >>> import numpy as np
 >>> from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
@@ -152,7 +153,10 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     Per block, everything in ``precision``: the features ``z = [phi; 1]`` laid out
     (F + 1, rows), all K weighted scores in one GEMM, each table's gather, the log-sum-exp
     over the components (a row every component scores -inf gets no posterior and a
-    log-density of -inf), the weighted posteriors ``r``; then one GEMM ``z @ r.T`` gives every
+    log-density of -inf), the weighted posteriors ``r``. When every term declares its peaks,
+    the scores are shifted by the largest peak within the GEMM and exponentiated as they are;
+    a block with a row far below it (:data:`PEAK_SHIFT_MARGIN`) is scored again against each
+    row's largest score, as every block is otherwise. Then one GEMM ``z @ r.T`` gives every
     feature sum, the mass and, through one-hot rows of z, the counts of each table of at most
     :data:`ONE_HOT_LEVELS` levels (a larger one's come from a weighted ``bincount``). In float64 the
     GEMM covers the block; in float32 it covers :data:`PARTIAL_ROWS` rows at a time and those
@@ -171,17 +175,16 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     widths = [t.n_features for t in terms]
     offsets = np.concatenate([[0], np.cumsum(widths)]).astype(int)
     f = int(offsets[-1])
-    const = sum(t.const for t in terms) + log_weights
-    # (K, F+1): the score of component k is coef_band[k] @ [phi; 1]
-    coef_band = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1).astype(dt)
-    # each table: (codes, table in dt, first row of its one-hot indicators in z or None); a
-    # small table's counts come out of the statistics GEMM, a large one's out of a bincount
     # every term bounded above: subtract one bound of all the scores, the largest peak, inside
     # the scoring GEMM, which saves the per-row max and its subtraction (-13% on P1's fold)
     bounded = all(t.peak is not None for t in terms)
     shift = float(np.max(log_weights + sum(t.peak for t in terms))) if bounded else 0.0
-    coef_band[:, f] -= shift
     least_total = k * np.exp(PEAK_SHIFT_MARGIN[dt])
+    const = sum(t.const for t in terms) + log_weights - shift
+    # (K, F+1): the score of component k (minus the shift) is coef_band[k] @ [phi; 1]
+    coef_band = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1).astype(dt)
+    # each table: (codes, table in dt, first row of its one-hot indicators in z or None); a
+    # small table's counts come out of the statistics GEMM, a large one's out of a bincount
     tables, rows_z = [], f + 1
     for t in terms:
         if t.table is not None:

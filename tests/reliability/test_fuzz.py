@@ -281,6 +281,7 @@ def test_huge_values_give_a_clear_error_not_a_nan_model():
 @pytest.mark.parametrize("weights, message", [  # negative and all-zero: test_fit.py
     ([1.0, float("nan"), 1.0], "row 1: weights must be finite and >= 0"),
     ([1.0, float("inf"), 1.0], "row 1: weights must be finite and >= 0"),
+    ([8e307, 1e308, 1.0], "the weights sum past the largest float64"),  # found by fuzzing
     ([1.0, 1.0], r"weights must have shape \(3,\)"),
     ([[1.0], 1.0, 1.0], "row 0: weights must be numbers, got \\[1.0\\]"),
     (["2.0", 1.0, 1.0], "row 0: weights must be numbers, got '2.0'"),

@@ -491,6 +491,11 @@ def as_weights(weights: Any, n_rows: int) -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
     if bad.size:
         raise DataError(f"weights must be finite and >= 0, got {w[bad[0]]!r}", row=int(bad[0]))
+    with np.errstate(over="ignore"):
+        total = w.sum()
+    if not np.isfinite(total):  # every sum of weighted statistics would overflow too
+        raise DataError(f"the weights sum past the largest float64 (the largest is "
+                        f"{float(w.max())!r}): scale them down")
     return w
 
 

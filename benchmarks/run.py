@@ -64,6 +64,9 @@ def generate(key: str, directory: Path, scale: float, timeout: float) -> dict:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"generating {key} failed:\n{proc.stderr}")
+    # the kernel writes the fresh files back in the following seconds: wait for it here, or the
+    # first timed child shares the machine with it (P1 ran 7% slower first than last)
+    os.sync()
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

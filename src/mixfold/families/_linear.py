@@ -45,6 +45,7 @@ from mixfold.families._protocol import Encoded
 from mixfold.precision import native_dtype
 
 __all__ = ["LinearTerms", "linear_fold", "linear_terms_of", "fold_linear_mixture", "block_rows",
+           "centred_gaussian", "uncentred_moments",
            "SCORE_BLOCK_BYTES", "STACK_BLOCK_ROWS", "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR",
            "ONE_HOT_LEVELS"]
 
@@ -110,6 +111,43 @@ class LinearTerms:
     @property
     def n_features(self) -> int:
         return self.coef.shape[1]
+
+
+_LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+def centred_gaussian(mu: np.ndarray, sigma2: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """K Gaussians with independent coordinates (``mu``, ``sigma2`` of shape (K, D)) as terms
+    on the centred features ``[(x-c)^2, x-c]``: (centre c (D,), coefficients (K, 2D), constants
+    (K,), peaks (K,)). The centre is the mean of the means, so the expansion cancels little
+    even far from the origin or in float32; a peak is the log-density at the mean.
+
+    >>> c, coef, const, peak = centred_gaussian(np.array([[1.0], [3.0]]), np.array([[1.0], [4.0]]))
+    >>> c.tolist(), coef.tolist()
+    ([2.0], [[-0.5, -1.0], [-0.125, 0.25]])
+    """
+    prec = 1.0 / sigma2
+    center = mu.mean(axis=0)
+    m = mu - center
+    coef = np.concatenate([-0.5 * prec, m * prec], axis=1)
+    d = mu.shape[1]
+    const = -0.5 * ((m * m * prec).sum(axis=1) + d * _LOG_2PI - np.log(prec).sum(axis=1))
+    peak = -0.5 * (d * _LOG_2PI + np.log(sigma2).sum(axis=1))
+    return center, coef, const, peak
+
+
+def uncentred_moments(center: np.ndarray, mass: np.ndarray, s1: np.ndarray, s2: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(sum r x, sum r x^2), (K, D) each, from the centred sums ``s1 = sum r (x-c)`` and
+    ``s2 = sum r (x-c)^2`` (K, D) and the mass ``sum r`` (K,).
+
+    >>> [a.tolist() for a in uncentred_moments(np.array([2.0]), np.array([1.0]),
+    ...                                        np.array([[1.0]]), np.array([[1.0]]))]
+    [[[3.0]], [[9.0]]]
+    """
+    w = mass[:, None]
+    return s1 + center * w, s2 + 2.0 * center * s1 + center * center * w
 
 
 def block_rows(k: int, dtype: np.dtype | type) -> int:
@@ -225,30 +263,30 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         z[:, f] = 1.0
         scores = scratch("linear.scores", (parts, k, p), dt)
         score_block(lo, hi, z, scores)
-        if bounded:  # exp(score - shift) needs no per-row max
+        shifted = bounded  # exp(score - shift) needs no per-row max ...
+        if shifted:
             exp_scores(scores)
             total = reduce_components(np.add, scores, "linear.total")
-            if total.reshape(-1)[:m].min() >= least_total:
-                log_total = np.log(total, out=scratch("linear.log_total", (parts, p), dt))
-                lse[lo:hi] = log_total.reshape(-1)[:m] + shift
-                return weighted_sums(lo, hi, z, scores, total)
-            score_block(lo, hi, z, scores)  # an outlier in the block: row by row instead
-        top = reduce_components(np.maximum, scores, "linear.top")
-        dead = None
-        if may_die:
-            dead = ~np.isfinite(top)
-            if dead.any():
-                top[dead] = 0.0  # its scores stay -inf: exp gives 0, the total 0, log -inf
-            else:
-                dead = None
-        scores -= top[:, None]
-        exp_scores(scores)
-        total = reduce_components(np.add, scores, "linear.total")
+            if total.reshape(-1)[:m].min() < least_total:  # ... unless a row sits far below
+                score_block(lo, hi, z, scores)
+                shifted = False
+        top = dead = None
+        if not shifted:  # against each row's largest score
+            top = reduce_components(np.maximum, scores, "linear.top")
+            if may_die:
+                dead = ~np.isfinite(top)
+                if dead.any():
+                    top[dead] = 0.0  # its scores stay -inf: exp gives 0, the total 0, log -inf
+                else:
+                    dead = None
+            scores -= top[:, None]
+            exp_scores(scores)
+            total = reduce_components(np.add, scores, "linear.total")
         with np.errstate(divide="ignore"):
             log_total = np.log(total, out=scratch("linear.log_total", (parts, p), dt))
-        lse[lo:hi] = np.add(top, log_total, out=log_total).reshape(-1)[:m]
-        if bounded:
-            lse[lo:hi] += shift
+        if top is not None:
+            np.add(top, log_total, out=log_total)
+        lse[lo:hi] = log_total.reshape(-1)[:m] + shift
         if dead is not None:
             total[dead] = np.inf  # no posterior for a row nothing scores
         return weighted_sums(lo, hi, z, scores, total)

@@ -10,7 +10,7 @@ import numpy as np
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
-from mixfold.families._linear import LinearTerms
+from mixfold.families._linear import LinearTerms, centred_gaussian, uncentred_moments
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import is_native, log_density_in_band, native_dtype
@@ -131,21 +131,12 @@ class DiagonalGaussianDistribution(Distribution):
                                     param_bytes=self.mu.nbytes + self.sigma2.nbytes)
 
 
-def _stacked_coefficients(components: Sequence[DiagonalGaussianDistribution]
-                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(centre, coefficients (2D, K), constants (K,)): ``log p_k(x) = [(x-c)^2, x-c] @ coef + c``.
-
-    Rows are centred on the mean of the component means, so the expansion cancels little even
-    far from the origin or in float32.
-    """
-    mu = np.array([c.mu for c in components])
-    prec = 1.0 / np.array([c.sigma2 for c in components])
-    center = mu.mean(axis=0)
-    m = mu - center
-    coef = np.concatenate([-0.5 * prec, m * prec], axis=1).T
-    const = -0.5 * ((m * m * prec).sum(axis=1) + mu.shape[1] * _LOG_2PI
-                    - np.log(prec).sum(axis=1))
-    return center, coef, const
+def _centred_terms(components: Sequence[DiagonalGaussianDistribution]
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`~mixfold.families._linear.centred_gaussian` of the components: (centre,
+    coefficients (K, 2D) on ``[(x-c)^2, x-c]``, constants (K,), peaks (K,))."""
+    return centred_gaussian(np.array([c.mu for c in components]),
+                            np.array([c.sigma2 for c in components]))
 
 
 def _centred_features(x: np.ndarray, center: np.ndarray,
@@ -161,21 +152,14 @@ def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weig
     """Weighted log-densities of components ``[start, stop)`` into the rows of ``out``
     ((stop - start, n_rows)), one matrix-vector product per component and feature block."""
     dt = native_dtype(precision)
-    center, coef, const = _stacked_coefficients(components)
+    center, coef, const, _ = _centred_terms(components)
     sq, xc = _centred_features(x, center, dt)
     d = xc.shape[1]
     bias = (const + log_weights).astype(dt)
     for j, c in enumerate(range(start, stop)):
-        np.matmul(sq, coef[:d, c].astype(dt), out=out[j])
-        out[j] += xc @ coef[d:, c].astype(dt)
+        np.matmul(sq, coef[c, :d].astype(dt), out=out[j])
+        out[j] += xc @ coef[c, d:].astype(dt)
         out[j] += bias[c]
-def _add_centred_sums(accs: Sequence[DiagonalGaussianAccumulator], center: np.ndarray,
-                      mass: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> None:
-    """Add sums of r, r (x - c) and r (x - c)^2 to the accumulators' raw sums (float64)."""
-    for j, acc in enumerate(accs):
-        acc.weight += mass[j]
-        acc.sum_x += s1[j] + center * mass[j]
-        acc.sum_xx += s2[j] + 2.0 * center * s1[j] + center * center * mass[j]
 
 
 class DiagonalGaussianAccumulator(LeafAccumulator):
@@ -204,7 +188,7 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
                      enc: Encoded) -> LinearTerms:
         """The scores as :class:`~mixfold.families._linear.LinearTerms` on the centred
         features ``[(x-c)^2; x-c]`` (2D of them), centred on the mean of the means."""
-        center, coef, const = _stacked_coefficients(components)
+        center, coef, const, peak = _centred_terms(components)
         x, d = enc.values, enc.values.shape[1]
 
         def features(lo: int, hi: int, out: np.ndarray) -> None:
@@ -212,10 +196,13 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
             np.multiply(out[d:], out[d:], out=out[:d])
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
-            _add_centred_sums(accs, center, mass, sums[:, d:], sums[:, :d])
+            sum_x, sum_xx = uncentred_moments(center, mass, sums[:, d:], sums[:, :d])
+            for acc, w, sx, sxx in zip(accs, mass, sum_x, sum_xx):
+                acc.weight += w
+                acc.sum_x += sx
+                acc.sum_xx += sxx
 
-        peak = -0.5 * (d * _LOG_2PI + np.log([c.sigma2 for c in components]).sum(axis=1))
-        return LinearTerms(coef.T, const, features, add_sums, peak=peak)
+        return LinearTerms(coef, const, features, add_sums, peak=peak)
 
     @staticmethod
     def stack_update(accs: Sequence[DiagonalGaussianAccumulator], enc: Encoded,

@@ -11,7 +11,7 @@ import numpy as np
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
-from mixfold.families._linear import LinearTerms
+from mixfold.families._linear import LinearTerms, centred_gaussian, uncentred_moments
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import is_native, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
@@ -121,23 +121,20 @@ class GaussianAccumulator(LeafAccumulator):
         """The scores as :class:`~mixfold.families._linear.LinearTerms` on the centred features
         ``[(x-c)^2, x-c]``, centred on the mean of the means (little cancels, even in float32
         far from the origin)."""
-        mu = np.array([c.mu for c in components])
-        prec = 1.0 / np.array([c.sigma2 for c in components])
-        center = float(mu.mean())
-        m = mu - center
-        coef = np.stack([-0.5 * prec, m * prec], axis=1)
-        const = -0.5 * (m * m * prec + _LOG_2PI - np.log(prec))
-        x = enc.values
+        center, coef, const, peak = centred_gaussian(
+            np.array([[c.mu] for c in components]), np.array([[c.sigma2] for c in components]))
+        c0, x = float(center[0]), enc.values
 
         def features(lo: int, hi: int, out: np.ndarray) -> None:
-            np.subtract(x[lo:hi], center, out=out[1], casting="same_kind")
+            np.subtract(x[lo:hi], c0, out=out[1], casting="same_kind")
             np.multiply(out[1], out[1], out=out[0])
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
-            for acc, w, (s2, s1) in zip(accs, mass, sums):  # back from the centre
-                acc.sums += (w, s1 + center * w, s2 + 2.0 * center * s1 + center * center * w)
+            sum_x, sum_xx = uncentred_moments(center, mass, sums[:, 1:], sums[:, :1])
+            for acc, w, sx, sxx in zip(accs, mass, sum_x[:, 0], sum_xx[:, 0]):
+                acc.sums += (w, sx, sxx)
 
-        return LinearTerms(coef, const, features, add_sums, peak=-0.5 * (_LOG_2PI - np.log(prec)))
+        return LinearTerms(coef, const, features, add_sums, peak=peak)
 
     @staticmethod
     def stack_update(accs: Sequence[GaussianAccumulator], enc: Encoded, resp: np.ndarray) -> None:

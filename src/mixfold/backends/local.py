@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from mixfold._feature_cache import FeatureCache
 from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
 from mixfold.errors import NumericalError
 from mixfold.families._protocol import Accumulator, Distribution, Encoded, Estimator, as_weights
@@ -90,6 +91,10 @@ def _checked_total(ll: np.ndarray, w: np.ndarray, start: int) -> float:
 class LocalEncodedData(EncodedDataHandle):
     """Encoded rows held in this process.
 
+    The rows stay resident, so the fused E-step keeps their feature rows from one fold to the
+    next within the ``MIXFOLD_FEATURE_CACHE`` budget (:mod:`mixfold._feature_cache`), released
+    at :meth:`close`; the rows must not change in place while the handle is open.
+
     >>> import numpy as np
     >>> from mixfold import GaussianDistribution, GaussianEstimator
     >>> d = GaussianDistribution(0.0, 1.0)
@@ -108,11 +113,13 @@ class LocalEncodedData(EncodedDataHandle):
         self.weights = as_weights(weights, enc.n_rows)
         self.total_weight = float(self.weights.sum())
         self.chunk_rows = int(chunk_rows)
+        self.features = FeatureCache.for_rows(enc.nbytes)
 
     def fold(self, estimator: Estimator, model: Distribution,
              precision: str = "float64") -> FoldResult:
         acc = estimator.accumulator_factory().make()
-        total = fold_rows(acc, self.enc, self.weights, model, precision, self.chunk_rows)
+        with self.features.active():
+            total = fold_rows(acc, self.enc, self.weights, model, precision, self.chunk_rows)
         weight = self.total_weight
         if precision != "float64" and band_of(precision) == "dd":
             weight = float(dd_sum_rows(DD(self.weights, np.zeros_like(self.weights))).hi)
@@ -126,3 +133,6 @@ class LocalEncodedData(EncodedDataHandle):
         mask = init_sample_mask(self.enc, seed, self.n_rows)
         idx = np.flatnonzero(mask & (self.weights > 0))
         return self.enc.take(idx), self.weights[idx]
+
+    def close(self) -> None:
+        self.features.clear()

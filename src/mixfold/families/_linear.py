@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold._feature_cache import cache_for
 from mixfold._row_blocks import map_row_blocks
 from mixfold._workspace import scratch
 from mixfold.families._protocol import Encoded
@@ -96,7 +97,10 @@ class LinearTerms:
     to the family's K accumulators (all float64). ``peak`` (K,): an upper bound of
     ``coef[k] @ phi(x) + const[k] + table[k, code(x)]`` over every x (a density's peak, the
     largest log-probability), or ``None`` when there is none (a Poisson's ``x log lam - lam``
-    grows with x; its ``-log x!`` is in ``base``).
+    grows with x; its ``-log x!`` is in ``base``). ``source``: the array the features and
+    codes are read from, and ``key``: what else they depend on (a centre), hashable; with both,
+    a handle that keeps its rows may keep the features between folds
+    (:mod:`mixfold._feature_cache`).
     """
 
     coef: np.ndarray
@@ -107,6 +111,8 @@ class LinearTerms:
     table: np.ndarray | None = None
     base: np.ndarray | None = None
     peak: np.ndarray | None = None
+    source: np.ndarray | None = None
+    key: tuple[Any, ...] | None = None
 
     @property
     def n_features(self) -> int:
@@ -120,15 +126,25 @@ def centred_gaussian(mu: np.ndarray, sigma2: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """K Gaussians with independent coordinates (``mu``, ``sigma2`` of shape (K, D)) as terms
     on the centred features ``[(x-c)^2, x-c]``: (centre c (D,), coefficients (K, 2D), constants
-    (K,), peaks (K,)). The centre is the mean of the means, so the expansion cancels little
-    even far from the origin or in float32; a peak is the log-density at the mean.
+    (K,), peaks (K,)). The centre is the mean of the means rounded to a power-of-two grid no
+    finer than the model's spread (its components' variances and the variance of their means):
+    the expansion cancels little even far from the origin or in float32, and the centre, so the
+    features, stay put from one EM iteration to the next (they can be kept,
+    :mod:`mixfold._feature_cache`). A peak is the log-density at the mean.
 
     >>> c, coef, const, peak = centred_gaussian(np.array([[1.0], [3.0]]), np.array([[1.0], [4.0]]))
     >>> c.tolist(), coef.tolist()
     ([2.0], [[-0.5, -1.0], [-0.125, 0.25]])
+    >>> centred_gaussian(np.array([[101.0], [103.3]]), np.array([[1.0], [4.0]]))[0].tolist()
+    [102.0]
     """
     prec = 1.0 / sigma2
     center = mu.mean(axis=0)
+    spread = np.sqrt(sigma2.mean(axis=0) + mu.var(axis=0))
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        grid = np.exp2(np.ceil(np.log2(spread)))
+        snapped = np.round(center / grid) * grid
+    center = np.where(np.isfinite(snapped) & (grid > 0), snapped, center)
     m = mu - center
     coef = np.concatenate([-0.5 * prec, m * prec], axis=1)
     d = mu.shape[1]
@@ -241,14 +257,20 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         floor_exp = np.exp(floor)  # the same exp as the block's, so the same bits
     lse = np.empty(n)
 
-    def fold_block(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
-        # the block as `parts` contiguous sub-blocks of p rows (one in float64), the last
-        # padded with rows of weight 0 and features 0: element-wise steps run once over the
-        # whole block, the GEMMs once per sub-block
+    kept = _kept_features(terms, enc, dt, block, partial, rows_z)
+
+    def features_of(lo: int, hi: int) -> np.ndarray:
+        """``z`` of rows [lo, hi) as `parts` contiguous sub-blocks of p rows (one in float64),
+        the last padded with rows of weight 0 and features 0: element-wise steps run once over
+        the whole block, the GEMMs once per sub-block. Kept from an earlier fold if it was."""
+        z = None if kept is None else kept.get(lo)
+        if z is not None:
+            return z
         m = hi - lo
         p = min(partial, m)
         parts = -(-m // p)
-        z = scratch("linear.z", (parts, rows_z, p), dt)
+        z = scratch("linear.z", (parts, rows_z, p), dt) if kept is None else \
+            np.empty((parts, rows_z, p), dt)
         for i in range(parts):
             a, b = lo + i * p, min(hi, lo + (i + 1) * p)
             for t, off in zip(terms, offsets):
@@ -261,6 +283,14 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
                              out=z[i, first:first + v, :b - a], casting="unsafe")
             z[i, :, b - a:] = 0.0
         z[:, f] = 1.0
+        if kept is not None:
+            kept[lo] = z
+        return z
+
+    def fold_block(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        m = hi - lo
+        z = features_of(lo, hi)
+        parts, _, p = z.shape
         scores = scratch("linear.scores", (parts, k, p), dt)
         score_block(lo, hi, z, scores)
         shifted = bounded  # exp(score - shift) needs no per-row max ...
@@ -354,6 +384,23 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         if t.base is not None:
             lse += t.base
     return mass, lse
+
+
+def _kept_features(terms: Sequence[LinearTerms], enc: Encoded, dt: np.dtype, block: int,
+                   partial: int, rows_z: int) -> dict[int, np.ndarray] | None:
+    """The active feature cache's store of this fold's blocks of ``z`` (by first row), when
+    every term says what its features depend on and they fit the cache's budget."""
+    if any(t.key is None or t.source is None for t in terms):
+        return None
+    full, rest = divmod(enc.n_rows, block)
+
+    def padded(m: int) -> int:
+        p = min(partial, m)
+        return -(-m // p) * p
+
+    nbytes = rows_z * dt.itemsize * (full * padded(block) + (padded(rest) if rest else 0))
+    key = ("linear_fold", dt.str, block, partial, tuple(t.key for t in terms))
+    return cache_for(key, [t.source for t in terms], nbytes, enc.nbytes)
 
 
 def linear_terms_of(accumulator_class: type) -> Callable[..., LinearTerms | None] | None:

@@ -279,7 +279,8 @@ class CategoricalAccumulator(LeafAccumulator):
         k = len(components)
         table = np.stack([c.log_probs for c in components])
         return LinearTerms(np.zeros((k, 0)), np.zeros(k), None, add_sums, codes=enc.values,
-                           table=table, peak=table.max(axis=1))
+                           table=table, peak=table.max(axis=1), source=enc.values,
+                           key=("categorical", table.shape[1]))
 
     @staticmethod
     def stack_update(accs: Sequence[CategoricalAccumulator], enc: Encoded,

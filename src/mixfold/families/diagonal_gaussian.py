@@ -202,7 +202,8 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
                 acc.sum_x += sx
                 acc.sum_xx += sxx
 
-        return LinearTerms(coef, const, features, add_sums, peak=peak)
+        return LinearTerms(coef, const, features, add_sums, peak=peak, source=x,
+                           key=("diagonal-gaussian", center.tobytes()))
 
     @staticmethod
     def stack_update(accs: Sequence[DiagonalGaussianAccumulator], enc: Encoded,

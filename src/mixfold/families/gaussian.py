@@ -134,7 +134,8 @@ class GaussianAccumulator(LeafAccumulator):
             for acc, w, sx, sxx in zip(accs, mass, sum_x[:, 0], sum_xx[:, 0]):
                 acc.sums += (w, sx, sxx)
 
-        return LinearTerms(coef, const, features, add_sums, peak=peak)
+        return LinearTerms(coef, const, features, add_sums, peak=peak, source=x,
+                           key=("gaussian", c0))
 
     @staticmethod
     def stack_update(accs: Sequence[GaussianAccumulator], enc: Encoded, resp: np.ndarray) -> None:

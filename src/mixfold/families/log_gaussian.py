@@ -85,7 +85,8 @@ class LogGaussianAccumulator(GaussianAccumulator):
         """The Gaussian terms of ``log x``, with ``-log x`` (the Jacobian) as the base term."""
         y = _log_encoded(enc)
         terms = GaussianAccumulator.linear_terms(accs, [c.log_law for c in components], y)
-        return replace(terms, base=-y.values)
+        # the features are those of log x: they are kept by the rows x they are read from
+        return replace(terms, base=-y.values, source=enc.values, key=("log",) + terms.key)
 
 
 class LogGaussianEstimator(GaussianEstimator):

@@ -121,7 +121,7 @@ class PoissonAccumulator(LeafAccumulator):
                 acc.sums += (m, s)
 
         return LinearTerms(np.log(lam)[:, None], -lam, features, add_sums,
-                           base=-log_factorial(x))
+                           base=-log_factorial(x), source=x, key=("poisson",))
 
     @staticmethod
     def stack_update(accs: Sequence[PoissonAccumulator], enc: Encoded, resp: np.ndarray) -> None:

@@ -876,6 +876,7 @@ class ModelParallelEncodedData(LocalEncodedData):
         return FoldResult(self.n_rows, self.total_weight, total, acc)
 
     def close(self) -> None:
+        super().close()
         if self.pool is not None:
             self.pool.close()
             self.pool = None

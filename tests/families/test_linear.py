@@ -11,7 +11,7 @@ from mixfold import (CategoricalDistribution, DiagonalGaussianDistribution, Gaus
                      LogGaussianDistribution, MixtureDistribution, PoissonDistribution,
                      RecordDistribution, VonMisesDistribution)
 from mixfold._row_blocks import row_threads
-from mixfold.families._linear import ONE_HOT_LEVELS, STACK_BLOCK_ROWS
+from mixfold.families._linear import ONE_HOT_LEVELS, PARTIAL_ROWS, STACK_BLOCK_ROWS
 
 
 def component(i, lam=None):
@@ -241,6 +241,25 @@ def test_a_block_with_an_outlier_is_scored_row_by_row_and_agrees_with_brute_forc
             # (the centre lies within the means, 0..9): a sum that cancels is not known better
             scale = np.array([r.sum(), r @ (np.abs(x) + 9.0), r @ (np.abs(x) + 9.0) ** 2])
             assert np.all(np.abs(comp_acc.sums - want) <= 1e-5 * scale), (comp_acc.sums, want)
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_far_apart_components_and_a_short_last_sub_block_give_no_nan(precision):
+    # a float32 block is GEMMed in sub-blocks of PARTIAL_ROWS, the last padded: with components
+    # 600 sd apart every component's exp underflows on a padding row, whose 0/0 once put NaN
+    # into every sum
+    comps = [GaussianDistribution(-300.0, 1.0), GaussianDistribution(300.0, 1.0)]
+    model = MixtureDistribution(comps, [0.4, 0.6])
+    x = np.asarray(model.sampler(1).sample(PARTIAL_ROWS * 3 + 17))
+    acc, lse = fold(model, x, np.ones(len(x)), precision)
+    low = x < 0
+    np.testing.assert_allclose(acc.counts, [low.sum(), (~low).sum()], rtol=1e-6)
+    for comp_acc, rows in zip(acc.components, [x[low], x[~low]]):
+        np.testing.assert_allclose(comp_acc.sums, [len(rows), rows.sum(), (rows ** 2).sum()],
+                                   rtol=1e-5)
+    want = np.log(np.where(low, 0.4, 0.6)) + norm.logpdf(x, np.where(low, -300.0, 300.0))
+    # the scores are sums of terms of size (x - centre)^2 / 2 = 45,000: known to u of that
+    np.testing.assert_allclose(lse, want, atol=1e-9 if precision == "float64" else 0.02)
 
 
 def test_a_fused_mixture_takes_large_chunks_and_a_declined_one_the_asked_rows():

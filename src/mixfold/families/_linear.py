@@ -61,8 +61,11 @@ MIN_BLOCK_ROWS = 4096
 #: In a float32 E-step, rows per float32 partial sum of the statistics (one GEMM each); the
 #: partial sums are added in float64. Their rounding is at most ``(PARTIAL_ROWS - 1) * 2**-24``
 #: relative to the sums of absolute terms, about ``sqrt(PARTIAL_ROWS) * 2**-24`` in practice.
-#: Smaller partial GEMMs cost more than they save: 4,096 rows made P7 1.2x slower.
-PARTIAL_ROWS = 8192
+#: OpenBLAS runs these skinny GEMMs fastest on 2,048 rows (its small-matrix kernels): with
+#: kept features, P7's fold took 38.5 ms per 10^6 rows at 2,048 against 40.3 at 8,192 and
+#: 41.4 at 4,096. (In float64 the block is one GEMM: sub-blocks of 2,048 rows made the
+#: GEMMs 20% faster alone but the whole fold 7% slower on two threads.)
+PARTIAL_ROWS = 2048
 #: In a float32 E-step, shifted scores (log r_k + log total) below this are raised to it before
 #: the exp and e^-60 is taken off after it: what sat there becomes exactly 0 (as float64's
 #: underflow gives 0) and every other term moves by 9e-27, nothing at float32's 6e-8
@@ -89,9 +92,11 @@ class LinearTerms:
 
     ``coef`` (K, F) and ``const`` (K,): the score is ``coef[k] @ phi(x) + const[k]``;
     ``features(lo, hi, out)`` writes ``phi`` of rows ``[lo, hi)`` into ``out`` of shape
-    (F, hi - lo) in ``out``'s dtype (``None`` when F = 0). ``codes`` (n_rows,) and ``table``
-    (K, V) add ``table[k, codes[i]]`` (a categorical); ``base`` (n_rows,) adds a term that is
-    the same for every component (it moves the log-density, not the posteriors).
+    (s, F, (hi - lo) / s) in ``out``'s dtype, row ``lo + i * (hi - lo) / s + j`` into
+    ``out[i, :, j]`` (s sub-blocks of consecutive rows; ``None`` when F = 0). ``codes``
+    (n_rows,) and ``table`` (K, V) add ``table[k, codes[i]]`` (a categorical); ``base``
+    (n_rows,) adds a term that is the same for every component (it moves the log-density, not
+    the posteriors).
     ``add_sums(sums, mass, counts)`` adds ``sums`` (K, F) = ``sum_i r_ik phi(x_i)``, the
     posterior mass (K,) and, with a table, ``counts`` (K, V) = ``sum_i r_ik [codes_i = v]``
     to the family's K accumulators (all float64). ``peak`` (K,): an upper bound of
@@ -216,12 +221,14 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     GEMM covers the block; in float32 it covers :data:`PARTIAL_ROWS` rows at a time and those
     float32 partial sums are added in float64. Blocks add up in float64 in block order
     (:func:`~mixfold._row_blocks.map_row_blocks`), so the bits do not depend on the number of
-    threads.
+    threads. A handle that keeps its rows resident may keep each block's ``z`` from one fold to
+    the next (:mod:`mixfold._feature_cache`; every term then gives a ``source`` and ``key``).
 
-    The statistics GEMM is ``np.dot``: NumPy holds the GIL through ``np.matmul`` with a long
-    inner dimension (measured: two threads ran such a GEMM no faster than one); the scoring
-    GEMM (a short inner dimension) is ``np.matmul``, which releases it there. The other steps
-    are element-wise calls over the whole block, few and long, for the same reason: short
+    The statistics GEMM is ``np.dot``, one call per sub-block: NumPy holds the GIL through
+    ``np.matmul`` with a long inner dimension (measured: two threads ran such a GEMM no faster
+    than one); the scoring and the component totals (a short inner dimension) are one batched
+    ``np.matmul`` over the sub-blocks, which releases it there. The features and the other
+    steps are element-wise calls over the whole block, few and long, for the same reason: short
     NumPy calls are mostly GIL-held overhead.
     """
     dt = native_dtype(precision)
@@ -271,18 +278,20 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         parts = -(-m // p)
         z = scratch("linear.z", (parts, rows_z, p), dt) if kept is None else \
             np.empty((parts, rows_z, p), dt)
-        for i in range(parts):
-            a, b = lo + i * p, min(hi, lo + (i + 1) * p)
+        z[:, f] = 1.0
+        for a, b, i, count in sub_blocks(lo, hi, p):
+            sub = z[i:i + count, :, :(b - a) // count]
             for t, off in zip(terms, offsets):
                 if t.features is not None:
-                    t.features(a, b, z[i, off:off + t.n_features, :b - a])
+                    t.features(a, b, sub[:, off:off + t.n_features])
             for codes, table, first in tables:
                 if first is not None:  # 1.0 where the row's code is the level, else 0.0
                     v = table.shape[1]
-                    np.equal(codes[a:b], np.arange(v)[:, None],
-                             out=z[i, first:first + v, :b - a], casting="unsafe")
-            z[i, :, b - a:] = 0.0
-        z[:, f] = 1.0
+                    np.equal(codes[a:b].reshape(count, 1, -1), np.arange(v)[:, None],
+                             out=sub[:, first:first + v], casting="unsafe")
+        # padding rows score 0 for every component (their ones row too: a constant could
+        # underflow every component's exp, and 0/0 would put NaN in the sums)
+        z[-1, :, m - (parts - 1) * p:] = 0.0
         if kept is not None:
             kept[lo] = z
         return z
@@ -324,12 +333,11 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     ones = np.ones((1, k), dt)
 
     def component_totals(scores: np.ndarray) -> np.ndarray:
-        """Each row's sum over the components, (parts, p): a ones-row GEMM per sub-block, twice
-        as fast as the halving tree of adds (one pass over the scores, not two)."""
+        """Each row's sum over the components, (parts, p): a ones-row GEMM (one call for all
+        sub-blocks), twice as fast as the halving tree of adds (one pass over the scores)."""
         parts, _, p = scores.shape
         total = scratch("linear.total", (parts, 1, p), dt)
-        for i in range(parts):
-            np.matmul(ones, scores[i], out=total[i])
+        np.matmul(ones, scores, out=total)
         return total[:, 0]
 
     def exp_scores(scores: np.ndarray) -> None:
@@ -341,15 +349,13 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
 
     def score_block(lo: int, hi: int, z: np.ndarray, scores: np.ndarray) -> None:
         """The weighted scores of rows [lo, hi) (minus ``shift``) into ``scores``."""
-        parts, _, p = scores.shape
-        m = hi - lo
-        for i in range(parts):
-            np.matmul(coef_band, z[i, :f + 1], out=scores[i])
+        np.matmul(coef_band, z[:, :f + 1], out=scores)  # all sub-blocks in one call
         for codes, table, _ in tables:
             for c in range(k):
                 gathered = table[c][codes[lo:hi]]  # a 1-D gather: the fastest NumPy has
-                for i in range(parts):
-                    scores[i, c, :min(p, m - i * p)] += gathered[i * p:(i + 1) * p]
+                for a, b, i, count in sub_blocks(lo, hi, scores.shape[2]):
+                    scores[i:i + count, c, :(b - a) // count] += \
+                        gathered[a - lo:b - lo].reshape(count, -1)
 
     def weighted_sums(lo: int, hi: int, z: np.ndarray, scores: np.ndarray,
                       total: np.ndarray) -> tuple[np.ndarray, list[np.ndarray | None]]:
@@ -371,15 +377,14 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
                 counts.append(None)
                 continue
             v = table.shape[1]
-            table_sums = np.zeros(k * v)
-            for i in range(parts):  # one weighted bincount over (component, level) pairs
-                a, b = lo + i * p, min(hi, lo + (i + 1) * p)
-                pairs = np.add(codes[a:b], np.arange(k)[:, None] * v,
-                               out=scratch("linear.pairs", (k, b - a), np.intp))
-                table_sums += np.bincount(pairs.reshape(-1),
-                                          weights=scores[i, :, :b - a].reshape(-1),
-                                          minlength=k * v)
-            counts.append(table_sums.reshape(k, v))
+            # one weighted bincount over (component, level) pairs; padding rows weigh 0
+            pairs = scratch("linear.pairs", (parts, k, p), np.intp)
+            pairs[-1] = 0
+            for a, b, i, count in sub_blocks(lo, hi, p):
+                np.add(codes[a:b].reshape(count, 1, -1), np.arange(k)[:, None] * v,
+                       out=pairs[i:i + count, :, :(b - a) // count])
+            counts.append(np.bincount(pairs.reshape(-1), weights=scores.reshape(-1),
+                                      minlength=k * v).reshape(k, v))
         return sums, counts
 
     folded = map_row_blocks(n, block, fold_block)
@@ -395,6 +400,20 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         if t.base is not None:
             lse += t.base
     return mass, lse
+
+
+def sub_blocks(lo: int, hi: int, p: int) -> list[tuple[int, int, int, int]]:
+    """Rows [lo, hi) as (first row, end row, first sub-block, sub-blocks): the whole
+    sub-blocks of p rows in one piece, then the short last one.
+
+    >>> sub_blocks(100, 110, 4)
+    [(100, 108, 0, 2), (108, 110, 2, 1)]
+    """
+    whole = (hi - lo) // p
+    pieces = [(lo, lo + whole * p, 0, whole)] if whole else []
+    if lo + whole * p < hi:
+        pieces.append((lo + whole * p, hi, whole, 1))
+    return pieces
 
 
 def _kept_features(terms: Sequence[LinearTerms], enc: Encoded, dt: np.dtype, block: int,

@@ -192,8 +192,9 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
         x, d = enc.values, enc.values.shape[1]
 
         def features(lo: int, hi: int, out: np.ndarray) -> None:
-            np.subtract(x[lo:hi].T, center[:, None], out=out[d:], casting="same_kind")
-            np.multiply(out[d:], out[d:], out=out[:d])
+            rows = x[lo:hi].reshape(out.shape[0], -1, d).transpose(0, 2, 1)
+            np.subtract(rows, center[:, None], out=out[:, d:], casting="same_kind")
+            np.multiply(out[:, d:], out[:, d:], out=out[:, :d])
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
             sum_x, sum_xx = uncentred_moments(center, mass, sums[:, d:], sums[:, :d])

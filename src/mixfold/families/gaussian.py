@@ -126,8 +126,9 @@ class GaussianAccumulator(LeafAccumulator):
         c0, x = float(center[0]), enc.values
 
         def features(lo: int, hi: int, out: np.ndarray) -> None:
-            np.subtract(x[lo:hi], c0, out=out[1], casting="same_kind")
-            np.multiply(out[1], out[1], out=out[0])
+            np.subtract(x[lo:hi].reshape(out.shape[0], -1), c0, out=out[:, 1],
+                        casting="same_kind")
+            np.multiply(out[:, 1], out[:, 1], out=out[:, 0])
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
             sum_x, sum_xx = uncentred_moments(center, mass, sums[:, 1:], sums[:, :1])

@@ -114,7 +114,7 @@ class PoissonAccumulator(LeafAccumulator):
         x = enc.values
 
         def features(lo: int, hi: int, out: np.ndarray) -> None:
-            out[0] = x[lo:hi]
+            out[:, 0] = x[lo:hi].reshape(out.shape[0], -1)
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
             for acc, m, s in zip(accs, mass, sums[:, 0]):

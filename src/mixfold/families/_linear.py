@@ -289,9 +289,9 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
                     v = table.shape[1]
                     np.equal(codes[a:b].reshape(count, 1, -1), np.arange(v)[:, None],
                              out=sub[:, first:first + v], casting="unsafe")
-        # padding rows score 0 for every component (their ones row too: a constant could
-        # underflow every component's exp, and 0/0 would put NaN in the sums)
-        z[-1, :, m - (parts - 1) * p:] = 0.0
+        if parts * p > m:  # padding rows score 0 for every component (their ones row too: a
+            # constant could underflow every component's exp, and 0/0 would put NaN in the sums)
+            z[-1, :, m - (parts - 1) * p:] = 0.0
         if kept is not None:
             kept[lo] = z
         return z
@@ -321,11 +321,10 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
             scores -= top[:, None]
             exp_scores(scores)
             total = component_totals(scores)
-        with np.errstate(divide="ignore"):
-            log_total = np.log(total, out=scratch("linear.log_total", (parts, p), dt))
+        with np.errstate(divide="ignore"):  # (the shift is added to all rows at the end)
+            np.log(total.reshape(-1)[:m], out=lse[lo:hi])
         if top is not None:
-            np.add(top, log_total, out=log_total)
-        lse[lo:hi] = log_total.reshape(-1)[:m] + shift
+            lse[lo:hi] += top.reshape(-1)[:m]
         if dead is not None:
             total[dead] = np.inf  # no posterior for a row nothing scores
         return weighted_sums(lo, hi, z, scores, total)
@@ -363,13 +362,17 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         feature sum and the mass (one GEMM per sub-block) and each large table's counts."""
         parts, _, p = scores.shape
         m = hi - lo
-        w = scratch("linear.w", (parts * p,), dt)
-        w[:m] = weights[lo:hi]
-        w[m:] = 0.0
-        np.divide(w.reshape(parts, p), total, out=total)
+        if parts == 1 and dt == np.float64:  # (the fewer NumPy calls per block, the fewer
+            np.divide(weights[lo:hi], total[0], out=total[0])  # waits for the GIL)
+        else:
+            w = scratch("linear.w", (parts * p,), dt)
+            w[:m] = weights[lo:hi]
+            w[m:] = 0.0
+            np.divide(w.reshape(parts, p), total, out=total)
         scores *= total[:, None]  # the weighted posteriors, (K, rows) per sub-block
-        sums = np.zeros((rows_z, k))
-        for i in range(parts):  # z @ r.T: the faster order of the same GEMM
+        # z @ r.T (the faster order of the same GEMM) per sub-block, added up in float64
+        sums = np.dot(z[0], scores[0].T).astype(np.float64, copy=False)
+        for i in range(1, parts):
             sums += np.dot(z[i], scores[i].T)
         counts: list[np.ndarray | None] = []
         for codes, table, first in tables:
@@ -388,6 +391,7 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         return sums, counts
 
     folded = map_row_blocks(n, block, fold_block)
+    lse += shift
     sums = np.sum([s for s, _ in folded], axis=0).T  # (K, rows of z), blocks added in order
     mass = sums[:, f].copy()
     table_counts = iter([np.sum([c[j] for _, c in folded], axis=0) if first is None else

@@ -302,11 +302,11 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         parts, _, p = z.shape
         scores = scratch("linear.scores", (parts, k, p), dt)
         score_block(lo, hi, z, scores)
-        shifted = bounded  # exp(score - shift) needs no per-row max ...
+        shifted = bounded  # exp(score - shift) needs no per-row max, unless a row sits far below
         if shifted:
             exp_scores(scores)
             total = component_totals(scores)
-            if total.reshape(-1)[:m].min() < least_total:  # ... unless a row sits far below
+            if np.minimum.reduce(total.reshape(-1)[:m]) < least_total:
                 score_block(lo, hi, z, scores)
                 shifted = False
         top = dead = None
@@ -321,12 +321,15 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
             scores -= top[:, None]
             exp_scores(scores)
             total = component_totals(scores)
-        with np.errstate(divide="ignore"):  # (the shift is added to all rows at the end)
+        # (the shift is added to all rows at the end); a total is 0 only on a dead row
+        if dead is None:
             np.log(total.reshape(-1)[:m], out=lse[lo:hi])
+        else:
+            with np.errstate(divide="ignore"):
+                np.log(total.reshape(-1)[:m], out=lse[lo:hi])
+            total[dead] = np.inf  # no posterior for a row nothing scores
         if top is not None:
             lse[lo:hi] += top.reshape(-1)[:m]
-        if dead is not None:
-            total[dead] = np.inf  # no posterior for a row nothing scores
         return weighted_sums(lo, hi, z, scores, total)
 
     ones = np.ones((1, k), dt)

@@ -224,10 +224,11 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     threads. A handle that keeps its rows resident may keep each block's ``z`` from one fold to
     the next (:mod:`mixfold._feature_cache`; every term then gives a ``source`` and ``key``).
 
-    The statistics GEMM is ``np.dot``, one call per sub-block: NumPy holds the GIL through
+    The statistics GEMM of a whole block is ``np.dot``: NumPy holds the GIL through
     ``np.matmul`` with a long inner dimension (measured: two threads ran such a GEMM no faster
-    than one); the scoring and the component totals (a short inner dimension) are one batched
-    ``np.matmul`` over the sub-blocks, which releases it there. The features and the other
+    than one); the scoring, the component totals (a short inner dimension) and the statistics
+    of float32 sub-blocks (2,048 rows) are one batched ``np.matmul`` each, which releases it
+    there. The features and the other
     steps are element-wise calls over the whole block, few and long, for the same reason: short
     NumPy calls are mostly GIL-held overhead.
     """
@@ -373,10 +374,16 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
             w[m:] = 0.0
             np.divide(w.reshape(parts, p), total, out=total)
         scores *= total[:, None]  # the weighted posteriors, (K, rows) per sub-block
-        # z @ r.T (the faster order of the same GEMM) per sub-block, added up in float64
-        sums = np.dot(z[0], scores[0].T).astype(np.float64, copy=False)
-        for i in range(1, parts):
-            sums += np.dot(z[i], scores[i].T)
+        # z @ r.T (the faster order of the same GEMM) per sub-block, added up in float64: one
+        # block by np.dot (np.matmul would hold the GIL over its long inner dimension), the
+        # sub-blocks of a float32 block by one batched np.matmul (it releases it at 2,048
+        # rows; 10% faster on P7's fold than a np.dot per sub-block)
+        if parts == 1:
+            sums = np.dot(z[0], scores[0].T).astype(np.float64, copy=False)
+        else:
+            part_sums = np.matmul(z, scores.transpose(0, 2, 1),
+                                  out=scratch("linear.part_sums", (parts, rows_z, k), dt))
+            sums = np.add.reduce(part_sums, axis=0, dtype=np.float64)
         counts: list[np.ndarray | None] = []
         for codes, table, first in tables:
             if first is not None:

@@ -114,6 +114,16 @@ def test_mpi_spmd_fit_equals_local(tmp_path, case):
     assert got["payload"] == got["stats_size"] + 3
 
 
+def test_mp_workers_keeping_their_features_fit_the_same_bits(monkeypatch):
+    # each worker holds its shard and may keep its fused E-step's features between folds
+    fits = []
+    for ratio in ["0", "8"]:  # none kept; room for the float32 features of every shard
+        monkeypatch.setenv("MIXFOLD_FEATURE_CACHE", ratio)
+        fits.append(fit_case("gmm", backend="mp", num_workers=2, precision="float32"))
+    assert fits[0].model.to_dict() == fits[1].model.to_dict()
+    assert fits[0].log_likelihood == fits[1].log_likelihood
+
+
 def test_missing_engine_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)  # as if PySpark were not installed
     rows, est, _ = CASES["tuples"]()

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold._feature_cache import FeatureCache
 from mixfold.backends._shard import ShardedEncodedData, run_task
 from mixfold.families._protocol import Encoded
 
@@ -27,8 +28,10 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 
 
 def _worker_main(conn: Any) -> None:
-    """Worker loop: hold a shard; answer fold/score requests until told to stop."""
+    """Worker loop: hold a shard (and, within their budget, its fused E-step's features from
+    one fold to the next); answer fold/score requests until told to stop."""
     shard = weights = None
+    features = FeatureCache(0)
     while True:
         try:
             msg = pickle.loads(conn.recv_bytes())
@@ -38,12 +41,14 @@ def _worker_main(conn: Any) -> None:
         try:
             if op == "load":
                 shard, weights = msg[1], msg[2]
+                features = FeatureCache.for_rows(shard.nbytes)
                 reply: Any = None
             elif op == "stop":
                 conn.send_bytes(pickle.dumps(("ok", None)))
                 return
             else:
-                reply = run_task(op, shard, weights, msg[1])
+                with features.active():
+                    reply = run_task(op, shard, weights, msg[1])
             conn.send_bytes(pickle.dumps(("ok", reply)))
         except Exception as err:  # noqa: BLE001 - every failure goes back to the driver
             conn.send_bytes(pickle.dumps(("error", err)))

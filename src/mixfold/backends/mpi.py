@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold._feature_cache import FeatureCache
 from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
 from mixfold.backends._shard import (fanout_for_depth, fold_shard, payload_combiner, require,
                                      score_shard, unpack_fold)
@@ -51,6 +52,7 @@ class MPIEncodedData(EncodedDataHandle):
         self.plan: Any = None
         self.fanout = 2
         self.last_reduce_levels = 0
+        self.features = FeatureCache.for_rows(enc.nbytes)
 
     @classmethod
     def from_rows(cls, data: Any, estimator: Estimator, *, init: Distribution | None,
@@ -96,6 +98,7 @@ class MPIEncodedData(EncodedDataHandle):
             self.enc, self.weights = self.enc.rows(0, 0), self.weights[:0]
         self.plan = plan
         self.fanout = fanout_for_depth(self.comm.size, plan.reduce_depth)
+        self.features = FeatureCache.for_rows(self.enc.nbytes)
 
     def _precision(self, precision: str) -> tuple[str, bool]:
         """(this rank's precision, whether payloads are compensated on every rank)."""
@@ -151,8 +154,10 @@ class MPIEncodedData(EncodedDataHandle):
     def fold(self, estimator: Estimator, model: Distribution,
              precision: str = "float64") -> FoldResult:
         mine, compensated = self._precision(precision)
-        flat = self._sum(fold_shard(self.enc, self.weights, estimator, model, mine,
-                                    self.chunk_rows, compensated), compensated)
+        with self.features.active():  # this rank's rows stay: so may their features
+            local = fold_shard(self.enc, self.weights, estimator, model, mine, self.chunk_rows,
+                               compensated)
+        flat = self._sum(local, compensated)
         self.last_payload_size = flat.size
         if not np.isfinite(flat[2]):
             self._name_bad_row(model, mine)
@@ -165,6 +170,9 @@ class MPIEncodedData(EncodedDataHandle):
         if not np.isfinite(flat[2]):
             self._name_bad_row(model, mine)
         return int(flat[0]), float(flat[2])
+
+    def close(self) -> None:
+        self.features.clear()
 
     def _name_bad_row(self, model: Distribution, precision: str) -> None:
         fold_rows(None, self.enc, self.weights, model, precision, self.chunk_rows)

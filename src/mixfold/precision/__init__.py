@@ -7,7 +7,7 @@ MultivariateGaussian and mixtures of them also run the other bands, as a real ex
 every arithmetic step is rounded to the band (:mod:`~mixfold.precision.emulation`: exact rounding
 through ``ml_dtypes`` on a CPU, torch on a device with ``precision="<band>@cuda"``,
 :mod:`~mixfold.precision.gpu`). Sufficient statistics are accumulated in float64 (a float32
-fused mixture E-step, :mod:`~mixfold.families._linear`, first sums up to 8,192 rows in float32,
+fused mixture E-step, :mod:`~mixfold.families._linear`, first sums up to 2,048 rows in float32,
 one GEMM, then adds those partial sums in float64) -- or, for ``dd``, in double-double
 (:mod:`~mixfold.precision.compensated`), so that they no longer depend on how rows are chunked
 or sharded. The M-step always runs in float64.

@@ -94,12 +94,14 @@ class FeatureCache:
     """Kept feature blocks of one handle's rows, at most ``limit`` bytes in all.
 
     ``limit``: the bytes all entries may take together (the handle's rows' bytes times the
-    ratio). Entries are dicts the E-step fills block by block; each goes when any array it was
-    computed from is freed, or at :meth:`clear`.
+    ratio); ``ratio`` (default :func:`cache_ratio`, read once): the most one entry may take per
+    byte of its rows. Entries are dicts the E-step fills block by block; each goes when any
+    array it was computed from is freed, or at :meth:`clear`.
     """
 
-    def __init__(self, limit: float):
+    def __init__(self, limit: float, ratio: float | None = None):
         self.limit = float(limit)
+        self.ratio = cache_ratio() if ratio is None else float(ratio)
         self.kept_bytes = 0
         self._entries: dict[Hashable, tuple[dict[Any, np.ndarray], int, list[Any]]] = {}
 
@@ -111,26 +113,27 @@ class FeatureCache:
         >>> FeatureCache.for_rows(0).limit
         0.0
         """
-        limit = cache_ratio() * data_bytes
+        ratio = cache_ratio()
         try:
             free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (AttributeError, ValueError, OSError):  # not a POSIX system that says
             free = -1
-        return cls(min(limit, MEMORY_SHARE * free) if free >= 0 else limit)
+        limit = ratio * data_bytes
+        return cls(min(limit, MEMORY_SHARE * free) if free >= 0 else limit, ratio)
 
     def entry(self, key: Hashable, sources: Sequence[np.ndarray], nbytes: int,
               data_bytes: int) -> dict[Any, np.ndarray] | None:
         """The store of the features ``key`` of ``sources`` (new and empty on first use), or
         ``None`` when they would take more than the ratio of ``data_bytes`` or the limit. To
         make room, the stores used longest ago go (features of an earlier centre)."""
+        if nbytes > self.ratio * data_bytes or nbytes > self.limit:
+            return None
         roots, places = zip(*(rows_identity(s) for s in sources))
         full_key = (key, tuple(id(r) for r in roots), places)
         found = self._entries.pop(full_key, None)
         if found is not None:
             self._entries[full_key] = found  # now the most recently used
             return found[0]
-        if nbytes > cache_ratio() * data_bytes or nbytes > self.limit:
-            return None
         while self.kept_bytes + nbytes > self.limit:
             self._drop(next(iter(self._entries)))
         this = weakref.ref(self)

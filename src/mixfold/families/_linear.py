@@ -144,8 +144,9 @@ def centred_gaussian(mu: np.ndarray, sigma2: np.ndarray
     [102.0]
     """
     prec = 1.0 / sigma2
-    center = mu.mean(axis=0)
-    spread = np.sqrt(sigma2.mean(axis=0) + mu.var(axis=0))
+    k = mu.shape[0]
+    center = np.add.reduce(mu) / k
+    spread = np.sqrt(np.add.reduce(sigma2 + (mu - center) ** 2) / k)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         grid = np.exp2(np.ceil(np.log2(spread)))
         snapped = np.round(center / grid) * grid

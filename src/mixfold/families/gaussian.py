@@ -128,7 +128,7 @@ class GaussianAccumulator(LeafAccumulator):
         def features(lo: int, hi: int, out: np.ndarray) -> None:
             np.subtract(x[lo:hi].reshape(out.shape[0], -1), c0, out=out[:, 1],
                         casting="same_kind")
-            np.multiply(out[:, 1], out[:, 1], out=out[:, 0])
+            np.square(out[:, 1], out=out[:, 0])
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
             sum_x, sum_xx = uncentred_moments(center, mass, sums[:, 1:], sums[:, :1])

@@ -31,7 +31,7 @@ def _worker_main(conn: Any) -> None:
     """Worker loop: hold a shard (and, within their budget, its fused E-step's features from
     one fold to the next); answer fold/score requests until told to stop."""
     shard = weights = None
-    features = FeatureCache(0)
+    features = FeatureCache(0, ratio=0)  # until a shard is loaded (a bad budget is reported then)
     while True:
         try:
             msg = pickle.loads(conn.recv_bytes())

@@ -229,9 +229,8 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     ``np.matmul`` with a long inner dimension (measured: two threads ran such a GEMM no faster
     than one); the scoring, the component totals (a short inner dimension) and the statistics
     of float32 sub-blocks (2,048 rows) are one batched ``np.matmul`` each, which releases it
-    there. The features and the other
-    steps are element-wise calls over the whole block, few and long, for the same reason: short
-    NumPy calls are mostly GIL-held overhead.
+    there. The features and the other steps are element-wise calls over the whole block, few
+    and long, for the same reason: each NumPy call hands the GIL over between the row threads.
     """
     dt = native_dtype(precision)
     n, k = enc.n_rows, len(log_weights)
@@ -364,7 +363,7 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     def weighted_sums(lo: int, hi: int, z: np.ndarray, scores: np.ndarray,
                       total: np.ndarray) -> tuple[np.ndarray, list[np.ndarray | None]]:
         """From exps and their totals: the weighted posteriors (in ``scores``), then every
-        feature sum and the mass (one GEMM per sub-block) and each large table's counts."""
+        feature sum and the mass (one GEMM) and each large table's counts."""
         parts, _, p = scores.shape
         m = hi - lo
         if parts == 1 and dt == np.float64:  # (the fewer NumPy calls per block, the fewer

@@ -262,6 +262,28 @@ def test_far_apart_components_and_a_short_last_sub_block_give_no_nan(precision):
     np.testing.assert_allclose(lse, want, atol=1e-9 if precision == "float64" else 0.02)
 
 
+def test_float64_scores_that_would_underflow_are_floored_to_the_same_sums():
+    # components 38 sd apart: a row's score under its neighbour is about -722 (a subnormal exp)
+    # and under the next one -2888 (0); such blocks are floored at FLOAT64_SCORE_FLOOR before
+    # the exp (NumPy computes those lanes one by one, up to 100x slower), which must not move
+    # anything at float64's resolution
+    comps = [GaussianDistribution(38.0 * i, 1.0) for i in range(3)]
+    model = MixtureDistribution(comps, [0.3, 0.3, 0.4])
+    x = np.asarray(model.sampler(2).sample(20000))
+    weights = np.random.default_rng(3).uniform(0, 2, len(x))
+    acc, lse = fold(model, x, weights, "float64")
+    joint = np.stack([np.log(w) + norm.logpdf(x, c.mu, 1.0)
+                      for w, c in zip(model.weights, comps)], axis=1)
+    want_lse = logsumexp(joint, axis=1)
+    resp = np.exp(joint - want_lse[:, None]) * weights[:, None]
+    assert ((joint - want_lse[:, None]) < -708).mean() > 0.5  # most lanes would underflow
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-12)
+    np.testing.assert_allclose(acc.counts, resp.sum(axis=0), rtol=1e-12)
+    for k, comp_acc in enumerate(acc.components):
+        r = resp[:, k]
+        np.testing.assert_allclose(comp_acc.sums, [r.sum(), r @ x, r @ x ** 2], rtol=1e-11)
+
+
 def test_a_fused_mixture_takes_large_chunks_and_a_declined_one_the_asked_rows():
     from mixfold.backends.local import fold_rows
     from mixfold.families.mixture import FUSED_CHUNK_ROWS

@@ -85,27 +85,46 @@ def test_a_bad_budget_is_named(monkeypatch):
             LocalEncodedData(mixfold.GaussianDistribution(0, 1).encoder().encode(np.zeros(3)))
 
 
-def test_entries_are_found_by_place_evicted_oldest_first_and_dropped_with_their_rows():
+def test_entries_are_found_by_place_evicted_when_stale_and_dropped_with_their_rows():
     x = np.zeros((100, 4))
-    cache = FeatureCache(limit=3000)
-    a = cache.entry("k", [x[:50]], 1000, 10 ** 6)
-    assert cache.entry("k", [x[:50]], 1000, 10 ** 6) is a
-    assert cache.entry("k", [x[50:]], 1000, 10 ** 6) is not a  # other rows
-    assert cache.entry("other", [x[:50]], 1000, 10 ** 6) is not a  # other features
-    assert cache.kept_bytes == 3000
-    cache.entry("k", [x[:50]], 1000, 10 ** 6)  # used again: the newest
-    cache.entry("new", [x[:50]], 1000, 10 ** 6)  # no room: the oldest ("k", x[50:]) goes
-    assert cache.kept_bytes == 3000
-    assert cache.entry("k", [x[:50]], 1000, 10 ** 6) is a
-    assert cache.entry("big", [x], 3001, 10 ** 6) is None  # over the limit
-    assert cache.entry("big", [x], 2000, 1000) is None  # over the ratio of its rows' bytes
-    del a
+    cache = FeatureCache(limit=3000, ratio=1.25)
+    with cache.active():  # one fold
+        a = cache.entry("k", [x[:50]], 1000, 10 ** 6)
+        assert cache.entry("k", [x[:50]], 1000, 10 ** 6) is a
+        assert cache.entry("k", [x[50:]], 1000, 10 ** 6) is not a  # other rows
+        assert cache.entry("other", [x[:50]], 1000, 10 ** 6) is not a  # other features
+        assert cache.kept_bytes == 3000
+        # full, and every store is in use in this fold: none is evicted for a fourth
+        assert cache.entry("new", [x[:50]], 1000, 10 ** 6) is None
+    with cache.active():  # the next fold uses ("k", x[:50]) and needs room for "new"
+        assert cache.entry("k", [x[:50]], 1000, 10 ** 6) is a
+        new = cache.entry("new", [x[:50]], 1000, 10 ** 6)  # ("k", x[50:]) goes: unused longest
+        assert new is not None and cache.kept_bytes == 3000
+        assert cache.entry("other", [x[:50]], 1000, 10 ** 6) is not None  # still there
+        assert cache.entry("big", [x], 3001, 10 ** 6) is None  # over the limit
+        assert cache.entry("big", [x], 2000, 1000) is None  # over the ratio of its rows' bytes
+    del a, new
     y = np.zeros(10)
-    cache.entry("y", [y[2:]], 10, 10 ** 6)
+    with cache.active():
+        assert cache.entry("y", [y[2:]], 10, 10 ** 6) is not None  # evicts a stale store
     assert rows_identity(y[2:])[1][0] == 16  # 2 float64 in
     del x
     gc.collect()
     assert cache.kept_bytes == 10  # only y's: x's went with x
+
+
+def test_two_models_folding_the_same_rows_do_not_evict_each_other():
+    # a mixture of mixtures folds the same rows once per inner mixture: when only one inner
+    # mixture's features fit, that one keeps them; evicting each other at every fold would
+    # cost allocations and never pay
+    x = np.zeros((100, 4))
+    cache = FeatureCache(limit=1500, ratio=1.25)
+    kept = []
+    for _ in range(3):
+        with cache.active():
+            kept.append(cache.entry("inner 1", [x], 1000, 10 ** 6))
+            assert cache.entry("inner 2", [x], 1000, 10 ** 6) is None
+    assert kept[0] is not None and kept[0] is kept[1] is kept[2]
 
 
 def test_rows_in_a_reused_buffer_are_never_read_from_a_dead_array(monkeypatch):

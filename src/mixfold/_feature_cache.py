@@ -103,7 +103,9 @@ class FeatureCache:
         self.limit = float(limit)
         self.ratio = cache_ratio() if ratio is None else float(ratio)
         self.kept_bytes = 0
-        self._entries: dict[Hashable, tuple[dict[Any, np.ndarray], int, list[Any]]] = {}
+        self.fold = 0  # counts the activations: one per fold of the handle's rows
+        # full key -> (store, bytes, weak references to the sources, the fold it was last used)
+        self._entries: dict[Hashable, tuple[dict[Any, np.ndarray], int, list[Any], int]] = {}
 
     @classmethod
     def for_rows(cls, data_bytes: int) -> FeatureCache:
@@ -125,17 +127,25 @@ class FeatureCache:
               data_bytes: int) -> dict[Any, np.ndarray] | None:
         """The store of the features ``key`` of ``sources`` (new and empty on first use), or
         ``None`` when they would take more than the ratio of ``data_bytes`` or the limit. To
-        make room, the stores used longest ago go (features of an earlier centre)."""
+        make room, stores not used in this fold go, those used longest ago first (features of
+        an earlier centre); stores this fold uses are never evicted for one another (models
+        that fold the same rows twice, such as a mixture of mixtures, would otherwise evict
+        each other's features at every fold and never use them)."""
         if nbytes > self.ratio * data_bytes or nbytes > self.limit:
             return None
         roots, places = zip(*(rows_identity(s) for s in sources))
         full_key = (key, tuple(id(r) for r in roots), places)
         found = self._entries.pop(full_key, None)
         if found is not None:
-            self._entries[full_key] = found  # now the most recently used
+            self._entries[full_key] = found[:3] + (self.fold,)  # now the most recently used
             return found[0]
-        while self.kept_bytes + nbytes > self.limit:
-            self._drop(next(iter(self._entries)))
+        stale = [k for k, e in self._entries.items() if e[3] < self.fold]
+        if self.kept_bytes - sum(self._entries[k][1] for k in stale) + nbytes > self.limit:
+            return None
+        for k in stale:
+            if self.kept_bytes + nbytes <= self.limit:
+                break
+            self._drop(k)
         this = weakref.ref(self)
 
         def forget(_: Any) -> None:  # a source died: its id may now name other rows
@@ -144,7 +154,8 @@ class FeatureCache:
                 cache._drop(full_key)
 
         store: dict[Any, np.ndarray] = {}
-        self._entries[full_key] = (store, nbytes, [weakref.ref(r, forget) for r in roots])
+        self._entries[full_key] = (store, nbytes, [weakref.ref(r, forget) for r in roots],
+                                   self.fold)
         self.kept_bytes += nbytes
         return store
 
@@ -160,7 +171,9 @@ class FeatureCache:
 
     @contextmanager
     def active(self) -> Iterator[FeatureCache]:
-        """Within the block, fused E-steps of this thread keep their features here."""
+        """Within the block (one fold of the rows), fused E-steps of this thread keep their
+        features here."""
+        self.fold += 1
         token = _active.set(self)
         try:
             yield self

@@ -287,8 +287,7 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         if z is not None:
             return z
         m = hi - lo
-        p = min(partial, m)
-        parts = -(-m // p)
+        parts, p = sub_block_shape(m, partial)
         z = scratch("linear.z", (parts, rows_z, p), dt) if kept is None else \
             np.empty((parts, rows_z, p), dt)
         z[:, f] = 1.0
@@ -358,13 +357,18 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     def exp_scores(scores: np.ndarray) -> None:
         # float32: exp below -87 is subnormal, 100x slower to use; float64: below -708, 100x
         # slower to compute, so floored only where a probe of the rows finds such scores
-        probe = scores[:, :, :max(scores.shape[2] // UNDERFLOW_PROBE, 1)]
-        floored = always or np.count_nonzero(probe < floor) > UNDERFLOW_SHARE * probe.size
+        floored = always or underflows(scores)
         if floored:
             np.maximum(scores, floor, out=scores)
         np.exp(scores, out=scores)
         if floored:  # ... and what sat at the floor becomes exactly 0
             scores -= floor_exp
+
+    def underflows(scores: np.ndarray) -> bool:
+        """Whether more than UNDERFLOW_SHARE of the scores of the block's first rows (a
+        contiguous probe) lie below the floor."""
+        probe = scores[:, :, :max(scores.shape[2] // UNDERFLOW_PROBE, 1)]
+        return bool(np.count_nonzero(probe < floor) > UNDERFLOW_SHARE * probe.size)
 
     def score_block(lo: int, hi: int, z: np.ndarray, scores: np.ndarray) -> None:
         """The weighted scores of rows [lo, hi) (minus ``shift``) into ``scores``."""
@@ -432,6 +436,17 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     return mass, lse
 
 
+def sub_block_shape(m: int, partial: int) -> tuple[int, int]:
+    """(sub-blocks, rows each) of an m-row block cut into sub-blocks of at most ``partial``
+    rows, the last one padded.
+
+    >>> sub_block_shape(10, 4), sub_block_shape(3, 4)
+    ((3, 4), (1, 3))
+    """
+    p = min(partial, m)
+    return -(-m // p), p
+
+
 def sub_blocks(lo: int, hi: int, p: int) -> list[tuple[int, int, int, int]]:
     """Rows [lo, hi) as (first row, end row, first sub-block, sub-blocks): the whole
     sub-blocks of p rows in one piece, then the short last one.
@@ -453,12 +468,9 @@ def _kept_features(terms: Sequence[LinearTerms], enc: Encoded, dt: np.dtype, blo
     if any(t.key is None or t.source is None for t in terms):
         return None
     full, rest = divmod(enc.n_rows, block)
-
-    def padded(m: int) -> int:
-        p = min(partial, m)
-        return -(-m // p) * p
-
-    nbytes = rows_z * dt.itemsize * (full * padded(block) + (padded(rest) if rest else 0))
+    padded_rows = sum(np.prod(sub_block_shape(m, partial)) * count
+                      for m, count in ((block, full), (rest, 1)) if m and count)
+    nbytes = int(rows_z * dt.itemsize * padded_rows)
     key = ("linear_fold", dt.str, block, partial, tuple(t.key for t in terms))
     return cache_for(key, [t.source for t in terms], nbytes, enc.nbytes)
 

@@ -15,6 +15,19 @@ def test_import_is_light_and_loads_no_optional_engine():
     assert float(seconds) < 1.0
 
 
+def test_scipy_is_imported_by_the_first_family_that_calls_it():
+    # import scipy.special is ~27 MB and ~0.25 s; a diagonal Gaussian mixture never calls it
+    code = ("import sys, numpy as np, mixfold as mf; "
+            "x = np.random.default_rng(0).normal(size=(500, 2)); "
+            "mf.fit(x, mf.MixtureEstimator([mf.DiagonalGaussianEstimator()] * 2), max_iter=3, "
+            "progress=False, seed=0); print('scipy' in sys.modules); "
+            "from mixfold.families.poisson import log_factorial; "
+            "print(log_factorial(np.array([4.0, 5000.0])).round(4).tolist(), "
+            "'scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["False", "[3.1781, 37591.1435] True"]
+
+
 def test_public_names_have_docstrings():
     import mixfold
 

@@ -6,7 +6,7 @@ import operator
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaln, xlog1py, xlogy
+from mixfold.families._scipy import gammaln, xlog1py, xlogy
 
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder

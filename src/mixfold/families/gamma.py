@@ -6,7 +6,7 @@ import warnings
 from typing import Any
 
 import numpy as np
-from scipy.special import digamma, gammaln, polygamma
+from mixfold.families._scipy import digamma, gammaln, polygamma
 
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder

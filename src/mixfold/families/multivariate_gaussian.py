@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.linalg import LinAlgError, cholesky, solve_triangular
+from mixfold.families._scipy import cholesky, solve_triangular
 
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
@@ -67,7 +67,7 @@ class MultivariateGaussianDistribution(Distribution):
         cov_arr = 0.5 * (cov_arr + cov_arr.T)
         try:
             cov_chol = cholesky(cov_arr, lower=True)
-        except LinAlgError:
+        except np.linalg.LinAlgError:
             raise ParameterError(f"cov must be positive definite, got {cov_arr.tolist()}") from None
         self.mu = mu_arr
         self.cov = cov_arr

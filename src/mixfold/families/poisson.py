@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaln, xlogy
+from mixfold.families._scipy import gammaln, xlogy
 
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
@@ -18,7 +19,12 @@ __all__ = ["PoissonDistribution", "PoissonEstimator", "PoissonAccumulator"]
 
 #: log(x!) for counts below this come from a table (a gather) rather than gammaln (~25 ns each)
 LOG_FACTORIAL_TABLE_SIZE = 4096
-_LOG_FACTORIALS = gammaln(np.arange(LOG_FACTORIAL_TABLE_SIZE) + 1.0)
+
+
+@functools.cache
+def _log_factorials() -> np.ndarray:
+    """The table, made on first use (not at import: scipy is imported when first needed)."""
+    return gammaln(np.arange(LOG_FACTORIAL_TABLE_SIZE) + 1.0)
 
 
 def log_factorial(counts: np.ndarray) -> np.ndarray:
@@ -28,7 +34,7 @@ def log_factorial(counts: np.ndarray) -> np.ndarray:
     [0.0, 1.7918, 37591.1435]
     """
     if counts.size and counts.max() < LOG_FACTORIAL_TABLE_SIZE:
-        return _LOG_FACTORIALS[counts.astype(np.intp)]
+        return _log_factorials()[counts.astype(np.intp)]
     return gammaln(counts + 1.0)
 
 

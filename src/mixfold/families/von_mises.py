@@ -7,7 +7,7 @@ import warnings
 from typing import Any
 
 import numpy as np
-from scipy.special import i0e, i1e
+from mixfold.families._scipy import i0e, i1e
 
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder

@@ -284,6 +284,49 @@ def test_float64_scores_that_would_underflow_are_floored_to_the_same_sums():
         np.testing.assert_allclose(comp_acc.sums, [r.sum(), r @ x, r @ x ** 2], rtol=1e-11)
 
 
+class _CountingMaximum:
+    """NumPy as the fused fold sees it, with its np.maximum calls counted: in a mixture of
+    Gaussians (whose scores are bounded) the float64 floor is its only use."""
+
+    def __init__(self):
+        self.maximum_calls = 0
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def maximum(self, *args, **kwargs):
+        self.maximum_calls += 1
+        return np.maximum(*args, **kwargs)
+
+
+@pytest.mark.parametrize("order, floored", [("overlapping", False), ("first rows", True),
+                                            ("last rows", True)])
+def test_a_float64_fold_floors_its_scores_when_its_probe_finds_them_far_below(
+        monkeypatch, order, floored):
+    import mixfold.families._linear as linear
+
+    # the decision is taken once per fold, on ranges of rows spread over the chunk: rows whose
+    # scores sit far below under one component (here, a component 38 sd away: -722, a
+    # subnormal exp) at the start or the end of the chunk floor every block; rows that every
+    # component scores within ~700 of each other floor none
+    spread = 1.0 if order == "overlapping" else 38.0
+    model = MixtureDistribution([GaussianDistribution(spread * i, 1.0) for i in range(2)],
+                                [0.5, 0.5])
+    rng = np.random.default_rng(5)
+    between = rng.normal(spread / 2, 1.0, 2 * STACK_BLOCK_ROWS)
+    far = np.asarray(model.sampler(4).sample(STACK_BLOCK_ROWS))
+    x = np.concatenate([far, between] if order == "first rows" else [between, far])
+    counting = _CountingMaximum()
+    monkeypatch.setattr(linear, "np", counting)
+    acc, lse = fold(model, x, np.ones(len(x)), "float64")
+    monkeypatch.undo()
+    assert (counting.maximum_calls > 0) == floored
+    joint = np.stack([np.log(w) + norm.logpdf(x, c.mu, 1.0)
+                      for w, c in zip(model.weights, model.components)], axis=1)
+    np.testing.assert_allclose(lse, logsumexp(joint, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(acc.counts, np.exp(joint - lse[:, None]).sum(axis=0), rtol=1e-12)
+
+
 def test_a_fused_mixture_takes_large_chunks_and_a_declined_one_the_asked_rows():
     from mixfold.backends.local import fold_rows
     from mixfold.families.mixture import FUSED_CHUNK_ROWS

@@ -33,6 +33,7 @@ Poisson of rate 0 does).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -77,12 +78,15 @@ FLOAT32_SCORE_FLOOR = -60.0
 #: 0: NumPy's SIMD exp computes those lanes one by one, 15x (0) to 100x (subnormal) slower
 #: than the rest. What sits there counts 0, as its exp would (at most e^-100 of a row's total,
 #: which is at least e^-600: below float64's resolution). The floor costs two passes over the
-#: scores, so it is applied to a block only when more than :data:`UNDERFLOW_SHARE` of the
-#: scores of its first 1/:data:`UNDERFLOW_PROBE` rows lie below it (a contiguous probe: a
-#: strided one cost 4% of P1's fold, which never needs the floor). Well-separated components
-#: need it: 16 components whose means spread 8 or 20 sd fold 3x faster with it.
+#: scores, so a fold applies it only when more than :data:`UNDERFLOW_SHARE` of the scores of a
+#: probe of its rows lie below it: :data:`UNDERFLOW_PROBE_RANGES` ranges of
+#: :data:`UNDERFLOW_PROBE_ROWS` rows spread over the chunk, scored once before the blocks (a
+#: probe of every block held the GIL there: 2-3% of P1's fold on two threads, which never needs
+#: the floor). Well-separated components need it: 16 components whose means spread 8 or 20 sd
+#: fold 3x faster with it.
 FLOAT64_SCORE_FLOOR = -700.0
-UNDERFLOW_PROBE = 32
+UNDERFLOW_PROBE_RANGES = 4
+UNDERFLOW_PROBE_ROWS = 256
 UNDERFLOW_SHARE = 0.02
 #: A block scored against one bound of every component's peak (rather than against each row's
 #: largest score) is kept when each row's largest shifted score is at least this (checked as
@@ -278,19 +282,42 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     lse = np.empty(n)
 
     kept = _kept_features(terms, enc, dt, block, partial, rows_z)
+    # this fold's scratch buffers, taken once per thread (each block's Python work holds the
+    # GIL, and on two threads every such stretch may keep the other thread waiting)
+    buffers = threading.local()
 
-    def features_of(lo: int, hi: int) -> np.ndarray:
+    def block_buffers(parts: int, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This thread's (z, scores, totals) for blocks of `parts` sub-blocks of p rows; z's
+        ones row is set when it is taken (a block writes only its features and, when short, its
+        padding: the fold's last block, after which the thread takes no other)."""
+        got = buffers.__dict__.get((parts, p))
+        if got is None:
+            z = scratch("linear.z", (parts, rows_z, p), dt)
+            z[:, f] = 1.0
+            got = buffers.__dict__[(parts, p)] = (
+                z, scratch("linear.scores", (parts, k, p), dt),
+                scratch("linear.total", (parts, 1, p), dt))
+        return got
+
+    def features_of(lo: int, hi: int, z: np.ndarray) -> np.ndarray:
         """``z`` of rows [lo, hi) as `parts` contiguous sub-blocks of p rows (one in float64),
         the last padded with rows of weight 0 and features 0: element-wise steps run once over
-        the whole block, the GEMMs once per sub-block. Kept from an earlier fold if it was."""
-        z = None if kept is None else kept.get(lo)
-        if z is not None:
-            return z
+        the whole block, the GEMMs once per sub-block. Kept from an earlier fold if it was, else
+        written into ``z`` (this thread's buffer, ones row set) or, to be kept, a new array."""
+        if kept is not None:
+            got = kept.get(lo)
+            if got is not None:
+                return got
+            z = np.empty(z.shape, dt)
+            z[:, f] = 1.0
+        write_features(lo, hi, z)
+        if kept is not None:
+            kept[lo] = z
+        return z
+
+    def write_features(lo: int, hi: int, z: np.ndarray) -> None:
         m = hi - lo
-        parts, p = sub_block_shape(m, partial)
-        z = scratch("linear.z", (parts, rows_z, p), dt) if kept is None else \
-            np.empty((parts, rows_z, p), dt)
-        z[:, f] = 1.0
+        parts, _, p = z.shape
         for a, b, i, count in sub_blocks(lo, hi, p):
             sub = z[i:i + count, :, :(b - a) // count]
             for t, off in zip(terms, offsets):
@@ -304,20 +331,16 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         if parts * p > m:  # padding rows score 0 for every component (their ones row too: a
             # constant could underflow every component's exp, and 0/0 would put NaN in the sums)
             z[-1, :, m - (parts - 1) * p:] = 0.0
-        if kept is not None:
-            kept[lo] = z
-        return z
 
     def fold_block(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
         m = hi - lo
-        z = features_of(lo, hi)
-        parts, _, p = z.shape
-        scores = scratch("linear.scores", (parts, k, p), dt)
+        z, scores, totals = block_buffers(*sub_block_shape(m, partial))
+        z = features_of(lo, hi, z)
         score_block(lo, hi, z, scores)
         shifted = bounded  # exp(score - shift) needs no per-row max, unless a row sits far below
         if shifted:
             exp_scores(scores)
-            total = component_totals(scores)
+            total = component_totals(scores, totals)
             if np.minimum.reduce(total.reshape(-1)[:m]) < least_total:
                 score_block(lo, hi, z, scores)
                 shifted = False
@@ -332,7 +355,7 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
                     dead = None
             scores -= top[:, None]
             exp_scores(scores)
-            total = component_totals(scores)
+            total = component_totals(scores, totals)
         # (the shift is added to all rows at the end); a total is 0 only on a dead row
         if dead is None:
             np.log(total.reshape(-1)[:m], out=lse[lo:hi])
@@ -346,29 +369,37 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
 
     ones = np.ones((1, k), dt)
 
-    def component_totals(scores: np.ndarray) -> np.ndarray:
+    def component_totals(scores: np.ndarray, totals: np.ndarray) -> np.ndarray:
         """Each row's sum over the components, (parts, p): a ones-row GEMM (one call for all
         sub-blocks), twice as fast as the halving tree of adds (one pass over the scores)."""
-        parts, _, p = scores.shape
-        total = scratch("linear.total", (parts, 1, p), dt)
-        np.matmul(ones, scores, out=total)
-        return total[:, 0]
+        np.matmul(ones, scores, out=totals)
+        return totals[:, 0]
 
     def exp_scores(scores: np.ndarray) -> None:
         # float32: exp below -87 is subnormal, 100x slower to use; float64: below -708, 100x
-        # slower to compute, so floored only where a probe of the rows finds such scores
-        floored = always or underflows(scores)
+        # slower to compute, so floored only where the fold's probe found such scores
         if floored:
             np.maximum(scores, floor, out=scores)
         np.exp(scores, out=scores)
         if floored:  # ... and what sat at the floor becomes exactly 0
             scores -= floor_exp
 
-    def underflows(scores: np.ndarray) -> bool:
-        """Whether more than UNDERFLOW_SHARE of the scores of the block's first rows (a
-        contiguous probe) lie below the floor."""
-        probe = scores[:, :, :max(scores.shape[2] // UNDERFLOW_PROBE, 1)]
-        return bool(np.count_nonzero(probe < floor) > UNDERFLOW_SHARE * probe.size)
+    def probe_underflows() -> bool:
+        """Whether more than UNDERFLOW_SHARE of the scores (as exponentiated: shifted by the
+        peak or by each row's largest) of UNDERFLOW_PROBE_RANGES ranges of rows spread over the
+        chunk lie below the floor."""
+        q = min(UNDERFLOW_PROBE_ROWS, n)
+        starts = np.unique(np.linspace(0, n - q, UNDERFLOW_PROBE_RANGES).astype(int))
+        z = np.empty((len(starts), rows_z, q), dt)
+        z[:, f] = 1.0
+        scores = np.empty((len(starts), k, q), dt)
+        for i, a in enumerate(starts):
+            write_features(a, a + q, z[i:i + 1])
+            score_block(a, a + q, z[i:i + 1], scores[i:i + 1])
+        if not bounded:
+            with np.errstate(invalid="ignore"):  # (a row nothing scores: -inf - -inf)
+                scores -= scores.max(axis=1, keepdims=True)
+        return bool(np.count_nonzero(scores < floor) > UNDERFLOW_SHARE * scores.size)
 
     def score_block(lo: int, hi: int, z: np.ndarray, scores: np.ndarray) -> None:
         """The weighted scores of rows [lo, hi) (minus ``shift``) into ``scores``."""
@@ -420,6 +451,7 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
                                       minlength=k * v).reshape(k, v))
         return sums, counts
 
+    floored = always or (n > 0 and probe_underflows())
     folded = map_row_blocks(n, block, fold_block)
     lse += shift
     sums = np.sum([s for s, _ in folded], axis=0).T  # (K, rows of z), blocks added in order

@@ -299,23 +299,24 @@ class _CountingMaximum:
         return np.maximum(*args, **kwargs)
 
 
-@pytest.mark.parametrize("order, floored", [("overlapping", False), ("first rows", True),
-                                            ("last rows", True)])
-def test_a_float64_fold_floors_its_scores_when_its_probe_finds_them_far_below(
+@pytest.mark.parametrize("order, floored", [("overlapping", False), ("far apart first", True),
+                                            ("far apart after the first block", False)])
+def test_a_float64_fold_floors_its_scores_when_its_first_block_finds_them_far_below(
         monkeypatch, order, floored):
     import mixfold.families._linear as linear
 
-    # the decision is taken once per fold, on ranges of rows spread over the chunk: rows whose
-    # scores sit far below under one component (here, a component 38 sd away: -722, a
-    # subnormal exp) at the start or the end of the chunk floor every block; rows that every
-    # component scores within ~700 of each other floor none
+    # the decision is taken once per fold, on the first rows of its first block (the others
+    # wait for it): rows whose scores sit far below under one component (here a component
+    # 38 sd away: -722, a subnormal exp) floor every block when the fold starts with them;
+    # rows that every component scores within ~700 of each other floor none, and far-apart
+    # rows after the first block are folded unfloored (correct, only slower)
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "2")
     spread = 1.0 if order == "overlapping" else 38.0
     model = MixtureDistribution([GaussianDistribution(spread * i, 1.0) for i in range(2)],
                                 [0.5, 0.5])
-    rng = np.random.default_rng(5)
-    between = rng.normal(spread / 2, 1.0, 2 * STACK_BLOCK_ROWS)
+    between = np.random.default_rng(5).normal(spread / 2, 1.0, 2 * STACK_BLOCK_ROWS)
     far = np.asarray(model.sampler(4).sample(STACK_BLOCK_ROWS))
-    x = np.concatenate([far, between] if order == "first rows" else [between, far])
+    x = np.concatenate([far, between] if order == "far apart first" else [between, far])
     counting = _CountingMaximum()
     monkeypatch.setattr(linear, "np", counting)
     acc, lse = fold(model, x, np.ones(len(x)), "float64")
@@ -355,3 +356,39 @@ def test_a_fused_mixture_takes_large_chunks_and_a_declined_one_the_asked_rows():
         want_total += float(np.einsum("i,i->", w, lse))
     assert np.array_equal(acc.to_array(), want.to_array())
     assert total == pytest.approx(want_total, rel=1e-14)  # one sum of 4,500 terms, not five
+
+
+def test_a_first_block_that_fails_does_not_leave_the_other_blocks_waiting(monkeypatch):
+    import dataclasses
+    import signal
+
+    from mixfold.families._linear import linear_fold
+    from mixfold.families._protocol import ArrayEncoded
+    from mixfold.families.poisson import PoissonAccumulator
+
+    # the other blocks wait at their exp for the first block's floor decision: if the first
+    # block raises before it decides, they must go on, and the error must reach the caller
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "2")
+    n = 3 * STACK_BLOCK_ROWS
+    enc = ArrayEncoded(np.random.default_rng(8).poisson(3.0, n).astype(float))
+    comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
+    terms = PoissonAccumulator.linear_terms([PoissonAccumulator() for _ in comps], comps, enc)
+
+    def features(lo, hi, out, write=terms.features):
+        if lo == 0:
+            raise RuntimeError("the first block's features failed")
+        write(lo, hi, out)
+
+    failing = dataclasses.replace(terms, features=features)
+
+    def hung(signum, frame):
+        raise TimeoutError("the blocks after the failed first block kept waiting")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)  # from the main thread, whose blocks run on the pool
+    try:
+        with pytest.raises(RuntimeError, match="first block's features failed"):
+            linear_fold([failing], np.log([0.5, 0.5]), enc, np.ones(n), "float64")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -78,15 +78,14 @@ FLOAT32_SCORE_FLOOR = -60.0
 #: 0: NumPy's SIMD exp computes those lanes one by one, 15x (0) to 100x (subnormal) slower
 #: than the rest. What sits there counts 0, as its exp would (at most e^-100 of a row's total,
 #: which is at least e^-600: below float64's resolution). The floor costs two passes over the
-#: scores, so a fold applies it only when more than :data:`UNDERFLOW_SHARE` of the scores of a
-#: probe of its rows lie below it: :data:`UNDERFLOW_PROBE_RANGES` ranges of
-#: :data:`UNDERFLOW_PROBE_ROWS` rows spread over the chunk, scored once before the blocks (a
-#: probe of every block held the GIL there: 2-3% of P1's fold on two threads, which never needs
-#: the floor). Well-separated components need it: 16 components whose means spread 8 or 20 sd
-#: fold 3x faster with it.
+#: scores, so a fold applies it only when more than :data:`UNDERFLOW_SHARE` of the scores of
+#: the first 1/:data:`UNDERFLOW_PROBE` rows of its first block lie below it; the other blocks
+#: wait for that decision at their exp (a probe of every block held the GIL there, 2-3% of
+#: P1's fold on two threads; a probe of rows spread over the chunk, scored apart, cost 3.5% of
+#: P4's). Well-separated components need it: 16 components whose means spread 8 or 20 sd fold
+#: 3x faster with it.
 FLOAT64_SCORE_FLOOR = -700.0
-UNDERFLOW_PROBE_RANGES = 4
-UNDERFLOW_PROBE_ROWS = 256
+UNDERFLOW_PROBE = 32
 UNDERFLOW_SHARE = 0.02
 #: A block scored against one bound of every component's peak (rather than against each row's
 #: largest score) is kept when each row's largest shifted score is at least this (checked as
@@ -288,8 +287,8 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
 
     def block_buffers(parts: int, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """This thread's (z, scores, totals) for blocks of `parts` sub-blocks of p rows; z's
-        ones row is set when it is taken (a block writes only its features and, when short, its
-        padding: the fold's last block, after which the thread takes no other)."""
+        ones row is set when they are taken (a block writes only its features, and a padded
+        block its padding, ones row included: it gives its buffers up)."""
         got = buffers.__dict__.get((parts, p))
         if got is None:
             z = scratch("linear.z", (parts, rows_z, p), dt)
@@ -333,13 +332,24 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
             z[-1, :, m - (parts - 1) * p:] = 0.0
 
     def fold_block(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        if lo:
+            return fold_rows_of(lo, hi)
+        try:
+            return fold_rows_of(lo, hi)
+        finally:  # (a first block that fails must not leave the others waiting)
+            floor_decided.set()
+
+    def fold_rows_of(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
         m = hi - lo
-        z, scores, totals = block_buffers(*sub_block_shape(m, partial))
+        parts, p = sub_block_shape(m, partial)
+        z, scores, totals = block_buffers(parts, p)
+        if parts * p > m:  # (its padding clears the ones row: the next block sets it again)
+            del buffers.__dict__[(parts, p)]
         z = features_of(lo, hi, z)
         score_block(lo, hi, z, scores)
         shifted = bounded  # exp(score - shift) needs no per-row max, unless a row sits far below
         if shifted:
-            exp_scores(scores)
+            exp_scores(lo, scores)
             total = component_totals(scores, totals)
             if np.minimum.reduce(total.reshape(-1)[:m]) < least_total:
                 score_block(lo, hi, z, scores)
@@ -354,7 +364,7 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
                 else:
                     dead = None
             scores -= top[:, None]
-            exp_scores(scores)
+            exp_scores(lo, scores)
             total = component_totals(scores, totals)
         # (the shift is added to all rows at the end); a total is 0 only on a dead row
         if dead is None:
@@ -375,31 +385,34 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         np.matmul(ones, scores, out=totals)
         return totals[:, 0]
 
-    def exp_scores(scores: np.ndarray) -> None:
+    # whether this fold floors its scores: decided by the first block, the others wait for it
+    floor_decided = threading.Event()
+    floor_decision = [always]
+
+    def floored_at(lo: int, scores: np.ndarray) -> bool:
+        if not always and not floor_decided.is_set():
+            if lo == 0:
+                floor_decision[0] = underflows(scores)
+                floor_decided.set()
+            else:
+                floor_decided.wait()
+        return floor_decision[0]
+
+    def exp_scores(lo: int, scores: np.ndarray) -> None:
         # float32: exp below -87 is subnormal, 100x slower to use; float64: below -708, 100x
-        # slower to compute, so floored only where the fold's probe found such scores
+        # slower to compute, so floored only where a probe of the first block finds such scores
+        floored = floored_at(lo, scores)
         if floored:
             np.maximum(scores, floor, out=scores)
         np.exp(scores, out=scores)
         if floored:  # ... and what sat at the floor becomes exactly 0
             scores -= floor_exp
 
-    def probe_underflows() -> bool:
-        """Whether more than UNDERFLOW_SHARE of the scores (as exponentiated: shifted by the
-        peak or by each row's largest) of UNDERFLOW_PROBE_RANGES ranges of rows spread over the
-        chunk lie below the floor."""
-        q = min(UNDERFLOW_PROBE_ROWS, n)
-        starts = np.unique(np.linspace(0, n - q, UNDERFLOW_PROBE_RANGES).astype(int))
-        z = np.empty((len(starts), rows_z, q), dt)
-        z[:, f] = 1.0
-        scores = np.empty((len(starts), k, q), dt)
-        for i, a in enumerate(starts):
-            write_features(a, a + q, z[i:i + 1])
-            score_block(a, a + q, z[i:i + 1], scores[i:i + 1])
-        if not bounded:
-            with np.errstate(invalid="ignore"):  # (a row nothing scores: -inf - -inf)
-                scores -= scores.max(axis=1, keepdims=True)
-        return bool(np.count_nonzero(scores < floor) > UNDERFLOW_SHARE * scores.size)
+    def underflows(scores: np.ndarray) -> bool:
+        """Whether more than UNDERFLOW_SHARE of the scores of the block's first rows (a
+        contiguous probe) lie below the floor."""
+        probe = scores[:, :, :max(scores.shape[2] // UNDERFLOW_PROBE, 1)]
+        return bool(np.count_nonzero(probe < floor) > UNDERFLOW_SHARE * probe.size)
 
     def score_block(lo: int, hi: int, z: np.ndarray, scores: np.ndarray) -> None:
         """The weighted scores of rows [lo, hi) (minus ``shift``) into ``scores``."""
@@ -451,7 +464,6 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
                                       minlength=k * v).reshape(k, v))
         return sums, counts
 
-    floored = always or (n > 0 and probe_underflows())
     folded = map_row_blocks(n, block, fold_block)
     lse += shift
     sums = np.sum([s for s, _ in folded], axis=0).T  # (K, rows of z), blocks added in order

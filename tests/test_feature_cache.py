@@ -174,3 +174,25 @@ def test_the_gaussian_centre_stays_put_as_the_means_move():
     with np.errstate(divide="ignore", invalid="ignore"):
         point = centred_gaussian(np.array([[3.3]]), np.array([[0.0]]))[0]
     np.testing.assert_array_equal(point, [3.3])
+
+
+def test_a_poisson_fields_log_factorials_are_computed_once_per_fit(monkeypatch):
+    import mixfold.families.poisson as poisson
+
+    # -log x! depends on the rows only: a handle that keeps its rows keeps it with the features
+    calls = []
+    monkeypatch.setattr(poisson, "log_factorial",
+                        lambda x, real=poisson.log_factorial: calls.append(len(x)) or real(x))
+    model = MixtureDistribution([RecordDistribution({"n": PoissonDistribution(lam),
+                                                     "x": GaussianDistribution(lam, 1.0)})
+                                 for lam in (1.0, 5.0)], [0.4, 0.6])
+    rows = model.sampler(3).sample(5000)
+    est = model.estimator()
+    with LocalEncodedData(model.encoder().fit(rows).encode(rows)) as handle:
+        res = mixfold.fit(handle, est, init=model, max_iter=6, tol=0, progress=False)
+    assert calls == [5000]
+    monkeypatch.setenv("MIXFOLD_FEATURE_CACHE", "0")  # nothing kept: once per fold, same bits
+    calls.clear()
+    plain = mixfold.fit(rows, est, init=model, max_iter=6, tol=0, progress=False)
+    assert calls == [5000] * len(plain.log_likelihood)  # one per E-step
+    assert res.log_likelihood == plain.log_likelihood

@@ -417,12 +417,13 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     def score_block(lo: int, hi: int, z: np.ndarray, scores: np.ndarray) -> None:
         """The weighted scores of rows [lo, hi) (minus ``shift``) into ``scores``."""
         np.matmul(coef_band, z[:, :f + 1], out=scores)  # all sub-blocks in one call
-        for codes, table, _ in tables:
-            for c in range(k):
-                gathered = table[c][codes[lo:hi]]  # a 1-D gather: the fastest NumPy has
-                for a, b, i, count in sub_blocks(lo, hi, scores.shape[2]):
-                    scores[i:i + count, c, :(b - a) // count] += \
-                        gathered[a - lo:b - lo].reshape(count, -1)
+        for codes, table, _ in tables:  # all K components' log-probabilities in one take (16%
+            # slower alone than K 1-D gathers, 4% faster on P4's two threads: two calls, not 2K)
+            gathered = np.take(table, codes[lo:hi], axis=1, mode="clip",
+                               out=scratch("linear.gathered", (k, hi - lo), dt))
+            for a, b, i, count in sub_blocks(lo, hi, scores.shape[2]):
+                scores[i:i + count, :, :(b - a) // count] += \
+                    gathered[:, a - lo:b - lo].reshape(k, count, -1).transpose(1, 0, 2)
 
     def weighted_sums(lo: int, hi: int, z: np.ndarray, scores: np.ndarray,
                       total: np.ndarray) -> tuple[np.ndarray, list[np.ndarray | None]]:

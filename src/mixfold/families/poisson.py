@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from mixfold.families._scipy import gammaln, xlogy
 
+from mixfold._feature_cache import cache_for
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._linear import LinearTerms
@@ -36,6 +37,19 @@ def log_factorial(counts: np.ndarray) -> np.ndarray:
     if counts.size and counts.max() < LOG_FACTORIAL_TABLE_SIZE:
         return _log_factorials()[counts.astype(np.intp)]
     return gammaln(counts + 1.0)
+
+
+def _minus_log_factorials(x: np.ndarray) -> np.ndarray:
+    """``-log(x!)`` of the counts ``x``, kept with the fused E-step's features where the rows
+    stay resident (:mod:`mixfold._feature_cache`): it depends on the rows only, and computing it
+    for every fold was a tenth of P4's iteration."""
+    store = cache_for(("poisson -log x!",), [x], x.nbytes, x.nbytes)
+    base = None if store is None else store.get("base")
+    if base is None:
+        base = -log_factorial(x)
+        if store is not None:
+            store["base"] = base
+    return base
 
 
 @family("Poisson")
@@ -127,7 +141,7 @@ class PoissonAccumulator(LeafAccumulator):
                 acc.sums += (m, s)
 
         return LinearTerms(np.log(lam)[:, None], -lam, features, add_sums,
-                           base=-log_factorial(x), source=x, key=("poisson",))
+                           base=_minus_log_factorials(x), source=x, key=("poisson",))
 
     @staticmethod
     def stack_update(accs: Sequence[PoissonAccumulator], enc: Encoded, resp: np.ndarray) -> None:

@@ -2,8 +2,9 @@
 
 Many families score a row as ``log p_k(x) = coef_k . phi(x) + const_k + table_k[code(x)] +
 base(x)``: a Gaussian on ``phi = [(x-c)^2, x-c]``, a diagonal Gaussian on the same per
-coordinate, a Poisson on ``phi = [x]`` with ``base = -log x!``, a categorical through a table of
-log-probabilities indexed by the level code. Their sufficient statistics are the same features
+coordinate, a Poisson on ``phi = [x, -log x!]``, a log-Gaussian on the Gaussian's features of
+``log x`` with ``base = -log x``, a categorical through a table of log-probabilities indexed by
+the level code. Their sufficient statistics are the same features
 summed with the responsibilities: ``sum_i r_ik phi(x_i)``, and a scatter of ``r_ik`` into the
 levels for a table. A record of such fields is such a family too: its features are the fields'
 features side by side.
@@ -116,8 +117,8 @@ class LinearTerms:
     posterior mass (K,) and, with a table, ``counts`` (K, V) = ``sum_i r_ik [codes_i = v]``
     to the family's K accumulators (all float64). ``peak`` (K,): an upper bound of
     ``coef[k] @ phi(x) + const[k] + table[k, code(x)]`` over every x (a density's peak, the
-    largest log-probability), or ``None`` when there is none (a Poisson's ``x log lam - lam``
-    grows with x; its ``-log x!`` is in ``base``). ``source``: the array the features and
+    largest log-probability), or ``None`` when there is none (a log-Gaussian's density grows
+    without bound near 0: its ``-log x`` is in ``base``). ``source``: the array the features and
     codes are read from, and ``key``: what else they depend on (a centre), hashable; with both,
     a handle that keeps its rows may keep the features between folds
     (:mod:`mixfold._feature_cache`).

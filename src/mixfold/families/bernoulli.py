@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mixfold.families._scipy import xlog1py, xlogy
 
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families._scipy import xlog1py, xlogy
 from mixfold.precision import native_dtype
 
 __all__ = ["BernoulliDistribution", "BernoulliEstimator", "BernoulliAccumulator"]

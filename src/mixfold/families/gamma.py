@@ -6,11 +6,11 @@ import warnings
 from typing import Any
 
 import numpy as np
-from mixfold.families._scipy import digamma, gammaln, polygamma
 
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families._scipy import digamma, gammaln, polygamma
 from mixfold.precision import native_dtype
 
 __all__ = ["GammaDistribution", "GammaEstimator", "GammaAccumulator", "gamma_shape_mle"]

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from mixfold.families._scipy import cholesky, solve_triangular
 
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families._scipy import cholesky, solve_triangular
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import is_native, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments

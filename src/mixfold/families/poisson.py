@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from mixfold.families._scipy import gammaln, xlogy
 
 from mixfold._feature_cache import cache_for
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._linear import LinearTerms
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families._scipy import gammaln, xlogy
 from mixfold.precision import native_dtype
 
 __all__ = ["PoissonDistribution", "PoissonEstimator", "PoissonAccumulator"]

@@ -7,11 +7,11 @@ import warnings
 from typing import Any
 
 import numpy as np
-from mixfold.families._scipy import i0e, i1e
 
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families._scipy import i0e, i1e
 from mixfold.precision import native_dtype
 
 __all__ = ["VonMisesDistribution", "VonMisesEstimator", "VonMisesAccumulator",

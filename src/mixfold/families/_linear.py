@@ -310,12 +310,6 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
                 return got
             z = np.empty(z.shape, dt)
             z[:, f] = 1.0
-        write_features(lo, hi, z)
-        if kept is not None:
-            kept[lo] = z
-        return z
-
-    def write_features(lo: int, hi: int, z: np.ndarray) -> None:
         m = hi - lo
         parts, _, p = z.shape
         for a, b, i, count in sub_blocks(lo, hi, p):
@@ -331,14 +325,16 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
         if parts * p > m:  # padding rows score 0 for every component (their ones row too: a
             # constant could underflow every component's exp, and 0/0 would put NaN in the sums)
             z[-1, :, m - (parts - 1) * p:] = 0.0
+        if kept is not None:  # (only once whole)
+            kept[lo] = z
+        return z
 
     def fold_block(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
-        if lo:
-            return fold_rows_of(lo, hi)
         try:
             return fold_rows_of(lo, hi)
-        finally:  # (a first block that fails must not leave the others waiting)
-            floor_decided.set()
+        finally:
+            if lo == 0:  # (a first block that fails must not leave the others waiting)
+                floor_decided.set()
 
     def fold_rows_of(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
         m = hi - lo

@@ -24,8 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import mixfold
-from mixfold.backends import open_backend
-from mixfold.fit import encode_data
+from mixfold.dispatch import open_backend
 
 HERE = Path(__file__).resolve().parent
 
@@ -45,8 +44,7 @@ def p1_estimator(k: int = 16) -> mixfold.MixtureEstimator:
 
 def seconds_per_iteration(backend, rows, est, iterations: int, num_workers=None) -> float:
     """Median wall time of one EM iteration (fold + reduce + M-step) on ``backend``."""
-    handle, bound = open_backend(backend, rows, est, init=None, weights=None, chunk_rows=None,
-                                 num_workers=num_workers, encode=encode_data)
+    handle, bound, _ = open_backend(backend, rows, est, num_workers=num_workers)
     try:
         model = handle.initialize(bound, 0)
         times = []
@@ -170,7 +168,7 @@ def run_mpi_part(n: int, rounds: int) -> None:
     """Under mpiexec: P8 (tiny) and P1 on MPI; rank 0 prints one JSON line."""
     from mpi4py import MPI
 
-    from mixfold.backends._shard import shard_bounds
+    from mixfold.compute.tree import shard_bounds
     from mixfold.backends.mpi import MPIEncodedData
 
     comm = MPI.COMM_WORLD

@@ -34,7 +34,7 @@ from threadpoolctl import threadpool_limits
 from mixfold import (MixtureDistribution, MixtureEstimator, MultivariateGaussianDistribution,
                      MultivariateGaussianEstimator)
 from mixfold.backends.local import LocalEncodedData
-from mixfold.fit import encode_data
+from mixfold.dispatch import encode_data
 from mixfold.parallel.model_parallel import ModelParallelEncodedData, plan_for
 
 FULL = {"rows": 100_000, "components": 64, "dim": 32, "iterations": 3}

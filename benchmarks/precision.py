@@ -27,11 +27,11 @@ import time
 import numpy as np
 
 import mixfold
-from mixfold.backends.local import fold_rows
-from mixfold.parallel.heterogeneous import (Worker, plan_heterogeneous, plot_finish_times,
-                                            simulate_plan)
-from mixfold.precision import (BANDS, estep_op_count, predicted_relative_error,
-                               statistics_error_bound, statistics_relative_error)
+from mixfold.compute.fold import fold_rows
+from mixfold.compute.accuracy import estep_op_count, statistics_relative_error
+from mixfold.parallel.heterogeneous import Worker, plan_heterogeneous
+from mixfold.parallel.simulation import plot_finish_times, simulate_plan
+from mixfold.precision import BANDS, predicted_relative_error, statistics_error_bound
 from mixfold.precision.gpu import torch_device_available
 
 DIM, COMPONENTS = 4, 4

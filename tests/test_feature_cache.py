@@ -10,9 +10,9 @@ import mixfold
 from mixfold import (CategoricalDistribution, DiagonalGaussianDistribution, GaussianDistribution,
                      LogGaussianDistribution, MixtureDistribution, PoissonDistribution,
                      RecordDistribution)
-from mixfold._feature_cache import DEFAULT_RATIO, FeatureCache, cache_ratio, rows_identity
+from mixfold.compute.feature_cache import DEFAULT_RATIO, FeatureCache, cache_ratio, rows_identity
 from mixfold.backends.local import LocalEncodedData
-from mixfold.families._linear import centred_gaussian
+from mixfold.compute.linear import centred_gaussian
 
 
 def record_mixture():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-import mixfold._kernels as kernels
+import mixfold.compute.kernels as kernels
 
 pytestmark = pytest.mark.skipif(not kernels.kernels_available(), reason="numba not installed")
 

@@ -8,9 +8,9 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 from threadpoolctl import threadpool_limits
 
-from mixfold._row_blocks import map_row_blocks, row_threads
+from mixfold.compute.row_blocks import map_row_blocks, row_threads
 from mixfold.families._protocol import ArrayEncoded
-from mixfold.families._linear import STACK_BLOCK_ROWS, fold_linear_mixture
+from mixfold.compute.linear import STACK_BLOCK_ROWS, fold_linear_mixture
 from mixfold.families.diagonal_gaussian import (DiagonalGaussianAccumulator,
                                                 DiagonalGaussianDistribution)
 

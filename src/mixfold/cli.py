@@ -38,6 +38,10 @@ from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.model_files import FORMAT, model_from_document
 from mixfold.io.readers import RowBlocks
 from mixfold.io.tables import as_fit_input, column_specs, read_data
+from mixfold.parallel.heterogeneous import Worker, plan_heterogeneous
+from mixfold.parallel.model_decomposition import decompose_model
+from mixfold.parallel.resources import Resources
+from mixfold.plots import plot_plan_timeline
 from mixfold.precision import BANDS
 from mixfold.spec import estimator_from_spec, load_spec
 
@@ -278,20 +282,6 @@ def spec_command(data: str, k: int | None) -> None:
 # plan
 
 
-def _planner(module: str, *names: str) -> tuple[Any, ...]:
-    import importlib
-
-    try:
-        mod = importlib.import_module(module)
-    except ImportError:
-        raise CLIError(f"planning needs the module {module}, which this mixfold does not "
-                       f"have") from None
-    missing = [n for n in names if not hasattr(mod, n)]
-    if missing:
-        raise CLIError(f"the module {module} has no {missing[0]}")
-    return tuple(getattr(mod, n) for n in names)
-
-
 def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int | None]:
     """A model to plan for and the data's row count (when DATA says it).
 
@@ -341,11 +331,6 @@ def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int
 def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None,
          target_rel_error: float | None, plot_path: str | None) -> None:
     """Print the model decomposition and the heterogeneous (rows and precision) plan."""
-    (decompose_model,) = _planner("mixfold.parallel.model_decomposition", "decompose_model")
-    plan_heterogeneous, worker_class = _planner("mixfold.parallel.heterogeneous",
-                                                "plan_heterogeneous", "Worker")
-    from mixfold.parallel.resources import Resources
-
     try:
         resources = Resources.from_json(Path(resources_path).read_text())
     except (ValueError, KeyError, TypeError) as err:
@@ -356,7 +341,7 @@ def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None
     decomposition = decompose_model(model, resources, n_data=n_rows)
     click.echo(f"model decomposition for {n_rows} rows on {len(resources.devices)} devices")
     click.echo(decomposition.describe())
-    workers = [worker_class.from_device(d) for d in resources.devices]  # calibrated rates kept
+    workers = [Worker.from_device(d) for d in resources.devices]  # calibrated rates kept
     hetero = plan_heterogeneous(workers, n_rows, target_rel_error=target_rel_error)
     click.echo("")
     click.echo(f"heterogeneous plan (tree-reduce depth {hetero.reduce_depth})")
@@ -367,8 +352,6 @@ def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None
         import matplotlib
 
         matplotlib.use("Agg")
-        from mixfold.plots import plot_plan_timeline
-
         # planned time of a worker: its rows over its throughput (relative units unless the
         # resources were calibrated)
         spans = [(a.name, 0.0, a.rows / a.effective_throughput) for a in hetero.assignments

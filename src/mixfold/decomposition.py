@@ -26,7 +26,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 __all__ = ["DecompAxis", "ReductionOp", "Decomposition", "decomposition_for",
-           "register_decomposition"]
+           "register_decomposition", "TreeDeclarations", "subtree_work"]
 
 
 class DecompAxis(str, Enum):
@@ -241,3 +241,57 @@ def _declared_param_bytes(node: Any) -> int:
 
     params = {k: v for k, v in to_dict().items() if k != "family"}
     return 8 * count(params)
+
+
+class TreeDeclarations:
+    """Each node's :class:`Decomposition`, asked once, and its work per row, computed once.
+
+    Keyed by ``id``: the model holds every node for as long as this object lives.
+    """
+
+    def __init__(self) -> None:
+        self._dc: dict[int, Decomposition] = {}
+        self._work: dict[int, float] = {}
+        self._alone: dict[int, int] = {}
+
+    def of(self, node: Any) -> Decomposition:
+        dc = self._dc.get(id(node))
+        if dc is None:
+            dc = self._dc[id(node)] = decomposition_for(node)
+        return dc
+
+    def work(self, node: Any) -> float:
+        """Work per row of ``node``: own work, units times ``unit_rows``, shared children once."""
+        w = self._work.get(id(node))
+        if w is None:
+            dc = self.of(node)
+            units = sum(self.work(u) for u in dc.units)
+            shared = sum(self.work(s) for s in dc.shared_children)
+            w = self._work[id(node)] = dc.row_work + dc.unit_rows * units + shared
+        return w
+
+    def alone_bytes(self, node: Any) -> int:
+        """Bytes to hold ``node``'s subtree on its own; a child object listed twice counts once,
+        one shared deeper down by two children counts twice (an upper bound)."""
+        b = self._alone.get(id(node))
+        if b is None:
+            dc = self.of(node)
+            distinct = {id(c): c for c in dc.children}
+            b = self._alone[id(node)] = dc.param_bytes + sum(
+                self.alone_bytes(c) for c in distinct.values())
+        return b
+
+
+def subtree_work(model: Any) -> float:
+    """E-step work per row of ``model``: its own ``row_work`` plus its units' work times
+    ``unit_rows`` plus its shared children's work.
+
+    This is the figure :meth:`~mixfold.parallel.resources.Resources.calibrate` records as
+    ``calibrated_work``, so measured rows per second convert to work per second.
+
+    >>> from mixfold import DiagonalGaussianDistribution, MixtureDistribution
+    >>> diag = DiagonalGaussianDistribution([0.0] * 5, [1.0] * 5)
+    >>> subtree_work(MixtureDistribution([diag] * 3, [1 / 3] * 3))  # 3 (normalise) + 3 * 5
+    18.0
+    """
+    return TreeDeclarations().work(model)

@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends import EncodedDataHandle, open_backend
+from mixfold.backends import EncodedDataHandle
 from mixfold.checkpoint import CheckpointFile
+from mixfold.dispatch import encode_data, open_backend
 from mixfold.errors import (
     DataError,
     DegenerateFitWarning,
@@ -22,8 +23,9 @@ from mixfold.errors import (
     NumericalError,
     ParameterError,
 )
-from mixfold.families._protocol import Distribution, Encoded, Estimator
+from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.tables import as_fit_input
+from mixfold.parallel.heterogeneous import PlanRequest
 from mixfold.precision import BANDS, PLANNED, UNIT_ROUNDOFF, band_of, check_precision
 
 __all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
@@ -109,22 +111,6 @@ def _check_options(**options: Any) -> None:
             raise ValueError(f"{name} must be {expected}, got {value!r}")
 
 
-def encode_data(data: Any, estimator: Estimator,
-                init: Distribution | None = None) -> tuple[Encoded, Estimator]:
-    """Encode raw rows once for ``estimator``; returns the encoding and the bound estimator.
-
-    Vocabularies (categorical levels) come from ``init`` when given, else from the data.
-    """
-    if isinstance(data, Encoded):
-        if data.n_rows == 0:
-            raise DataError("the data has no rows")
-        return data, estimator.bind(init.encoder()) if init is not None else estimator
-    if data is None or (hasattr(data, "__len__") and len(data) == 0):
-        raise DataError("the data has no rows")
-    encoder = (init.encoder() if init is not None else estimator.encoder()).fit(data)
-    return encoder.encode(data), estimator.bind(encoder)
-
-
 class _Progress:
     """A one-line progress display on stderr (on by default only in a terminal)."""
 
@@ -178,20 +164,12 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
             raise ValueError("resources= and precision='auto' plan where the data goes: pass the "
                              "rows, not an opened backend handle")
         handle, owned = data, False
-    elif planned:
-        from mixfold.parallel.heterogeneous import open_heterogeneous
-
-        data = as_fit_input(data, estimator, backend=backend)
-        handle, estimator, plan = open_heterogeneous(
-            backend, data, estimator, resources=resources, precision=precision,
-            target_rel_error=target_rel_error, init=start_model, weights=weights,
-            chunk_rows=chunk_rows, num_workers=num_workers, encode=encode_data)
-        owned = True
     else:
         data = as_fit_input(data, estimator, backend=backend)  # a file path, an Arrow table
-        handle, estimator = open_backend(backend, data, estimator, init=start_model,
-                                         weights=weights, chunk_rows=chunk_rows,
-                                         num_workers=num_workers, encode=encode_data)
+        request = PlanRequest(resources, precision, target_rel_error) if planned else None
+        handle, estimator, plan = open_backend(backend, data, estimator, init=start_model,
+                                               weights=weights, chunk_rows=chunk_rows,
+                                               num_workers=num_workers, plan=request)
         owned = True
     try:
         return _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol, seed=seed,

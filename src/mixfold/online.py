@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends._interface import init_sample_mask
-from mixfold.backends.local import DEFAULT_CHUNK_ROWS, LocalEncodedData
+from mixfold.backends.local import LocalEncodedData
 from mixfold.backends.stream import GlobalRows, sized_blocks
+from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, init_sample_mask
 from mixfold.errors import DataError, DegenerateFitWarning, NumericalError, ParameterError
 from mixfold.families._protocol import (Accumulator, Distribution, Encoded, Encoder, Estimator,
                                         InitRandom)

@@ -41,7 +41,10 @@ from mixfold.backends import BACKENDS
 from mixfold.families import (DiagonalGaussianEstimator, Distribution, Estimator,
                               HiddenMarkovEstimator, MixtureEstimator,
                               MultivariateGaussianEstimator)
+from mixfold.io.readers import _is_arrow_table, _is_pandas_frame
+from mixfold.io.tables import record_spec
 from mixfold.precision import BANDS
+from mixfold.spec import estimator_from_spec
 
 __all__ = ["GaussianMixture", "GaussianHMM", "MixedTypeClustering"]
 
@@ -255,8 +258,6 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         checks; missing values (None, NaN) are allowed, they are what Optional fields model."""
         import pandas as pd
 
-        from mixfold.io.readers import _is_arrow_table, _is_pandas_frame
-
         if _is_arrow_table(X):
             X = X.to_pandas()
         if _is_pandas_frame(X):
@@ -277,9 +278,6 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any = None) -> MixedTypeClustering:
         """Fit to the DataFrame ``X`` (one row per item); ``y`` is ignored."""
-        from mixfold.io.tables import record_spec
-        from mixfold.spec import estimator_from_spec
-
         _check_params(self, {"n_clusters": (lambda v: _is_int(v, 1), "an integer >= 1"),
                              "pseudo_count": (_is_nonneg, "a finite number >= 0"),
                              "families": (lambda v: v is None or isinstance(v, Mapping),

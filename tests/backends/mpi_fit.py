@@ -10,7 +10,7 @@ import sys
 from mpi4py import MPI
 
 import mixfold
-from mixfold.backends._shard import shard_bounds
+from mixfold.compute.tree import shard_bounds
 from mixfold.backends.mpi import MPIEncodedData
 from tests.backends.cases import CASES
 

@@ -11,7 +11,8 @@ import pytest
 
 import mixfold
 from mixfold.backends import MissingEngineError
-from mixfold.backends._shard import require, shard_bounds, tree_reduce
+from mixfold.backends._shard import require
+from mixfold.compute.tree import shard_bounds, tree_reduce
 from tests.backends.cases import CASES
 from tests.backends.mpirun import run_mpiexec
 
@@ -57,14 +58,12 @@ def test_same_start_and_same_fit_as_local(engine, case):
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES, indirect=True)
 def test_keyed_ties_hold_across_shards_and_payload_is_fixed_size(engine):
-    from mixfold.backends import open_backend
-    from mixfold.fit import encode_data
+    from mixfold.dispatch import open_backend
 
     rows, est, options = CASES["records"]()
     sizes = []
     for n in (1000, 3000):
-        handle, bound = open_backend(engine, rows[-n:], est, init=None, weights=None,
-                                     chunk_rows=500, num_workers=2, encode=encode_data)
+        handle, bound, _ = open_backend(engine, rows[-n:], est, chunk_rows=500, num_workers=2)
         try:
             res = mixfold.fit(handle, bound, progress=False, **options)
             sizes.append(handle.last_payload_size)
@@ -77,13 +76,11 @@ def test_keyed_ties_hold_across_shards_and_payload_is_fixed_size(engine):
 
 
 def test_mp_worker_killed_mid_fit_is_restarted_and_the_result_is_unchanged():
-    from mixfold.backends import open_backend
-    from mixfold.fit import encode_data
+    from mixfold.dispatch import open_backend
 
     rows, est, options = CASES["gmm"]()
     undisturbed = fit_case("gmm").model
-    handle, bound = open_backend("mp", rows, est, init=None, weights=None, chunk_rows=1000,
-                                 num_workers=2, encode=encode_data)
+    handle, bound, _ = open_backend("mp", rows, est, chunk_rows=1000, num_workers=2)
     killed = []
 
     def kill_a_worker(info):

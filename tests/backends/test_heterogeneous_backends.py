@@ -58,27 +58,24 @@ def test_dd_is_bit_identical_on_the_engine(engine):
 
 @pytest.mark.slow
 def test_the_planned_tree_depth_is_used_on_every_engine(spark_session, dask_client, ray_started):
-    from mixfold.backends._shard import tree_levels
-    from mixfold.fit import encode_data
-    from mixfold.parallel.heterogeneous import open_heterogeneous
+    from mixfold.compute.tree import tree_levels
+    from mixfold.dispatch import open_backend
+    from mixfold.parallel.heterogeneous import PlanRequest
     from mixfold.precision import PLANNED
 
     rows, est, options = CASES["gmm"]()
     pool = [Worker(f"w{i}", precisions=("float64",)) for i in range(8)]
     model = fit(max_iter=1).model
     for engine in ("mp", dask_client, "ray"):
-        handle, bound, plan = open_heterogeneous(
-            engine, rows, est, resources=pool, precision="auto", target_rel_error=None,
-            init=None, weights=None, chunk_rows=None, num_workers=None, encode=encode_data)
+        handle, bound, plan = open_backend(engine, rows, est,
+                                             plan=PlanRequest(pool, "auto"))
         try:
             handle.fold(bound, model, PLANNED)
             assert handle.last_reduce_levels == plan.reduce_depth == 2
             assert tree_levels(8, handle.fanout) == 2
         finally:
             handle.close()
-    handle, bound, plan = open_heterogeneous(
-        spark_session, rows, est, resources=pool, precision="auto", target_rel_error=None,
-        init=None, weights=None, chunk_rows=None, num_workers=None, encode=encode_data)
+    handle, bound, plan = open_backend(spark_session, rows, est, plan=PlanRequest(pool, "auto"))
     try:
         assert handle.reduce_depth == plan.reduce_depth == 2
         assert handle.rdd.getNumPartitions() == 8

@@ -10,8 +10,8 @@ import mixfold
 from mixfold import (CategoricalDistribution, DiagonalGaussianDistribution, GaussianDistribution,
                      LogGaussianDistribution, MixtureDistribution, PoissonDistribution,
                      RecordDistribution, VonMisesDistribution)
-from mixfold._row_blocks import row_threads
-from mixfold.families._linear import ONE_HOT_LEVELS, PARTIAL_ROWS, STACK_BLOCK_ROWS
+from mixfold.compute.row_blocks import row_threads
+from mixfold.compute.linear import ONE_HOT_LEVELS, PARTIAL_ROWS, STACK_BLOCK_ROWS
 
 
 def component(i, lam=None):
@@ -303,7 +303,7 @@ class _CountingMaximum:
                                             ("far apart after the first block", False)])
 def test_a_float64_fold_floors_its_scores_when_its_first_block_finds_them_far_below(
         monkeypatch, order, floored):
-    import mixfold.families._linear as linear
+    import mixfold.compute.linear as linear
 
     # the decision is taken once per fold, on the first rows of its first block (the others
     # wait for it): rows whose scores sit far below under one component (here a component
@@ -329,7 +329,7 @@ def test_a_float64_fold_floors_its_scores_when_its_first_block_finds_them_far_be
 
 
 def test_a_fused_mixture_takes_large_chunks_and_a_declined_one_the_asked_rows():
-    from mixfold.backends.local import fold_rows
+    from mixfold.compute.fold import fold_rows
     from mixfold.families.mixture import FUSED_CHUNK_ROWS
 
     # fused: one chunk of up to FUSED_CHUNK_ROWS rows whatever chunk_rows asks
@@ -362,7 +362,7 @@ def test_a_first_block_that_fails_does_not_leave_the_other_blocks_waiting(monkey
     import dataclasses
     import signal
 
-    from mixfold.families._linear import linear_fold
+    from mixfold.compute.linear import linear_fold
     from mixfold.families._protocol import ArrayEncoded
     from mixfold.families.poisson import PoissonAccumulator
 

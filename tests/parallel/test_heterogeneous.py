@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import mixfold
-from mixfold.backends._shard import fold_shard
-from mixfold.fit import encode_data
+from mixfold.compute.payload import fold_shard
+from mixfold.dispatch import encode_data
 from mixfold.parallel.heterogeneous import (NOMINAL_SPEEDUP, HeterogeneousPlan,
                                             PlannedLocalEncodedData, Worker, plan_heterogeneous,
-                                            plot_finish_times, reduce_depth_for, simulate_plan,
-                                            split_rows, workers_from)
+                                            reduce_depth_for, split_rows, workers_from)
+from mixfold.parallel.simulation import plot_finish_times, simulate_plan
 from mixfold.parallel.resources import DeviceSpec, Resources, measure_rows_per_second
 from mixfold.precision import BANDS, PLANNED, UNIT_ROUNDOFF
 from tests.backends.cases import CASES

@@ -9,9 +9,8 @@ import pytest
 import mixfold
 from mixfold import (DiagonalGaussianDistribution, GaussianDistribution, MixtureDistribution,
                      MultivariateGaussianDistribution)
-from mixfold.precision import (BANDS, estep_op_count, statistics_error_bound,
-                               statistics_relative_error)
-from mixfold.precision.error import fold_statistics
+from mixfold.compute.accuracy import estep_op_count, fold_statistics, statistics_relative_error
+from mixfold.precision import BANDS, statistics_error_bound
 
 MODELS = {
     "gaussian": MixtureDistribution([GaussianDistribution(-2, 1), GaussianDistribution(0.5, 0.5),

@@ -17,7 +17,7 @@ from mixfold import (CategoricalDistribution, CategoricalEstimator, DiagonalGaus
 from mixfold.backends import LocalEncodedData
 from mixfold.backends.stream import StreamEncodedData
 from mixfold.errors import DataError
-from mixfold.fit import encode_data
+from mixfold.dispatch import encode_data
 from tests.streaming._compare import assert_models_close
 
 OPTIONS = dict(max_iter=15, tol=0.0, seed=3, progress=False)

@@ -11,44 +11,15 @@ from __future__ import annotations
 
 import warnings
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 
 import numpy as np
 
 from mixfold.errors import DegenerateFitWarning
-from mixfold.families._protocol import Accumulator, Distribution, Encoded, Estimator, InitRandom
+from mixfold.compute.encoded import Encoded, InitRandom
+from mixfold.compute.fold import FoldResult
+from mixfold.families._protocol import Accumulator, Distribution, Estimator
 
-__all__ = ["EncodedDataHandle", "FoldResult", "INIT_SAMPLE_ROWS", "init_sample_mask"]
-
-#: Rows in the initialisation sample (k-means++ and other seeding runs on these).
-INIT_SAMPLE_ROWS = 10_000
-
-
-@dataclass
-class FoldResult:
-    """One E-step over all rows: row count, total row weight, weighted log-density, statistics."""
-
-    n_rows: int
-    weight: float
-    log_density: float
-    stats: Accumulator
-
-    @property
-    def mean_log_density(self) -> float:
-        return self.log_density / self.weight if self.weight > 0 else float("nan")
-
-
-def init_sample_mask(enc: Encoded, seed: int, n_total: int,
-                     size: int = INIT_SAMPLE_ROWS) -> np.ndarray:
-    """Which rows of ``enc`` belong to the initialisation sample (a hash of the global row index).
-
-    The same rows are chosen however the data is chunked or sharded.
-    """
-    if n_total <= size:
-        return np.ones(enc.n_rows, dtype=bool)
-    u = InitRandom(seed).child("init-sample").row_uniform(enc, 1)[:, 0]
-    return u < size / n_total
-
+__all__ = ["EncodedDataHandle", "FoldResult"]
 
 class EncodedDataHandle(ABC):
     """Encoded rows resident on a backend, and the fold that runs over them."""

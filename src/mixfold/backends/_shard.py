@@ -1,40 +1,29 @@
-"""What every distributed backend shares: shard layout, the per-shard fold, the tree reduce.
-
-A shard's fold returns one flat float64 payload: ``[rows, weight, log-density, *statistics]``.
-Its length depends only on the estimator tree (never on the rows), so reducing shards is adding
-fixed-size vectors — on a Spark ``treeAggregate``, an MPI ``Reduce``, Dask/Ray combine tasks, or
-in the driver for process pools — and the driver turns the sum back into one accumulator.
-
-In the ``dd`` band (on any shard) the payload is compensated: ``[high parts..., low parts...]``,
-twice as long, reduced by exact two-sum (:func:`~mixfold.precision.compensated.add_dd_payloads`)
-instead of ``+``, so the reduced statistics do not depend on the number of shards. A handle
-built from a :class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan` gives each shard its
-planned rows and band and reduces through a tree of the planned depth.
+"""The sharded base of the distributed backends: rows encoded once in the driver, split into
+contiguous shards held by workers; each engine only places the shards and runs a task over them
+(:func:`~mixfold.compute.payload.run_task`), and the payloads fold through one tree reduce
+(:func:`~mixfold.compute.tree.tree_reduce`). A handle built from a
+:class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan` gives each shard its planned rows and
+band and reduces through a tree of the planned depth.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+import importlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
-from mixfold.backends.local import fold_rows, fold_rows_total
+from mixfold.backends._interface import EncodedDataHandle
+from mixfold.compute.encoded import Encoded, as_weights
+from mixfold.compute.fold import FoldResult, fold_rows, init_sample_mask
+from mixfold.compute.payload import payload_combiner, shard_task_args, unpack_fold
+from mixfold.compute.tree import fanout_for_depth, shard_bounds, tree_levels, tree_reduce
 from mixfold.errors import NumericalError
-from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
+from mixfold.families._protocol import Distribution, Estimator
 from mixfold.precision import PLANNED, band_of
-from mixfold.precision.compensated import (add_dd_payloads, load_dd_payload, split_dd_payload,
-                                           tree_low_parts)
-from mixfold.precision.doubledouble import DD, dd_sum_rows
 
-__all__ = ["HEADER", "shard_bounds", "fold_shard", "score_shard", "tree_reduce", "unpack_fold",
-           "ShardedEncodedData", "MissingEngineError", "require", "payload_combiner",
-           "fanout_for_depth", "tree_levels", "shard_task_args"]
-
-#: Leading payload entries: rows, total weight, weighted log-density.
-HEADER = 3
+__all__ = ["ShardedEncodedData", "MissingEngineError", "require"]
 
 
 class MissingEngineError(ImportError):
@@ -43,130 +32,11 @@ class MissingEngineError(ImportError):
 
 def require(module: str, backend: str, extra: str) -> Any:
     """Import ``module`` for ``backend`` or raise :class:`MissingEngineError` naming the extra."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as err:
         raise MissingEngineError(f"backend {backend!r} needs {module}: install it with "
                                  f"pip install 'mixfold[{extra}]' ({err})") from None
-
-
-def shard_bounds(n_rows: int, n_shards: int) -> list[tuple[int, int]]:
-    """Contiguous, balanced row ranges ``[begin, end)`` for ``n_shards`` shards (none empty)."""
-    n_shards = max(1, min(int(n_shards), n_rows))
-    edges = np.linspace(0, n_rows, n_shards + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
-
-
-def fold_shard(shard: Encoded, weights: np.ndarray, estimator: Estimator, model: Distribution,
-               precision: str, chunk_rows: int, compensated: bool = False) -> np.ndarray:
-    """The E-step of one shard as a flat payload (a non-finite row makes the log-density NaN);
-    ``compensated``: the ``[high..., low...]`` layout of the ``dd`` reduce."""
-    acc = estimator.accumulator_factory().make()
-    try:
-        total = fold_rows_total(acc, shard, weights, model, precision, chunk_rows)
-    except NumericalError:
-        total = DD(float("nan"), 0.0)  # the driver finds and names the row
-    if not compensated:
-        return np.concatenate([[shard.n_rows, float(weights.sum()), total.hi], acc.to_array()])
-    weight = dd_sum_rows(DD(weights, np.zeros_like(weights)))
-    lows = [a.ravel() for a in tree_low_parts(acc)]
-    return np.concatenate([[shard.n_rows, weight.hi, total.hi], acc.to_array(),
-                           [0.0, weight.lo, total.lo], *lows])
-
-
-def score_shard(shard: Encoded, weights: np.ndarray, model: Distribution, precision: str,
-                chunk_rows: int, compensated: bool = False) -> np.ndarray:
-    """``[rows, weight, weighted log-density]`` of one shard under ``model`` (followed by the
-    low parts of the weight and log-density when ``compensated``)."""
-    try:
-        total = fold_rows_total(None, shard, weights, model, precision, chunk_rows)
-    except NumericalError:
-        total = DD(float("nan"), 0.0)
-    if not compensated:
-        return np.array([shard.n_rows, float(weights.sum()), total.hi])
-    weight = dd_sum_rows(DD(weights, np.zeros_like(weights)))
-    return np.array([shard.n_rows, weight.hi, total.hi, 0.0, weight.lo, total.lo])
-
-
-def tree_reduce(items: Sequence[Any], combine: Callable[..., Any], fanout: int = 2) -> Any:
-    """Reduce ``items`` through a ``fanout``-ary tree over their order (deterministic)."""
-    level = list(items)
-    if not level:
-        raise ValueError("nothing to reduce")
-    while len(level) > 1:
-        level = [combine(*level[i:i + fanout]) if len(level[i:i + fanout]) > 1 else level[i]
-                 for i in range(0, len(level), fanout)]
-    return level[0]
-
-
-def tree_levels(n_items: int, fanout: int) -> int:
-    """How many levels :func:`tree_reduce` takes to fold ``n_items`` with ``fanout``."""
-    levels = 0
-    while n_items > 1:
-        n_items = -(-n_items // fanout)
-        levels += 1
-    return levels
-
-
-def fanout_for_depth(n_items: int, depth: int) -> int:
-    """The smallest fanout (>= 2) whose tree folds ``n_items`` in at most ``depth`` levels.
-
-    >>> fanout_for_depth(8, 2), fanout_for_depth(10_000, 7), fanout_for_depth(2, 1)
-    (3, 4, 2)
-    """
-    depth = max(1, int(depth))
-    k = max(2, int(math.ceil(n_items ** (1.0 / depth))))
-    while k ** depth < n_items:  # guard the float root
-        k += 1
-    while k > 2 and (k - 1) ** depth >= n_items:
-        k -= 1
-    return k
-
-
-def add_payloads(*payloads: np.ndarray) -> np.ndarray:
-    """The sum of payloads (the reduce operation of every backend)."""
-    total = np.array(payloads[0], dtype=np.float64, copy=True)
-    for p in payloads[1:]:
-        total += p
-    return total
-
-
-def payload_combiner(compensated: bool) -> Callable[..., np.ndarray]:
-    """The reduce operation of payloads: ``+``, or exact two-sum of ``dd`` pairs."""
-    return add_dd_payloads if compensated else add_payloads
-
-
-def shard_task_args(task: str, precisions: Sequence[str], common: tuple,
-                    compensated: bool) -> list[tuple]:
-    """The argument tuple of ``task`` for every shard, shard ``i`` running ``precisions[i]``.
-
-    Shards of one band share one tuple (it is serialized once per band, not per shard).
-    """
-    if task not in ("fold", "score"):
-        raise ValueError(f"unknown task {task!r}")
-    per_band = {}
-    for p in dict.fromkeys(precisions):
-        if task == "fold":
-            estimator, model, chunk_rows = common
-            per_band[p] = (estimator, model, p, chunk_rows, compensated)
-        else:
-            model, chunk_rows = common
-            per_band[p] = (model, p, chunk_rows, compensated)
-    return [per_band[p] for p in precisions]
-
-
-def unpack_fold(flat: np.ndarray, estimator: Estimator, compensated: bool = False) -> FoldResult:
-    """The :class:`FoldResult` a reduced payload stands for."""
-    acc = estimator.accumulator_factory().make()
-    if compensated:
-        hi, lo = split_dd_payload(flat)
-        load_dd_payload(acc, hi[HEADER:], lo[HEADER:])
-    else:
-        hi = flat
-        acc.from_array(flat[HEADER:])
-    return FoldResult(int(round(hi[0])), float(hi[1]), float(hi[2]), acc)
 
 
 class ShardedEncodedData(EncodedDataHandle):
@@ -258,10 +128,3 @@ class ShardedEncodedData(EncodedDataHandle):
         return self.enc.take(idx), self.weights[idx]
 
 
-def run_task(task: str, shard: Encoded, weights: np.ndarray, args: tuple) -> np.ndarray:
-    """Worker side: the payload of ``task`` on one shard."""
-    if task == "fold":
-        return fold_shard(shard, weights, *args)
-    if task == "score":
-        return score_shard(shard, weights, *args)
-    raise ValueError(f"unknown task {task!r}")

@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends._shard import ShardedEncodedData, require, run_task, tree_levels
+from mixfold.backends._shard import ShardedEncodedData, require
+from mixfold.compute.payload import run_task
+from mixfold.compute.tree import tree_levels
 from mixfold.families._protocol import Encoded
 
 __all__ = ["DaskEncodedData", "local_dask_client"]

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from mixfold._feature_cache import FeatureCache
-from mixfold.backends._shard import ShardedEncodedData, run_task
+from mixfold.backends._shard import ShardedEncodedData
+from mixfold.compute.feature_cache import FeatureCache
+from mixfold.compute.payload import run_task
 from mixfold.families._protocol import Encoded
 
 __all__ = ["MPEncodedData"]

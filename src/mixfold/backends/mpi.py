@@ -23,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from mixfold._feature_cache import FeatureCache
-from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
-from mixfold.backends._shard import (fanout_for_depth, fold_shard, payload_combiner, require,
-                                     score_shard, unpack_fold)
-from mixfold.backends.local import fold_rows
+from mixfold.backends._interface import EncodedDataHandle
+from mixfold.backends._shard import require
+from mixfold.compute.feature_cache import FeatureCache
+from mixfold.compute.fold import FoldResult, fold_rows, init_sample_mask
+from mixfold.compute.payload import fold_shard, payload_combiner, score_shard, unpack_fold
+from mixfold.compute.tree import fanout_for_depth
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
 from mixfold.precision import PLANNED, band_of

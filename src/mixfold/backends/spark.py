@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
-from mixfold.backends._shard import (payload_combiner, require, run_task, shard_bounds,
-                                     shard_task_args, unpack_fold)
-from mixfold.backends.local import fold_rows
+from mixfold.backends._interface import EncodedDataHandle
+from mixfold.compute.fold import FoldResult, fold_rows, init_sample_mask
+from mixfold.backends._shard import require
+from mixfold.compute.payload import payload_combiner, run_task, shard_task_args, unpack_fold
+from mixfold.compute.tree import shard_bounds
 from mixfold.errors import NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
 from mixfold.families.composite import RecordEncoder

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
-from mixfold.backends.local import fold_rows
+from mixfold.backends._interface import EncodedDataHandle
+from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, FoldResult, fold_rows, init_sample_mask
 from mixfold.errors import DataError
 from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator
 from mixfold.io.readers import RowBlocks
@@ -108,8 +108,6 @@ class StreamEncodedData(EncodedDataHandle):
 
     def __init__(self, source: RowBlocks, encoder: Encoder, n_rows: int,
                  chunk_rows: int | None = None):
-        from mixfold.backends.local import DEFAULT_CHUNK_ROWS
-
         self.source = source
         self.encoder = encoder
         self.n_rows = int(n_rows)

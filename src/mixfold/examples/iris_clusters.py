@@ -17,6 +17,7 @@ import numpy as np
 
 import mixfold
 from mixfold import MixtureEstimator, MultivariateGaussianEstimator
+from mixfold.plots import plot_clusters
 
 __all__ = ["run", "main"]
 
@@ -61,8 +62,6 @@ def main(argv: list[str] | None = None) -> int:
         import matplotlib
 
         matplotlib.use("Agg")
-        from mixfold.plots import plot_clusters
-
         petals = out["X"][:, 2:]
         petal_model = mixfold.optimize(petals, MixtureEstimator(
             [MultivariateGaussianEstimator()] * 3), seed=args.seed, progress=False)

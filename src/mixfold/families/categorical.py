@@ -11,7 +11,7 @@ import numpy as np
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator
-from mixfold.families._linear import LinearTerms
+from mixfold.compute.linear import LinearTerms
 from mixfold.families._protocol import (
     ArrayEncoded,
     Distribution,
@@ -270,7 +270,7 @@ class CategoricalAccumulator(LeafAccumulator):
     def linear_terms(accs: Sequence[CategoricalAccumulator],
                      components: Sequence[CategoricalDistribution],
                      enc: Encoded) -> LinearTerms:
-        """The log-probabilities as the table of :class:`~mixfold.families._linear.LinearTerms`
+        """The log-probabilities as the table of :class:`~mixfold.compute.linear.LinearTerms`
         (no features): a gather to score, a weighted count per level to accumulate."""
         def add_sums(_: np.ndarray, __: np.ndarray, counts: np.ndarray) -> None:
             for acc, c in zip(accs, counts):

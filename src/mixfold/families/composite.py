@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from mixfold._row_blocks import run_each
+from mixfold.compute.row_blocks import run_each
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError
-from mixfold.families._linear import linear_fold, linear_terms_of
+from mixfold.compute.linear import linear_fold, linear_terms_of
+from mixfold.families.mixture import _stackable, stack_columns
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -193,8 +194,6 @@ class _FactorDistribution(Distribution):
     @classmethod
     def can_stack(cls, components: Sequence[_FactorDistribution]) -> bool:
         """Whether every factor can be scored for all components at once (same stackable family)."""
-        from mixfold.families.mixture import _stackable
-
         if any(len(c.factors) != len(components[0].factors) for c in components):
             return False
         return all(_stackable([c.factors[i] for c in components]) is not None
@@ -209,8 +208,6 @@ class _FactorDistribution(Distribution):
                           units: tuple[int, int] | None = None) -> np.ndarray:
         """Sum over factors of each factor family's stacked scores, (n_rows, K) in F order
         (only the columns ``units=(start, stop)`` when given, with the same bits)."""
-        from mixfold.families.mixture import stack_columns
-
         out = None
         for i, part in enumerate(enc.children):
             factors = [c.factors[i] for c in components]
@@ -345,7 +342,7 @@ class FactorAccumulator(Accumulator):
                    precision: str = "float64") -> tuple[np.ndarray, np.ndarray] | None:
         """The whole E-step of a mixture of K records (or composites) in one fused pass when
         every field's family is linear in its features (Gaussian, Poisson, categorical,
-        diagonal Gaussian): :func:`~mixfold.families._linear.linear_fold` on the fields'
+        diagonal Gaussian): :func:`~mixfold.compute.linear.linear_fold` on the fields'
         features side by side. ``None`` when a field is not (or its parameters fall outside
         the form): the mixture then scores, normalises and adds in three steps.
 

@@ -10,7 +10,7 @@ import numpy as np
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
-from mixfold.families._linear import LinearTerms, centred_gaussian, uncentred_moments
+from mixfold.compute.linear import LinearTerms, centred_gaussian, uncentred_moments
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import is_native, log_density_in_band, native_dtype
@@ -163,7 +163,7 @@ class DiagonalGaussianDistribution(Distribution):
 
 def _centred_terms(components: Sequence[DiagonalGaussianDistribution]
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`~mixfold.families._linear.centred_gaussian` of the components: (centre,
+    """:func:`~mixfold.compute.linear.centred_gaussian` of the components: (centre,
     coefficients (K, 2D) on ``[(x-c)^2, x-c]``, constants (K,), peaks (K,))."""
     return centred_gaussian(np.array([c.mu for c in components]),
                             np.array([c.sigma2 for c in components]))
@@ -216,7 +216,7 @@ class DiagonalGaussianAccumulator(LeafAccumulator):
     def linear_terms(accs: Sequence[DiagonalGaussianAccumulator],
                      components: Sequence[DiagonalGaussianDistribution],
                      enc: Encoded) -> LinearTerms:
-        """The scores as :class:`~mixfold.families._linear.LinearTerms` on the centred
+        """The scores as :class:`~mixfold.compute.linear.LinearTerms` on the centred
         features ``[(x-c)^2; x-c]`` (2D of them), centred on the mean of the means."""
         center, coef, const, peak = _centred_terms(components)
         x, d = enc.values, enc.values.shape[1]

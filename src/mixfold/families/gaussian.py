@@ -11,7 +11,7 @@ import numpy as np
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
-from mixfold.families._linear import LinearTerms, centred_gaussian, uncentred_moments
+from mixfold.compute.linear import LinearTerms, centred_gaussian, uncentred_moments
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import is_native, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
@@ -118,7 +118,7 @@ class GaussianAccumulator(LeafAccumulator):
     @staticmethod
     def linear_terms(accs: Sequence[GaussianAccumulator],
                      components: Sequence[GaussianDistribution], enc: Encoded) -> LinearTerms:
-        """The scores as :class:`~mixfold.families._linear.LinearTerms` on the centred features
+        """The scores as :class:`~mixfold.compute.linear.LinearTerms` on the centred features
         ``[(x-c)^2, x-c]``, centred on the mean of the means (little cancels, even in float32
         far from the origin)."""
         center, coef, const, peak = centred_gaussian(

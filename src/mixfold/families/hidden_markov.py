@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold._kernels import hmm_forward_backward, kernels_available
+from mixfold.compute.kernels import hmm_forward_backward, kernels_available
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
 from mixfold.families._protocol import (

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.families._leaf import NumericEncoder
-from mixfold.families._linear import LinearTerms
+from mixfold.compute.linear import LinearTerms
 from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import GaussianAccumulator, GaussianDistribution, GaussianEstimator
 

@@ -9,11 +9,12 @@ import warnings
 
 import numpy as np
 
-from mixfold._numeric import log_normalize_rows, logsumexp_rows
-from mixfold._row_blocks import map_row_blocks
+from mixfold.compute.logspace import log_normalize_rows, logsumexp_rows
+from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
+from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DegenerateFitWarning, NumericalError, ParameterError
-from mixfold.families._linear import fold_linear_mixture, linear_terms_of
+from mixfold.compute.linear import fold_linear_mixture, linear_terms_of
 from mixfold.precision import band_ops, is_native, log_density_in_band, require_band
 from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
@@ -256,7 +257,7 @@ class MixtureDistribution(Distribution):
         """(posteriors times row weights, shape (n_rows, K) in Fortran order; log-density).
 
         Stacked components are scored and normalised block by block of rows on all cores
-        (:func:`~mixfold._row_blocks.map_row_blocks`); every row's arithmetic is the same
+        (:func:`~mixfold.compute.row_blocks.map_row_blocks`); every row's arithmetic is the same
         however the rows are split, so the result is too.
         """
         if self._stack is None:
@@ -614,14 +615,15 @@ class MixtureEstimator(Estimator):
         order = gen.permutation(n)[:per_component * k]
         seeds[order, np.arange(order.size) % k] = 1.0
         guess = self._guess_from(sample, weights, seeds, rng)
-        from mixfold.backends.local import LocalEncodedData  # the sample is folded in-process
-
-        with LocalEncodedData(sample, weights) as on_sample:
-            for _ in range(self.init_em_iterations):
-                try:
-                    guess = on_sample.estimate(self, guess)[0]
-                except (NumericalError, ParameterError):
-                    break
+        total_weight = float(weights.sum())
+        for _ in range(self.init_em_iterations):
+            acc = self.accumulator_factory().make()
+            try:
+                fold_rows(acc, sample, weights, guess, "float64", DEFAULT_CHUNK_ROWS)
+                acc.tie_keys()
+                guess = self.estimate(total_weight, acc.value())
+            except (NumericalError, ParameterError):
+                break
         return self._guess_from(sample, weights, guess.seq_posterior(sample), rng)
 
     def _guess_from(self, sample: Encoded, weights: np.ndarray, resp: np.ndarray,

@@ -15,7 +15,7 @@ from mixfold.families._scipy import cholesky, solve_triangular
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import is_native, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
-from mixfold._workspace import scratch
+from mixfold.compute.scratch import scratch
 
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
            "MultivariateGaussianAccumulator"]

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from mixfold._feature_cache import cache_for
+from mixfold.compute.feature_cache import cache_for
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
-from mixfold.families._linear import LinearTerms
+from mixfold.compute.linear import LinearTerms
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln, xlogy
 from mixfold.precision import native_dtype
@@ -41,8 +41,8 @@ def log_factorial(counts: np.ndarray) -> np.ndarray:
 
 def _minus_log_factorials(x: np.ndarray) -> np.ndarray:
     """``-log(x!)`` of the counts ``x``, kept with the fused E-step's features where the rows
-    stay resident (:mod:`mixfold._feature_cache`): it depends on the rows only, and computing it
-    for every fold was a tenth of P4's iteration."""
+    stay resident (:mod:`mixfold.compute.feature_cache`): it depends on the rows only, so it is
+    computed once per fit, not once per fold."""
     store = cache_for(("poisson -log x!",), [x], x.nbytes, x.nbytes)
     base = None if store is None else store.get("base")
     if base is None:
@@ -126,7 +126,7 @@ class PoissonAccumulator(LeafAccumulator):
     def linear_terms(accs: Sequence[PoissonAccumulator], components: Sequence[PoissonDistribution],
                      enc: Encoded) -> LinearTerms | None:
         """``log p_k(x) = x log lam_k - lam_k - log x!`` as
-        :class:`~mixfold.families._linear.LinearTerms` on the features ``[x, -log x!]`` with
+        :class:`~mixfold.compute.linear.LinearTerms` on the features ``[x, -log x!]`` with
         coefficients ``[log lam_k, 1]``: the whole log-probability, so it is bounded by 0 (the
         peak), and the E-step shifts it by one bound rather than by each row's largest score
         (5% faster on P4). ``None`` when a rate is 0: its ``0 * log 0`` is not a product a GEMM

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mixfold.errors import ModelFileError
-from mixfold.families._protocol import Distribution
+from mixfold.families._protocol import Distribution, family_class
 
 __all__ = ["save", "load", "FORMAT", "VERSION", "MAX_FILE_BYTES", "MAX_DEPTH",
            "model_from_document", "check_document_shape", "write_json_atomic",
@@ -218,8 +218,6 @@ def check_document_shape(doc: Any, canonical: Any, where: str = "model",
         optional: tuple = ()
         family_name = canonical.get("family")
         if isinstance(family_name, str):
-            from mixfold.families._protocol import family_class
-
             optional = getattr(family_class(family_name), "optional_params", ())
         unknown = sorted(set(doc) - set(canonical) - set(optional), key=str)
         if unknown:

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from mixfold.families._protocol import Encoder
+from mixfold.families.composite import RecordEncoder
+from mixfold.families.mixture import SharedEncoder
 
 __all__ = ["RowBlocks", "LAYOUTS", "DEFAULT_BLOCK_ROWS", "table_rows", "reads_named_fields"]
 
@@ -228,9 +230,6 @@ def _is_arrow_table(x: Any) -> bool:
 
 def reads_named_fields(encoder: Encoder) -> bool:
     """Whether ``encoder`` reads rows by field name (a Record, or a mixture of Records)."""
-    from mixfold.families.composite import RecordEncoder
-    from mixfold.families.mixture import SharedEncoder
-
     if isinstance(encoder, RecordEncoder):
         return True
     if isinstance(encoder, SharedEncoder):

@@ -32,8 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.compute.tree import shard_bounds
 from mixfold.families._protocol import Estimator
-from mixfold.io.readers import (RowBlocks, _is_arrow_table, _is_pandas_frame, reads_named_fields,
+from mixfold.backends import backend_name
+from mixfold.io.readers import (RowBlocks, _files, _is_arrow_table, _is_pandas_frame,
+                                reads_named_fields,
                                 table_rows)
 from mixfold.spec import NoDefault, SpecError
 
@@ -161,8 +164,6 @@ def column_specs(data: Any) -> dict[str, Any]:
 def _parquet_specs(path: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
-    from mixfold.io.readers import _files
-
     nulls: dict[str, int] = {}
     lows: dict[str, Any] = {}
     schema = None
@@ -281,8 +282,6 @@ def as_fit_input(data: Any, estimator: Estimator, *, backend: Any = "local") -> 
     [1.0, 2.0]
     """
     if isinstance(data, (str, os.PathLike)):
-        from mixfold.backends import backend_name
-
         name = backend_name(backend)
         rows = read_data(data)
         if name == "mpi":
@@ -299,8 +298,6 @@ def as_fit_input(data: Any, estimator: Estimator, *, backend: Any = "local") -> 
 
 def _rank_share(path: str, rows: Any, estimator: Estimator, comm: Any) -> Any:
     """This MPI rank's contiguous share of ``rows`` (whole row blocks of a source)."""
-    from mixfold.backends._shard import shard_bounds
-
     if comm is None:
         from mpi4py import MPI
 

@@ -8,15 +8,15 @@ supports; rows are split in proportion to each worker's throughput in its band, 
 total; the partial statistics fold through a k-way tree of depth ``max(1, ceil(log2(W) / 2))``.
 
 The plan is *executed*: ``optimize(data, est, resources=..., precision="auto",
-target_rel_error=...)`` opens the chosen backend with it (:func:`open_heterogeneous`) -- every
-worker holds exactly its planned rows, runs exactly its planned band (``"<band>@cuda"`` through
-torch on a GPU worker), and payloads are reduced through a tree of the planned depth, in process
-(:class:`PlannedLocalEncodedData`), on ``mp``, Spark (``treeAggregate(depth=...)``), Dask and Ray
-(task trees of the planned fanout) and MPI (point-to-point k-way tree).
+target_rel_error=...)`` opens the chosen backend with it (:func:`mixfold.dispatch.open_backend`
+with a :class:`PlanRequest`) -- every worker holds exactly its planned rows, runs exactly its
+planned band (``"<band>@cuda"`` through torch on a GPU worker), and payloads are reduced
+through a tree of the planned depth, in process (:class:`PlannedLocalEncodedData`), on ``mp``,
+Spark (``treeAggregate(depth=...)``), Dask and Ray (task trees of the planned fanout) and MPI
+(point-to-point k-way tree).
 
-Beyond one machine, :func:`simulate_plan` computes the makespan of a plan over thousands of
-workers (E-step plus tree reduce, with per-worker throughput and link latency/bandwidth) against a
-uniform split and a lower bound; :func:`plot_finish_times` draws it (matplotlib, extra ``plot``).
+Beyond one machine, :mod:`mixfold.parallel.simulation` computes and draws the makespan of a plan
+over thousands of workers.
 
 >>> workers = [Worker("gpu0", "gpu", ("fp8", "bfloat16", "float32"), 8.0),
 ...            Worker("cpu0", "cpu", ("float32", "float64"), 1.0)]
@@ -34,15 +34,18 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends._shard import ShardedEncodedData, fanout_for_depth, run_task
+from mixfold.backends._shard import ShardedEncodedData
+from mixfold.compute.accuracy import statistics_relative_error
+from mixfold.compute.payload import run_task
+from mixfold.compute.tree import fanout_for_depth
 from mixfold.families._protocol import Encoded
+from mixfold.parallel.resources import Resources
 from mixfold.precision import (BANDS, UNIT_ROUNDOFF, band_of, check_bands, most_accurate,
                                predicted_relative_error)
 
 __all__ = ["Worker", "WorkerAssignment", "HeterogeneousPlan", "plan_heterogeneous",
            "reduce_depth_for", "split_rows", "NOMINAL_SPEEDUP", "workers_from",
-           "PlannedLocalEncodedData", "open_heterogeneous", "SimulationReport", "simulate_plan",
-           "plot_finish_times"]
+           "PlannedLocalEncodedData", "PlanRequest"]
 
 #: Relative speed of each band against float64 on a device kind, used only for a worker whose
 #: band was not measured (``Resources.calibrate`` measures them): GPUs double their rate per
@@ -327,8 +330,6 @@ def plan_heterogeneous(workers: Sequence[Worker], n_rows: int,
 
 def _band_checker(model: Any, sample: Any) -> Callable[[str], float]:
     """Measured relative error of each band's statistics against float64 (cached per band)."""
-    from mixfold.precision import statistics_relative_error
-
     enc = sample if isinstance(sample, Encoded) else model.encoder().encode(sample)
     cache: dict[str, float] = {}
 
@@ -389,205 +390,37 @@ class PlannedLocalEncodedData(ShardedEncodedData):
 
 def _default_workers(name: str, engine: Any, num_workers: int | None) -> list[Worker]:
     if name == "mpi":
-        from mixfold.parallel.resources import Resources
-
         return workers_from(Resources.from_mpi(engine))
     if name in ("local", "mp"):
-        from mixfold.parallel.resources import Resources
-
         devices = Resources.local().devices
         return workers_from(devices[:num_workers] if num_workers else devices)
     return [Worker(f"{name}:{i}") for i in range(num_workers or 2)]
 
 
-def open_heterogeneous(backend: Any, data: Any, estimator: Any, *, resources: Any,
-                       precision: str, target_rel_error: float | None, init: Any, weights: Any,
-                       chunk_rows: int | None, num_workers: int | None, encode: Any,
-                       op_count: float = 1000) -> tuple[Any, Any, HeterogeneousPlan]:
-    """Encode ``data``, plan it over the workers of ``resources`` and place it on ``backend``
-    as planned; returns (handle, bound estimator, plan). Fold the handle with
-    ``precision=PLANNED`` to run every worker's band.
-
-    ``precision="auto"`` lets the planner choose each worker's band; a band name makes every
-    worker run that band. ``resources=None`` plans over the backend's default workers (this
-    machine's cores for local and mp, the ranks for MPI, ``num_workers`` (2) otherwise).
-    """
-    from mixfold.backends import DEFAULT_CHUNK_ROWS, backend_name
-    from mixfold.io.readers import RowBlocks
-
-    name = backend_name(backend)
-    engine = None if isinstance(backend, str) else backend
-    chunk = chunk_rows or DEFAULT_CHUNK_ROWS
-    if type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pyspark"):
-        raise ValueError("a heterogeneous plan places rows encoded in the driver (or on MPI "
-                         "ranks): pass the rows, not a Spark DataFrame")
-    if isinstance(data, RowBlocks):  # a plan places every row: the source is read into memory
-        from mixfold.io.tables import collect_rows
-
-        data = collect_rows(data, (init.encoder() if init is not None else estimator.encoder()))
-    workers = workers_from(resources) if resources is not None else \
-        _default_workers(name, engine, num_workers)
-    allowed = BANDS if precision == "auto" else (band_of(precision),)
-
-    def plan_for(n_rows: int) -> HeterogeneousPlan:
-        return plan_heterogeneous(workers, n_rows, allowed, target_rel_error, op_count)
-
-    if name == "mpi":
-        from mixfold.backends.mpi import MPIEncodedData
-
-        handle, bound = MPIEncodedData.from_rows(data, estimator, init=init, weights=weights,
-                                                 chunk_rows=chunk, comm=engine)
-        plan = plan_for(handle.n_rows)
-        handle.apply_plan(plan)
-        return handle, bound, plan
-    enc, bound = encode(data, estimator, init)
-    plan = plan_for(enc.n_rows)
-    if name == "local":
-        return PlannedLocalEncodedData(enc, weights, chunk, plan), bound, plan
-    if name == "mp":
-        from mixfold.backends.mp import MPEncodedData
-
-        return MPEncodedData(enc, weights, chunk, plan=plan), bound, plan
-    if name == "spark":
-        from mixfold.backends.spark import SparkEncodedData
-
-        return SparkEncodedData.from_encoded(enc, weights, chunk, session=engine,
-                                             num_workers=num_workers, plan=plan), bound, plan
-    if name == "dask":
-        from mixfold.backends.dask import DaskEncodedData
-
-        return DaskEncodedData(enc, weights, chunk, client=engine, num_workers=num_workers,
-                               plan=plan), bound, plan
-    from mixfold.backends.ray import RayEncodedData
-
-    return RayEncodedData(enc, weights, chunk, num_workers=num_workers, plan=plan), bound, plan
-
-
-# -------------------------------------------------------------------------------------------
-# Simulating a plan beyond one machine
-
-
 @dataclass(frozen=True)
-class SimulationReport:
-    """The simulated timeline of one EM iteration under a plan.
+class PlanRequest:
+    """What a fit asks the planner for, before the rows are counted: the workers
+    (``resources``; ``None``: the backend's default workers -- this machine's cores for local and
+    mp, the ranks for MPI, ``num_workers`` (2) otherwise), the band (``"auto"``: the planner
+    chooses each worker's band; a band name: every worker runs it), the accuracy budget and the
+    E-step's operation count. :func:`mixfold.dispatch.open_backend` turns it into a plan once the
+    rows are encoded, and places every worker's rows as planned.
 
-    ``e_step_seconds[i]``: when worker ``i`` finishes its E-step; ``merged_seconds[i]``: when its
-    payload (with everything below it in the tree) has been received by its parent (the root's:
-    the end of the reduce). ``makespan``: E-step plus tree reduce; ``uniform_makespan``: the same
-    workers, bands and tree with rows split evenly; ``lower_bound``: no schedule can beat it --
-    perfectly balanced rows (``n / sum of rates``) plus ``ceil(log2 W)`` rounds of the cheapest
-    message (a receiver takes one message at a time, so each round at most halves the number of
-    partial results).
+    >>> pool = [Worker("a", precisions=("float32",)), Worker("b", precisions=("float64",))]
+    >>> plan = PlanRequest(pool, "auto").plan_for(1000, "local", None, None)
+    >>> [(a.precision, a.rows) for a in plan.assignments]
+    [('float32', 600), ('float64', 400)]
     """
 
-    e_step_seconds: np.ndarray
-    merged_seconds: np.ndarray
-    makespan: float
-    uniform_makespan: float
-    lower_bound: float
-    reduce_depth: int
-    fanout: int
+    resources: Any
+    precision: str
+    target_rel_error: float | None = None
+    op_count: float = 1000
 
-    @property
-    def speedup_over_uniform(self) -> float:
-        return self.uniform_makespan / self.makespan
-
-    @property
-    def gap_to_lower_bound(self) -> float:
-        """``makespan / lower_bound`` (1 is optimal)."""
-        return self.makespan / self.lower_bound
-
-
-def _tree_finish(ready: np.ndarray, message: np.ndarray, fanout: int) -> tuple[float, np.ndarray]:
-    """Finish time of a fixed-order ``fanout``-ary tree reduce (groups of consecutive items,
-    the first of each group receiving the others one at a time, in order of readiness)."""
-    merged = np.empty_like(ready)
-    level_ready, level_ids = ready.copy(), np.arange(ready.size)
-    while level_ready.size > 1:
-        groups = -(-level_ready.size // fanout)
-        pad = groups * fanout - level_ready.size
-        r = np.concatenate([level_ready, np.full(pad, np.nan)]).reshape(groups, fanout)
-        ids = np.concatenate([level_ids, np.full(pad, -1)]).reshape(groups, fanout)
-        parent_time = r[:, 0].copy()
-        children = r[:, 1:]
-        order = np.argsort(np.where(np.isnan(children), np.inf, children), axis=1)
-        for j in range(fanout - 1):
-            col = order[:, j]
-            child_ready = children[np.arange(groups), col]
-            child_id = ids[np.arange(groups), col + 1]
-            live = ~np.isnan(child_ready)
-            cost = np.where(live, message[np.where(live, child_id, 0)], 0.0)
-            arrive = np.where(live, np.maximum(parent_time, child_ready) + cost, parent_time)
-            merged[child_id[live]] = arrive[live]
-            parent_time = arrive
-        level_ready, level_ids = parent_time, ids[:, 0]
-    merged[level_ids[0]] = level_ready[0]
-    return float(level_ready[0]), merged
-
-
-def simulate_plan(plan: HeterogeneousPlan, *, throughput: Any = None, latency: Any = 1e-4,
-                  bandwidth: Any = 1e9, payload_bytes: int = 8192) -> SimulationReport:
-    """Simulate one iteration of ``plan``: every worker's E-step, then the k-way tree reduce.
-
-    ``throughput``: real rows per second per worker (default: the planned
-    ``effective_throughput``; pass other rates to see a plan meet a pool that differs from its
-    model). ``latency`` (seconds) and ``bandwidth`` (bytes per second): the link each worker
-    sends its payload over, scalars or one per worker. ``payload_bytes``: the statistics payload.
-    Vectorized: 10,000 workers simulate in milliseconds.
-
-    >>> plan = plan_heterogeneous([Worker(f"w{i}", base_throughput=1.0 + i % 3)
-    ...                            for i in range(1000)], 10**7)
-    >>> r = simulate_plan(plan, latency=1e-3)
-    >>> r.lower_bound <= r.makespan < r.uniform_makespan
-    True
-    """
-    w = len(plan.assignments)
-    rows = np.array([a.rows for a in plan.assignments], dtype=np.float64)
-    rates = (np.array([a.effective_throughput for a in plan.assignments]) if throughput is None
-             else np.broadcast_to(np.asarray(throughput, dtype=np.float64), (w,)).copy())
-    lat = np.broadcast_to(np.asarray(latency, dtype=np.float64), (w,))
-    bw = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (w,))
-    if not ((rates > 0).all() and (lat >= 0).all() and (bw > 0).all()):
-        raise ValueError("throughput and bandwidth must be > 0 and latency >= 0 for every worker")
-    message = lat + payload_bytes / bw
-    fanout = plan.fanout
-    e_step = rows / rates
-    makespan, merged = _tree_finish(e_step, message, fanout)
-    uniform_rows = np.array(split_rows(plan.n_rows, np.ones(w)), dtype=np.float64)
-    uniform, _ = _tree_finish(uniform_rows / rates, message, fanout)
-    bound = float(plan.n_rows / rates.sum()) + math.ceil(math.log2(w)) * float(message.min()) \
-        if w > 1 else float(plan.n_rows / rates.sum())
-    return SimulationReport(e_step, merged, makespan, uniform, bound, plan.reduce_depth, fanout)
-
-
-def plot_finish_times(report: SimulationReport, ax: Any = None, path: str | None = None) -> Any:
-    """Per-worker finish times of a :class:`SimulationReport`: E-step ends and payload merges,
-    with the makespan, the uniform split's makespan and the lower bound. Returns the Axes;
-    ``path`` also saves the figure. Needs matplotlib (``pip install "mixfold[plot]"``)."""
-    try:
-        import matplotlib
-
-        if ax is None and path is not None:
-            matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise ImportError(f"plot_finish_times needs matplotlib: pip install 'mixfold[plot]' "
-                          f"({err})") from None
-    if ax is None:
-        _, ax = plt.subplots(figsize=(9, 4))
-    idx = np.arange(report.e_step_seconds.size)
-    size = 4 if idx.size > 200 else 12
-    ax.scatter(idx, report.e_step_seconds, s=size, label="E-step done")
-    ax.scatter(idx, report.merged_seconds, s=size, marker="x", label="payload merged")
-    for value, style, label in ((report.makespan, "-", "makespan"),
-                                (report.uniform_makespan, "--", "uniform split"),
-                                (report.lower_bound, ":", "lower bound")):
-        ax.axhline(value, linestyle=style, color="k", linewidth=1, label=f"{label} {value:.3g}s")
-    ax.set_xlabel("worker")
-    ax.set_ylabel("seconds")
-    ax.set_title(f"plan over {idx.size} workers, tree depth {report.reduce_depth} "
-                 f"(fanout {report.fanout})")
-    ax.legend(loc="best", fontsize="small")
-    if path is not None:
-        ax.figure.savefig(path, dpi=120, bbox_inches="tight")
-    return ax
+    def plan_for(self, n_rows: int, backend: str, engine: Any,
+                 num_workers: int | None) -> HeterogeneousPlan:
+        """The plan of ``n_rows`` rows over this request's workers on ``backend``."""
+        workers = workers_from(self.resources) if self.resources is not None else \
+            _default_workers(backend, engine, num_workers)
+        allowed = BANDS if self.precision == "auto" else (band_of(self.precision),)
+        return plan_heterogeneous(workers, n_rows, allowed, self.target_rel_error, self.op_count)

@@ -41,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp, decomposition_for
+from mixfold.decomposition import (DecompAxis, Decomposition, ReductionOp, TreeDeclarations,
+                                   decomposition_for, subtree_work)
 from mixfold.parallel.resources import DeviceSpec, Resources
 
 __all__ = [
@@ -57,45 +58,6 @@ _UNITS_PER_DEVICE = 2
 
 
 # -- one walk over the declarations ---------------------------------------------------------------
-
-
-class _Declarations:
-    """Each node's :class:`Decomposition`, asked once, and its work per row, computed once.
-
-    Keyed by ``id``: the model holds every node for as long as this object lives.
-    """
-
-    def __init__(self) -> None:
-        self._dc: dict[int, Decomposition] = {}
-        self._work: dict[int, float] = {}
-        self._alone: dict[int, int] = {}
-
-    def of(self, node: Any) -> Decomposition:
-        dc = self._dc.get(id(node))
-        if dc is None:
-            dc = self._dc[id(node)] = decomposition_for(node)
-        return dc
-
-    def work(self, node: Any) -> float:
-        """Work per row of ``node``: own work, units times ``unit_rows``, shared children once."""
-        w = self._work.get(id(node))
-        if w is None:
-            dc = self.of(node)
-            units = sum(self.work(u) for u in dc.units)
-            shared = sum(self.work(s) for s in dc.shared_children)
-            w = self._work[id(node)] = dc.row_work + dc.unit_rows * units + shared
-        return w
-
-    def alone_bytes(self, node: Any) -> int:
-        """Bytes to hold ``node``'s subtree on its own; a child object listed twice counts once,
-        one shared deeper down by two children counts twice (an upper bound)."""
-        b = self._alone.get(id(node))
-        if b is None:
-            dc = self.of(node)
-            distinct = {id(c): c for c in dc.children}
-            b = self._alone[id(node)] = dc.param_bytes + sum(
-                self.alone_bytes(c) for c in distinct.values())
-        return b
 
 
 def _join(path: str, role: str) -> str:
@@ -154,10 +116,10 @@ def size_model_tree(model: Any) -> NodeSize:
     >>> s.own_param_bytes, s.subtree_param_bytes, s.subtree_work
     (32, 48, 4.0)
     """
-    return _size(model, _Declarations(), "", 1.0, {})
+    return _size(model, TreeDeclarations(), "", 1.0, {})
 
 
-def _size(node: Any, decl: _Declarations, path: str, rows: float,
+def _size(node: Any, decl: TreeDeclarations, path: str, rows: float,
           first_seen: dict[int, str]) -> NodeSize:
     dc = decl.of(node)
     if id(node) in first_seen:
@@ -194,21 +156,6 @@ def shard_children(node: Any, dc: Decomposition | None = None) -> tuple[Any, ...
     ()
     """
     return (dc if dc is not None else decomposition_for(node)).units
-
-
-def subtree_work(model: Any) -> float:
-    """E-step work per row of ``model``: its own ``row_work`` plus its units' work times
-    ``unit_rows`` plus its shared children's work.
-
-    This is the figure :meth:`~mixfold.parallel.resources.Resources.calibrate` records as
-    ``calibrated_work``, so measured rows per second convert to work per second.
-
-    >>> from mixfold import DiagonalGaussianDistribution, MixtureDistribution
-    >>> diag = DiagonalGaussianDistribution([0.0] * 5, [1.0] * 5)
-    >>> subtree_work(MixtureDistribution([diag] * 3, [1 / 3] * 3))  # 3 (normalise) + 3 * 5
-    18.0
-    """
-    return _Declarations().work(model)
 
 
 def compute_cost(model: Any) -> tuple[float, int]:
@@ -274,10 +221,10 @@ def tree_axes(model: Any) -> list[AxisCandidate]:
     ...  tree_axes(CompositeDistribution([GaussianDistribution(0, 1), mix]))]
     [('', 'factor', (1.0, 6.0)), ('1', 'component', (1.0, 1.0, 1.0))]
     """
-    return _axes(model, _Declarations())
+    return _axes(model, TreeDeclarations())
 
 
-def _axes(model: Any, decl: _Declarations) -> list[AxisCandidate]:
+def _axes(model: Any, decl: TreeDeclarations) -> list[AxisCandidate]:
     out: list[AxisCandidate] = []
     seen: set[int] = set()
     stack = [(model, "", 1.0)]
@@ -490,7 +437,7 @@ def decompose_model(model: Any, resources: Resources, *, n_data: int | None = No
             min_components_per_shard < 1:
         raise ValueError(f"min_components_per_shard must be an integer >= 1, got "
                          f"{min_components_per_shard!r}")
-    decl = _Declarations()
+    decl = TreeDeclarations()
     size = _size(model, decl, "", 1.0, {})
     devices = resources.devices
     calibrated = resources.calibrated_work

@@ -30,7 +30,7 @@ components, or of one component — a matrix-vector product — rounds different
 blocks the serial E-step scores; the normalisation runs the serial calls on the same blocks;
 stacked updates go component by component. So an iteration is **bit-identical** to the serial
 fold: ``np.array_equal`` on every statistic. One exception: a cut of a mixture whose serial
-E-step is fused (:func:`~mixfold.families._linear.linear_fold`: a mixture of Gaussians,
+E-step is fused (:func:`~mixfold.compute.linear.linear_fold`: a mixture of Gaussians,
 log-Gaussians, Poissons, categoricals or diagonal Gaussians, or of records whose fields are all
 of those; one GEMM scores all K components of a row block, one sums them, and a GEMM over a
 range of components sums in another order) — split, it runs the three steps every mixture runs
@@ -73,10 +73,10 @@ from typing import Any
 
 import numpy as np
 
-from mixfold._numeric import log_normalize_rows, logsumexp_rows
-from mixfold._row_blocks import map_row_blocks
-from mixfold.backends._interface import FoldResult
-from mixfold.backends.local import DEFAULT_CHUNK_ROWS, LocalEncodedData, fold_rows
+from mixfold.compute.logspace import log_normalize_rows, logsumexp_rows
+from mixfold.compute.row_blocks import map_row_blocks
+from mixfold.backends.local import LocalEncodedData
+from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, FoldResult, fold_rows
 from mixfold.decomposition import DecompAxis, decomposition_for
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom)

@@ -29,6 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.backends import backend_name
+from mixfold.backends._shard import require
+from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
+from mixfold.decomposition import subtree_work
 from mixfold.families._protocol import Distribution, Encoded
 from mixfold.precision import BANDS, check_bands
 
@@ -196,8 +200,6 @@ class Resources:
         among the ranks on that host.
         """
         if comm is None:
-            from mixfold.backends._shard import require
-
             comm = require("mpi4py.MPI", "mpi", "mpi").COMM_WORLD
         hosts = comm.allgather((socket.gethostname(), _machine_memory()))
         per_host = {h: sum(1 for g, _ in hosts if g == h) for h, _ in hosts}
@@ -224,8 +226,6 @@ class Resources:
         SparkSession or SparkContext, in one barrier task per slot. A device that cannot be
         reached raises, since measured and declared speeds do not mix.
         """
-        from mixfold.parallel.model_decomposition import subtree_work
-
         enc = data_sample if isinstance(data_sample, Encoded) else \
             model.encoder().encode(data_sample)
         if enc.n_rows == 0:
@@ -256,8 +256,6 @@ class Resources:
                     with _pinned(core):
                         out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds)
             return out
-        from mixfold.backends import backend_name
-
         kind = backend_name(engine)
         if kind == "dask":
             return dict(engine.run(measure_rows_per_second, model, enc, bands, min_seconds))
@@ -307,8 +305,6 @@ def measure_rows_per_second(model: Distribution, enc: Encoded, bands: tuple[str,
     repetition counts (the least disturbed by other work). A band the E-step rejects with a
     ``ValueError`` is left out; float64 must run.
     """
-    from mixfold.backends.local import DEFAULT_CHUNK_ROWS, fold_rows
-
     factory = model.estimator().accumulator_factory()
     weights = np.ones(enc.n_rows)
     out = {}

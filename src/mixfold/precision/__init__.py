@@ -7,7 +7,7 @@ MultivariateGaussian and mixtures of them also run the other bands, as a real ex
 every arithmetic step is rounded to the band (:mod:`~mixfold.precision.emulation`: exact rounding
 through ``ml_dtypes`` on a CPU, torch on a device with ``precision="<band>@cuda"``,
 :mod:`~mixfold.precision.gpu`). Sufficient statistics are accumulated in float64 (a float32
-fused mixture E-step, :mod:`~mixfold.families._linear`, first sums up to 2,048 rows in float32,
+fused mixture E-step, :mod:`~mixfold.compute.linear`, first sums up to 2,048 rows in float32,
 one GEMM, then adds those partial sums in float64) -- or, for ``dd``, in double-double
 (:mod:`~mixfold.precision.compensated`), so that they no longer depend on how rows are chunked
 or sharded. The M-step always runs in float64.
@@ -23,15 +23,15 @@ dtype('float32')
 from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, PLANNED, UNIT_ROUNDOFF, band_of,
                                      check_bands, check_precision, is_native, most_accurate,
                                      native_dtype, parse_precision)
-from mixfold.precision.emulation import band_ops
-from mixfold.precision.error import (estep_op_count, predicted_relative_error, relative_error,
-                                     statistics_error_bound, statistics_relative_error)
+from mixfold.precision.engines import band_ops
+from mixfold.precision.error import (predicted_relative_error, relative_error,
+                                     statistics_error_bound)
 from mixfold.precision.support import BandSupportError, log_density_in_band, require_band
 
 __all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "check_precision",
            "check_bands", "native_dtype", "parse_precision", "band_of", "is_native",
            "most_accurate",
            "predicted_relative_error", "statistics_error_bound", "relative_error",
-           "statistics_relative_error", "estep_op_count", "BandSupportError",
+           "BandSupportError",
            "log_density_in_band", "require_band", "band_ops"]
 

@@ -35,6 +35,11 @@ DEFAULT_PRECISION = "float64"
 #: What a fit passes to a planned backend: "each shard runs the band its plan assigned".
 PLANNED = "planned"
 
+#: How a float32 fold accumulates statistics: partial sums of this many rows in float32 (one GEMM
+#: each, a size OpenBLAS's small-matrix kernels run fastest), then added in float64. Their rounding
+#: is at most ``(FLOAT32_PARTIAL_ROWS - 1) * 2**-24`` relative to the sums of absolute terms.
+FLOAT32_PARTIAL_ROWS = 2048
+
 _NATIVE = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 
 

@@ -15,12 +15,12 @@ arithmetic:
 Values stay in the band between operations; :meth:`BandOps.to_float64` hands per-row results
 back to the float64 statistics.
 
->>> ops = band_ops("fp8")
+>>> ops = RoundedOps("fp8")
 >>> float(ops.add(ops.array(1.0), ops.array(0.0625)))  # 1 + 2^-4 is a tie: rounds to even
 1.0
 >>> float(ops.array(1000.0))                             # saturates at the largest fp8
 448.0
->>> dd = band_ops("dd")
+>>> dd = DoubleDoubleOps()
 >>> x = dd.add(dd.array(1.0), dd.array(2.0 ** -70))
 >>> float(dd.to_float64(dd.sub(x, dd.array(1.0))))
 8.470329472543003e-22
@@ -28,16 +28,14 @@ back to the float64 statistics.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 
-from mixfold.precision.bands import check_precision, parse_precision
 from mixfold.precision.doubledouble import (DD, LOG_2PI, dd_add, dd_div, dd_exp, dd_log,
                                             dd_maximum, dd_mul, dd_sub)
 
-__all__ = ["BandOps", "RoundedOps", "DoubleDoubleOps", "band_ops", "round_to_band"]
+__all__ = ["BandOps", "RoundedOps", "DoubleDoubleOps", "round_to_band"]
 
 
 def _ml_dtype(band: str) -> np.dtype:
@@ -211,24 +209,3 @@ class DoubleDoubleOps(BandOps):
 
     def maximum(self, a: Any, b: Any) -> DD:
         return dd_maximum(self.array(a), self.array(b))
-
-
-@functools.cache
-def band_ops(precision: str) -> BandOps:
-    """The arithmetic namespace that runs ``precision`` (a band, or ``"<band>@<device>"``).
-
-    Plain ``float32``/``float64`` run natively in the families' own NumPy paths and have no
-    namespace here on a CPU; with a device (``"float32@cuda"``) they run through torch.
-    """
-    band, device = parse_precision(check_precision(precision))
-    if device is not None:
-        from mixfold.precision.gpu import TorchOps
-
-        return TorchOps(band, device)
-    if band == "dd":
-        return DoubleDoubleOps()
-    if band in ("float32", "float64"):
-        raise ValueError(f"precision {band!r} runs natively on a CPU: the families' NumPy "
-                         f"paths compute it; band_ops serves fp8, bfloat16, float16, dd and "
-                         f"'<band>@<device>'")
-    return RoundedOps(band)

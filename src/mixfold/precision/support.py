@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.decomposition import decomposition_for
 from mixfold.precision.bands import is_native
+from mixfold.precision.engines import band_ops
 
 __all__ = ["BandSupportError", "require_band", "unsupported_families",
            "log_density_in_band"]
@@ -33,8 +35,6 @@ class BandSupportError(ValueError):
 
 def unsupported_families(model: Any) -> list[str]:
     """Family names in ``model``'s tree without a band E-step (empty: the whole tree has one)."""
-    from mixfold.decomposition import decomposition_for
-
     if getattr(model, "band_log_density", None) is None:
         return [getattr(model, "family_name", "") or type(model).__name__]
     dc = decomposition_for(model)
@@ -62,8 +62,6 @@ def require_band(model: Any, precision: str) -> None:
 
 def log_density_in_band(dist: Any, enc: Any, precision: str) -> np.ndarray:
     """``dist``'s per-row log-density computed in ``precision``, as float64 (n_rows,)."""
-    from mixfold.precision.emulation import band_ops
-
     require_band(dist, precision)
     ops = band_ops(precision)
     return ops.to_float64(dist.band_log_density(enc, ops))

@@ -77,7 +77,7 @@ def map_row_blocks(n_rows: int, block_rows: int, fold_block: Callable[[int, int]
     """``[fold_block(lo, hi) for each block of rows]`` in block order, blocks run concurrently.
 
     ``fold_block`` must only write to its own rows of shared outputs; it may use
-    :func:`~mixfold._workspace.scratch` buffers (they are per thread).
+    :func:`~mixfold.compute.scratch.scratch` buffers (they are per thread).
     """
     bounds = [(lo, min(n_rows, lo + block_rows)) for lo in range(0, n_rows, block_rows)]
     if threading.current_thread() is not threading.main_thread():

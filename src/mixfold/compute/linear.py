@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from mixfold._feature_cache import cache_for
-from mixfold._row_blocks import map_row_blocks
-from mixfold._workspace import scratch
-from mixfold.families._protocol import Encoded
-from mixfold.precision import native_dtype
+from mixfold.compute.feature_cache import cache_for
+from mixfold.compute.row_blocks import map_row_blocks
+from mixfold.compute.scratch import scratch
+from mixfold.compute.encoded import Encoded
+from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, native_dtype
 
 __all__ = ["LinearTerms", "linear_fold", "linear_terms_of", "fold_linear_mixture", "block_rows",
            "centred_gaussian", "uncentred_moments",
@@ -61,14 +61,8 @@ SCORE_BLOCK_BYTES = 2 ** 21
 #: fewest (below that, per-call overhead dominates).
 STACK_BLOCK_ROWS = 32768
 MIN_BLOCK_ROWS = 4096
-#: In a float32 E-step, rows per float32 partial sum of the statistics (one GEMM each); the
-#: partial sums are added in float64. Their rounding is at most ``(PARTIAL_ROWS - 1) * 2**-24``
-#: relative to the sums of absolute terms, about ``sqrt(PARTIAL_ROWS) * 2**-24`` in practice.
-#: OpenBLAS runs these skinny GEMMs fastest on 2,048 rows (its small-matrix kernels): with
-#: kept features, P7's fold took 38.5 ms per 10^6 rows at 2,048 against 40.3 at 8,192 and
-#: 41.4 at 4,096. (In float64 the block is one GEMM: sub-blocks of 2,048 rows made the
-#: GEMMs 20% faster alone but the whole fold 7% slower on two threads.)
-PARTIAL_ROWS = 2048
+#: In a float32 E-step, rows per float32 partial sum of the statistics (see the band).
+PARTIAL_ROWS = FLOAT32_PARTIAL_ROWS
 #: In a float32 E-step, shifted scores (log r_k + log total) below this are raised to it before
 #: the exp and e^-60 is taken off after it: what sat there becomes exactly 0 (as float64's
 #: underflow gives 0) and every other term moves by 9e-27, nothing at float32's 6e-8
@@ -121,7 +115,7 @@ class LinearTerms:
     without bound near 0: its ``-log x`` is in ``base``). ``source``: the array the features and
     codes are read from, and ``key``: what else they depend on (a centre), hashable; with both,
     a handle that keeps its rows may keep the features between folds
-    (:mod:`mixfold._feature_cache`).
+    (:mod:`mixfold.compute.feature_cache`).
     """
 
     coef: np.ndarray
@@ -151,7 +145,7 @@ def centred_gaussian(mu: np.ndarray, sigma2: np.ndarray
     finer than the model's spread (its components' variances and the variance of their means):
     the expansion cancels little even far from the origin or in float32, and the centre, so the
     features, stay put from one EM iteration to the next (they can be kept,
-    :mod:`mixfold._feature_cache`). A peak is the log-density at the mean.
+    :mod:`mixfold.compute.feature_cache`). A peak is the log-density at the mean.
 
     >>> c, coef, const, peak = centred_gaussian(np.array([[1.0], [3.0]]), np.array([[1.0], [4.0]]))
     >>> c.tolist(), coef.tolist()
@@ -237,9 +231,9 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     :data:`ONE_HOT_LEVELS` levels (a larger one's come from a weighted ``bincount``). In float64 the
     GEMM covers the block; in float32 it covers :data:`PARTIAL_ROWS` rows at a time and those
     float32 partial sums are added in float64. Blocks add up in float64 in block order
-    (:func:`~mixfold._row_blocks.map_row_blocks`), so the bits do not depend on the number of
+    (:func:`~mixfold.compute.row_blocks.map_row_blocks`), so the bits do not depend on the number of
     threads. A handle that keeps its rows resident may keep each block's ``z`` from one fold to
-    the next (:mod:`mixfold._feature_cache`; every term then gives a ``source`` and ``key``).
+    the next (:mod:`mixfold.compute.feature_cache`; every term then gives a ``source`` and ``key``).
 
     The statistics GEMM of a whole block is ``np.dot``: NumPy holds the GIL through
     ``np.matmul`` with a long inner dimension (measured: two threads ran such a GEMM no faster

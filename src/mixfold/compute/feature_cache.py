@@ -1,6 +1,6 @@
 """Feature rows of the fused E-step kept from one EM iteration to the next.
 
-The fused mixture E-step (:mod:`mixfold.families._linear`) lays every row block out as feature
+The fused mixture E-step (:mod:`mixfold.compute.linear`) lays every row block out as feature
 rows — a Gaussian's ``[(x-c)^2; x-c]`` transposed from the rows, a categorical's one-hot rows —
 before its two GEMMs. Those features depend on the rows and on a few parameters that stay put
 from iteration to iteration (a Gaussian's centre is snapped to a grid), so a handle whose rows

@@ -3,8 +3,8 @@
 An HMM's forward-backward recursion is a loop over time steps with a few states each: NumPy pays
 a call per step, a compiled loop does not. (A Gaussian mixture's stacked E-step is GEMMs and
 vectorised exps, which NumPy already runs at full speed in cache-sized row blocks: see
-:mod:`mixfold._row_blocks`.) numba is imported on first use only (never at ``import mixfold``)
-and its machine code is cached on disk.
+:mod:`mixfold.compute.row_blocks`.) numba is imported on first use only (never at
+``import mixfold``) and its machine code is cached on disk.
 
 The NumPy path stays the reference: tests check that both give the same statistics.
 """

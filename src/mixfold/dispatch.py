@@ -1,0 +1,152 @@
+"""One backend dispatch: encode the rows once and place them where the fold runs.
+
+:func:`open_backend` is the only place that turns a backend name (or an engine object the user
+already has) into an opened :class:`~mixfold.backends.EncodedDataHandle`, with or without a
+heterogeneous plan (:class:`~mixfold.parallel.heterogeneous.PlanRequest`): each backend class
+takes the plan and places every worker's planned rows itself. Engines (pyspark, mpi4py, dask,
+ray) are imported by their backend module only when it is opened.
+
+>>> import numpy as np
+>>> from mixfold import GaussianEstimator
+>>> handle, bound, plan = open_backend("local", np.zeros(3), GaussianEstimator())
+>>> type(handle).__name__, handle.n_rows, plan
+('LocalEncodedData', 3, None)
+>>> handle.close()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mixfold.backends import BACKENDS, EncodedDataHandle, LocalEncodedData, backend_name
+from mixfold.backends.dask import DaskEncodedData
+from mixfold.backends.mp import MPEncodedData
+from mixfold.backends.mpi import MPIEncodedData
+from mixfold.backends.ray import RayEncodedData
+from mixfold.backends.spark import SparkEncodedData
+from mixfold.backends.stream import StreamEncodedData
+from mixfold.compute.encoded import Encoded
+from mixfold.compute.fold import DEFAULT_CHUNK_ROWS
+from mixfold.errors import DataError
+from mixfold.families._protocol import Distribution, Estimator
+from mixfold.io.readers import RowBlocks
+from mixfold.io.tables import collect_rows
+from mixfold.parallel.heterogeneous import (HeterogeneousPlan, PlannedLocalEncodedData,
+                                            PlanRequest)
+from mixfold.parallel.model_parallel import ModelParallelEncodedData
+
+__all__ = ["open_backend", "encode_data", "BACKENDS"]
+
+
+def encode_data(data: Any, estimator: Estimator,
+                init: Distribution | None = None) -> tuple[Encoded, Estimator]:
+    """Encode raw rows once for ``estimator``; returns the encoding and the bound estimator.
+
+    Vocabularies (categorical levels) come from ``init`` when given, else from the data.
+    """
+    if isinstance(data, Encoded):
+        if data.n_rows == 0:
+            raise DataError("the data has no rows")
+        return data, estimator.bind(init.encoder()) if init is not None else estimator
+    if data is None or (hasattr(data, "__len__") and len(data) == 0):
+        raise DataError("the data has no rows")
+    encoder = (init.encoder() if init is not None else estimator.encoder()).fit(data)
+    return encoder.encode(data), estimator.bind(encoder)
+
+
+def open_backend(backend: Any, data: Any, estimator: Estimator, *,
+                 init: Distribution | None = None, weights: Any = None,
+                 chunk_rows: int | None = None, num_workers: int | None = None,
+                 plan: PlanRequest | None = None
+                 ) -> tuple[EncodedDataHandle, Estimator, HeterogeneousPlan | None]:
+    """Encode ``data`` once and place it on ``backend``: returns (handle, bound estimator, plan).
+
+    Rows are encoded in the driver, except on MPI (each rank encodes its own rows) and for a
+    Spark DataFrame (encoded on the executors). With ``plan``, the rows are planned over its
+    workers once their count is known, every worker gets its planned rows, and the handle runs
+    every worker's band when folded with ``precision=PLANNED``.
+    """
+    name = backend_name(backend)
+    engine = None if isinstance(backend, str) else backend
+    chunk = chunk_rows or DEFAULT_CHUNK_ROWS
+    if plan is not None:
+        return _open_planned(name, engine, data, estimator, init, weights, chunk, num_workers,
+                             plan)
+    if isinstance(data, RowBlocks):  # out of core: one pass over the source per fold
+        handle, bound = _open_stream(name, data, estimator, init, weights, chunk, num_workers)
+        return handle, bound, None
+    if _is_spark_dataframe(data):
+        if name != "spark":
+            raise ValueError(f"a Spark DataFrame is fitted on the spark backend, not {name!r}")
+        handle, bound = SparkEncodedData.from_dataframe(data, estimator, init=init,
+                                                        weight_column=weights, chunk_rows=chunk)
+        return handle, bound, None
+    if name == "mpi":
+        handle, bound = MPIEncodedData.from_rows(data, estimator, init=init, weights=weights,
+                                                 chunk_rows=chunk, comm=engine)
+        return handle, bound, None
+    enc, bound = encode_data(data, estimator, init)
+    if name == "local":
+        if num_workers not in (None, 1):
+            raise ValueError(f"the local backend runs one worker, got num_workers={num_workers}")
+        return LocalEncodedData(enc, weights, chunk), bound, None
+    if name == "model_parallel":
+        return ModelParallelEncodedData(enc, weights, chunk, num_workers), bound, None
+    return _sharded(name, engine, enc, weights, chunk, num_workers, None), bound, None
+
+
+def _open_planned(name: str, engine: Any, data: Any, estimator: Estimator,
+                  init: Distribution | None, weights: Any, chunk: int, num_workers: int | None,
+                  request: PlanRequest
+                  ) -> tuple[EncodedDataHandle, Estimator, HeterogeneousPlan]:
+    if name == "model_parallel":
+        raise ValueError("a heterogeneous plan shards rows over workers; backend "
+                         "'model_parallel' threads the model instead: pick one")
+    if _is_spark_dataframe(data):
+        raise ValueError("a heterogeneous plan places rows encoded in the driver (or on MPI "
+                         "ranks): pass the rows, not a Spark DataFrame")
+    if isinstance(data, RowBlocks):  # a plan places every row: the source is read into memory
+        data = collect_rows(data, (init.encoder() if init is not None else estimator.encoder()))
+    if name == "mpi":
+        handle, bound = MPIEncodedData.from_rows(data, estimator, init=init, weights=weights,
+                                                 chunk_rows=chunk, comm=engine)
+        plan = request.plan_for(handle.n_rows, name, engine, num_workers)
+        handle.apply_plan(plan)
+        return handle, bound, plan
+    enc, bound = encode_data(data, estimator, init)
+    plan = request.plan_for(enc.n_rows, name, engine, num_workers)
+    if name == "local":
+        return PlannedLocalEncodedData(enc, weights, chunk, plan), bound, plan
+    return _sharded(name, engine, enc, weights, chunk, num_workers, plan), bound, plan
+
+
+def _open_stream(name: str, source: RowBlocks, estimator: Estimator, init: Distribution | None,
+                 weights: Any, chunk: int, num_workers: int | None
+                 ) -> tuple[EncodedDataHandle, Estimator]:
+    if name != "local":
+        raise ValueError(f"a RowBlocks source is fitted on the local backend, not {name!r}")
+    if num_workers not in (None, 1):
+        raise ValueError(f"the local backend runs one worker, got num_workers={num_workers}")
+    if weights is not None:
+        raise ValueError("row weights are not supported with a RowBlocks source (every row "
+                         "weighs 1); got weights")
+    return StreamEncodedData.open(source, estimator, init=init, chunk_rows=chunk)
+
+
+def _is_spark_dataframe(data: Any) -> bool:
+    cls = type(data)
+    return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
+
+
+def _sharded(name: str, engine: Any, enc: Encoded, weights: Any, chunk: int,
+             num_workers: int | None, plan: HeterogeneousPlan | None) -> EncodedDataHandle:
+    """Rows encoded in the driver, sharded over an engine's workers (as planned, if planned)."""
+    if name == "mp":
+        return MPEncodedData(enc, weights, chunk, num_workers, plan=plan)
+    if name == "spark":
+        return SparkEncodedData.from_encoded(enc, weights, chunk, session=engine,
+                                             num_workers=num_workers, plan=plan)
+    if name == "dask":
+        return DaskEncodedData(enc, weights, chunk, client=engine, num_workers=num_workers,
+                               plan=plan)
+    return RayEncodedData(enc, weights, chunk, num_workers=num_workers, plan=plan)

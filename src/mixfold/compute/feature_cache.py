@@ -5,7 +5,7 @@ rows — a Gaussian's ``[(x-c)^2; x-c]`` transposed from the rows, a categorical
 before its two GEMMs. Those features depend on the rows and on a few parameters that stay put
 from iteration to iteration (a Gaussian's centre is snapped to a grid), so a handle whose rows
 stay resident can keep them: the next iteration's blocks skip the transposing, centring and
-squaring (a quarter of P1's E-step) and read the kept rows instead.
+squaring and read the kept rows instead.
 
 They cost memory, so they are kept only within a budget: all kept features together take at
 most ``MIXFOLD_FEATURE_CACHE`` times the bytes of the rows they come from (default

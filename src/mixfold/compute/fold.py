@@ -45,11 +45,8 @@ class MakesAccumulators(Protocol):
     def accumulator_factory(self) -> Any: ...
 
 
-#: Rows per chunk: bounds the memory of a chunk's (rows x components) blocks (32 MB at K=16 for
-#: the families scored component by component; stacked mixtures work in cache-sized row blocks
-#: inside the chunk) while keeping the per-chunk costs negligible: Python calls, and the wait at
-#: the end of each chunk for the last row block on the other cores (P1: 0.056 s/it at 65,536
-#: rows per chunk, 0.052 at 262,144).
+#: Rows per chunk: bounds the memory of a chunk's (rows x components) blocks while keeping the
+#: per-chunk costs (Python calls, the wait for the last row block on other cores) negligible.
 DEFAULT_CHUNK_ROWS = 262144
 
 

@@ -30,12 +30,10 @@ from mixfold.families._protocol import (
 )
 
 #: Rows per block when stacked components are scored on all cores. Large enough that each of
-#: a block's many short NumPy calls does real work outside the GIL: P4 (200,000 records) took
-#: 0.022 s/it in 8,192-row blocks on 2 threads (slower than 1 thread), 0.016 s/it in 32,768.
+#: a block's many short NumPy calls does real work outside the GIL.
 STACK_BLOCK_ROWS = 32768
 #: Rows per chunk a fused E-step takes (its temporaries are per row block, so a chunk costs
-#: 8 bytes a row): one chunk for P1's 10^6 rows instead of four saved 3-5 ms per iteration of
-#: waiting for the last row block of each chunk.
+#: 8 bytes a row): fewer chunks, less waiting for the last row block of each.
 FUSED_CHUNK_ROWS = 1 << 20
 
 __all__ = ["MixtureDistribution", "MixtureEstimator", "MixtureAccumulator", "SharedEncoder",
@@ -220,7 +218,7 @@ class MixtureDistribution(Distribution):
                     out[:, k] = ops.to_float64(score)
             return out
         # Fortran order: each component's column is contiguous, so the per-row max and sum of
-        # the log-sum-exp reduce over contiguous memory (10x faster than over rows of K)
+        # the log-sum-exp reduce runs over contiguous memory
         if self._stack is not None:  # the stack's own (n, K) block, no copy
             scores = np.asfortranarray(self._stack.stack_log_density(self.components, enc,
                                                                      precision), dtype=np.float64)

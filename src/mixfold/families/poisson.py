@@ -128,8 +128,8 @@ class PoissonAccumulator(LeafAccumulator):
         """``log p_k(x) = x log lam_k - lam_k - log x!`` as
         :class:`~mixfold.compute.linear.LinearTerms` on the features ``[x, -log x!]`` with
         coefficients ``[log lam_k, 1]``: the whole log-probability, so it is bounded by 0 (the
-        peak), and the E-step shifts it by one bound rather than by each row's largest score
-        (5% faster on P4). ``None`` when a rate is 0: its ``0 * log 0`` is not a product a GEMM
+        peak), and the E-step shifts it by one bound rather than by each row's largest score.
+        ``None`` when a rate is 0: its ``0 * log 0`` is not a product a GEMM
         can form."""
         lam = np.array([c.lam for c in components])
         if not (lam > 0).all():

@@ -238,8 +238,7 @@ def reads_named_fields(encoder: Encoder) -> bool:
 
 
 #: Rows per step of :func:`numeric_rows`: the columns' slices stay in cache while they are
-#: interleaved into rows (np.column_stack of a 100,000 x 10 block took 7.8 ms per row group of
-#: the out-of-core benchmark, most of its reading time).
+#: interleaved into rows.
 ROW_COPY_STEP = 8192
 
 

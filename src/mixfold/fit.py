@@ -65,6 +65,10 @@ class FitResult:
     warnings: list[str] = field(default_factory=list)
     #: the :class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan` executed (None: no plan)
     plan: Any = None
+    #: the seed of the start this result came from (with ``n_init``: the best start's)
+    seed: int = 0
+    #: the final mean log-likelihood of every start, in seed order (one entry without ``n_init``)
+    start_log_likelihoods: list[float] = field(default_factory=list)
 
     @property
     def final_log_likelihood(self) -> float:
@@ -82,6 +86,7 @@ _OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "tol": (lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v >= 0,
             "a finite number >= 0"),
     "seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "n_init": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "chunk_rows": (lambda v: v is None or (_is_int(v) and v >= 1), "None or an integer >= 1"),
     "progress": (lambda v: v is None or isinstance(v, bool), "None, True or False"),
     "target_rel_error": (lambda v: v is None or (isinstance(v, (int, float)) and not
@@ -146,8 +151,9 @@ class _Progress:
 
 
 def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e-6,
-        init: Distribution | str | None = None, seed: int = 0, weights: Any = None,
-        backend: Any = "local", num_workers: int | None = None, precision: str = "float64",
+        init: Distribution | str | None = None, seed: int = 0, n_init: int = 1,
+        weights: Any = None, backend: Any = "local", num_workers: int | None = None,
+        precision: str = "float64",
         resources: Any = None, target_rel_error: float | None = None,
         chunk_rows: int | None = None, progress: bool | None = None,
         callbacks: Iterable[Callable[[IterationInfo], Any]] = (),
@@ -156,8 +162,8 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
 
     Same options as :func:`optimize`.
     """
-    _check_options(max_iter=max_iter, tol=tol, seed=seed, chunk_rows=chunk_rows, progress=progress,
-                   precision=precision, target_rel_error=target_rel_error,
+    _check_options(max_iter=max_iter, tol=tol, seed=seed, n_init=n_init, chunk_rows=chunk_rows,
+                   progress=progress, precision=precision, target_rel_error=target_rel_error,
                    checkpoint=checkpoint)
     planned = resources is not None or precision == "auto"
     if target_rel_error is not None and not planned:
@@ -170,6 +176,9 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     start_model = init if isinstance(init, Distribution) else None
     if init is not None and not isinstance(init, (str, Distribution)):
         raise TypeError(f"init must be None, 'auto' or a Distribution, got {type(init).__name__}")
+    if n_init > 1 and (start_model is not None or checkpoint is not None):
+        raise ValueError(f"n_init={n_init} runs several seeded starts: it cannot be combined "
+                         f"with a starting distribution (init=) or a checkpoint")
     callbacks = list(callbacks)
 
     plan = None
@@ -194,10 +203,18 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
                                          num_workers=num_workers, encode=encode_data)
         owned = True
     try:
-        return _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol, seed=seed,
-                        precision=PLANNED if planned else precision, plan=plan,
-                        progress=_Progress(progress, max_iter), callbacks=callbacks,
-                        checkpoint=checkpoint)
+        best = None
+        finals = []
+        for start in range(seed, seed + n_init):  # every start folds over the same open handle
+            result = _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol,
+                              seed=start, precision=PLANNED if planned else precision, plan=plan,
+                              progress=_Progress(progress, max_iter), callbacks=callbacks,
+                              checkpoint=checkpoint)
+            finals.append(result.final_log_likelihood)
+            if best is None or result.final_log_likelihood > best.final_log_likelihood:
+                best = result
+        best.start_log_likelihoods = finals
+        return best
     finally:
         if owned:
             handle.close()
@@ -225,7 +242,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
         model = _checked_m_step("initialisation", notes, handle.initialize, estimator, seed,
                                 start_band)
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
-                       backend=handle.name, precision=precision if plan is None else
+                       backend=handle.name, seed=seed, precision=precision if plan is None else
                        "+".join(b for b in BANDS if b in bands), plan=plan, warnings=notes)
     # a log-likelihood computed in a reduced band is only known to that band's resolution; so
     # is one from float32, whose fused E-step sums its statistics in float32 partial sums
@@ -323,7 +340,10 @@ def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
 
     Options: ``max_iter`` (100), ``tol`` (1e-6, on the relative change of the mean log-likelihood
     per row), ``init`` (None/"auto" for the seeded initialisation, or a starting distribution),
-    ``seed`` (0; the starting model depends only on it and the data), ``weights`` (per-row,
+    ``seed`` (0; the starting model depends only on it and the data), ``n_init`` (1: the number
+    of seeded starts, seeds ``seed``, ``seed + 1``, ...; each runs EM to the end over the same
+    encoded, resident data, and the start with the highest final log-likelihood is returned,
+    all starts' values in ``FitResult.start_log_likelihoods``), ``weights`` (per-row,
     >= 0), ``backend`` ("local"), ``num_workers``, ``precision`` of the E-step ("float64"; a
     band of :mod:`mixfold.precision`, "<band>@cuda" to run it through torch on a GPU, or "auto"
     to let the heterogeneous planner choose per worker), ``resources`` (a

@@ -195,7 +195,7 @@ def test_n_init_runs_every_start_on_one_opened_handle():
 
 
 def test_n_init_refuses_a_fixed_start():
-    with pytest.raises(ValueError, match="n_init=2 runs several seeded starts"):
+    with pytest.raises(ValueError, match="n_init=2 runs several seeded starts: give one"):
         mixfold.fit([1.0, 2.0], GaussianEstimator(), n_init=2,
                     init=GaussianDistribution(0.0, 1.0), progress=False)
     with pytest.raises(ValueError, match="n_init must be an integer >= 1, got 0"):

@@ -167,3 +167,36 @@ def test_no_warnings_on_a_clean_fit():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         mixfold.optimize(mixture_data(), est3(), progress=False)
+
+
+def test_n_init_keeps_the_best_of_the_seeded_starts():
+    x = mixture_data(3000)
+    singles = [mixfold.fit(x, est3(), seed=s, max_iter=30, progress=False) for s in (3, 4, 5)]
+    best = mixfold.fit(x, est3(), seed=3, n_init=3, max_iter=30, progress=False)
+    finals = [r.final_log_likelihood for r in singles]
+    assert best.start_log_likelihoods == finals
+    assert best.final_log_likelihood == max(finals) and best.seed == 3 + int(np.argmax(finals))
+    assert best.model == singles[int(np.argmax(finals))].model
+
+
+def test_n_init_runs_every_start_on_one_opened_handle():
+    from mixfold.backends import open_backend
+    from mixfold.fit import encode_data
+
+    x = mixture_data(3000)
+    handle, bound = open_backend("local", x, est3(), init=None, weights=None, chunk_rows=None,
+                                 num_workers=None, encode=encode_data)
+    with handle:  # a handle passed in stays open: the starts share its resident rows
+        res = mixfold.fit(handle, bound, seed=3, n_init=3, max_iter=30, progress=False)
+        again = mixfold.fit(handle, bound, seed=3, n_init=3, max_iter=30, progress=False)
+    direct = mixfold.fit(x, est3(), seed=3, n_init=3, max_iter=30, progress=False)
+    assert res.start_log_likelihoods == again.start_log_likelihoods \
+        == direct.start_log_likelihoods
+
+
+def test_n_init_refuses_a_fixed_start():
+    with pytest.raises(ValueError, match="n_init=2 runs several seeded starts: give one"):
+        mixfold.fit([1.0, 2.0], GaussianEstimator(), n_init=2,
+                    init=GaussianDistribution(0.0, 1.0), progress=False)
+    with pytest.raises(ValueError, match="n_init must be an integer >= 1, got 0"):
+        mixfold.fit([1.0, 2.0], GaussianEstimator(), n_init=0, progress=False)

@@ -10,7 +10,12 @@ from sklearn.datasets import load_iris  # noqa: E402
 from sklearn.metrics import adjusted_rand_score  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
-from mixfold.sklearn import GaussianHMM, GaussianMixture, MixedTypeClustering  # noqa: E402
+from mixfold.sklearn import (  # noqa: E402
+    GaussianHMM,
+    GaussianMixture,
+    MixedTypeClustering,
+    select_n_components,
+)
 
 # Checks that assume rows are independent, which the rows of one HMM sequence are not: the
 # Viterbi path and posteriors of a row depend on its neighbours, so a subset or a reordering
@@ -29,10 +34,23 @@ def _expected_failed(estimator):
     return {}
 
 
+class SklearnSignatureHMM(GaussianHMM):
+    """GaussianHMM as scikit-learn's checks call it: they pass ``y`` second, where hmmlearn's
+    signature (ours) takes ``lengths``; everything else is GaussianHMM's own."""
+
+    def fit(self, X, y=None, lengths=None):
+        return super().fit(X, lengths)
+
+    def score(self, X, y=None, lengths=None):
+        return super().score(X, lengths)
+
+
 # few iterations: the checks test the API, not the optimum
 @parametrize_with_checks([GaussianMixture(max_iter=10),
                           GaussianMixture(2, covariance_type="diag", max_iter=10),
-                          GaussianHMM(2, max_iter=10), MixedTypeClustering(2, max_iter=10)],
+                          GaussianMixture(2, covariance_type="tied", max_iter=10),
+                          GaussianMixture(2, covariance_type="spherical", max_iter=10),
+                          SklearnSignatureHMM(2, n_iter=10), MixedTypeClustering(2, max_iter=10)],
                          expected_failed_checks=_expected_failed)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
@@ -66,10 +84,14 @@ def test_gaussian_mixture_densities_equal_scipy():
 
 
 def test_n_init_keeps_the_best_start():
+    from sklearn.mixture import GaussianMixture as SklearnGaussianMixture
+
     X, _ = load_iris(return_X_y=True)
-    singles = [GaussianMixture(3, random_state=s).fit(X).lower_bound_ for s in range(3)]
-    best = GaussianMixture(3, n_init=3, random_state=0).fit(X).lower_bound_
-    assert best == max(singles)
+    best = GaussianMixture(3, n_init=4, random_state=2, tol=1e-10, max_iter=500).fit(X)
+    starts = best.model_.fit_result.start_log_likelihoods
+    assert len(starts) == 4 and best.lower_bound_ == max(starts)
+    theirs = SklearnGaussianMixture(3, n_init=4, random_state=2, tol=1e-10, max_iter=500).fit(X)
+    assert best.score(X) == pytest.approx(theirs.score(X), abs=1e-6)
 
 
 def test_gaussian_mixture_sample_follows_the_fit():
@@ -92,7 +114,7 @@ def test_params_round_trip_and_clone():
 def test_bad_hyper_parameter_names_the_expected_value():
     X, _ = load_iris(return_X_y=True)
     with pytest.raises(ValueError, match="covariance_type must be one of"):
-        GaussianMixture(2, covariance_type="tied").fit(X)
+        GaussianMixture(2, covariance_type="banded").fit(X)
     with pytest.raises(ValueError, match="n_components must be an integer >= 1, got 0"):
         GaussianHMM(0).fit(X)
 
@@ -155,3 +177,154 @@ def test_mixed_type_clustering_recovers_segments():
     assert list(draws.columns) == ["age", "plan", "visits", "spend"] and len(draws) == 200
     with pytest.raises(ValueError, match="Feature names seen at fit time, yet now missing"):
         mtc.predict(frame.drop(columns="plan"))
+
+
+# --- hmmlearn's signatures (positional lengths), its fit, decode, bic, params / init_params
+
+def _two_regimes():
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(0, 1, (60, 2)), rng.normal(4, 1, (40, 2)),
+                        rng.normal(0, 1, (50, 2))])
+    return X, [100, 50]
+
+
+def test_gaussian_hmm_takes_lengths_positionally_as_hmmlearn():
+    X, lengths = _two_regimes()
+    by_position = GaussianHMM(2, random_state=0).fit(X, lengths)
+    by_name = GaussianHMM(2, random_state=0).fit(X, lengths=lengths)
+    np.testing.assert_array_equal(by_position.transmat_, by_name.transmat_)
+    assert by_position.score(X, lengths) == by_name.score(X, lengths=lengths)
+    assert by_position.score(X, lengths) != by_position.score(X)  # one sequence is another fit
+    np.testing.assert_array_equal(by_position.predict(X, lengths),
+                                  by_position.decode(X, lengths)[1])
+
+
+@pytest.mark.parametrize("params", ["stmc", "st", "mc", "smc"])
+def test_gaussian_hmm_fit_equals_hmmlearn_for_given_params(params):
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    X, lengths = _two_regimes()
+    start = {"startprob_": np.array([0.6, 0.4]), "transmat_": np.array([[0.9, 0.1], [0.2, 0.8]]),
+             "means_": np.array([[0.5, 0.5], [3.0, 3.0]]), "covars_": np.array([[1.0, 1.0],
+                                                                                [2.0, 2.0]])}
+    ours = GaussianHMM(2, reg_covar=0.0, init_params="", params=params, n_iter=7, tol=0.0)
+    # hmmlearn's covariance prior switched off: its M-step is then the plain maximum likelihood
+    ref = hmmlearn.GaussianHMM(2, init_params="", params=params, n_iter=7, tol=-1e300,
+                               covars_prior=0, covars_weight=1)
+    for name, value in start.items():
+        setattr(ours, name, value.copy())
+        setattr(ref, name, value.copy())
+    ours.fit(X, lengths)
+    ref.fit(X, lengths)
+    assert ours.monitor_.iter == ref.monitor_.iter == 7
+    for name in ("startprob_", "transmat_", "means_"):
+        np.testing.assert_allclose(getattr(ours, name), getattr(ref, name), atol=1e-12)
+    np.testing.assert_allclose(ours.covars_, ref._covars_, atol=1e-12)
+    assert ours.score(X, lengths) == pytest.approx(ref.score(X, lengths), rel=1e-12)
+    for algorithm in ("viterbi", "map"):
+        log_prob, states = ours.decode(X, lengths, algorithm=algorithm)
+        ref_log_prob, ref_states = ref.decode(X, lengths, algorithm=algorithm)
+        assert log_prob == pytest.approx(ref_log_prob, rel=1e-12)
+        np.testing.assert_array_equal(states, ref_states)
+    assert ours.bic(X, lengths) == pytest.approx(ref.bic(X, lengths), rel=1e-12)
+    assert ours.aic(X, lengths) == pytest.approx(ref.aic(X, lengths), rel=1e-12)
+
+
+def test_gaussian_hmm_stops_on_hmmlearns_tol_and_keeps_its_monitor():
+    X, lengths = _two_regimes()
+    hmm = GaussianHMM(2, random_state=0, tol=1e-3, n_iter=500).fit(X, lengths)
+    history = list(hmm.monitor_.history)
+    assert hmm.converged_ and hmm.monitor_.iter == hmm.n_iter_ < 500
+    assert history[1] - history[0] < 1e-3
+    assert history[1] == pytest.approx(hmm.lower_bound_ * len(X))
+
+
+def test_gaussian_hmm_n_init_keeps_the_best_seed():
+    X, lengths = _two_regimes()
+    singles = [GaussianHMM(3, random_state=s).fit(X, lengths).lower_bound_ for s in (0, 1, 2)]
+    best = GaussianHMM(3, random_state=0, n_init=3).fit(X, lengths)
+    assert best.lower_bound_ == max(singles)
+
+
+def test_gaussian_hmm_init_params_without_a_given_part_is_refused():
+    X, lengths = _two_regimes()
+    with pytest.raises(ValueError, match="'m' is not in init_params='stc', so means_ must be"):
+        GaussianHMM(2, init_params="stc").fit(X, lengths)
+
+
+# --- GaussianMixture: sample, BIC/AIC, covariance types, initialisations, warm start
+
+def test_gaussian_mixture_sample_of_few_rows():
+    X, _ = load_iris(return_X_y=True)
+    for kind in ("full", "diag", "tied", "spherical"):
+        gm = GaussianMixture(3, covariance_type=kind, random_state=1).fit(X)
+        for n in (1, 2):
+            draws, labels = gm.sample(n)
+            assert draws.shape == (n, 4) and labels.shape == (n,)
+
+
+@pytest.mark.parametrize("kind", ["full", "diag", "tied", "spherical"])
+def test_gaussian_mixture_equals_scikit_learn_per_covariance_type(kind):
+    from sklearn.mixture import GaussianMixture as SklearnGaussianMixture
+
+    X, y = load_iris(return_X_y=True)
+    ours = GaussianMixture(3, covariance_type=kind, tol=1e-12, max_iter=1000,
+                           random_state=0).fit(X)
+    theirs = SklearnGaussianMixture(3, covariance_type=kind, tol=1e-12, max_iter=1000,
+                                    random_state=0).fit(X)
+    assert ours.score(X) == pytest.approx(theirs.score(X), abs=1e-8)
+    np.testing.assert_allclose(ours.covariances_, theirs.covariances_, atol=1e-6)
+    np.testing.assert_allclose(ours.precisions_, theirs.precisions_, rtol=1e-5, atol=1e-5)
+    assert ours.bic(X) == pytest.approx(theirs.bic(X), rel=1e-9)
+    assert ours.aic(X) == pytest.approx(theirs.aic(X), rel=1e-9)
+    assert ours.model_.fit_result.n_parameters == theirs._n_parameters()
+    assert adjusted_rand_score(y, ours.predict(X)) == pytest.approx(
+        adjusted_rand_score(y, theirs.predict(X)))
+    ours_draws, ours_labels = ours.sample(7)
+    theirs.weights_, theirs.means_ = ours.weights_, ours.means_
+    theirs.covariances_ = ours.covariances_
+    theirs_draws, theirs_labels = theirs.sample(7)  # scikit-learn's draws, from our parameters
+    np.testing.assert_allclose(ours_draws, theirs_draws, rtol=1e-12)
+    np.testing.assert_array_equal(ours_labels, theirs_labels)
+
+
+@pytest.mark.parametrize("init_params", ["k-means++", "random", "random_from_data"])
+def test_gaussian_mixture_initialisations_equal_scikit_learns(init_params):
+    from sklearn.mixture import GaussianMixture as SklearnGaussianMixture
+
+    X, _ = load_iris(return_X_y=True)
+    ours = GaussianMixture(3, init_params=init_params, max_iter=3, tol=0, random_state=5).fit(X)
+    theirs = SklearnGaussianMixture(3, init_params=init_params, max_iter=3, tol=0,
+                                    random_state=5).fit(X)
+    np.testing.assert_allclose(ours.means_, theirs.means_, rtol=1e-8)
+
+
+def test_gaussian_mixture_given_start_and_warm_start():
+    X, _ = load_iris(return_X_y=True)
+    first = GaussianMixture(3, random_state=0, max_iter=2, tol=0).fit(X)
+    given = GaussianMixture(3, max_iter=3, tol=0, weights_init=first.weights_,
+                            means_init=first.means_,
+                            precisions_init=first.precisions_).fit(X)
+    warm = GaussianMixture(3, random_state=0, max_iter=2, tol=0, warm_start=True).fit(X)
+    warm.set_params(max_iter=3).fit(X)  # continues from the first fit
+    np.testing.assert_allclose(warm.means_, given.means_, rtol=1e-10)
+    with pytest.raises(ValueError, match=r"means_init must have shape \(3, 4\)"):
+        GaussianMixture(3, means_init=np.zeros((2, 4))).fit(X)
+
+
+def test_gaussian_mixture_verbose_prints_iterations(capsys):
+    X, _ = load_iris(return_X_y=True)
+    GaussianMixture(2, verbose=2, verbose_interval=1, max_iter=3, tol=0).fit(X)
+    out = capsys.readouterr().out
+    assert "  Iteration 3\t time lapse" in out and "Initialization did not converge." in out
+
+
+def test_select_n_components_reports_bic_as_scikit_learn():
+    from sklearn.mixture import GaussianMixture as SklearnGaussianMixture
+
+    X, _ = load_iris(return_X_y=True)
+    selection = select_n_components(X, [1, 2, 3], GaussianMixture(random_state=0, tol=1e-10,
+                                                                  max_iter=500))
+    theirs = [SklearnGaussianMixture(k, random_state=0, tol=1e-10, max_iter=500).fit(X).bic(X)
+              for k in (1, 2, 3)]
+    np.testing.assert_allclose(selection.bic, theirs, rtol=1e-8)
+    assert selection.best_n_components == 1 + int(np.argmin(theirs))

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,11 +67,38 @@ class FitResult:
     warnings: list[str] = field(default_factory=list)
     #: the :class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan` executed (None: no plan)
     plan: Any = None
+    #: the seed of the start this result came from (with ``n_init``: the best start's)
+    seed: int = 0
+    #: the final mean log-likelihood of every start, in seed order (one entry without ``n_init``)
+    start_log_likelihoods: list[float] = field(default_factory=list)
+    #: the sum of the row weights (the number of rows when unweighted)
+    total_weight: float = 0.0
+    #: free parameters of the model, tied ones counted once (None: a family that cannot count)
+    n_parameters: int | None = None
 
     @property
     def final_log_likelihood(self) -> float:
         """The last mean log-likelihood per row the fit measured."""
         return self.log_likelihood[-1] if self.log_likelihood else float("nan")
+
+    @property
+    def bic(self) -> float:
+        """Bayesian information criterion, scikit-learn's convention (lower is better):
+        ``-2 * total log-likelihood + n_parameters * log(total weight)``, from the last
+        log-likelihood the fit measured."""
+        return (-2.0 * self.final_log_likelihood * self.total_weight
+                + self._parameters() * math.log(self.total_weight))
+
+    @property
+    def aic(self) -> float:
+        """Akaike information criterion: ``-2 * total log-likelihood + 2 * n_parameters``."""
+        return -2.0 * self.final_log_likelihood * self.total_weight + 2.0 * self._parameters()
+
+    def _parameters(self) -> int:
+        if self.n_parameters is None:
+            raise ValueError(f"{type(self.model).__name__} does not count its parameters: no "
+                             f"BIC or AIC")
+        return self.n_parameters
 
 
 def _is_int(v: Any) -> bool:
@@ -84,6 +111,7 @@ _OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "tol": (lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v >= 0,
             "a finite number >= 0"),
     "seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "n_init": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "chunk_rows": (lambda v: v is None or (_is_int(v) and v >= 1), "None or an integer >= 1"),
     "progress": (lambda v: v is None or isinstance(v, bool), "None, True or False"),
     "target_rel_error": (lambda v: v is None or (isinstance(v, (int, float)) and not
@@ -132,8 +160,9 @@ class _Progress:
 
 
 def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e-6,
-        init: Distribution | str | None = None, seed: int = 0, weights: Any = None,
-        backend: Any = "local", num_workers: int | None = None, precision: str = "float64",
+        init: Distribution | Sequence[Distribution] | str | None = None, seed: int = 0,
+        n_init: int = 1, weights: Any = None, backend: Any = "local",
+        num_workers: int | None = None, precision: str = "float64",
         resources: Any = None, target_rel_error: float | None = None,
         chunk_rows: int | None = None, progress: bool | None = None,
         callbacks: Iterable[Callable[[IterationInfo], Any]] = (),
@@ -142,8 +171,8 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
 
     Same options as :func:`optimize`.
     """
-    _check_options(max_iter=max_iter, tol=tol, seed=seed, chunk_rows=chunk_rows, progress=progress,
-                   precision=precision, target_rel_error=target_rel_error,
+    _check_options(max_iter=max_iter, tol=tol, seed=seed, n_init=n_init, chunk_rows=chunk_rows,
+                   progress=progress, precision=precision, target_rel_error=target_rel_error,
                    checkpoint=checkpoint)
     planned = resources is not None or precision == "auto"
     if target_rel_error is not None and not planned:
@@ -153,9 +182,25 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         raise TypeError(f"estimator must be a mixfold Estimator, got {type(estimator).__name__}")
     if isinstance(init, str) and init != "auto":
         raise ValueError(f"init must be None, 'auto' or a Distribution, got {init!r}")
-    start_model = init if isinstance(init, Distribution) else None
-    if init is not None and not isinstance(init, (str, Distribution)):
+    if isinstance(init, (list, tuple)):  # given starts, one per start
+        if not init or not all(isinstance(d, Distribution) for d in init):
+            raise TypeError("init as a list must hold one or more Distributions")
+        if n_init not in (1, len(init)):
+            raise ValueError(f"n_init={n_init} does not match the {len(init)} starts in init")
+        starts: list[Distribution | None] = list(init)
+    elif init is not None and not isinstance(init, (str, Distribution)):
         raise TypeError(f"init must be None, 'auto' or a Distribution, got {type(init).__name__}")
+    elif isinstance(init, Distribution):
+        if n_init > 1:
+            raise ValueError(f"n_init={n_init} runs several seeded starts: give one "
+                             f"starting distribution per start (init=[...]) or none")
+        starts = [init]
+    else:
+        starts = [None] * n_init
+    if len(starts) > 1 and checkpoint is not None:
+        raise ValueError(f"a checkpoint records one fit: it cannot be combined with "
+                         f"{len(starts)} starts")
+    start_model = starts[0]  # its encoder fixes the vocabularies
     callbacks = list(callbacks)
 
     plan = None
@@ -172,10 +217,22 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
                                                num_workers=num_workers, plan=request)
         owned = True
     try:
-        return _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol, seed=seed,
-                        precision=PLANNED if planned else precision, plan=plan,
-                        progress=_Progress(progress, max_iter), callbacks=callbacks,
-                        checkpoint=checkpoint)
+        best = None
+        finals = []
+        for i, start_model in enumerate(starts):  # every start folds over the same open handle
+            result = _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol,
+                              seed=seed + i, precision=PLANNED if planned else precision, plan=plan,
+                              progress=_Progress(progress, max_iter), callbacks=callbacks,
+                              checkpoint=checkpoint)
+            finals.append(result.final_log_likelihood)
+            if best is None or result.final_log_likelihood > best.final_log_likelihood:
+                best = result
+        best.start_log_likelihoods = finals
+        try:
+            best.n_parameters = estimator.n_parameters(best.model)
+        except NotImplementedError:
+            best.n_parameters = None
+        return best
     finally:
         if owned:
             handle.close()
@@ -203,7 +260,8 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
         model = _checked_m_step("initialisation", notes, handle.initialize, estimator, seed,
                                 start_band)
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
-                       backend=handle.name, precision=precision if plan is None else
+                       backend=handle.name, seed=seed, total_weight=handle.total_weight,
+                       precision=precision if plan is None else
                        "+".join(b for b in BANDS if b in bands), plan=plan, warnings=notes)
     # a log-likelihood computed in a reduced band is only known to that band's resolution; so
     # is one from float32, whose fused E-step sums its statistics in float32 partial sums
@@ -300,8 +358,12 @@ def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
     table as a DataFrame or array (:mod:`mixfold.io.tables`).
 
     Options: ``max_iter`` (100), ``tol`` (1e-6, on the relative change of the mean log-likelihood
-    per row), ``init`` (None/"auto" for the seeded initialisation, or a starting distribution),
-    ``seed`` (0; the starting model depends only on it and the data), ``weights`` (per-row,
+    per row), ``init`` (None/"auto" for the seeded initialisation, a starting distribution, or a
+    list of them: one start each, the best kept as with ``n_init``),
+    ``seed`` (0; the starting model depends only on it and the data), ``n_init`` (1: the number
+    of seeded starts, seeds ``seed``, ``seed + 1``, ...; each runs EM to the end over the same
+    encoded, resident data, and the start with the highest final log-likelihood is returned,
+    all starts' values in ``FitResult.start_log_likelihoods``), ``weights`` (per-row,
     >= 0), ``backend`` ("local"), ``num_workers``, ``precision`` of the E-step ("float64"; a
     band of :mod:`mixfold.precision`, "<band>@cuda" to run it through torch on a GPU, or "auto"
     to let the heterogeneous planner choose per worker), ``resources`` (a

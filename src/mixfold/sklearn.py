@@ -24,7 +24,10 @@ not apply to an HMM; tests/test_sklearn.py says which).
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,17 +41,21 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 import mixfold
 from mixfold.backends import BACKENDS
-from mixfold.families import (DiagonalGaussianEstimator, Distribution, Estimator,
-                              HiddenMarkovEstimator, MixtureEstimator,
-                              MultivariateGaussianEstimator)
+from mixfold.families import (DiagonalGaussianDistribution, DiagonalGaussianEstimator,
+                              Distribution, Encoder, Estimator, HiddenMarkovDistribution,
+                              HiddenMarkovEstimator, MixtureDistribution, MixtureEstimator,
+                              MultivariateGaussianDistribution, MultivariateGaussianEstimator)
 from mixfold.io.readers import _is_arrow_table, _is_pandas_frame
 from mixfold.io.tables import record_spec
 from mixfold.precision import BANDS
 from mixfold.spec import estimator_from_spec
 
-__all__ = ["GaussianMixture", "GaussianHMM", "MixedTypeClustering"]
+__all__ = ["GaussianMixture", "GaussianHMM", "MixedTypeClustering", "ConvergenceMonitor",
+           "select_n_components", "ComponentSelection"]
 
-COVARIANCE_TYPES = ("full", "diag")
+COVARIANCE_TYPES = ("full", "diag", "tied", "spherical")
+HMM_COVARIANCE_TYPES = ("full", "diag")
+INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
 
 
 def _check_params(est: BaseEstimator, rules: Mapping[str, tuple[Any, str]]) -> None:
@@ -88,32 +95,95 @@ def _seed(random_state: Any) -> int:
 
 
 def _gaussian(covariance_type: str, reg_covar: float) -> Estimator:
-    if covariance_type == "full":
+    if covariance_type in ("full", "tied"):
         return MultivariateGaussianEstimator(reg_covar=reg_covar)
     return DiagonalGaussianEstimator(reg_covar=reg_covar)
 
 
+def _gaussian_mixture_parameters(covariance_type: str, k: int, d: int) -> int:
+    """scikit-learn's count of free parameters of a Gaussian mixture."""
+    covariance = {"full": k * d * (d + 1) // 2, "diag": k * d, "tied": d * (d + 1) // 2,
+                  "spherical": k}[covariance_type]
+    return covariance + k * d + k - 1
+
+
+class GaussianMixtureEstimator(MixtureEstimator):
+    """A mixture of Gaussians whose covariances follow scikit-learn's ``covariance_type``:
+    ``"tied"`` (full-covariance components sharing one covariance, the components' average
+    weighted by their mass) or ``"spherical"`` (diagonal components with one variance, the
+    mean of the diagonal), or ``"full"`` / ``"diag"`` as the components estimate them."""
+
+    def __init__(self, components: Sequence[Estimator], covariance_type: str = "full"):
+        super().__init__(components)
+        self.covariance_type = covariance_type
+
+    def bind(self, encoder: Encoder) -> GaussianMixtureEstimator:
+        return GaussianMixtureEstimator(super().bind(encoder).components, self.covariance_type)
+
+    def estimate(self, nobs: float, stats: Any) -> MixtureDistribution:
+        model = super().estimate(nobs, stats)
+        if self.covariance_type == "tied":
+            cov = sum(w * c.cov for w, c in zip(model.weights, model.components))
+            return MixtureDistribution([MultivariateGaussianDistribution(c.mu, cov)
+                                        for c in model.components], model.weights)
+        if self.covariance_type == "spherical":
+            return MixtureDistribution([DiagonalGaussianDistribution(
+                c.mu, np.full(c.mu.size, c.sigma2.mean())) for c in model.components],
+                model.weights)
+        return model
+
+    def n_parameters(self, model: Distribution) -> int:
+        return _gaussian_mixture_parameters(self.covariance_type, model.num_components,
+                                            model.components[0].mu.size)
+
+
+def _covariances_from(resp: np.ndarray, X: np.ndarray, reg_covar: float,
+                      covariance_type: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weights, means, covariances) of the rows weighted by ``resp`` (n_samples, n_components),
+    each covariance plus ``reg_covar`` on its diagonal, as scikit-learn's initialisation."""
+    nk = resp.sum(axis=0) + 10 * np.finfo(resp.dtype).eps
+    means = resp.T @ X / nk[:, None]
+    d = X.shape[1]
+    if covariance_type == "full":
+        cov = np.empty((len(nk), d, d))
+        for k in range(len(nk)):  # one (n, d) product per component
+            diff = X - means[k]
+            cov[k] = (resp[:, k] * diff.T) @ diff / nk[k] + reg_covar * np.eye(d)
+    elif covariance_type == "tied":
+        cov = (X.T @ X - (nk * means.T) @ means) / nk.sum() + reg_covar * np.eye(d)
+    else:
+        cov = resp.T @ (X * X) / nk[:, None] - means ** 2 + reg_covar
+        if covariance_type == "spherical":
+            cov = cov.mean(axis=1)
+    return nk / X.shape[0], means, cov
+
+
+def _precisions(covariances: np.ndarray, covariance_type: str) -> np.ndarray:
+    return np.linalg.inv(covariances) if covariance_type in ("full", "tied") else 1 / covariances
+
+
 class _MixtureMethods:
-    """predict / predict_proba / score_samples / score over a fitted ``model_`` (a mixture)."""
+    """predict / predict_proba / score_samples / score / bic / aic over a fitted ``model_``."""
 
     model_: Any
 
     def _encoded(self, X: Any) -> Any:
         raise NotImplementedError
 
-    def _fit_model(self, X: Any, estimator: Estimator) -> Distribution:
-        """The best of ``n_init`` fits (seeds seed, seed + 1, ...), by mean log-likelihood."""
-        model = None
-        seed = _seed(self.random_state)
-        for i in range(self.n_init):
-            candidate = mixfold.optimize(X, estimator, max_iter=self.max_iter, tol=self.tol,
-                                         seed=seed + i, backend=self.backend,
-                                         num_workers=self.n_workers, precision=self.precision,
-                                         progress=False)
-            if model is None or (candidate.fit_result.final_log_likelihood
-                                 > model.fit_result.final_log_likelihood):
-                model = candidate
-        result = model.fit_result
+    def _callbacks(self) -> list[Callable[[Any], Any]]:
+        return []
+
+    def _fit_model(self, X: Any, estimator: Estimator,
+                   init: Distribution | list[Distribution] | None = None) -> Distribution:
+        """The best of ``n_init`` starts (given in ``init``, else seeds seed, seed + 1, ...), by
+        final mean log-likelihood, all in mixfold's one EM loop over one encoding of ``X``."""
+        result = mixfold.fit(X, estimator, max_iter=self.max_iter, tol=self.tol,
+                             seed=_seed(self.random_state), init=init,
+                             n_init=self.n_init if init is None else 1, backend=self.backend,
+                             num_workers=self.n_workers, precision=self.precision,
+                             progress=False, callbacks=self._callbacks())
+        model = result.model
+        model.fit_result = result
         self.model_ = model
         self.weights_ = model.weights.copy()
         self.converged_ = result.converged
@@ -144,35 +214,65 @@ class _MixtureMethods:
         """Mean log-density of the rows of ``X``."""
         return float(self.score_samples(X).mean())
 
+    def _n_parameters(self) -> int:
+        return self.model_.fit_result.n_parameters
+
+    def bic(self, X: Any) -> float:
+        """Bayesian information criterion on ``X`` (lower is better), as scikit-learn's:
+        ``-2 * total log-likelihood + n_parameters * log(n_samples)``."""
+        scores = self.score_samples(X)
+        return float(-2 * scores.sum() + self._n_parameters() * np.log(len(scores)))
+
+    def aic(self, X: Any) -> float:
+        """Akaike information criterion on ``X``: ``-2 * total log-likelihood + 2 *
+        n_parameters`` (lower is better)."""
+        return float(-2 * self.score_samples(X).sum() + 2 * self._n_parameters())
+
 
 class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
-    """A mixture of ``n_components`` Gaussians with ``"full"`` or ``"diag"`` covariances.
+    """A mixture of ``n_components`` Gaussians, scikit-learn's ``GaussianMixture`` fitted by
+    mixfold's EM.
 
-    Parameters as in scikit-learn (``reg_covar`` is added to the covariance diagonals; the start
-    is k-means++ seeded from ``random_state``, None meaning seed 0; the best of ``n_init``
-    starts is kept), plus mixfold's ``backend``,
-    ``n_workers`` and ``precision`` of the E-step. Fitted: ``weights_``, ``means_``,
-    ``covariances_``, ``converged_``, ``n_iter_``, ``lower_bound_`` (mean log-likelihood per
-    row), ``log_likelihood_trace_`` and the mixfold model ``model_``.
+    Parameters as in scikit-learn: ``covariance_type`` (``"full"``, ``"diag"``, ``"tied"``,
+    ``"spherical"``), ``reg_covar`` (added to the covariance diagonals), ``init_params``
+    (``"kmeans"``: a full k-means, scikit-learn's default; ``"k-means++"``, ``"random"``,
+    ``"random_from_data"``), ``weights_init`` / ``means_init`` / ``precisions_init``,
+    ``n_init`` (the best start kept), ``warm_start`` (a refit starts from the last fit),
+    ``verbose`` / ``verbose_interval``, ``random_state`` (None means the fixed seed 0, so fits
+    repeat). ``tol`` is on the relative change of the mean log-likelihood per row. Plus
+    mixfold's ``backend``, ``n_workers`` and ``precision`` of the E-step. Fitted:
+    ``weights_``, ``means_``, ``covariances_``, ``precisions_``, ``converged_``, ``n_iter_``,
+    ``lower_bound_`` (mean log-likelihood per row), ``log_likelihood_trace_`` and the mixfold
+    model ``model_``; ``bic(X)`` / ``aic(X)`` as scikit-learn's.
 
     >>> import numpy as np
     >>> X = np.random.default_rng(1).normal(size=(500, 3))
     >>> gm = GaussianMixture(1, covariance_type="diag").fit(X)
-    >>> gm.covariances_.shape, round(gm.score(X), 1)
-    ((1, 3), -4.3)
+    >>> gm.covariances_.shape, round(gm.score(X), 1), round(gm.bic(X))
+    ((1, 3), -4.3, 4312)
     """
 
     def __init__(self, n_components: int = 1, *, covariance_type: str = "full",
                  tol: float = 1e-6, reg_covar: float = 1e-6, max_iter: int = 100,
-                 n_init: int = 1, random_state: Any = None, backend: Any = "local",
-                 n_workers: int | None = None, precision: str = "float64"):
+                 n_init: int = 1, init_params: str = "kmeans", weights_init: Any = None,
+                 means_init: Any = None, precisions_init: Any = None, random_state: Any = None,
+                 warm_start: bool = False, verbose: int = 0, verbose_interval: int = 10,
+                 backend: Any = "local", n_workers: int | None = None,
+                 precision: str = "float64"):
         self.n_components = n_components
         self.covariance_type = covariance_type
         self.tol = tol
         self.reg_covar = reg_covar
         self.max_iter = max_iter
         self.n_init = n_init
+        self.init_params = init_params
+        self.weights_init = weights_init
+        self.means_init = means_init
+        self.precisions_init = precisions_init
         self.random_state = random_state
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.verbose_interval = verbose_interval
         self.backend = backend
         self.n_workers = n_workers
         self.precision = precision
@@ -181,42 +281,177 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         return {"n_components": (lambda v: _is_int(v, 1), "an integer >= 1"),
                 "covariance_type": (lambda v: v in COVARIANCE_TYPES,
                                     f"one of {list(COVARIANCE_TYPES)}"),
-                "reg_covar": (_is_nonneg, "a finite number >= 0"), **_MIXTURE_RULES}
+                "init_params": (lambda v: v in INIT_PARAMS, f"one of {list(INIT_PARAMS)}"),
+                "reg_covar": (_is_nonneg, "a finite number >= 0"),
+                "verbose": (lambda v: _is_int(v, 0), "an integer >= 0"),
+                "verbose_interval": (lambda v: _is_int(v, 1), "an integer >= 1"),
+                "warm_start": (lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
+                **_MIXTURE_RULES}
+
+    def _start_responsibilities(self, X: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
+        """The start's responsibilities, shape (n_samples, n_components), as scikit-learn's."""
+        from sklearn.cluster import KMeans, kmeans_plusplus
+
+        n, k = X.shape[0], self.n_components
+        resp = np.zeros((n, k))
+        if self.init_params == "kmeans":
+            labels = KMeans(n_clusters=k, n_init=1, random_state=rng).fit(X).labels_
+            resp[np.arange(n), labels] = 1
+        elif self.init_params == "random":
+            resp = rng.uniform(size=(n, k))
+            resp /= resp.sum(axis=1)[:, None]
+        else:  # one data row per component: k-means++'s seeds or a plain draw
+            at = (kmeans_plusplus(X, k, random_state=rng)[1] if self.init_params == "k-means++"
+                  else rng.choice(n, size=k, replace=False))
+            resp[at, np.arange(k)] = 1
+        return resp
+
+    def _given(self, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+        value = getattr(self, name)
+        if value is None:
+            return None
+        arr = np.asarray(value, dtype=np.float64)
+        if arr.shape != shape:
+            raise ValueError(f"GaussianMixture: {name} must have shape {shape} for "
+                             f"covariance_type={self.covariance_type!r}, got {arr.shape}")
+        return arr
+
+    def _start(self, X: np.ndarray, rng: np.random.RandomState) -> MixtureDistribution:
+        """One starting model: parameters from the start's responsibilities, then the given
+        ``weights_init`` / ``means_init`` / ``precisions_init`` in their place."""
+        k, d, kind = self.n_components, X.shape[1], self.covariance_type
+        weights, means, cov = _covariances_from(self._start_responsibilities(X, rng), X,
+                                                self.reg_covar, kind)
+        given_w = self._given("weights_init", (k,))
+        weights = weights if given_w is None else given_w
+        means = self._given("means_init", (k, d)) if self.means_init is not None else means
+        shape = {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}[kind]
+        precisions = self._given("precisions_init", shape)
+        if precisions is not None:
+            cov = _precisions(precisions, kind)
+        if kind == "full":
+            comps = [MultivariateGaussianDistribution(m, c) for m, c in zip(means, cov)]
+        elif kind == "tied":
+            comps = [MultivariateGaussianDistribution(m, cov) for m in means]
+        else:
+            var = cov if kind == "diag" else np.repeat(cov[:, None], d, axis=1)
+            comps = [DiagonalGaussianDistribution(m, v) for m, v in zip(means, var)]
+        return MixtureDistribution(comps, weights / weights.sum())
+
+    def _callbacks(self) -> list[Callable[[Any], Any]]:
+        if self.verbose < 2:
+            return []
+        last = [time.perf_counter()]
+
+        def report(info: Any) -> None:
+            if (info.iteration + 1) % self.verbose_interval == 0:
+                now = time.perf_counter()
+                print(f"  Iteration {info.iteration + 1}\t time lapse {now - last[0]:.5f}s\t "
+                      f"ll change {info.delta:.5f}")
+                last[0] = now
+
+        return [report]
 
     def fit(self, X: Any, y: Any = None) -> GaussianMixture:
         """Fit to ``X``, array of shape (n_samples, n_features); ``y`` is ignored."""
         _check_params(self, self._rules())
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        warm = self.warm_start and hasattr(self, "model_")
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2, reset=not warm)
         if X.shape[0] < self.n_components:
             raise ValueError(f"Expected n_samples >= n_components but got n_components = "
                              f"{self.n_components}, n_samples = {X.shape[0]}")
-        component = _gaussian(self.covariance_type, self.reg_covar)
-        model = self._fit_model(X, MixtureEstimator([component] * self.n_components))
+        estimator = GaussianMixtureEstimator(
+            [_gaussian(self.covariance_type, self.reg_covar)] * self.n_components,
+            self.covariance_type)
+        if warm:
+            init: Any = self.model_
+        else:
+            rng = check_random_state(0 if self.random_state is None else self.random_state)
+            init = [self._start(X, rng) for _ in range(self.n_init)]
+        model = self._fit_model(X, estimator, init)
+        if self.verbose:
+            print(f"Initialization {'converged' if self.converged_ else 'did not converge'}.")
         self.means_ = np.array([c.mu for c in model.components])
         if self.covariance_type == "full":
             self.covariances_ = np.array([c.cov for c in model.components])
-        else:
+        elif self.covariance_type == "tied":
+            self.covariances_ = model.components[0].cov.copy()
+        elif self.covariance_type == "diag":
             self.covariances_ = np.array([c.sigma2 for c in model.components])
+        else:
+            self.covariances_ = np.array([c.sigma2[0] for c in model.components])
+        self.precisions_ = _precisions(self.covariances_, self.covariance_type)
         return self
+
+    def _n_parameters(self) -> int:
+        return _gaussian_mixture_parameters(self.covariance_type, self.n_components,
+                                            self.means_.shape[1])
 
     def _encoded(self, X: Any) -> Any:
         X = validate_data(self, X, dtype=np.float64, reset=False)
         return self.model_.encoder().encode(X)
 
     def sample(self, n_samples: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """``n_samples`` rows drawn from the fitted mixture and their components, as scikit-learn
-        does: (X of shape (n_samples, n_features), y of shape (n_samples,)), sorted by component.
+        """``n_samples`` rows drawn from the fitted mixture and their components, drawn as
+        scikit-learn draws them (the same rows for the same parameters and ``random_state``):
+        (X of shape (n_samples, n_features), y of shape (n_samples,)), sorted by component.
         """
         check_is_fitted(self)
         if not _is_int(n_samples, 1):
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         rng = check_random_state(self.random_state)
         counts = rng.multinomial(n_samples, self.weights_)
-        gen = np.random.default_rng(rng.randint(0, 2**31 - 1))
-        parts = [np.asarray(c.sampler(gen).sample(int(n)), dtype=np.float64).reshape(n, -1)
-                 for c, n in zip(self.model_.components, counts)]
-        labels = np.repeat(np.arange(self.n_components), counts)
+        d = self.means_.shape[1]
+        kind = self.covariance_type
+        if kind in ("full", "tied"):
+            covs = self.covariances_ if kind == "full" else [self.covariances_] * len(counts)
+            parts = [rng.multivariate_normal(m, c, int(n))
+                     for m, c, n in zip(self.means_, covs, counts)]
+        else:
+            parts = [m + rng.standard_normal(size=(int(n), d)) * np.sqrt(c)
+                     for m, c, n in zip(self.means_, self.covariances_, counts)]
+        labels = np.concatenate([np.full(int(n), k) for k, n in enumerate(counts)])
         return np.vstack(parts), labels
+
+
+@dataclass
+class ComponentSelection:
+    """BIC and AIC of one fit per number of components (:func:`select_n_components`)."""
+
+    n_components: list[int]
+    bic: list[float]
+    aic: list[float]
+    estimators: list[Any]
+
+    @property
+    def best_n_components(self) -> int:
+        """The number of components of the lowest BIC."""
+        return self.n_components[int(np.argmin(self.bic))]
+
+    @property
+    def best_estimator(self) -> Any:
+        """The fitted estimator of the lowest BIC."""
+        return self.estimators[int(np.argmin(self.bic))]
+
+
+def select_n_components(X: Any, n_components: Sequence[int], estimator: Any = None,
+                        y: Any = None) -> ComponentSelection:
+    """Fit ``estimator`` (default ``GaussianMixture()``; any wrapper of this module with
+    ``n_components``) once per number of components and report each fit's BIC and AIC on ``X``
+    (``mixfold.plots.plot_model_selection`` draws them).
+
+    >>> from sklearn.datasets import load_iris
+    >>> X = load_iris().data
+    >>> sel = select_n_components(X, range(1, 5), GaussianMixture(random_state=0))
+    >>> sel.best_n_components, [round(b) for b in sel.bic]
+    (2, [830, 574, 581, 629])
+    """
+    from sklearn.base import clone
+
+    template = GaussianMixture() if estimator is None else estimator
+    fits = [clone(template).set_params(n_components=int(k)).fit(X) for k in n_components]
+    return ComponentSelection([int(k) for k in n_components], [f.bic(X) for f in fits],
+                              [f.aic(X) for f in fits], fits)
 
 
 class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
@@ -313,39 +548,119 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         return pd.DataFrame(rows, columns=self.columns_), labels
 
 
+class ConvergenceMonitor:
+    """hmmlearn's convergence monitor: the fit's ``history`` (the last two total
+    log-likelihoods), ``iter`` and whether it ``converged`` (the gain fell below ``tol``)."""
+
+    def __init__(self, tol: float, n_iter: int, verbose: bool):
+        self.tol, self.n_iter, self.verbose = tol, n_iter, verbose
+        self.history: deque[float] = deque(maxlen=2)
+        self.iter = 0
+
+    def report(self, log_prob: float) -> None:
+        """Record one iteration's total log-likelihood (and print it when ``verbose``)."""
+        if self.verbose:
+            delta = log_prob - self.history[-1] if self.history else np.nan
+            print(f"{self.iter + 1:>10d} {log_prob:16.8f} {delta:+16.8f}")
+        self.history.append(log_prob)
+        self.iter += 1
+
+    @property
+    def converged(self) -> bool:
+        """Whether the last iteration gained less than ``tol`` (or the fit hit ``n_iter``)."""
+        return (self.iter == self.n_iter or
+                (len(self.history) == 2 and self.history[1] - self.history[0] < self.tol))
+
+    def __repr__(self) -> str:
+        return (f"ConvergenceMonitor(history={list(self.history)}, iter={self.iter}, "
+                f"n_iter={self.n_iter}, tol={self.tol}, verbose={self.verbose})")
+
+
+HMM_PARAMS = "stmc"
+
+
+class HiddenMarkovPartsEstimator(HiddenMarkovEstimator):
+    """A hidden Markov estimator that keeps some parameters as given (hmmlearn's ``params``):
+    ``fixed`` maps "s" (start probabilities), "t" (transitions), "m" (means) and "c"
+    (covariances) to their values; the others are estimated."""
+
+    def __init__(self, emissions: Sequence[Estimator], pseudo_count: float = 0.0,
+                 fixed: Mapping[str, np.ndarray] | None = None):
+        super().__init__(emissions, pseudo_count)
+        self.fixed = dict(fixed or {})
+
+    def bind(self, encoder: Encoder) -> HiddenMarkovPartsEstimator:
+        return HiddenMarkovPartsEstimator(super().bind(encoder).emissions, self.pseudo_count,
+                                          self.fixed)
+
+    def estimate(self, nobs: float, stats: Any) -> HiddenMarkovDistribution:
+        return _with_parts(super().estimate(nobs, stats), self.fixed)
+
+
+def _with_parts(model: HiddenMarkovDistribution,
+                parts: Mapping[str, np.ndarray]) -> HiddenMarkovDistribution:
+    """``model`` with the parts in ``parts`` ("s", "t", "m", "c") replaced."""
+    if not parts:
+        return model
+    emissions = []
+    for k, e in enumerate(model.emissions):
+        full = isinstance(e, MultivariateGaussianDistribution)
+        mu = parts["m"][k] if "m" in parts else e.mu
+        cov = parts["c"][k] if "c" in parts else (e.cov if full else e.sigma2)
+        emissions.append(MultivariateGaussianDistribution(mu, cov) if full
+                         else DiagonalGaussianDistribution(mu, cov))
+    return HiddenMarkovDistribution(emissions, parts.get("s", model.initial),
+                                    parts.get("t", model.transitions))
+
+
 class GaussianHMM(BaseEstimator):
-    """A hidden Markov model with Gaussian emissions, on stacked sequences (hmmlearn's layout).
+    """A hidden Markov model with Gaussian emissions, hmmlearn's ``GaussianHMM`` fitted by
+    mixfold's EM, with hmmlearn's signatures.
 
     ``X`` is an array of shape (n_samples, n_features) holding one or more sequences one after
-    another, and ``lengths`` (keyword; default: one sequence) their lengths, summing to
-    n_samples. ``fit(X, lengths=...)``, ``predict`` (Viterbi states), ``predict_proba``
-    (posterior state probabilities), ``score`` (total log-likelihood of the sequences, as
-    hmmlearn), ``score_samples`` (hmmlearn's pair: total log-likelihood and the posteriors),
-    ``sample(n)`` (one sequence of ``n`` rows and its states). Fitted: ``startprob_``,
-    ``transmat_``, ``means_``, ``covars_``, ``converged_``, ``n_iter_``, ``model_``.
+    another, ``lengths`` (default: one sequence) their lengths, summing to n_samples, the second
+    argument of every method as in hmmlearn: ``fit(X, lengths)``, ``score(X, lengths)`` (total
+    log-likelihood), ``score_samples(X, lengths)`` (it and the posteriors), ``decode(X,
+    lengths, algorithm)`` (log-probability and states, ``"viterbi"`` or ``"map"``),
+    ``predict``, ``predict_proba``, ``sample(n_samples, random_state, currstate)``,
+    ``bic`` / ``aic``. Parameters as hmmlearn's: ``n_iter``, ``tol`` (on the gain of the total
+    log-likelihood), ``verbose``, ``params`` / ``init_params`` (letters of "stmc": start
+    probabilities, transitions, means, covariances: which ones the fit updates / initialises;
+    the others are taken from ``startprob_``, ``transmat_``, ``means_``, ``covars_`` set
+    before ``fit``), plus ``n_init`` (the best of several seeded starts), ``reg_covar``,
+    ``pseudo_count`` and mixfold's ``backend``, ``n_workers``, ``precision``. Fitted:
+    ``startprob_``, ``transmat_``, ``means_``, ``covars_`` (shape (n_components,
+    n_features) for ``"diag"``), ``monitor_``, ``converged_``, ``n_iter_``, ``model_``.
 
     >>> import numpy as np
     >>> from mixfold import DiagonalGaussianDistribution as DG, HiddenMarkovDistribution
     >>> truth = HiddenMarkovDistribution([DG([-2.0], [1.0]), DG([2.0], [1.0])], [0.5, 0.5],
     ...                                  [[0.9, 0.1], [0.2, 0.8]])
     >>> X = np.vstack(truth.sampler(0, sample_length=50).sample(20)).reshape(-1, 1)
-    >>> hmm = GaussianHMM(2, random_state=0).fit(X, lengths=[50] * 20)
+    >>> hmm = GaussianHMM(2, random_state=0).fit(X, [50] * 20)
     >>> order = np.argsort(hmm.means_[:, 0])
     >>> hmm.transmat_[np.ix_(order, order)].round(1).tolist()
     [[0.9, 0.1], [0.2, 0.8]]
     """
 
-    def __init__(self, n_components: int = 1, *, covariance_type: str = "diag",
-                 tol: float = 1e-6, reg_covar: float = 1e-6, max_iter: int = 100,
-                 pseudo_count: float = 0.0, random_state: Any = None, backend: Any = "local",
+    def __init__(self, n_components: int = 1, covariance_type: str = "diag", *,
+                 reg_covar: float = 1e-6, pseudo_count: float = 0.0,
+                 algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
+                 tol: float = 1e-2, verbose: bool = False, params: str = HMM_PARAMS,
+                 init_params: str = HMM_PARAMS, n_init: int = 1, backend: Any = "local",
                  n_workers: int | None = None, precision: str = "float64"):
         self.n_components = n_components
         self.covariance_type = covariance_type
-        self.tol = tol
         self.reg_covar = reg_covar
-        self.max_iter = max_iter
         self.pseudo_count = pseudo_count
+        self.algorithm = algorithm
         self.random_state = random_state
+        self.n_iter = n_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.params = params
+        self.init_params = init_params
+        self.n_init = n_init
         self.backend = backend
         self.n_workers = n_workers
         self.precision = precision
@@ -361,52 +676,110 @@ class GaussianHMM(BaseEstimator):
                              f" got {lengths.tolist() if lengths.ndim == 1 else lengths!r}")
         return np.split(X, np.cumsum(lengths)[:-1])
 
-    def fit(self, X: Any, y: Any = None, lengths: Any = None) -> GaussianHMM:
-        """Fit to the sequences stacked in ``X`` (``lengths`` as keyword); ``y`` is ignored."""
+    def _check(self) -> None:
+        letters = (lambda v: isinstance(v, str) and set(v) <= set(HMM_PARAMS),
+                   f"a string of the letters {HMM_PARAMS!r}")
         _check_params(self, {"n_components": (lambda v: _is_int(v, 1), "an integer >= 1"),
-                             "covariance_type": (lambda v: v in COVARIANCE_TYPES,
-                                                 f"one of {list(COVARIANCE_TYPES)}"),
+                             "covariance_type": (lambda v: v in HMM_COVARIANCE_TYPES,
+                                                 f"one of {list(HMM_COVARIANCE_TYPES)}"),
                              "reg_covar": (_is_nonneg, "a finite number >= 0"),
                              "pseudo_count": (_is_nonneg, "a finite number >= 0"),
-                             **_COMMON_RULES})
+                             "algorithm": (lambda v: v in ("viterbi", "map"),
+                                           "'viterbi' or 'map'"),
+                             "n_iter": (lambda v: _is_int(v, 1), "an integer >= 1"),
+                             "n_init": (lambda v: _is_int(v, 1), "an integer >= 1"),
+                             "params": letters, "init_params": letters,
+                             **{k: v for k, v in _COMMON_RULES.items() if k != "max_iter"}})
+
+    def _given_parts(self, letters: str, d: int) -> dict[str, np.ndarray]:
+        """The parameters named by ``letters``, from the attributes set before ``fit``."""
+        s = self.n_components
+        shapes = {"s": ("startprob_", (s,)), "t": ("transmat_", (s, s)), "m": ("means_", (s, d)),
+                  "c": ("covars_", (s, d) if self.covariance_type == "diag" else (s, d, d))}
+        parts = {}
+        for letter in letters:
+            name, shape = shapes[letter]
+            if not hasattr(self, name):
+                raise ValueError(f"GaussianHMM: {letter!r} is not in init_params="
+                                 f"{self.init_params!r}, so {name} must be set before fit")
+            value = np.asarray(getattr(self, name), dtype=np.float64)
+            if value.shape != shape:
+                raise ValueError(f"GaussianHMM: {name} must have shape {shape}, got "
+                                 f"{value.shape}")
+            parts[letter] = value
+        return parts
+
+    def fit(self, X: Any, lengths: Any = None) -> GaussianHMM:
+        """Fit to the sequences stacked in ``X``, array of shape (n_samples, n_features);
+        ``lengths``: their lengths (None: one sequence), as hmmlearn's ``fit(X, lengths)``."""
+        self._check()
         rows = self._sequences(X, lengths, reset=True)
         n = sum(len(r) for r in rows)
         if n < self.n_components:
             raise ValueError(f"Expected n_samples >= n_components but got n_components = "
                              f"{self.n_components}, n_samples = {n}")
+        d = rows[0].shape[1]
+        given = self._given_parts("".join(c for c in HMM_PARAMS if c not in self.init_params), d)
         emission = _gaussian(self.covariance_type, self.reg_covar)
-        estimator = HiddenMarkovEstimator([emission] * self.n_components, self.pseudo_count)
-        model = mixfold.optimize(rows, estimator, max_iter=self.max_iter, tol=self.tol,
-                                 seed=_seed(self.random_state), backend=self.backend,
-                                 num_workers=self.n_workers, precision=self.precision,
-                                 progress=False)
-        result = model.fit_result
+        plain = HiddenMarkovEstimator([emission] * self.n_components, self.pseudo_count)
+        seed = _seed(self.random_state)
+        init = None
+        if given:  # seeded starts, then the given parts in their place
+            starts = [mixfold.fit(rows, plain, max_iter=0, seed=seed + i, backend="local",
+                                  progress=False).model for i in range(self.n_init)]
+            init = [_with_parts(m, given) for m in starts]
+        self.monitor_ = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
+        estimator = plain
+        if set(self.params) != set(HMM_PARAMS):
+            base = init[0] if init is not None else mixfold.fit(
+                rows, plain, max_iter=0, seed=seed, backend="local", progress=False).model
+            fixed = _parts_of(base, "".join(c for c in HMM_PARAMS if c not in self.params))
+            estimator = HiddenMarkovPartsEstimator([emission] * self.n_components,
+                                                   self.pseudo_count, fixed)
+        monitors: list[ConvergenceMonitor] = []
+
+        def gain_below_tol(info: Any) -> bool:
+            # hmmlearn's criterion: the gain of the total log-likelihood, absolute
+            if info.iteration == 0:
+                monitors.append(ConvergenceMonitor(self.tol, self.n_iter, self.verbose))
+            monitors[-1].report(info.log_likelihood * n)
+            return monitors[-1].converged
+
+        result = mixfold.fit(rows, estimator, max_iter=self.n_iter, tol=0.0, seed=seed,
+                             n_init=self.n_init if init is None else 1, init=init,
+                             backend=self.backend, num_workers=self.n_workers,
+                             precision=self.precision, progress=False,
+                             callbacks=[gain_below_tol])
+        model = result.model
+        model.fit_result = result
+        self.monitor_ = monitors[result.start_log_likelihoods.index(
+            result.final_log_likelihood)] if monitors else self.monitor_
         self.model_ = model
         self.startprob_ = model.initial.copy()
         self.transmat_ = model.transitions.copy()
         self.means_ = np.array([e.mu for e in model.emissions])
         self.covars_ = np.array([e.cov if self.covariance_type == "full" else e.sigma2
                                  for e in model.emissions])
-        self.converged_ = result.converged
+        self.converged_ = self.monitor_.converged
         self.n_iter_ = result.iterations
         self.lower_bound_ = result.final_log_likelihood
         return self
 
     def _encoded(self, X: Any, lengths: Any) -> Any:
-        check_is_fitted(self)
+        check_is_fitted(self, "model_")
         return self.model_.encoder().encode(self._sequences(X, lengths, reset=False))
 
     def predict(self, X: Any, lengths: Any = None) -> np.ndarray:
-        """The Viterbi state of every row, int array of shape (n_samples,)."""
-        enc = self._encoded(X, lengths)
-        return self.model_.seq_viterbi(enc)
+        """The most likely state of every row (by ``algorithm``), int array of shape
+        (n_samples,)."""
+        return self.decode(X, lengths)[1]
 
     def predict_proba(self, X: Any, lengths: Any = None) -> np.ndarray:
         """Posterior state probabilities of every row, array of shape (n_samples, n_components)."""
         enc = self._encoded(X, lengths)
         return self.model_.seq_posterior(enc)
 
-    def score(self, X: Any, y: Any = None, lengths: Any = None) -> float:
+    def score(self, X: Any, lengths: Any = None) -> float:
         """Total log-likelihood of the sequences in ``X`` (hmmlearn's convention)."""
         enc = self._encoded(X, lengths)
         return float(self.model_.seq_log_density(enc).sum())
@@ -416,16 +789,60 @@ class GaussianHMM(BaseEstimator):
         enc = self._encoded(X, lengths)
         return float(self.model_.seq_log_density(enc).sum()), self.model_.seq_posterior(enc)
 
-    def sample(self, n_samples: int = 1, random_state: Any = None) -> tuple[np.ndarray,
-                                                                             np.ndarray]:
-        """One sequence of ``n_samples`` rows from the fitted model and its hidden states:
-        (X of shape (n_samples, n_features), states of shape (n_samples,))."""
-        check_is_fitted(self)
+    def decode(self, X: Any, lengths: Any = None,
+               algorithm: str | None = None) -> tuple[float, np.ndarray]:
+        """hmmlearn's pair: the log-probability and the states of every row. ``"viterbi"``: the
+        most likely state paths and their joint log-probability; ``"map"``: the most probable
+        state of each row and, as hmmlearn, the sum of the rows' largest posteriors."""
+        algorithm = self.algorithm if algorithm is None else algorithm
+        if algorithm not in ("viterbi", "map"):
+            raise ValueError(f"algorithm must be 'viterbi' or 'map', got {algorithm!r}")
+        enc = self._encoded(X, lengths)
+        if algorithm == "map":  # hmmlearn's value: the rows' largest posteriors, summed
+            posterior = self.model_.seq_posterior(enc)
+            return float(posterior.max(axis=1).sum()), posterior.argmax(axis=1)
+        states = self.model_.seq_viterbi(enc)
+        rows = self._sequences(X, lengths, reset=False)
+        emit = np.column_stack([e.seq_log_density(e.encoder().encode(np.vstack(rows)))
+                                for e in self.model_.emissions])
+        first = np.zeros(len(states), dtype=bool)
+        first[np.cumsum([0] + [len(r) for r in rows[:-1]])] = True
+        with np.errstate(divide="ignore"):
+            log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
+        steps = log_trans[states[:-1], states[1:]][~first[1:]]
+        log_prob = (emit[np.arange(len(states)), states].sum() + log_start[states[first]].sum()
+                    + steps.sum())
+        return float(log_prob), states
+
+    def _n_parameters(self) -> int:
+        """hmmlearn's count: every free parameter, whatever ``params`` updates."""
+        s, d = self.n_components, self.means_.shape[1]
+        counts = {"s": s - 1, "t": s * (s - 1), "m": s * d,
+                  "c": s * d if self.covariance_type == "diag" else s * d * (d + 1) // 2}
+        return sum(counts.values())
+
+    def bic(self, X: Any, lengths: Any = None) -> float:
+        """Bayesian information criterion (hmmlearn's: ``-2 * score + n_parameters *
+        log(n_samples)``; lower is better)."""
+        n = sum(len(r) for r in self._sequences(X, lengths, reset=False))
+        return -2 * self.score(X, lengths) + self._n_parameters() * np.log(n)
+
+    def aic(self, X: Any, lengths: Any = None) -> float:
+        """Akaike information criterion: ``-2 * score + 2 * n_parameters``."""
+        return -2 * self.score(X, lengths) + 2 * self._n_parameters()
+
+    def sample(self, n_samples: int = 1, random_state: Any = None,
+               currstate: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """One sequence of ``n_samples`` rows from the fitted model and its hidden states
+        (starting in ``currstate`` when given): (X of shape (n_samples, n_features), states of
+        shape (n_samples,))."""
+        check_is_fitted(self, "model_")
         if not _is_int(n_samples, 1):
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         rng = check_random_state(self.random_state if random_state is None else random_state)
         states = np.empty(n_samples, dtype=np.int64)
-        states[0] = rng.choice(self.n_components, p=self.startprob_)
+        states[0] = rng.choice(self.n_components, p=self.startprob_) if currstate is None \
+            else currstate
         for t in range(1, n_samples):  # the chain itself: one draw per step
             states[t] = rng.choice(self.n_components, p=self.transmat_[states[t - 1]])
         gen = np.random.default_rng(rng.randint(0, 2**31 - 1))
@@ -435,3 +852,12 @@ class GaussianHMM(BaseEstimator):
             if at.size:
                 X[at] = np.asarray(emission.sampler(gen).sample(at.size)).reshape(at.size, -1)
         return X, states
+
+
+def _parts_of(model: HiddenMarkovDistribution, letters: str) -> dict[str, np.ndarray]:
+    """The parameters of ``model`` named by ``letters`` of "stmc"."""
+    full = isinstance(model.emissions[0], MultivariateGaussianDistribution)
+    values = {"s": model.initial, "t": model.transitions,
+              "m": np.array([e.mu for e in model.emissions]),
+              "c": np.array([e.cov if full else e.sigma2 for e in model.emissions])}
+    return {c: values[c] for c in letters}

@@ -227,6 +227,28 @@ class Estimator(ABC):
         """This estimator with what the fitted ``encoder`` fixed (categorical levels)."""
         return self
 
+    def n_parameters(self, model: Distribution) -> int:
+        """The free parameters of ``model`` fitted by this (bound) estimator: parameters tied by
+        ``keys`` count once.
+
+        >>> from mixfold import GaussianEstimator, MixtureEstimator
+        >>> import mixfold, numpy as np
+        >>> tied = MixtureEstimator([GaussianEstimator(keys="g")] * 2)
+        >>> m = mixfold.optimize(np.arange(8.0), tied, max_iter=1, progress=False)
+        >>> m.n_parameters(), tied.n_parameters(m)
+        (5, 3)
+        """
+        seen: set[str] = set()
+
+        def repeated(dist: Distribution, acc: Accumulator) -> int:
+            if acc.keys is not None:
+                if acc.keys in seen:
+                    return dist.n_parameters()
+                seen.add(acc.keys)
+            return sum(repeated(d, a) for d, a in zip(dist.parts(), acc.children()))
+
+        return model.n_parameters() - repeated(model, self.accumulator_factory().make())
+
     def initial_guess(self, sample: Encoded, weights: np.ndarray, rng: InitRandom) -> Distribution:
         """A starting model from a small weighted sample of rows (before the first full E-step).
 
@@ -311,6 +333,20 @@ class Distribution(ABC):
     @abstractmethod
     def _from_params(cls, params: dict[str, Any]) -> Distribution:
         """Inverse of ``_params``."""
+
+    def parts(self) -> tuple[Distribution, ...]:
+        """The child distributions of a combinator, in its accumulator's ``children()`` order."""
+        return ()
+
+    def n_parameters(self) -> int:
+        """The number of free parameters (probabilities that sum to one count one less; values
+        an estimator fixes, like a binomial's ``n``, are not counted), children included.
+
+        >>> from mixfold import GaussianDistribution, MixtureDistribution
+        >>> MixtureDistribution([GaussianDistribution(0, 1)] * 3, [0.2, 0.3, 0.5]).n_parameters()
+        8
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not count its parameters")
 
     def log_density(self, x: Any) -> float:
         """Log-density of one value ``x``."""

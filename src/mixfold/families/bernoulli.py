@@ -48,6 +48,9 @@ class BernoulliDistribution(Distribution):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return (rng.random(n) < self.p).astype(np.int64)
 
+    def n_parameters(self) -> int:
+        return 1
+
     def _params(self) -> dict[str, Any]:
         return {"p": self.p}
 

@@ -66,6 +66,9 @@ class BinomialDistribution(Distribution):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.binomial(self.n, self.p, size=n).astype(np.int64)
 
+    def n_parameters(self) -> int:
+        return 1  # n is fixed by the estimator
+
     def _params(self) -> dict[str, Any]:
         return {"n": self.n, "p": self.p}
 

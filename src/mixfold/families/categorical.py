@@ -239,6 +239,9 @@ class CategoricalDistribution(Distribution):
             return np.asarray(self.levels)[codes]
         return [self.levels[c] for c in codes]
 
+    def n_parameters(self) -> int:
+        return len(self.probs) - 1
+
     def _params(self) -> dict[str, Any]:
         return {"levels": [level_to_json(v) for v in self.levels], "probs": self.probs.tolist()}
 

@@ -191,6 +191,12 @@ class _FactorDistribution(Distribution):
             out += dist.seq_log_density(part, precision)
         return out
 
+    def parts(self) -> tuple[Distribution, ...]:
+        return self.factors
+
+    def n_parameters(self) -> int:
+        return sum(d.n_parameters() for d in self.factors)
+
     @classmethod
     def can_stack(cls, components: Sequence[_FactorDistribution]) -> bool:
         """Whether every factor can be scored for all components at once (same stackable family)."""

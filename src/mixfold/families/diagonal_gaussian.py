@@ -147,6 +147,9 @@ class DiagonalGaussianDistribution(Distribution):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.normal(self.mu, np.sqrt(self.sigma2), size=(n, self.dim))
 
+    def n_parameters(self) -> int:
+        return 2 * self.mu.size
+
     def _params(self) -> dict[str, Any]:
         return {"mu": self.mu.tolist(), "sigma2": self.sigma2.tolist()}
 

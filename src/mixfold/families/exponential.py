@@ -45,6 +45,9 @@ class ExponentialDistribution(Distribution):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.exponential(1.0 / self.rate, size=n)
 
+    def n_parameters(self) -> int:
+        return 1
+
     def _params(self) -> dict[str, Any]:
         return {"rate": self.rate}
 

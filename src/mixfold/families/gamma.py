@@ -62,6 +62,9 @@ class GammaDistribution(Distribution):
         x = rng.gamma(self.shape, self.scale, size=n)
         return np.maximum(x, np.finfo(np.float64).smallest_subnormal)
 
+    def n_parameters(self) -> int:
+        return 2
+
     def _params(self) -> dict[str, Any]:
         return {"shape": self.shape, "scale": self.scale}
 

@@ -49,6 +49,9 @@ class GeometricDistribution(Distribution):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.geometric(self.p, size=n).astype(np.int64)
 
+    def n_parameters(self) -> int:
+        return 1
+
     def _params(self) -> dict[str, Any]:
         return {"p": self.p}
 

@@ -408,6 +408,14 @@ class HiddenMarkovDistribution(Distribution):
         ends = np.cumsum(counts).tolist()
         return [items[e - c:e] for e, c in zip(ends, counts.tolist())]
 
+    def parts(self) -> tuple[Distribution, ...]:
+        return self.emissions
+
+    def n_parameters(self) -> int:
+        s = self.num_states
+        chain = s - 1 + s * (s - 1) + (0 if self.terminal is None else s)
+        return chain + sum(d.n_parameters() for d in self.parts())
+
     def _params(self) -> dict[str, Any]:
         return {"emissions": [e.to_dict() for e in self.emissions],
                 "initial": self.initial.tolist(), "transitions": self.transitions.tolist(),

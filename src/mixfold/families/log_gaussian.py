@@ -59,6 +59,9 @@ class LogGaussianDistribution(Distribution):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.lognormal(self.mu, np.sqrt(self.sigma2), size=n)
 
+    def n_parameters(self) -> int:
+        return 2
+
     def _params(self) -> dict[str, Any]:
         return {"mu": self.mu, "sigma2": self.sigma2}
 

@@ -329,6 +329,12 @@ class MixtureDistribution(Distribution):
                  for k, comp in enumerate(self.components)]
         return scatter_samples(parts, n)
 
+    def parts(self) -> tuple[Distribution, ...]:
+        return self.components
+
+    def n_parameters(self) -> int:
+        return len(self.weights) - 1 + sum(d.n_parameters() for d in self.parts())
+
     def _params(self) -> dict[str, Any]:
         return {"weights": self.weights.tolist(),
                 "components": [c.to_dict() for c in self.components]}

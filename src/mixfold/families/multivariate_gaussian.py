@@ -160,6 +160,9 @@ class MultivariateGaussianDistribution(Distribution):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.mu + rng.standard_normal((n, self.dim)) @ self.cov_cholesky.T
 
+    def n_parameters(self) -> int:
+        return self.mu.size + self.mu.size * (self.mu.size + 1) // 2
+
     def _params(self) -> dict[str, Any]:
         return {"mu": self.mu.tolist(), "cov": self.cov.tolist()}
 

@@ -287,6 +287,12 @@ class OptionalDistribution(Distribution):
             rows[i] = v.item() if isinstance(v, np.generic) else v
         return rows
 
+    def parts(self) -> tuple[Distribution, ...]:
+        return (self.inner,)
+
+    def n_parameters(self) -> int:
+        return 1 + sum(d.n_parameters() for d in self.parts())
+
     def _params(self) -> dict[str, Any]:
         params: dict[str, Any] = {"inner": self.inner.to_dict(), "p_missing": self.p_missing}
         if self.missing != MissingMarkers():

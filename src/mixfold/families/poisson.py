@@ -101,6 +101,9 @@ class PoissonDistribution(Distribution):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.poisson(self.lam, size=n).astype(np.int64)
 
+    def n_parameters(self) -> int:
+        return 1
+
     def _params(self) -> dict[str, Any]:
         return {"lam": self.lam}
 

@@ -285,6 +285,12 @@ class SequenceDistribution(Distribution):
         ends = np.cumsum(counts).tolist()
         return [items[e - c:e] for e, c in zip(ends, counts.tolist())]
 
+    def parts(self) -> tuple[Distribution, ...]:
+        return (self.item,) if self.length is None else (self.item, self.length)
+
+    def n_parameters(self) -> int:
+        return sum(d.n_parameters() for d in self.parts())
+
     def _params(self) -> dict[str, Any]:
         return {"item": self.item.to_dict(),
                 "length": None if self.length is None else self.length.to_dict()}

@@ -90,6 +90,9 @@ class VonMisesDistribution(Distribution):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.vonmises(self.mu, self.kappa, size=n)
 
+    def n_parameters(self) -> int:
+        return 2
+
     def _params(self) -> dict[str, Any]:
         return {"mu": self.mu, "kappa": self.kappa}
 

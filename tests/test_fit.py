@@ -180,12 +180,10 @@ def test_n_init_keeps_the_best_of_the_seeded_starts():
 
 
 def test_n_init_runs_every_start_on_one_opened_handle():
-    from mixfold.backends import open_backend
-    from mixfold.fit import encode_data
+    from mixfold.dispatch import open_backend
 
     x = mixture_data(3000)
-    handle, bound = open_backend("local", x, est3(), init=None, weights=None, chunk_rows=None,
-                                 num_workers=None, encode=encode_data)
+    handle, bound, _ = open_backend("local", x, est3())
     with handle:  # a handle passed in stays open: the starts share its resident rows
         res = mixfold.fit(handle, bound, seed=3, n_init=3, max_iter=30, progress=False)
         again = mixfold.fit(handle, bound, seed=3, n_init=3, max_iter=30, progress=False)

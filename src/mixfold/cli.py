@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from functools import wraps
@@ -35,7 +36,7 @@ import mixfold
 from mixfold.backends import BACKENDS
 from mixfold.errors import ModelFileError
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.io.model_files import FORMAT, model_from_document
+from mixfold.io.model_files import FORMAT, model_document, model_from_document
 from mixfold.io.readers import RowBlocks
 from mixfold.io.tables import as_fit_input, column_specs, read_data
 from mixfold.parallel.heterogeneous import Worker, plan_heterogeneous
@@ -142,14 +143,18 @@ def _blocks(data: Any, model: Distribution) -> Iterator[Any]:
 @click.option("--tol", type=click.FloatRange(min=0), default=1e-6, show_default=True,
               help="Stop when the relative change of the mean log-likelihood is below this.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False, writable=True), default="model.json",
-              show_default=True, help="Where to write the fitted model (JSON).")
+@click.option("--out", type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+              default="model.json", show_default=True,
+              help="Where to write the fitted model (JSON); '-' writes it to standard output.")
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar on stderr (default: when stderr is a terminal).")
 @_reports_bad_input
 def fit(data: str, spec: str, backend: str, workers: int | None, precision: str, max_iter: int,
         tol: float, seed: int, out: str, progress: bool | None) -> None:
     """Fit the model SPEC to DATA by EM and write the fitted model as JSON."""
+    folder = Path(os.path.realpath(out)).parent
+    if out != "-" and not folder.is_dir():  # before the fit, not after it
+        raise CLIError(f"--out {out!r}: the folder {str(folder)!r} does not exist")
     estimator = _estimator(spec, data)
     rows = as_fit_input(data, estimator, backend=backend)
     if progress is None:
@@ -169,17 +174,24 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
                              progress=False, callbacks=[advance])
     if backend == "mpi" and _mpi_comm().rank != 0:
         return  # every rank holds the same model: rank 0 reports and writes it
-    click.echo(f"{'iteration':>9}  {'mean log-likelihood':>20}  {'change':>11}  {'seconds':>8}")
+    to_stdout = out == "-"
+    report = to_stdout  # the model owns standard output: the trace goes to stderr
+    click.echo(f"{'iteration':>9}  {'mean log-likelihood':>20}  {'change':>11}  {'seconds':>8}",
+               err=report)
     previous = None
     for i, (ll, s) in enumerate(zip(result.log_likelihood, result.seconds)):
         change = "" if previous is None else f"{ll - previous:+.3e}"
-        click.echo(f"{i:>9}  {ll:>20.10g}  {change:>11}  {s:>8.3f}")
+        click.echo(f"{i:>9}  {ll:>20.10g}  {change:>11}  {s:>8.3f}", err=report)
         previous = ll
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
-    mixfold.save(result.model, out)
+    if to_stdout:
+        click.echo(json.dumps(model_document(result.model), allow_nan=False, indent=1))
+    else:
+        mixfold.save(result.model, out)
     click.echo(f"{result.stop_reason} after {result.iterations} iterations on {result.n_rows} "
-               f"rows ({result.backend}, {result.precision}); model written to {out}")
+               f"rows ({result.backend}, {result.precision}); model written to "
+               f"{'standard output' if to_stdout else out}", err=report)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -115,25 +115,25 @@ class FirstBlockDecision(Generic[_T]):
     [True, True, True]
     """
 
-    __slots__ = ("_value", "_decided")
+    __slots__ = ("_value", "_open", "_decided")
 
     def __init__(self, default: _T, decided: bool = False) -> None:
         self._value = default
+        self._open = not decided  # (a plain flag, read without a call once decided)
         self._decided = threading.Event()
-        if decided:
-            self._decided.set()
 
     def value(self, lo: int, decide: Callable[[Any], _T], arg: Any) -> _T:
-        if not self._decided.is_set():
+        if self._open:
             if lo == 0:
-                self._value = decide(arg)
-                self._decided.set()
+                self._value = decide(arg)  # (written before the flag that publishes it)
+                self.settle()
             else:
                 self._decided.wait()
         return self._value
 
     def settle(self) -> None:
         """End the wait, with the default if nothing was decided (the first block failed)."""
+        self._open = False
         self._decided.set()
 
 

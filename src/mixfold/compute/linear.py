@@ -349,8 +349,8 @@ class FusedEStep:
         """The weighted scores of rows [lo, hi) (minus ``shift``) into ``scores``."""
         np.matmul(self.coef_band, z[:, :self.f + 1], out=scores)  # all sub-blocks in one call
         k = self.k
-        for codes, table, _ in self.tables:  # all K components' log-probabilities in one take
-            # (two calls on two threads, not 2K)
+        for codes, table, _ in self.tables:  # all K components' log-probabilities in one
+            # take: few long calls, so the row threads hand the GIL over seldom
             gathered = np.take(table, codes[lo:hi], axis=1, mode="clip",
                                out=scratch("linear.gathered", (k, hi - lo), self.dt))
             for a, b, i, count in sub_blocks(lo, hi, scores.shape[2]):

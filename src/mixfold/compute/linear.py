@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.compute.feature_cache import cache_for
-from mixfold.compute.row_blocks import map_row_blocks
+from mixfold.compute.row_blocks import FirstBlockDecision, map_row_blocks
 from mixfold.compute.scratch import scratch
 from mixfold.compute.encoded import Encoded
 from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, native_dtype
@@ -53,46 +53,29 @@ __all__ = ["LinearTerms", "linear_fold", "linear_terms_of", "fold_linear_mixture
            "FLOAT64_SCORE_FLOOR",
            "ONE_HOT_LEVELS"]
 
-#: Bytes of a block's (K, rows) score array, which the log-sum-exp passes over five times: it
-#: stays in a core's cache. 2 MiB is 16,384 rows at K=16 in float64 (the fastest on P1; 32,768
-#: rows ran 8% slower) and 32,768 at K=8 or in float32 (the fastest on P4 and P7).
+# Tuning constants of the fused E-step, each measured (benchmarks/README.md, "tuning constants
+# of the fused E-step"):
+#: Bytes of a block's (K, rows) scores: the log-sum-exp passes over them five times, in cache.
 SCORE_BLOCK_BYTES = 2 ** 21
-#: The most rows a block of the fused E-step takes (65,536 at K=8 ran P4 25% slower), and the
-#: fewest (below that, per-call overhead dominates).
+#: The most rows of a block: larger blocks fall out of cache.
 STACK_BLOCK_ROWS = 32768
+#: The fewest rows of a block: below it, per-call overhead dominates.
 MIN_BLOCK_ROWS = 4096
 #: In a float32 E-step, rows per float32 partial sum of the statistics (see the band).
 PARTIAL_ROWS = FLOAT32_PARTIAL_ROWS
-#: In a float32 E-step, shifted scores (log r_k + log total) below this are raised to it before
-#: the exp and e^-60 is taken off after it: what sat there becomes exactly 0 (as float64's
-#: underflow gives 0) and every other term moves by 9e-27, nothing at float32's 6e-8
-#: resolution. Unfloored, the subnormals below e^-87 made a float32 iteration of P1 4x slower
-#: than a float64 one.
+#: float32 floor of shifted scores before the exp (e^-60 taken off after): no subnormal is formed.
 FLOAT32_SCORE_FLOOR = -60.0
-#: In a float64 E-step, the same floor for shifted scores below -708, whose exp is subnormal or
-#: 0: NumPy's SIMD exp computes those lanes one by one, 15x (0) to 100x (subnormal) slower
-#: than the rest. What sits there counts 0, as its exp would (at most e^-100 of a row's total,
-#: which is at least e^-600: below float64's resolution). The floor costs two passes over the
-#: scores, so a fold applies it only when more than :data:`UNDERFLOW_SHARE` of the scores of
-#: the first 1/:data:`UNDERFLOW_PROBE` rows of its first block lie below it; the other blocks
-#: wait for that decision at their exp (a probe of every block held the GIL there, 2-3% of
-#: P1's fold on two threads; a probe of rows spread over the chunk, scored apart, cost 3.5% of
-#: P4's). Well-separated components need it: 16 components whose means spread 8 or 20 sd fold
-#: 3x faster with it.
+#: float64 floor of shifted scores: NumPy's SIMD exp computes lanes below -708 one by one.
 FLOAT64_SCORE_FLOOR = -700.0
+#: A float64 fold probes the first 1/this of its first block's rows for scores below the floor.
 UNDERFLOW_PROBE = 32
+#: ... and floors every block when more than this share of the probe lies below it.
 UNDERFLOW_SHARE = 0.02
-#: A block scored against one bound of every component's peak (rather than against each row's
-#: largest score) is kept when each row's largest shifted score is at least this (checked as
-#: a sum of exps of at least K e^this): then every component within the precision's
-#: resolution of its row's largest score (37 for float64, 17 for float32) is a normal number
-#: above the float32 score floor, exact to rounding. A block with a row below (an outlier, a
-#: row nothing scores) is scored again row by row.
+#: A block scored against the largest peak is kept if each row's largest shifted score is above.
 PEAK_SHIFT_MARGIN = {np.dtype(np.float64): -600.0,
                      np.dtype(np.float32): FLOAT32_SCORE_FLOOR + 17.0}
-#: A table of at most this many levels is summed through one-hot rows added to the statistics
-#: GEMM (one comparison per level and row, GIL-free); a larger one by a weighted ``bincount``
-#: (which NumPy runs holding the GIL: on P4's 20 levels it kept two threads from beating one).
+#: Tables of at most this many levels are summed by one-hot rows in the GEMM (GIL-free), larger
+#: ones by a weighted ``bincount`` (which holds the GIL).
 ONE_HOT_LEVELS = 64
 
 
@@ -236,82 +219,121 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     the next (:mod:`mixfold.compute.feature_cache`; every term then gives a ``source`` and ``key``).
 
     The statistics GEMM of a whole block is ``np.dot``: NumPy holds the GIL through
-    ``np.matmul`` with a long inner dimension (measured: two threads ran such a GEMM no faster
-    than one); the scoring, the component totals (a short inner dimension) and the statistics
-    of float32 sub-blocks (2,048 rows) are one batched ``np.matmul`` each, which releases it
-    there. The features and the other steps are element-wise calls over the whole block, few
-    and long, for the same reason: each NumPy call hands the GIL over between the row threads.
+    ``np.matmul`` with a long inner dimension; the scoring, the component totals (a short inner
+    dimension) and the statistics of float32 sub-blocks are one batched ``np.matmul`` each,
+    which releases it there. The features and the other steps are element-wise calls over the
+    whole block, few and long, for the same reason: each NumPy call hands the GIL over between
+    the row threads.
     """
-    dt = native_dtype(precision)
-    n, k = enc.n_rows, len(log_weights)
-    widths = [t.n_features for t in terms]
-    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(int)
-    f = int(offsets[-1])
-    # every term bounded above: subtract one bound of all the scores, the largest peak, inside
-    # the scoring GEMM, which saves the per-row max and its subtraction (-13% on P1's fold)
-    bounded = all(t.peak is not None for t in terms)
-    shift = float(np.max(log_weights + sum(t.peak for t in terms))) if bounded else 0.0
-    least_total = k * np.exp(PEAK_SHIFT_MARGIN[dt])
-    const = sum(t.const for t in terms) + log_weights - shift
-    # (K, F+1): the score of component k (minus the shift) is coef_band[k] @ [phi; 1]
-    coef_band = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1).astype(dt)
-    # each table: (codes, table in dt, first row of its one-hot indicators in z or None); a
-    # small table's counts come out of the statistics GEMM, a large one's out of a bincount
-    tables, rows_z = [], f + 1
-    for t in terms:
-        if t.table is not None:
-            hot = t.table.shape[1] <= ONE_HOT_LEVELS
-            tables.append((t.codes, t.table.astype(dt), rows_z if hot else None))
-            rows_z += t.table.shape[1] if hot else 0
-    # a -inf in a table can leave a row with no component that scores it
-    may_die = any(not np.isfinite(table).all() for _, table, _ in tables)
-    block = block_rows(k, dt)
-    if dt == np.float64:
-        partial = block
-        floor, always = dt.type(FLOAT64_SCORE_FLOOR), False
-    else:
-        partial = min(block, PARTIAL_ROWS)
-        floor, always = dt.type(FLOAT32_SCORE_FLOOR), True
-    floor_exp = np.exp(floor)  # the same exp as the block's, so the same bits
-    lse = np.empty(n)
+    fold = FusedEStep(terms, log_weights, enc, weights, precision)
+    return fold.collect(map_row_blocks(enc.n_rows, fold.block, fold.fold_block))
 
-    kept = _kept_features(terms, enc, dt, block, partial, rows_z)
-    # this fold's scratch buffers, taken once per thread (each block's Python work holds the
-    # GIL, and on two threads every such stretch may keep the other thread waiting)
-    buffers = threading.local()
 
-    def block_buffers(parts: int, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This thread's (z, scores, totals) for blocks of `parts` sub-blocks of p rows; z's
-        ones row is set when they are taken (a block writes only its features, and a padded
-        block its padding, ones row included: it gives its buffers up)."""
-        got = buffers.__dict__.get((parts, p))
+class FusedEStep:
+    """One fold of :func:`linear_fold`: its plan for a chunk (made once, read-only after) and
+    the steps of each row block: :meth:`layout` the features ``z``, :meth:`score` all K
+    components, :meth:`normalise` them (log-sum-exp, log-density, weighted posteriors),
+    :meth:`accumulate` the statistics; :meth:`collect` adds the blocks' statistics up. Every
+    array operation of a block is in these steps and :meth:`exp_scores` and
+    :meth:`component_totals`, on the buffers of :meth:`block_buffers`: another array library
+    runs the same steps by overriding those methods. Blocks share only the plan, the floor
+    decision (:class:`~mixfold.compute.row_blocks.FirstBlockDecision`) and their own rows of
+    ``lse``."""
+
+    def __init__(self, terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
+                 weights: np.ndarray, precision: str) -> None:
+        dt = self.dt = native_dtype(precision)
+        self.terms, self.weights = terms, weights
+        k = self.k = len(log_weights)
+        widths = [t.n_features for t in terms]
+        self.offsets = np.concatenate([[0], np.cumsum(widths)]).astype(int)
+        f = self.f = int(self.offsets[-1])
+        # every term bounded above: subtract one bound of all the scores, the largest peak,
+        # inside the scoring GEMM, which saves the per-row max and its subtraction
+        self.bounded = all(t.peak is not None for t in terms)
+        self.shift = (float(np.max(log_weights + sum(t.peak for t in terms))) if self.bounded
+                      else 0.0)
+        self.least_total = k * np.exp(PEAK_SHIFT_MARGIN[dt])
+        const = sum(t.const for t in terms) + log_weights - self.shift
+        # (K, F+1): the score of component k (minus the shift) is coef_band[k] @ [phi; 1]
+        self.coef_band = np.concatenate([t.coef for t in terms] + [const[:, None]],
+                                        axis=1).astype(dt)
+        # each table: (codes, table in dt, first row of its one-hot indicators in z or None); a
+        # small table's counts come out of the statistics GEMM, a large one's out of a bincount
+        tables, rows_z = [], f + 1
+        for t in terms:
+            if t.table is not None:
+                hot = t.table.shape[1] <= ONE_HOT_LEVELS
+                tables.append((t.codes, t.table.astype(dt), rows_z if hot else None))
+                rows_z += t.table.shape[1] if hot else 0
+        self.tables, self.rows_z = tables, rows_z
+        # a -inf in a table can leave a row with no component that scores it
+        self.may_die = any(not np.isfinite(table).all() for _, table, _ in tables)
+        self.block = block_rows(k, dt)
+        # float32: exp below -87 is subnormal, slow to use, so always floored; float64: below
+        # -708, slow to compute, so floored only where the first block's probe finds such scores
+        always = dt != np.float64
+        self.partial = min(self.block, PARTIAL_ROWS) if always else self.block
+        self.floor = dt.type(FLOAT32_SCORE_FLOOR if always else FLOAT64_SCORE_FLOOR)
+        self.floor_exp = np.exp(self.floor)  # the same exp as the block's, so the same bits
+        self.floored: FirstBlockDecision[bool] = FirstBlockDecision(always, decided=always)
+        self.lse = np.empty(enc.n_rows)
+        self.kept = _kept_features(terms, enc, dt, self.block, self.partial, rows_z)
+        # this fold's scratch buffers, taken once per thread (each block's Python work holds the
+        # GIL, and on two threads every such stretch may keep the other thread waiting)
+        self.buffers = threading.local()
+        self.ones = np.ones((1, k), dt)
+
+    def fold_block(self, lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        """The statistics of rows [lo, hi): (sums (rows of z, K), each large table's counts)."""
+        try:
+            z, scores, totals = self.block_buffers(hi - lo)
+            z = self.layout(lo, hi, z)
+            self.score(lo, hi, z, scores)
+            self.normalise(lo, hi, z, scores, totals)
+            return self.accumulate(lo, hi, z, scores)
+        finally:
+            if lo == 0:  # (a first block that fails must not leave the others waiting)
+                self.floored.settle()
+
+    def block_buffers(self, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This thread's (z, scores, totals) for an m-row block cut into sub-blocks
+        (:func:`sub_block_shape`); z's ones row is set when they are taken (a block writes only
+        its features, and a padded block its padding, ones row included: it gives its buffers
+        up, and the next block sets the ones row again)."""
+        parts, p = sub_block_shape(m, self.partial)
+        buffers = self.buffers.__dict__
+        got = buffers.get((parts, p))
         if got is None:
-            z = scratch("linear.z", (parts, rows_z, p), dt)
-            z[:, f] = 1.0
-            got = buffers.__dict__[(parts, p)] = (
-                z, scratch("linear.scores", (parts, k, p), dt),
-                scratch("linear.total", (parts, 1, p), dt))
+            z = scratch("linear.z", (parts, self.rows_z, p), self.dt)
+            z[:, self.f] = 1.0
+            got = buffers[(parts, p)] = (
+                z, scratch("linear.scores", (parts, self.k, p), self.dt),
+                scratch("linear.total", (parts, 1, p), self.dt))
+        if parts * p > m:
+            del buffers[(parts, p)]
         return got
 
-    def features_of(lo: int, hi: int, z: np.ndarray) -> np.ndarray:
+    def layout(self, lo: int, hi: int, z: np.ndarray) -> np.ndarray:
         """``z`` of rows [lo, hi) as `parts` contiguous sub-blocks of p rows (one in float64),
         the last padded with rows of weight 0 and features 0: element-wise steps run once over
         the whole block, the GEMMs once per sub-block. Kept from an earlier fold if it was, else
         written into ``z`` (this thread's buffer, ones row set) or, to be kept, a new array."""
+        kept = self.kept
         if kept is not None:
             got = kept.get(lo)
             if got is not None:
                 return got
-            z = np.empty(z.shape, dt)
-            z[:, f] = 1.0
+            z = np.empty(z.shape, self.dt)
+            z[:, self.f] = 1.0
         m = hi - lo
         parts, _, p = z.shape
         for a, b, i, count in sub_blocks(lo, hi, p):
             sub = z[i:i + count, :, :(b - a) // count]
-            for t, off in zip(terms, offsets):
+            for t, off in zip(self.terms, self.offsets):
                 if t.features is not None:
                     t.features(a, b, sub[:, off:off + t.n_features])
-            for codes, table, first in tables:
+            for codes, table, first in self.tables:
                 if first is not None:  # 1.0 where the row's code is the level, else 0.0
                     v = table.shape[1]
                     np.equal(codes[a:b].reshape(count, 1, -1), np.arange(v)[:, None],
@@ -323,42 +345,45 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
             kept[lo] = z
         return z
 
-    def fold_block(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
-        try:
-            return fold_rows_of(lo, hi)
-        finally:
-            if lo == 0:  # (a first block that fails must not leave the others waiting)
-                floor_decided.set()
+    def score(self, lo: int, hi: int, z: np.ndarray, scores: np.ndarray) -> None:
+        """The weighted scores of rows [lo, hi) (minus ``shift``) into ``scores``."""
+        np.matmul(self.coef_band, z[:, :self.f + 1], out=scores)  # all sub-blocks in one call
+        k = self.k
+        for codes, table, _ in self.tables:  # all K components' log-probabilities in one
+            # take: few long calls, so the row threads hand the GIL over seldom
+            gathered = np.take(table, codes[lo:hi], axis=1, mode="clip",
+                               out=scratch("linear.gathered", (k, hi - lo), self.dt))
+            for a, b, i, count in sub_blocks(lo, hi, scores.shape[2]):
+                scores[i:i + count, :, :(b - a) // count] += \
+                    gathered[:, a - lo:b - lo].reshape(k, count, -1).transpose(1, 0, 2)
 
-    def fold_rows_of(lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
+    def normalise(self, lo: int, hi: int, z: np.ndarray, scores: np.ndarray,
+                  totals: np.ndarray) -> None:
+        """The log-sum-exp of the scores of rows [lo, hi): their log-density (less the shift,
+        added to all rows at the end) into ``lse``, and their weighted posteriors into
+        ``scores``."""
         m = hi - lo
-        parts, p = sub_block_shape(m, partial)
-        z, scores, totals = block_buffers(parts, p)
-        if parts * p > m:  # (its padding clears the ones row: the next block sets it again)
-            del buffers.__dict__[(parts, p)]
-        z = features_of(lo, hi, z)
-        score_block(lo, hi, z, scores)
-        shifted = bounded  # exp(score - shift) needs no per-row max, unless a row sits far below
-        if shifted:
-            exp_scores(lo, scores)
-            total = component_totals(scores, totals)
-            if np.minimum.reduce(total.reshape(-1)[:m]) < least_total:
-                score_block(lo, hi, z, scores)
+        shifted = self.bounded  # exp(score - shift) needs no per-row max, unless a row sits
+        if shifted:  # far below
+            self.exp_scores(lo, scores)
+            total = self.component_totals(scores, totals)
+            if np.minimum.reduce(total.reshape(-1)[:m]) < self.least_total:
+                self.score(lo, hi, z, scores)
                 shifted = False
         top = dead = None
         if not shifted:  # against each row's largest score
             top = reduce_components(np.maximum, scores, "linear.top")
-            if may_die:
+            if self.may_die:
                 dead = ~np.isfinite(top)
                 if dead.any():
                     top[dead] = 0.0  # its scores stay -inf: exp gives 0, the total 0, log -inf
                 else:
                     dead = None
             scores -= top[:, None]
-            exp_scores(lo, scores)
-            total = component_totals(scores, totals)
-        # (the shift is added to all rows at the end); a total is 0 only on a dead row
-        if dead is None:
+            self.exp_scores(lo, scores)
+            total = self.component_totals(scores, totals)
+        lse = self.lse
+        if dead is None:  # a total is 0 only on a dead row
             np.log(total.reshape(-1)[:m], out=lse[lo:hi])
         else:
             with np.errstate(divide="ignore"):
@@ -366,82 +391,56 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
             total[dead] = np.inf  # no posterior for a row nothing scores
         if top is not None:
             lse[lo:hi] += top.reshape(-1)[:m]
-        return weighted_sums(lo, hi, z, scores, total)
-
-    ones = np.ones((1, k), dt)
-
-    def component_totals(scores: np.ndarray, totals: np.ndarray) -> np.ndarray:
-        """Each row's sum over the components, (parts, p): a ones-row GEMM (one call for all
-        sub-blocks), twice as fast as the halving tree of adds (one pass over the scores)."""
-        np.matmul(ones, scores, out=totals)
-        return totals[:, 0]
-
-    # whether this fold floors its scores: decided by the first block, the others wait for it
-    floor_decided = threading.Event()
-    floor_decision = [always]
-
-    def floored_at(lo: int, scores: np.ndarray) -> bool:
-        if not always and not floor_decided.is_set():
-            if lo == 0:
-                floor_decision[0] = underflows(scores)
-                floor_decided.set()
-            else:
-                floor_decided.wait()
-        return floor_decision[0]
-
-    def exp_scores(lo: int, scores: np.ndarray) -> None:
-        # float32: exp below -87 is subnormal, 100x slower to use; float64: below -708, 100x
-        # slower to compute, so floored only where a probe of the first block finds such scores
-        floored = floored_at(lo, scores)
-        if floored:
-            np.maximum(scores, floor, out=scores)
-        np.exp(scores, out=scores)
-        if floored:  # ... and what sat at the floor becomes exactly 0
-            scores -= floor_exp
-
-    def underflows(scores: np.ndarray) -> bool:
-        """Whether more than UNDERFLOW_SHARE of the scores of the block's first rows (a
-        contiguous probe) lie below the floor."""
-        probe = scores[:, :, :max(scores.shape[2] // UNDERFLOW_PROBE, 1)]
-        return bool(np.count_nonzero(probe < floor) > UNDERFLOW_SHARE * probe.size)
-
-    def score_block(lo: int, hi: int, z: np.ndarray, scores: np.ndarray) -> None:
-        """The weighted scores of rows [lo, hi) (minus ``shift``) into ``scores``."""
-        np.matmul(coef_band, z[:, :f + 1], out=scores)  # all sub-blocks in one call
-        for codes, table, _ in tables:  # all K components' log-probabilities in one take (16%
-            # slower alone than K 1-D gathers, 4% faster on P4's two threads: two calls, not 2K)
-            gathered = np.take(table, codes[lo:hi], axis=1, mode="clip",
-                               out=scratch("linear.gathered", (k, hi - lo), dt))
-            for a, b, i, count in sub_blocks(lo, hi, scores.shape[2]):
-                scores[i:i + count, :, :(b - a) // count] += \
-                    gathered[:, a - lo:b - lo].reshape(k, count, -1).transpose(1, 0, 2)
-
-    def weighted_sums(lo: int, hi: int, z: np.ndarray, scores: np.ndarray,
-                      total: np.ndarray) -> tuple[np.ndarray, list[np.ndarray | None]]:
-        """From exps and their totals: the weighted posteriors (in ``scores``), then every
-        feature sum and the mass (one GEMM) and each large table's counts."""
         parts, _, p = scores.shape
-        m = hi - lo
-        if parts == 1 and dt == np.float64:  # (the fewer NumPy calls per block, the fewer
-            np.divide(weights[lo:hi], total[0], out=total[0])  # waits for the GIL)
+        if parts == 1 and self.dt == np.float64:  # (the fewer NumPy calls per block, the fewer
+            np.divide(self.weights[lo:hi], total[0], out=total[0])  # waits for the GIL)
         else:
-            w = scratch("linear.w", (parts * p,), dt)
-            w[:m] = weights[lo:hi]
+            w = scratch("linear.w", (parts * p,), self.dt)
+            w[:m] = self.weights[lo:hi]
             w[m:] = 0.0
             np.divide(w.reshape(parts, p), total, out=total)
         scores *= total[:, None]  # the weighted posteriors, (K, rows) per sub-block
+
+    def exp_scores(self, lo: int, scores: np.ndarray) -> None:
+        """``exp`` of the scores in place; floored (:data:`FLOAT32_SCORE_FLOOR`,
+        :data:`FLOAT64_SCORE_FLOOR`) when the fold is, what sat at the floor then exactly 0."""
+        floored = self.floored.value(lo, self.underflows, scores)
+        if floored:
+            np.maximum(scores, self.floor, out=scores)
+        np.exp(scores, out=scores)
+        if floored:
+            scores -= self.floor_exp
+
+    def underflows(self, scores: np.ndarray) -> bool:
+        """Whether more than :data:`UNDERFLOW_SHARE` of the scores of the block's first rows
+        (a contiguous probe) lie below the floor."""
+        probe = scores[:, :, :max(scores.shape[2] // UNDERFLOW_PROBE, 1)]
+        return bool(np.count_nonzero(probe < self.floor) > UNDERFLOW_SHARE * probe.size)
+
+    def component_totals(self, scores: np.ndarray, totals: np.ndarray) -> np.ndarray:
+        """Each row's sum over the components, (parts, p): a ones-row GEMM (one call for all
+        sub-blocks, one pass over the scores)."""
+        np.matmul(self.ones, scores, out=totals)
+        return totals[:, 0]
+
+    def accumulate(self, lo: int, hi: int, z: np.ndarray, scores: np.ndarray
+                   ) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        """From the weighted posteriors: every feature sum and the mass (one GEMM), and each
+        large table's counts."""
+        parts, _, p = scores.shape
+        k = self.k
         # z @ r.T (the faster order of the same GEMM) per sub-block, added up in float64: one
         # block by np.dot (np.matmul would hold the GIL over its long inner dimension), the
-        # sub-blocks of a float32 block by one batched np.matmul (it releases it at 2,048
-        # rows; 10% faster on P7's fold than a np.dot per sub-block)
+        # sub-blocks of a float32 block by one batched np.matmul (which releases it)
         if parts == 1:
             sums = np.dot(z[0], scores[0].T).astype(np.float64, copy=False)
         else:
             part_sums = np.matmul(z, scores.transpose(0, 2, 1),
-                                  out=scratch("linear.part_sums", (parts, rows_z, k), dt))
+                                  out=scratch("linear.part_sums", (parts, self.rows_z, k),
+                                              self.dt))
             sums = np.add.reduce(part_sums, axis=0, dtype=np.float64)
         counts: list[np.ndarray | None] = []
-        for codes, table, first in tables:
+        for codes, table, first in self.tables:
             if first is not None:
                 counts.append(None)
                 continue
@@ -456,20 +455,24 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
                                       minlength=k * v).reshape(k, v))
         return sums, counts
 
-    folded = map_row_blocks(n, block, fold_block)
-    lse += shift
-    sums = np.sum([s for s, _ in folded], axis=0).T  # (K, rows of z), blocks added in order
-    mass = sums[:, f].copy()
-    table_counts = iter([np.sum([c[j] for _, c in folded], axis=0) if first is None else
-                         sums[:, first:first + table.shape[1]]
-                         for j, (_, table, first) in enumerate(tables)])
-    for t, off in zip(terms, offsets):
-        counts = None if t.table is None else next(table_counts)
-        t.add_sums(sums[:, off:off + t.n_features], mass, counts)
-    for t in terms:
-        if t.base is not None:
-            lse += t.base
-    return mass, lse
+    def collect(self, folded: list[tuple[np.ndarray, list[np.ndarray | None]]]
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """The blocks' statistics added up in block order and handed to the terms; returns
+        (posterior mass per component, per-row log-density)."""
+        lse = self.lse
+        lse += self.shift
+        sums = np.sum([s for s, _ in folded], axis=0).T  # (K, rows of z), blocks added in order
+        mass = sums[:, self.f].copy()
+        table_counts = iter([np.sum([c[j] for _, c in folded], axis=0) if first is None else
+                             sums[:, first:first + table.shape[1]]
+                             for j, (_, table, first) in enumerate(self.tables)])
+        for t, off in zip(self.terms, self.offsets):
+            counts = None if t.table is None else next(table_counts)
+            t.add_sums(sums[:, off:off + t.n_features], mass, counts)
+        for t in self.terms:
+            if t.base is not None:
+                lse += t.base
+        return mass, lse
 
 
 def sub_block_shape(m: int, partial: int) -> tuple[int, int]:

@@ -29,9 +29,9 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["map_row_blocks", "run_each", "row_threads"]
+__all__ = ["map_row_blocks", "run_each", "row_threads", "FirstBlockDecision"]
 
 _T = TypeVar("_T")
 _lock = threading.Lock()
@@ -101,6 +101,40 @@ def map_row_blocks(n_rows: int, block_rows: int, fold_block: Callable[[int, int]
         for f in futures:
             f.result()
         return results
+
+
+class FirstBlockDecision(Generic[_T]):
+    """A value that the first block of a :func:`map_row_blocks` call decides and the other
+    blocks, maybe on other threads, wait for: ``value(lo, decide, arg)`` is ``decide(arg)``
+    computed once by the block at row 0. That block calls :meth:`settle` when it ends (also
+    when it fails before deciding), so no other block waits for ever; ``decided=True`` fixes
+    ``default`` from the start.
+
+    >>> floor = FirstBlockDecision(False)
+    >>> map_row_blocks(10, 4, lambda lo, hi: floor.value(lo, lambda a: a > 3, hi - lo))
+    [True, True, True]
+    """
+
+    __slots__ = ("_value", "_open", "_decided")
+
+    def __init__(self, default: _T, decided: bool = False) -> None:
+        self._value = default
+        self._open = not decided  # (a plain flag, read without a call once decided)
+        self._decided = threading.Event()
+
+    def value(self, lo: int, decide: Callable[[Any], _T], arg: Any) -> _T:
+        if self._open:
+            if lo == 0:
+                self._value = decide(arg)  # (written before the flag that publishes it)
+                self.settle()
+            else:
+                self._decided.wait()
+        return self._value
+
+    def settle(self) -> None:
+        """End the wait, with the default if nothing was decided (the first block failed)."""
+        self._open = False
+        self._decided.set()
 
 
 def run_each(calls: Sequence[Callable[[], Any]]) -> None:

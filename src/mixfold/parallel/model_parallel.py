@@ -5,20 +5,18 @@ rows stay whole and the units of one node of the model tree (a mixture's compone
 fields, a hidden Markov model's states) are cut into the contiguous ranges a
 :class:`~mixfold.parallel.model_decomposition.ModelDecomposition` names, range ``i`` running on
 worker ``i``. One recursive fold, :func:`model_parallel_fold`, walks the tree from the root to the
-cut node along the plan's path and reproduces every accumulator's ``seq_update`` on the way:
+cut node along the plan's path; every node's own arithmetic is its family's, through the hooks
+of :mod:`mixfold.families._hooks` (the executor knows no family class):
 
-- FACTOR (Composite, Record): the factors of each range are folded on their worker; the per-row
-  log-densities are added in factor order, centrally.
-- COMPONENT (Mixture): each worker scores its components into its own columns of one (rows x K)
-  block; the log-sum-exp normalisation runs centrally, exactly as the serial fold runs it; then
-  each worker adds the rows to its components.
-- STATE (HiddenMarkov): each worker scores the items under its states' emissions; the
-  forward-backward recursion runs centrally; each worker adds the items to its emissions.
-- SEQUENCE (Sequence items, Optional values) and nodes above the cut: the fold recurses into
-  the unit on the path, so a mixture inside a sequence is threaded. A mixture or HMM above the
-  cut scores the unit on the path threaded (a second recursion reproduces ``seq_log_density``
-  the same way), normalises centrally, and folds that unit threaded; one that scores its units
-  together (``Decomposition.fused``, a stacked fast path) cannot hand one apart, and
+- a node that folds each child once (``FoldsChildren``: Composite, Record, Sequence, Optional)
+  hands its children's folds to the executor, which runs each worker's range of them (the cut
+  node) or recurses into the one on the path; the node combines the results centrally.
+- a node whose units score columns (``ScoresColumns``/``FoldsColumns``: Mixture, HiddenMarkov):
+  each worker scores its units' columns of one (rows x K) matrix, the node turns it into
+  posteriors centrally (log-sum-exp, forward-backward), each worker adds the rows to its units.
+  Above the cut, the unit on the path is scored and folded threaded (a second recursion
+  reproduces ``seq_log_density`` the same way); a node that scores its units together
+  (``Decomposition.fused``, a stacked fast path) cannot hand one apart, and
   :func:`check_plan` refuses a cut below it (the planner never makes one).
 
 Rows whose fold returns no log-densities (leaves return none) are scored by the same scoring
@@ -252,21 +250,12 @@ def check_plan(model: Distribution, plan: ModelDecomposition) -> None:
     """
     if not plan.is_model_parallel:
         return
-    node, rest, seen = model, plan.path, ""
-    while rest:
-        dc = decomposition_for(node)
-        index, rest = _step(dc, rest, plan.path)
-        if dc.fused:
-            raise ValueError(_fused_message(node, seen, plan.path))
-        seen = f"{seen}/{dc.child_roles[index]}".lstrip("/")
-        node = dc.units[index]
-    dc = decomposition_for(node)
-    if dc.axis is not plan.axis or len(dc.units) != plan.num_units:
-        raise ValueError(f"the plan cuts {plan.num_units} units along {plan.axis.value} at "
-                         f"{plan.path!r}, but the model has {len(dc.units)} along "
-                         f"{dc.axis.value} there")
-    if dc.axis not in _CUT_AXES:
-        raise ValueError(f"cannot execute a cut along the {dc.axis.value} axis")
+    node, rest, cut = model, plan.path, _Cut(plan)
+    while True:  # the fold's own walk, without the folding
+        _, index, rest = _locate(node, rest, cut)
+        if index is None:
+            return
+        node = decomposition_for(node).units[index]
 
 
 def _fused_message(node: Any, at: str, path: str) -> str:

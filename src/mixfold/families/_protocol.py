@@ -184,13 +184,6 @@ class Accumulator(ABC):
             self.key_replace(pooled)
 
 
-#: ``fold(i, accumulator, rows, weights, distribution, precision) -> log-densities or None``:
-#: how a combinator folds its child ``i`` when a caller (the model-parallel executor) replaces
-#: the child's plain ``seq_update``.
-FoldChild = Callable[[int, Accumulator, Encoded, np.ndarray, "Distribution", str],
-                     "np.ndarray | None"]
-
-
 class AccumulatorFactory:
     """Makes empty accumulators for one estimator tree (``make()``), e.g. one per shard."""
 

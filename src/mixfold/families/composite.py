@@ -12,6 +12,9 @@ from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError
 from mixfold.compute.linear import linear_fold, linear_terms_of
 from mixfold.families.mixture import _stackable, stack_columns
+from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsChildren,
+                                     ScoreChildren, ScoresChildren, fold_serially,
+                                     score_serially)
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -19,7 +22,6 @@ from mixfold.families._protocol import (
     Encoded,
     Encoder,
     Estimator,
-    FoldChild,
     InitRandom,
     family,
 )
@@ -180,15 +182,21 @@ class RecordEncoder(Encoder):
         return f"RecordEncoder({self.encoders!r})"
 
 
-class _FactorDistribution(Distribution):
+class _FactorDistribution(ScoresChildren, Distribution):
     """Shared body of Composite and Record: the log-density is the sum over factors."""
 
     factors: tuple[Distribution, ...]
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        return self.score_children(enc, precision, score_serially)
+
+    def score_children(self, enc: Encoded, precision: str, score: ScoreChildren) -> np.ndarray:
+        """The factors' log-densities (from ``score``) added in factor order."""
         out = np.zeros(enc.n_rows)
-        for dist, part in zip(self.factors, enc.children):
-            out += dist.seq_log_density(part, precision)
+        for ll in score([ChildScore(i, dist, part)
+                         for i, (dist, part) in enumerate(zip(self.factors, enc.children))],
+                        precision):
+            out += ll
         return out
 
     def parts(self) -> tuple[Distribution, ...]:
@@ -309,7 +317,7 @@ class RecordDistribution(_FactorDistribution):
                              child_roles=tuple(self.fields), row_work=float(len(self.factors)))
 
 
-class FactorAccumulator(Accumulator):
+class FactorAccumulator(FoldsChildren, Accumulator):
     """One accumulator per factor; every factor sees the same row weights."""
 
     def __init__(self, factors: Sequence[Accumulator], keys: str | None = None):
@@ -321,17 +329,15 @@ class FactorAccumulator(Accumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: _FactorDistribution,
                    precision: str = "float64") -> np.ndarray | None:
-        return self.update_factors(enc, weights, model, precision)
+        return self.fold_children(enc, weights, model, precision, fold_serially)
 
-    def update_factors(self, enc: Encoded, weights: np.ndarray, model: _FactorDistribution,
-                       precision: str, fold_factor: FoldChild | None = None
-                       ) -> np.ndarray | None:
-        """:meth:`seq_update`, with factor ``i`` folded by ``fold_factor(i, acc, rows, weights,
-        dist, precision)`` when given (a model-parallel executor threads one factor)."""
+    def fold_children(self, enc: Encoded, weights: np.ndarray, model: _FactorDistribution,
+                      precision: str, fold: FoldChildren) -> np.ndarray | None:
+        """The factors folded by ``fold``, their log-densities added in factor order (``None``
+        when a factor returns none)."""
         total: np.ndarray | None = np.zeros(enc.n_rows)
-        for i, (acc, part, dist) in enumerate(zip(self.factors, enc.children, model.factors)):
-            ll = acc.seq_update(part, weights, dist, precision) if fold_factor is None else \
-                fold_factor(i, acc, part, weights, dist, precision)
+        for ll in fold([ChildFold(i, acc, part, weights, dist) for i, (acc, part, dist)
+                        in enumerate(zip(self.factors, enc.children, model.factors))], precision):
             if ll is None or total is None:
                 total = None
             else:

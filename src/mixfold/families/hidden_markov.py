@@ -22,6 +22,8 @@ import numpy as np
 from mixfold.compute.kernels import hmm_forward_backward, kernels_available
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
+from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
+                                     ScoreChildren, ScoresColumns)
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -244,7 +246,7 @@ def _probabilities(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 
 @family("HiddenMarkov")
-class HiddenMarkovDistribution(Distribution):
+class HiddenMarkovDistribution(ScoresColumns, Distribution):
     """Hidden Markov model over sequences: ``emissions[s]`` is the law of an item in state s.
 
     The arguments follow :class:`MixtureDistribution`'s order (the state laws first, then the
@@ -324,6 +326,24 @@ class HiddenMarkovDistribution(Distribution):
         (n_items, S); any range gets the bits the full set gets."""
         unit_log_densities(self.emissions, self._stack, self._slots, items, precision, start,
                            stop, scores)
+
+    def unit_rows(self, enc: SequenceEncoded) -> Encoded:
+        return enc.items
+
+    def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
+                      out: np.ndarray, score: ScoreChildren | None = None) -> None:
+        """:meth:`emission_columns`; with ``score``, the emissions' log-densities come from
+        it."""
+        if score is None:
+            self.emission_columns(rows, precision, start, stop, out)
+            return
+        units = [ChildScore(k, self.emissions[k], child_encoding(rows, k, self._slots))
+                 for k in range(start, stop)]
+        for k, ll in zip(range(start, stop), score(units, precision)):
+            out[:, k] = ll
+
+    def log_density_from_columns(self, enc: SequenceEncoded, scores: np.ndarray) -> np.ndarray:
+        return _Lattice(self, scores, enc.offsets).log_likelihood
 
     def _lattice(self, enc: SequenceEncoded, precision: str) -> _Lattice:
         return _Lattice(self, self.emission_log_densities(enc.items, precision), enc.offsets)
@@ -492,7 +512,7 @@ def _posterior_counts(offsets: np.ndarray, resp: np.ndarray,
     return initial, transitions, terminal
 
 
-class HiddenMarkovAccumulator(Accumulator):
+class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
     """Statistics: expected initial-state counts (S,), transition counts (S, S), terminal
     counts (S,) when the terminal law is fitted, and one accumulator per state emission."""
 
@@ -557,6 +577,21 @@ class HiddenMarkovAccumulator(Accumulator):
         (n_items, S); any range gets the bits the full set gets."""
         add_unit_range(self.emissions, self._stack_update if model._stack is not None else None,
                        self.slots, items, resp, model.emissions, precision, start, stop)
+
+    def posteriors_from_columns(self, enc: SequenceEncoded, weights: np.ndarray,
+                                model: HiddenMarkovDistribution,
+                                scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.chain_update(enc, weights, model, scores)
+
+    def add_columns(self, rows: Encoded, resp: np.ndarray, model: HiddenMarkovDistribution,
+                    precision: str, start: int, stop: int,
+                    fold: FoldChildren | None = None) -> None:
+        if fold is None:
+            self.add_emission_range(rows, resp, model, precision, start, stop)
+            return
+        fold([ChildFold(k, self.emissions[k], child_encoding(rows, k, self.slots),
+                        np.ascontiguousarray(resp[:, k]), model.emissions[k])
+              for k in range(start, stop)], precision)
 
     def seq_initialize(self, enc: SequenceEncoded, weights: np.ndarray, rng: InitRandom) -> None:
         # Dirichlet(1) state posteriors per item from hashes of the global item index.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import warnings
@@ -18,6 +18,8 @@ from mixfold.compute.linear import fold_linear_mixture, linear_terms_of
 from mixfold.precision import band_ops, is_native, log_density_in_band, require_band
 from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
+from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
+                                     ScoreChildren, ScoresColumns)
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -173,7 +175,7 @@ def unit_log_densities(units: Sequence[Distribution], stack: type | None,
 
 
 @family("Mixture")
-class MixtureDistribution(Distribution):
+class MixtureDistribution(ScoresColumns, Distribution):
     """Mixture of ``components`` with mixing ``weights`` (summing to one).
 
     >>> from mixfold import GaussianDistribution
@@ -235,6 +237,44 @@ class MixtureDistribution(Distribution):
         unit_log_densities(self.components, self._stack, self._slots, enc, precision, start,
                            stop, scores)
         scores[:, start:stop] += self.log_weights[start:stop]
+
+    def unit_rows(self, enc: Encoded) -> Encoded:
+        return enc
+
+    def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
+                      out: np.ndarray, score: ScoreChildren | None = None) -> None:
+        """:meth:`add_weighted_columns`, a stacked mixture's block by block of the rows its
+        E-step scores; with ``score``, the components' log-densities come from it."""
+        if score is not None:
+            units = [ChildScore(k, self.components[k], child_encoding(rows, k, self._slots))
+                     for k in range(start, stop)]
+            for k, ll in zip(range(start, stop), score(units, precision)):
+                out[:, k] = ll
+            out[:, start:stop] += self.log_weights[start:stop]
+            return
+        if self._stack is None:
+            self.add_weighted_columns(rows, precision, start, stop, out)
+            return
+        for lo in range(0, rows.n_rows, STACK_BLOCK_ROWS):
+            hi = min(rows.n_rows, lo + STACK_BLOCK_ROWS)
+            self.add_weighted_columns(rows.rows(lo, hi), precision, start, stop, out[lo:hi])
+
+    def each_block(self, n: int, each: Callable[[int, int], None]) -> None:
+        """Run ``each(lo, hi)`` over the row blocks the serial E-step normalises: a stacked
+        mixture's blocks on this process's cores, or the whole chunk."""
+        if self._stack is None:
+            each(0, n)
+        else:
+            map_row_blocks(n, STACK_BLOCK_ROWS, each)
+
+    def log_density_from_columns(self, enc: Encoded, scores: np.ndarray) -> np.ndarray:
+        lse = np.empty(scores.shape[0])
+
+        def log_sum_exp(lo: int, hi: int) -> None:
+            lse[lo:hi] = logsumexp_rows(np.array(scores[lo:hi], order="F"))
+
+        self.each_block(scores.shape[0], log_sum_exp)
+        return lse
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         if not is_native(precision):
@@ -378,7 +418,7 @@ def scatter_samples(parts: Sequence[tuple[np.ndarray, Any]], n: int) -> Any:
 # Accumulator and estimator
 
 
-class MixtureAccumulator(Accumulator):
+class MixtureAccumulator(FoldsColumns, Accumulator):
     """Statistics: the posterior mass of each component, and each component's accumulator."""
 
     def __init__(self, components: Sequence[Accumulator], slots: tuple[int, ...] | None,
@@ -489,6 +529,31 @@ class MixtureAccumulator(Accumulator):
         K); any range gets the bits the full set gets (stacked updates go column by column)."""
         add_unit_range(self.components, self._stack_update if model._stack is not None else None,
                        self.slots, enc, resp, model.components, precision, start, stop)
+
+    def posteriors_from_columns(self, enc: Encoded, weights: np.ndarray,
+                                model: MixtureDistribution,
+                                scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`MixtureDistribution.weighted_posteriors` from gathered ``scores`` (the same
+        calls on the same blocks), the posterior masses added to ``counts``."""
+        resp, lse = np.empty(scores.shape, order="F"), np.empty(scores.shape[0])
+
+        def normalise(lo: int, hi: int) -> None:
+            block = np.array(scores[lo:hi], order="F")  # the layout the serial block has
+            resp[lo:hi], lse[lo:hi] = log_normalize_rows(block, weights[lo:hi])
+
+        model.each_block(scores.shape[0], normalise)
+        self.counts += resp.sum(axis=0)
+        return resp, lse
+
+    def add_columns(self, rows: Encoded, resp: np.ndarray, model: MixtureDistribution,
+                    precision: str, start: int, stop: int,
+                    fold: FoldChildren | None = None) -> None:
+        if fold is None:
+            self.add_component_range(rows, resp, model, precision, start, stop)
+            return
+        fold([ChildFold(k, self.components[k], child_encoding(rows, k, self.slots),
+                        np.ascontiguousarray(resp[:, k]), model.components[k])
+              for k in range(start, stop)], precision)
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         # Dirichlet(1) posteriors from per-row hashes: independent of chunking and sharding.

@@ -11,6 +11,9 @@ import numpy as np
 
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, ParameterError
+from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsChildren,
+                                     ScoreChildren, ScoresChildren, fold_serially,
+                                     score_serially)
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family)
 from mixfold.families.categorical import level_from_json, level_to_json
@@ -226,7 +229,7 @@ def _inner_error(err: DataError, present: np.ndarray) -> DataError:
 
 
 @family("Optional")
-class OptionalDistribution(Distribution):
+class OptionalDistribution(ScoresChildren, Distribution):
     """A value that is missing with probability ``p_missing``, else drawn from ``inner``.
 
     log p(missing) = log p_missing; log p(x) = log(1 - p_missing) + log p_inner(x). ``missing``
@@ -260,7 +263,12 @@ class OptionalDistribution(Distribution):
             self.log_p_present = float(np.log1p(-p))
 
     def seq_log_density(self, enc: OptionalEncoded, precision: str = "float64") -> np.ndarray:
-        return self._scatter(enc, self.inner.seq_log_density(enc.inner, precision))
+        return self.score_children(enc, precision, score_serially)
+
+    def score_children(self, enc: OptionalEncoded, precision: str,
+                       score: ScoreChildren) -> np.ndarray:
+        """The present values' log-densities (from ``score``) scattered among the missing."""
+        return self._scatter(enc, score([ChildScore(0, self.inner, enc.inner)], precision)[0])
 
     def _scatter(self, enc: OptionalEncoded, inner_ll: np.ndarray) -> np.ndarray:
         out = np.full(enc.n_rows, self.log_p_missing)
@@ -316,7 +324,7 @@ class OptionalDistribution(Distribution):
 # Accumulator and estimator
 
 
-class OptionalAccumulator(Accumulator):
+class OptionalAccumulator(FoldsChildren, Accumulator):
     """Statistics: [weighted missing count, weighted present count], then the inner accumulator.
 
     The inner accumulator sees the present rows only, with their weights.
@@ -340,8 +348,14 @@ class OptionalAccumulator(Accumulator):
 
     def seq_update(self, enc: OptionalEncoded, weights: np.ndarray, model: OptionalDistribution,
                    precision: str = "float64") -> np.ndarray | None:
-        inner_ll = self.inner.seq_update(enc.inner, self._present_weights(enc, weights),
-                                         model.inner, precision)
+        return self.fold_children(enc, weights, model, precision, fold_serially)
+
+    def fold_children(self, enc: OptionalEncoded, weights: np.ndarray,
+                      model: OptionalDistribution, precision: str,
+                      fold: FoldChildren) -> np.ndarray | None:
+        """The present values folded by ``fold``; their log-densities scattered."""
+        inner_ll = fold([ChildFold(0, self.inner, enc.inner, self._present_weights(enc, weights),
+                                   model.inner)], precision)[0]
         return None if inner_ll is None else model._scatter(enc, inner_ll)
 
     def seq_initialize(self, enc: OptionalEncoded, weights: np.ndarray, rng: InitRandom) -> None:

@@ -10,8 +10,11 @@ import numpy as np
 
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError, ParameterError
+from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsChildren,
+                                     ScoreChildren, ScoresChildren, fold_serially,
+                                     score_serially)
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        Encoder, Estimator, FoldChild, InitRandom, Sampler,
+                                        Encoder, Estimator, InitRandom, Sampler,
                                         family)
 from mixfold.families.categorical import CategoricalDistribution
 
@@ -212,7 +215,7 @@ def _row_sums(enc: SequenceEncoded, item_ll: np.ndarray) -> np.ndarray:
 
 
 @family("Sequence")
-class SequenceDistribution(Distribution):
+class SequenceDistribution(ScoresChildren, Distribution):
     """A sequence of iid ``item`` values whose length follows ``length`` (``None``: not modelled).
 
     log p(row) = sum_j log p_item(row[j]) + log p_length(len(row)). The length law is any family
@@ -245,7 +248,12 @@ class SequenceDistribution(Distribution):
         self.length = length
 
     def seq_log_density(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
-        out = _row_sums(enc, self.item.seq_log_density(enc.items, precision))
+        return self.score_children(enc, precision, score_serially)
+
+    def score_children(self, enc: SequenceEncoded, precision: str,
+                       score: ScoreChildren) -> np.ndarray:
+        """The items' log-densities (from ``score``) summed per row, plus the length's."""
+        out = _row_sums(enc, score([ChildScore(0, self.item, enc.items)], precision)[0])
         if self.length is not None:
             out += self.length.seq_log_density(enc.lengths, precision)
         return out
@@ -332,7 +340,7 @@ class SequenceDistribution(Distribution):
 # Accumulator and estimator
 
 
-class SequenceAccumulator(Accumulator):
+class SequenceAccumulator(FoldsChildren, Accumulator):
     """Statistics: the weighted item count, the item accumulator and the length accumulator.
 
     Every item carries its row's weight.
@@ -353,19 +361,18 @@ class SequenceAccumulator(Accumulator):
 
     def seq_update(self, enc: SequenceEncoded, weights: np.ndarray, model: SequenceDistribution,
                    precision: str = "float64") -> np.ndarray | None:
-        return self.update_items(enc, weights, model, precision)
+        return self.fold_children(enc, weights, model, precision, fold_serially)
 
-    def update_items(self, enc: SequenceEncoded, weights: np.ndarray,
-                     model: SequenceDistribution, precision: str,
-                     fold_items: FoldChild | None = None) -> np.ndarray | None:
-        """:meth:`seq_update`, with the items folded by ``fold_items(0, acc, items, weights,
-        item, precision)`` when given (a model-parallel executor threads the item model)."""
+    def fold_children(self, enc: SequenceEncoded, weights: np.ndarray,
+                      model: SequenceDistribution, precision: str,
+                      fold: FoldChildren) -> np.ndarray | None:
+        """The items folded by ``fold`` (each with its row's weight), the length law serially;
+        the items' log-densities summed per row plus the length's."""
         counts = enc.counts()
         self.item_weight += weights @ counts
         item_weights = np.repeat(weights, counts)
-        item_ll = self.items.seq_update(enc.items, item_weights, model.item, precision) \
-            if fold_items is None else \
-            fold_items(0, self.items, enc.items, item_weights, model.item, precision)
+        item_ll = fold([ChildFold(0, self.items, enc.items, item_weights, model.item)],
+                       precision)[0]
         length_ll = None
         if self.length is not None:
             length_ll = self.length.seq_update(enc.lengths, weights, model.length, precision)

@@ -5,20 +5,18 @@ rows stay whole and the units of one node of the model tree (a mixture's compone
 fields, a hidden Markov model's states) are cut into the contiguous ranges a
 :class:`~mixfold.parallel.model_decomposition.ModelDecomposition` names, range ``i`` running on
 worker ``i``. One recursive fold, :func:`model_parallel_fold`, walks the tree from the root to the
-cut node along the plan's path and reproduces every accumulator's ``seq_update`` on the way:
+cut node along the plan's path; every node's own arithmetic is its family's, through the hooks
+of :mod:`mixfold.families._hooks` (the executor knows no family class):
 
-- FACTOR (Composite, Record): the factors of each range are folded on their worker; the per-row
-  log-densities are added in factor order, centrally.
-- COMPONENT (Mixture): each worker scores its components into its own columns of one (rows x K)
-  block; the log-sum-exp normalisation runs centrally, exactly as the serial fold runs it; then
-  each worker adds the rows to its components.
-- STATE (HiddenMarkov): each worker scores the items under its states' emissions; the
-  forward-backward recursion runs centrally; each worker adds the items to its emissions.
-- SEQUENCE (Sequence items, Optional values) and nodes above the cut: the fold recurses into
-  the unit on the path, so a mixture inside a sequence is threaded. A mixture or HMM above the
-  cut scores the unit on the path threaded (a second recursion reproduces ``seq_log_density``
-  the same way), normalises centrally, and folds that unit threaded; one that scores its units
-  together (``Decomposition.fused``, a stacked fast path) cannot hand one apart, and
+- a node that folds each child once (``FoldsChildren``: Composite, Record, Sequence, Optional)
+  hands its children's folds to the executor, which runs each worker's range of them (the cut
+  node) or recurses into the one on the path; the node combines the results centrally.
+- a node whose units score columns (``ScoresColumns``/``FoldsColumns``: Mixture, HiddenMarkov):
+  each worker scores its units' columns of one (rows x K) matrix, the node turns it into
+  posteriors centrally (log-sum-exp, forward-backward), each worker adds the rows to its units.
+  Above the cut, the unit on the path is scored and folded threaded (a second recursion
+  reproduces ``seq_log_density`` the same way); a node that scores its units together
+  (``Decomposition.fused``, a stacked fast path) cannot hand one apart, and
   :func:`check_plan` refuses a cut below it (the planner never makes one).
 
 Rows whose fold returns no log-densities (leaves return none) are scored by the same scoring
@@ -73,20 +71,14 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.logspace import log_normalize_rows, logsumexp_rows
-from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.backends.local import LocalEncodedData
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, FoldResult, fold_rows
 from mixfold.decomposition import DecompAxis, decomposition_for
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom)
-from mixfold.families.composite import FactorAccumulator, _FactorDistribution
-from mixfold.families.hidden_markov import (HiddenMarkovAccumulator, HiddenMarkovDistribution,
-                                            _Lattice)
-from mixfold.families.mixture import (STACK_BLOCK_ROWS, MixtureAccumulator, MixtureDistribution,
-                                      child_encoding)
-from mixfold.families.optional import OptionalAccumulator, OptionalDistribution
-from mixfold.families.sequence import SequenceAccumulator, SequenceDistribution, _row_sums
+from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsChildren,
+                                     FoldsColumns, ScoreChildren, ScoresChildren, ScoresColumns,
+                                     fold_serially, score_serially)
 from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
 from mixfold.parallel.resources import DeviceSpec, Resources
 from mixfold.precision import is_native
@@ -258,21 +250,12 @@ def check_plan(model: Distribution, plan: ModelDecomposition) -> None:
     """
     if not plan.is_model_parallel:
         return
-    node, rest, seen = model, plan.path, ""
-    while rest:
-        dc = decomposition_for(node)
-        index, rest = _step(dc, rest, plan.path)
-        if dc.fused:
-            raise ValueError(_fused_message(node, seen, plan.path))
-        seen = f"{seen}/{dc.child_roles[index]}".lstrip("/")
-        node = dc.units[index]
-    dc = decomposition_for(node)
-    if dc.axis is not plan.axis or len(dc.units) != plan.num_units:
-        raise ValueError(f"the plan cuts {plan.num_units} units along {plan.axis.value} at "
-                         f"{plan.path!r}, but the model has {len(dc.units)} along "
-                         f"{dc.axis.value} there")
-    if dc.axis not in _CUT_FOLDS:
-        raise ValueError(f"cannot execute a cut along the {dc.axis.value} axis")
+    node, rest, cut = model, plan.path, _Cut(plan)
+    while True:  # the fold's own walk, without the folding
+        _, index, rest = _locate(node, rest, cut)
+        if index is None:
+            return
+        node = decomposition_for(node).units[index]
 
 
 def _fused_message(node: Any, at: str, path: str) -> str:
@@ -355,285 +338,109 @@ def model_parallel_fold(acc: Accumulator, model: Distribution, enc: Encoded, wei
             pool.close()
 
 
-def _fold(acc: Accumulator, model: Distribution, enc: Encoded, weights: np.ndarray,
-          precision: str, rest: str, cut: _Cut, pool: WorkerPool) -> np.ndarray | None:
-    """``acc.seq_update`` with the cut ``rest`` below this node threaded."""
+_CUT_AXES = frozenset({DecompAxis.FACTOR, DecompAxis.COMPONENT, DecompAxis.STATE})
+
+
+def _locate(model: Any, rest: str, cut: _Cut) -> tuple[int, int | None, str]:
+    """(the node's number of units, the index of the unit the path goes to next — ``None`` at
+    the cut node —, the rest of the path), the plan checked against the node."""
     dc = decomposition_for(model)
     if not rest:
         if dc.axis is not cut.axis or len(dc.units) != cut.num_units:
             raise ValueError(f"the plan cuts {cut.num_units} units along {cut.axis.value} at "
                              f"{cut.path!r}, the model has {len(dc.units)} along "
                              f"{dc.axis.value} there")
-        try:
-            run = _CUT_FOLDS[dc.axis]
-        except KeyError:
-            raise ValueError(f"cannot execute a cut along the {dc.axis.value} axis") from None
-        return run(acc, model, enc, weights, precision, cut, pool)
+        if dc.axis not in _CUT_AXES:
+            raise ValueError(f"cannot execute a cut along the {dc.axis.value} axis")
+        return len(dc.units), None, ""
     at = cut.path[:len(cut.path) - len(rest)].rstrip("/")
     index, rest = _step(dc, rest, cut.path)
     if dc.fused:
         raise ValueError(_fused_message(model, at, cut.path))
-    for cls, through in _THROUGH:
-        if isinstance(acc, cls):
-            return through(acc, model, enc, weights, precision, index, rest, cut, pool)
+    return len(dc.units), index, rest
+
+
+def _fold(acc: Accumulator, model: Distribution, enc: Encoded, weights: np.ndarray,
+          precision: str, rest: str, cut: _Cut, pool: WorkerPool) -> np.ndarray | None:
+    """``acc.seq_update`` with the cut ``rest`` below this node threaded: the node's own hook
+    runs its serial arithmetic, its units' folds run by :func:`_child_folds`."""
+    k, index, below = _locate(model, rest, cut)
+    folds = _child_folds(index, below, cut, pool)
+    if isinstance(acc, FoldsChildren):
+        return acc.fold_children(enc, weights, model, precision, folds)
+    if isinstance(acc, FoldsColumns) and isinstance(model, ScoresColumns):
+        rows = model.unit_rows(enc)
+        scores = _columns(model, rows, precision, k, index, below, cut, pool)
+        resp, ll = acc.posteriors_from_columns(enc, weights, model, scores)  # centrally
+        if index is None:
+            pool.run([partial(acc.add_columns, rows, resp, model, precision, a, b)
+                      for a, b in cut.ranges], cut.ranges)
+        else:
+            acc.add_columns(rows, resp, model, precision, 0, k, folds)
+        return ll
     raise ValueError(f"cannot thread through a {type(acc).__name__} on path {cut.path!r}")
 
 
-# -- the cut node ----------------------------------------------------------------------------
-
-
-def _cut_factors(acc: FactorAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
-                 precision: str, cut: _Cut, pool: WorkerPool) -> np.ndarray | None:
-    parts = enc.children
-
-    def fold_range(start: int, stop: int) -> list[np.ndarray | None]:
-        return [acc.factors[i].seq_update(parts[i], weights, model.factors[i], precision)
-                for i in range(start, stop)]
-
-    per_range = pool.run([partial(fold_range, a, b) for a, b in cut.ranges], cut.ranges)
-    total: np.ndarray | None = np.zeros(enc.n_rows)
-    for ll in (ll for lls in per_range for ll in lls):  # added in factor order, as serially
-        if ll is None or total is None:
-            total = None
-        else:
-            total += ll
-    return total
-
-
-def _factor_log_density(model: Any, enc: Encoded, precision: str, cut: _Cut,
-                        pool: WorkerPool) -> np.ndarray:
-    """``model.seq_log_density(enc)`` of a Composite or Record, its factors scored by range."""
-    parts = enc.children
-
-    def score_range(start: int, stop: int) -> list[np.ndarray]:
-        return [model.factors[i].seq_log_density(parts[i], precision) for i in range(start, stop)]
-
-    out = np.zeros(enc.n_rows)
-    for lls in pool.run([partial(score_range, a, b) for a, b in cut.ranges], cut.ranges):
-        for ll in lls:
-            out += ll
-    return out
-
-
-def _cut_components(acc: MixtureAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
-                    precision: str, cut: _Cut, pool: WorkerPool) -> np.ndarray:
-    # a family that fuses the whole E-step (stack_fold) runs as the three steps every mixture
-    # runs here: the one cut whose statistics agree with the serial fold to rounding only
-    scores = _weighted_columns(model, enc, precision, cut, pool)
-    resp, lse = _normalised(model, scores, weights)  # centrally, as the serial fold does
-    acc.counts += resp.sum(axis=0)
-    pool.run([partial(acc.add_component_range, enc, resp, model, precision, a, b)
-              for a, b in cut.ranges], cut.ranges)
-    return lse
-
-
-def _weighted_columns(model: Any, enc: Encoded, precision: str, cut: _Cut,
-                      pool: WorkerPool) -> np.ndarray:
-    """``model.component_log_densities(enc)`` (n_rows, K), each worker scoring its components;
-    a stacked mixture is scored block by block of rows, the blocks its serial E-step scores."""
-    scores = np.empty((enc.n_rows, model.num_components), order="F")
-
-    def score_range(start: int, stop: int) -> None:
-        if model._stack is None:
-            model.add_weighted_columns(enc, precision, start, stop, scores)
-            return
-        for lo in range(0, enc.n_rows, STACK_BLOCK_ROWS):
-            hi = min(enc.n_rows, lo + STACK_BLOCK_ROWS)
-            model.add_weighted_columns(enc.rows(lo, hi), precision, start, stop, scores[lo:hi])
-
-    pool.run([partial(score_range, a, b) for a, b in cut.ranges], cut.ranges)
-    return scores
-
-
-def _blocks(model: Any, n: int, each: Callable[[int, int], None]) -> None:
-    """Run ``each(lo, hi)`` over the row blocks the serial E-step of ``model`` uses: the
-    stacked blocks on this process's cores, or the whole chunk."""
-    if model._stack is None:
-        each(0, n)
-    else:
-        map_row_blocks(n, STACK_BLOCK_ROWS, each)
-
-
-def _normalised(model: Any, scores: np.ndarray,
-                weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``model.weighted_posteriors`` from gathered scores: the same calls on the same blocks."""
-    n = scores.shape[0]
-    resp, lse = np.empty(scores.shape, order="F"), np.empty(n)
-
-    def normalise(lo: int, hi: int) -> None:
-        block = np.array(scores[lo:hi], order="F")  # the layout the serial block has
-        resp[lo:hi], lse[lo:hi] = log_normalize_rows(block, weights[lo:hi])
-
-    _blocks(model, n, normalise)
-    return resp, lse
-
-
-def _mixture_log_density(model: Any, scores: np.ndarray) -> np.ndarray:
-    """``model.seq_log_density`` from gathered scores: the same calls on the same blocks."""
-    lse = np.empty(scores.shape[0])
-
-    def log_sum_exp(lo: int, hi: int) -> None:
-        lse[lo:hi] = logsumexp_rows(np.array(scores[lo:hi], order="F"))
-
-    _blocks(model, scores.shape[0], log_sum_exp)
-    return lse
-
-
-def _cut_states(acc: HiddenMarkovAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
-                precision: str, cut: _Cut, pool: WorkerPool) -> np.ndarray:
-    items = enc.items
-    scores = np.empty((items.n_rows, model.num_states), order="F")
-    pool.run([partial(model.emission_columns, items, precision, a, b, scores)
-              for a, b in cut.ranges], cut.ranges)
-    resp, ll = acc.chain_update(enc, weights, model, scores)  # the recursion, centrally
-    pool.run([partial(acc.add_emission_range, items, resp, model, precision, a, b)
-              for a, b in cut.ranges], cut.ranges)
-    return ll
-
-
-_CUT_FOLDS: dict[DecompAxis, Callable[..., np.ndarray | None]] = {
-    DecompAxis.FACTOR: _cut_factors,
-    DecompAxis.COMPONENT: _cut_components,
-    DecompAxis.STATE: _cut_states,
-}
-
-
-# -- nodes above the cut: the serial update, with the unit on the path folded by _fold ----------
-
-
-def _through_factors(acc: FactorAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
-                     precision: str, index: int, rest: str, cut: _Cut,
-                     pool: WorkerPool) -> np.ndarray | None:
-    def fold_factor(i: int, a: Accumulator, part: Encoded, w: np.ndarray, dist: Any,
-                    band: str) -> np.ndarray | None:
-        if i == index:
-            return _fold(a, dist, part, w, band, rest, cut, pool)
-        return a.seq_update(part, w, dist, band)
-
-    return acc.update_factors(enc, weights, model, precision, fold_factor)
-
-
-def _through_sequence(acc: SequenceAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
-                      precision: str, index: int, rest: str, cut: _Cut,
-                      pool: WorkerPool) -> np.ndarray | None:
-    return acc.update_items(enc, weights, model, precision,
-                            lambda _, a, items, w, item, band: _fold(a, item, items, w, band,
-                                                                     rest, cut, pool))
-
-
-def _through_optional(acc: OptionalAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
-                      precision: str, index: int, rest: str, cut: _Cut,
-                      pool: WorkerPool) -> np.ndarray | None:
-    inner_ll = _fold(acc.inner, model.inner, enc.inner, acc._present_weights(enc, weights),
-                     precision, rest, cut, pool)
-    return None if inner_ll is None else model._scatter(enc, inner_ll)
-
-
-def _through_mixture(acc: MixtureAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
-                     precision: str, index: int, rest: str, cut: _Cut,
-                     pool: WorkerPool) -> np.ndarray:
-    scores = _component_scores(model, enc, precision, index, rest, cut, pool)
-    resp, lse = log_normalize_rows(scores, weights)
-    acc.counts += resp.sum(axis=0)
-    acc.add_component_range(enc, resp, model, precision, 0, index)
-    _fold(acc.components[index], model.components[index], child_encoding(enc, index, acc.slots),
-          np.ascontiguousarray(resp[:, index]), precision, rest, cut, pool)
-    acc.add_component_range(enc, resp, model, precision, index + 1, model.num_components)
-    return lse
-
-
-def _through_states(acc: HiddenMarkovAccumulator, model: Any, enc: Encoded, weights: np.ndarray,
-                    precision: str, index: int, rest: str, cut: _Cut,
-                    pool: WorkerPool) -> np.ndarray:
-    items = enc.items
-    scores = _emission_scores(model, items, precision, index, rest, cut, pool)
-    resp, ll = acc.chain_update(enc, weights, model, scores)
-    acc.add_emission_range(items, resp, model, precision, 0, index)
-    _fold(acc.emissions[index], model.emissions[index], child_encoding(items, index, acc.slots),
-          np.ascontiguousarray(resp[:, index]), precision, rest, cut, pool)
-    acc.add_emission_range(items, resp, model, precision, index + 1, model.num_states)
-    return ll
-
-
-_THROUGH: tuple[tuple[type, Callable[..., np.ndarray | None]], ...] = (
-    (FactorAccumulator, _through_factors),
-    (SequenceAccumulator, _through_sequence),
-    (OptionalAccumulator, _through_optional),
-    (MixtureAccumulator, _through_mixture),
-    (HiddenMarkovAccumulator, _through_states),
-)
-
-
-# -- scoring: model.seq_log_density(enc), bit for bit, with the cut threaded --------------------
-
-
-def _score(model: Any, enc: Encoded, precision: str, rest: str, cut: _Cut,
+def _score(model: Distribution, enc: Encoded, precision: str, rest: str, cut: _Cut,
            pool: WorkerPool) -> np.ndarray:
     """``model.seq_log_density(enc, precision)`` with the cut ``rest`` below this node threaded
     (what the fit computes for rows whose fold returned no log-densities, and what a mixture or
     HMM above the cut needs of the unit on the path)."""
-    dc = decomposition_for(model)
-    if not rest:
-        if dc.axis is DecompAxis.FACTOR:
-            return _factor_log_density(model, enc, precision, cut, pool)
-        if dc.axis is DecompAxis.COMPONENT:
-            return _mixture_log_density(model, _weighted_columns(model, enc, precision, cut,
-                                                                 pool))
-        items = enc.items  # STATE: the chain's forward pass over the gathered emission scores
-        scores = np.empty((items.n_rows, model.num_states), order="F")
-        pool.run([partial(model.emission_columns, items, precision, a, b, scores)
-                  for a, b in cut.ranges], cut.ranges)
-        return _Lattice(model, scores, enc.offsets).log_likelihood
-    at = cut.path[:len(cut.path) - len(rest)].rstrip("/")
-    index, rest = _step(dc, rest, cut.path)
-    if dc.fused:
-        raise ValueError(_fused_message(model, at, cut.path))
-    if isinstance(model, _FactorDistribution):
-        out = np.zeros(enc.n_rows)
-        for i, (dist, part) in enumerate(zip(model.factors, enc.children)):
-            out += _score(dist, part, precision, rest, cut, pool) if i == index else \
-                dist.seq_log_density(part, precision)
-        return out
-    if isinstance(model, SequenceDistribution):
-        out = _row_sums(enc, _score(model.item, enc.items, precision, rest, cut, pool))
-        if model.length is not None:
-            out += model.length.seq_log_density(enc.lengths, precision)
-        return out
-    if isinstance(model, OptionalDistribution):
-        return model._scatter(enc, _score(model.inner, enc.inner, precision, rest, cut, pool))
-    if isinstance(model, MixtureDistribution):  # unfused: scored as one block
-        return logsumexp_rows(_component_scores(model, enc, precision, index, rest, cut, pool))
-    if isinstance(model, HiddenMarkovDistribution):
-        scores = _emission_scores(model, enc.items, precision, index, rest, cut, pool)
-        return _Lattice(model, scores, enc.offsets).log_likelihood
+    k, index, below = _locate(model, rest, cut)
+    if isinstance(model, ScoresChildren):
+        return model.score_children(enc, precision, _child_scores(index, below, cut, pool))
+    if isinstance(model, ScoresColumns):
+        return model.log_density_from_columns(
+            enc, _columns(model, model.unit_rows(enc), precision, k, index, below, cut, pool))
     raise ValueError(f"cannot thread through a {type(model).__name__} on path {cut.path!r}")
 
 
-def _component_scores(model: Any, enc: Encoded, precision: str, index: int, rest: str,
-                      cut: _Cut, pool: WorkerPool) -> np.ndarray:
-    """``model.component_log_densities(enc)`` of an unfused mixture, component ``index``
-    scored with the cut below it threaded."""
-    k = model.num_components
-    scores = np.empty((enc.n_rows, k), order="F")
-    model.add_weighted_columns(enc, precision, 0, index, scores)
-    scores[:, index] = _score(model.components[index], child_encoding(enc, index, model._slots),
-                              precision, rest, cut, pool)
-    scores[:, index] += model.log_weights[index]
-    model.add_weighted_columns(enc, precision, index + 1, k, scores)
+def _columns(model: ScoresColumns, rows: Encoded, precision: str, k: int, index: int | None,
+             rest: str, cut: _Cut, pool: WorkerPool) -> np.ndarray:
+    """The (rows, K) score matrix: each worker its range of columns at the cut node; above it,
+    every column serially but the one on the path, scored threaded."""
+    scores = np.empty((rows.n_rows, k), order="F")
+    if index is None:
+        pool.run([partial(model.score_columns, rows, precision, a, b, scores)
+                  for a, b in cut.ranges], cut.ranges)
+    else:
+        model.score_columns(rows, precision, 0, k, scores,
+                            _child_scores(index, rest, cut, pool))
     return scores
 
 
-def _emission_scores(model: Any, items: Encoded, precision: str, index: int, rest: str,
-                     cut: _Cut, pool: WorkerPool) -> np.ndarray:
-    """``model.emission_log_densities(items)`` of an unfused HMM, state ``index`` scored with
-    the cut below it threaded."""
-    s = model.num_states
-    scores = np.empty((items.n_rows, s))
-    model.emission_columns(items, precision, 0, index, scores)
-    scores[:, index] = _score(model.emissions[index], child_encoding(items, index, model._slots),
-                              precision, rest, cut, pool)
-    model.emission_columns(items, precision, index + 1, s, scores)
-    return scores
+def _child_folds(index: int | None, rest: str, cut: _Cut, pool: WorkerPool) -> FoldChildren:
+    """The units' folds: a range per worker at the cut node; above it, the unit on the path
+    through :func:`_fold`, the others serially."""
+    def fold(children: Sequence[ChildFold], precision: str) -> list[np.ndarray | None]:
+        if index is None:
+            return _on_workers(fold_serially, children, precision, cut, pool)
+        return [_fold(c.acc, c.dist, c.rows, c.weights, precision, rest, cut, pool)
+                if c.index == index else c.acc.seq_update(c.rows, c.weights, c.dist, precision)
+                for c in children]
+    return fold
+
+
+def _child_scores(index: int | None, rest: str, cut: _Cut, pool: WorkerPool) -> ScoreChildren:
+    """As :func:`_child_folds`, for the units' log-densities."""
+    def score(children: Sequence[ChildScore], precision: str) -> list[np.ndarray]:
+        if index is None:
+            return _on_workers(score_serially, children, precision, cut, pool)
+        return [_score(c.dist, c.rows, precision, rest, cut, pool) if c.index == index
+                else c.dist.seq_log_density(c.rows, precision) for c in children]
+    return score
+
+
+def _on_workers(run: Callable[[Sequence[Any], str], list[Any]], children: Sequence[Any],
+                precision: str, cut: _Cut, pool: WorkerPool) -> list[Any]:
+    """``run`` over each worker's range of ``children``; the results in the children's order."""
+    if len(children) != cut.num_units:
+        raise ValueError(f"the plan cuts {cut.num_units} units at {cut.path!r}, the node "
+                         f"hands {len(children)} to fold")
+    per_range = pool.run([partial(run, children[a:b], precision) for a, b in cut.ranges],
+                         cut.ranges)
+    return [r for rs in per_range for r in rs]
+
 
 
 # ---------------------------------------------------------------------------------------------

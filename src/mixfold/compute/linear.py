@@ -47,7 +47,7 @@ from mixfold.compute.scratch import scratch
 from mixfold.compute.encoded import Encoded
 from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, native_dtype
 
-__all__ = ["LinearTerms", "linear_fold", "linear_terms_of", "fold_linear_mixture", "block_rows",
+__all__ = ["LinearTerms", "linear_fold", "fold_linear_mixture", "block_rows",
            "centred_gaussian", "uncentred_moments",
            "SCORE_BLOCK_BYTES", "STACK_BLOCK_ROWS", "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR",
            "FLOAT64_SCORE_FLOOR",
@@ -509,13 +509,6 @@ def _kept_features(terms: Sequence[LinearTerms], enc: Encoded, dt: np.dtype, blo
     nbytes = int(rows_z * dt.itemsize * padded_rows)
     key = ("linear_fold", dt.str, block, partial, tuple(t.key for t in terms))
     return cache_for(key, [t.source for t in terms], nbytes, enc.nbytes)
-
-
-def linear_terms_of(accumulator_class: type) -> Callable[..., LinearTerms | None] | None:
-    """The ``linear_terms`` hook a family's accumulator class defines itself, else ``None``:
-    a subclass that reads its rows otherwise (LogGaussian's reads ``log x``) must define its
-    own rather than inherit its parent's."""
-    return accumulator_class.linear_terms if "linear_terms" in vars(accumulator_class) else None
 
 
 def fold_linear_mixture(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import CompensatedAccumulation
 from mixfold.errors import DataError, DataTypeError
 from mixfold.precision import BandSupportError, band_of
 from mixfold.families._protocol import (
@@ -259,9 +260,8 @@ class LeafAccumulator(Accumulator):
     def seq_update_dd(self, enc: Encoded, w_hi: np.ndarray, w_lo: np.ndarray, model: Any,
                       ops: Any = None) -> None:
         """The ``dd`` band: add the rows with double-double weights ``w_hi + w_lo`` into
-        double-double statistics (``_add_dd``, written next to the ``_add`` it mirrors)."""
-        owner_add = next(c for c in type(self).__mro__ if "_add" in c.__dict__)
-        if "_add_dd" not in owner_add.__dict__:
+        double-double statistics (a :class:`CompensatedAccumulation`'s ``_add_dd``)."""
+        if not isinstance(self, CompensatedAccumulation):
             raise BandSupportError(f"precision 'dd' cannot run {type(self).__name__}: it has no "
                                    f"double-double accumulation of its statistics")
         self._add_dd(enc.values, w_hi, w_lo)

@@ -7,6 +7,14 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import (
+    CompensatedAccumulation,
+    LinearInFeatures,
+    RunsInBands,
+    SeedsFromPoints,
+    StackedScoring,
+    StackedUpdate,
+)
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
@@ -64,7 +72,7 @@ def centred_transposed(rows: np.ndarray, center: np.ndarray, out: np.ndarray) ->
 
 
 @family("DiagonalGaussian")
-class DiagonalGaussianDistribution(Distribution):
+class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
     """Gaussian with mean vector ``mu`` and per-coordinate variances ``sigma2`` (both length D).
 
     Rows are vectors of length D (array of shape (n_rows, D), or a sequence of sequences).
@@ -192,7 +200,8 @@ def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weig
         out[j] += bias[c]
 
 
-class DiagonalGaussianAccumulator(LeafAccumulator):
+class DiagonalGaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
+                                  CompensatedAccumulation):
     """Statistics: sum of weights, weighted sum of the vectors and of their squares (length D)."""
 
     def __init__(self, dim: int, keys: str | None = None):

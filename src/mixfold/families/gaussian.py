@@ -8,6 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import (
+    CompensatedAccumulation,
+    LinearInFeatures,
+    RunsInBands,
+    SeedsFromPoints,
+    StackedScoring,
+    StackedUpdate,
+)
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
@@ -22,7 +30,7 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 @family("Gaussian")
-class GaussianDistribution(Distribution):
+class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
     """Gaussian with mean ``mu`` and variance ``sigma2``.
 
     >>> d = GaussianDistribution(1.0, 4.0)
@@ -98,7 +106,8 @@ class GaussianDistribution(Distribution):
         return Decomposition.atomic(row_work=1.0, param_bytes=16)
 
 
-class GaussianAccumulator(LeafAccumulator):
+class GaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
+                          CompensatedAccumulation):
     """Statistics: sum of weights, of weighted values and of weighted squares."""
 
     def __init__(self, keys: str | None = None):

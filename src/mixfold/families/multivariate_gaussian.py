@@ -7,6 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import (
+    CompensatedAccumulation,
+    RunsInBands,
+    SeedsFromPoints,
+    StackedScoring,
+    StackedUpdate,
+)
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
@@ -39,7 +46,7 @@ def _array(name: str, value: Any, ndim: int) -> np.ndarray:
 
 
 @family("MultivariateGaussian")
-class MultivariateGaussianDistribution(Distribution):
+class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
     """Gaussian with mean vector ``mu`` (length D) and covariance ``cov`` (D x D).
 
     ``cov`` must be symmetric (within a relative 1e-10, then symmetrised) and positive definite.
@@ -175,7 +182,7 @@ class MultivariateGaussianDistribution(Distribution):
                                     param_bytes=sum(a.nbytes for a in held))
 
 
-class MultivariateGaussianAccumulator(LeafAccumulator):
+class MultivariateGaussianAccumulator(LeafAccumulator, StackedUpdate, CompensatedAccumulation):
     """Statistics: sum of weights, weighted sum of the vectors (D) and of their outer products
     (D x D)."""
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.compute.feature_cache import cache_for
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
@@ -53,7 +54,7 @@ def _minus_log_factorials(x: np.ndarray) -> np.ndarray:
 
 
 @family("Poisson")
-class PoissonDistribution(Distribution):
+class PoissonDistribution(Distribution, StackedScoring):
     """Poisson with rate ``lam`` >= 0 (``lam = 0`` is the point mass at 0).
 
     >>> d = PoissonDistribution(3.0)
@@ -109,7 +110,7 @@ class PoissonDistribution(Distribution):
         return cls(p["lam"])
 
 
-class PoissonAccumulator(LeafAccumulator):
+class PoissonAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures):
     """Statistics: sum of weights and of weighted counts."""
 
     def __init__(self, keys: str | None = None):

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import SeedsFromPoints, StackedScoring, StackedUpdate
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -26,7 +27,7 @@ def _log_norm(kappa: np.ndarray | float) -> np.ndarray:
 
 
 @family("VonMises")
-class VonMisesDistribution(Distribution):
+class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
     """Von Mises with density ``exp(kappa cos(x - mu)) / (2 pi I0(kappa))``.
 
     Angles are any finite reals in radians, read modulo 2 pi; ``kappa = 0`` is the uniform
@@ -98,7 +99,7 @@ class VonMisesDistribution(Distribution):
         return cls(p["mu"], p["kappa"])
 
 
-class VonMisesAccumulator(LeafAccumulator):
+class VonMisesAccumulator(LeafAccumulator, StackedUpdate):
     """Statistics: sum of weights, of weighted cosines and of weighted sines."""
 
     def __init__(self, keys: str | None = None):

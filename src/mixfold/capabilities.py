@@ -8,8 +8,8 @@ declares a capability without its methods cannot be instantiated). The family pr
 
 A capability that depends on how a class reads its rows (linear terms, double-double sums) is
 not inherited silently: a subclass that reads its rows otherwise (overrides ``_add``) without
-defining the promised methods again does not have it (LogGaussian's accumulator reads ``log x``
-and defines its own ``linear_terms`` but no ``_add_dd``).
+defining the promised methods again (itself or below) does not have it (LogGaussian's
+accumulator reads ``log x`` and defines its own ``linear_terms`` but no ``_add_dd``).
 
 >>> from mixfold import GaussianDistribution, PoissonDistribution
 >>> issubclass(GaussianDistribution, RunsInBands), issubclass(PoissonDistribution, RunsInBands)
@@ -41,9 +41,14 @@ class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
     def __subclasshook__(cls, sub: type) -> bool:
         if "_promises" not in vars(cls) or cls not in sub.__mro__:
             return NotImplemented
-        # the class that reads the rows must be the one that keeps the promise
-        reader = next((c for c in sub.__mro__ if "_add" in vars(c)), None)
-        return reader is None or all(m in vars(reader) for m in cls._promises)
+        # the promise must be kept by the class that reads the rows, or by one below it
+        reader = _defined_at(sub, "_add")
+        return reader is None or all(_defined_at(sub, m) <= reader for m in cls._promises)
+
+
+def _defined_at(cls: type, name: str) -> int | None:
+    """Position in ``cls``'s MRO of the class that defines ``name`` (``None``: none does)."""
+    return next((i for i, c in enumerate(cls.__mro__) if name in vars(c)), None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from mixfold.families._protocol import (
     InitRandom,
 )
 
-__all__ = ["NumericEncoder", "VectorEncoder", "LeafAccumulator", "LeafEstimator", "to_float_array"]
+__all__ = ["NumericEncoder", "VectorEncoder", "LeafAccumulator", "WeightedSumAccumulator",
+           "LeafEstimator", "to_float_array"]
 
 
 def _is_integral(x: np.ndarray) -> np.ndarray:
@@ -268,6 +269,21 @@ class LeafAccumulator(Accumulator):
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         self._add(enc.values, weights)
+
+
+class WeightedSumAccumulator(LeafAccumulator):
+    """The statistics of a family whose estimate needs only the sum of the weights and the
+    weighted sum of its values (Bernoulli, Binomial, Exponential, Geometric, Poisson)."""
+
+    def __init__(self, keys: str | None = None):
+        super().__init__(keys)
+        self.sums = np.zeros(2)
+
+    def own_arrays(self) -> list[np.ndarray]:
+        return [self.sums]
+
+    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
+        self.sums += (w.sum(), w @ x)
 
 
 class LeafEstimator(Estimator):

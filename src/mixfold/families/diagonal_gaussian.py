@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.compute.logspace import LOG_2PI
 from mixfold.capabilities import (
     CompensatedAccumulation,
     LinearInFeatures,
@@ -26,8 +27,6 @@ from mixfold.precision.compensated import add_weighted_moments
 
 __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
            "DiagonalGaussianAccumulator"]
-
-_LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 def _vector(name: str, value: Any) -> np.ndarray:
@@ -106,7 +105,7 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         z = (x - self.mu.astype(dt)) ** 2
-        norm = 0.5 * (self.dim * _LOG_2PI + np.log(self.sigma2).sum())
+        norm = 0.5 * (self.dim * LOG_2PI + np.log(self.sigma2).sum())
         out = dt.type(-0.5) * (z @ (1.0 / self.sigma2).astype(dt)) - dt.type(norm)
         return out.astype(np.float64, copy=False)
 

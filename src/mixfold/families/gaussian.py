@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.compute.logspace import LOG_2PI
 from mixfold.capabilities import (
     CompensatedAccumulation,
     LinearInFeatures,
@@ -25,8 +26,6 @@ from mixfold.precision import is_native, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 
 __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator"]
-
-_LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 @family("Gaussian")
@@ -54,7 +53,7 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         z = (x - dt.type(self.mu)) ** 2
-        norm = dt.type(0.5 * (_LOG_2PI + np.log(self.sigma2)))
+        norm = dt.type(0.5 * (LOG_2PI + np.log(self.sigma2)))
         out = dt.type(-0.5) * z / dt.type(self.sigma2) - norm
         return out.astype(np.float64, copy=False)
 
@@ -77,7 +76,7 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
         out = np.subtract.outer(mu, x)  # (K, n): returned transposed, Fortran-ordered (n, K)
         out *= out
         out *= (-0.5 / s2).astype(dt)[:, None]
-        out += (-0.5 * (_LOG_2PI + np.log(s2))).astype(dt)[:, None]
+        out += (-0.5 * (LOG_2PI + np.log(s2))).astype(dt)[:, None]
         return out.T
 
     @staticmethod

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.compute.logspace import LOG_2PI
 from mixfold.capabilities import SeedsFromPoints, StackedScoring, StackedUpdate
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
@@ -18,12 +19,10 @@ from mixfold.precision import native_dtype
 __all__ = ["VonMisesDistribution", "VonMisesEstimator", "VonMisesAccumulator",
            "von_mises_kappa_mle"]
 
-_LOG_2PI = float(np.log(2.0 * np.pi))
-
 
 def _log_norm(kappa: np.ndarray | float) -> np.ndarray:
     """log(2 pi I0(kappa)), without overflow: I0(kappa) = i0e(kappa) exp(kappa)."""
-    return _LOG_2PI + np.log(i0e(kappa)) + kappa
+    return LOG_2PI + np.log(i0e(kappa)) + kappa
 
 
 @family("VonMises")

@@ -10,7 +10,7 @@ from threadpoolctl import threadpool_limits
 
 from mixfold.compute.row_blocks import map_row_blocks, row_threads
 from mixfold.families._protocol import ArrayEncoded
-from mixfold.compute.linear import STACK_BLOCK_ROWS, fold_linear_mixture
+from mixfold.compute.linear import MAX_FUSED_BLOCK_ROWS, fold_linear_mixture
 from mixfold.families.diagonal_gaussian import (DiagonalGaussianAccumulator,
                                                 DiagonalGaussianDistribution)
 
@@ -24,7 +24,7 @@ def stacked_fold(x, w, comps, log_w, precision="float64"):
 @pytest.fixture(scope="module")
 def problem():
     rng = np.random.default_rng(0)
-    d, k, n = 7, 5, 2 * STACK_BLOCK_ROWS + 1001  # blocks that do not divide the rows
+    d, k, n = 7, 5, 2 * MAX_FUSED_BLOCK_ROWS + 1001  # blocks that do not divide the rows
     comps = [DiagonalGaussianDistribution(rng.normal(0, 3, d), rng.uniform(0.5, 2, d))
              for _ in range(k)]
     log_w = np.log(rng.dirichlet(np.ones(k)))

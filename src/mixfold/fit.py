@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import sys
 import time
@@ -101,18 +102,23 @@ class FitResult:
         return self.n_parameters
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+def int_at_least(v: Any, low: int) -> bool:
+    """Whether an option's value is an integer (Python or NumPy, not a bool) >= ``low``.
+
+    >>> int_at_least(3, 1), int_at_least(True, 0), int_at_least(2.0, 0)
+    (True, False, False)
+    """
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= low
 
 
 # option -> (check, what is expected); checked once, up front
 _OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "max_iter": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "max_iter": (lambda v: int_at_least(v, 0), "an integer >= 0"),
     "tol": (lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v >= 0,
             "a finite number >= 0"),
-    "seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-    "n_init": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "chunk_rows": (lambda v: v is None or (_is_int(v) and v >= 1), "None or an integer >= 1"),
+    "seed": (lambda v: int_at_least(v, 0), "an integer >= 0"),
+    "n_init": (lambda v: int_at_least(v, 1), "an integer >= 1"),
+    "chunk_rows": (lambda v: v is None or int_at_least(v, 1), "None or an integer >= 1"),
     "progress": (lambda v: v is None or isinstance(v, bool), "None, True or False"),
     "target_rel_error": (lambda v: v is None or (isinstance(v, (int, float)) and not
                                                  isinstance(v, bool) and math.isfinite(v)

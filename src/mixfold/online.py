@@ -44,15 +44,12 @@ from mixfold.backends.local import LocalEncodedData
 from mixfold.backends.stream import GlobalRows, sized_blocks
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, init_sample_mask
 from mixfold.errors import DataError, DegenerateFitWarning, NumericalError, ParameterError
+from mixfold.fit import int_at_least
 from mixfold.families._protocol import (Accumulator, Distribution, Encoded, Encoder, Estimator,
                                         InitRandom)
 from mixfold.io.readers import RowBlocks, reads_named_fields, table_rows
 
 __all__ = ["OnlineEM", "step_size"]
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 # option -> (check, what is expected); checked once, up front
@@ -61,9 +58,9 @@ _OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
                       "a number in (0.5, 1]"),
     "step_offset": (lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v >= 1.0,
                     "a finite number >= 1"),
-    "seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-    "init_rows": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "chunk_rows": (lambda v: v is None or (_is_int(v) and v >= 1), "None or an integer >= 1"),
+    "seed": (lambda v: int_at_least(v, 0), "an integer >= 0"),
+    "init_rows": (lambda v: int_at_least(v, 1), "an integer >= 1"),
+    "chunk_rows": (lambda v: v is None or int_at_least(v, 1), "None or an integer >= 1"),
 }
 
 
@@ -169,7 +166,7 @@ class OnlineEM:
         Rows still waiting to seed the model at the end (fewer than ``init_rows`` in all) seed
         it then.
         """
-        if not (_is_int(epochs) and epochs >= 1):
+        if not int_at_least(epochs, 1):
             raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
         for _ in range(epochs):
             for _, rows in sized_blocks(source, self._base_encoder):

@@ -45,6 +45,7 @@ from mixfold.families import (DiagonalGaussianDistribution, DiagonalGaussianEsti
                               Distribution, Encoder, Estimator, HiddenMarkovDistribution,
                               HiddenMarkovEstimator, MixtureDistribution, MixtureEstimator,
                               MultivariateGaussianDistribution, MultivariateGaussianEstimator)
+from mixfold.fit import int_at_least
 from mixfold.io.readers import _is_arrow_table, _is_pandas_frame
 from mixfold.io.tables import record_spec
 from mixfold.precision import BANDS
@@ -66,23 +67,19 @@ def _check_params(est: BaseEstimator, rules: Mapping[str, tuple[Any, str]]) -> N
             raise ValueError(f"{type(est).__name__}: {name} must be {expected}, got {value!r}")
 
 
-def _is_int(v: Any, low: int) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= low
-
-
 def _is_nonneg(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
 
 
 _COMMON_RULES: dict[str, tuple[Any, str]] = {
-    "max_iter": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "max_iter": (lambda v: int_at_least(v, 1), "an integer >= 1"),
     "tol": (_is_nonneg, "a finite number >= 0"),
     "backend": (lambda v: v in BACKENDS or not isinstance(v, str),
                 f"one of {list(BACKENDS)} or an engine object"),
     "precision": (lambda v: v in BANDS, f"one of {list(BANDS)}"),
 }
 
-_MIXTURE_RULES = {**_COMMON_RULES, "n_init": (lambda v: _is_int(v, 1), "an integer >= 1")}
+_MIXTURE_RULES = {**_COMMON_RULES, "n_init": (lambda v: int_at_least(v, 1), "an integer >= 1")}
 
 
 def _seed(random_state: Any) -> int:
@@ -278,13 +275,13 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         self.precision = precision
 
     def _rules(self) -> dict[str, tuple[Any, str]]:
-        return {"n_components": (lambda v: _is_int(v, 1), "an integer >= 1"),
+        return {"n_components": (lambda v: int_at_least(v, 1), "an integer >= 1"),
                 "covariance_type": (lambda v: v in COVARIANCE_TYPES,
                                     f"one of {list(COVARIANCE_TYPES)}"),
                 "init_params": (lambda v: v in INIT_PARAMS, f"one of {list(INIT_PARAMS)}"),
                 "reg_covar": (_is_nonneg, "a finite number >= 0"),
-                "verbose": (lambda v: _is_int(v, 0), "an integer >= 0"),
-                "verbose_interval": (lambda v: _is_int(v, 1), "an integer >= 1"),
+                "verbose": (lambda v: int_at_least(v, 0), "an integer >= 0"),
+                "verbose_interval": (lambda v: int_at_least(v, 1), "an integer >= 1"),
                 "warm_start": (lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
                 **_MIXTURE_RULES}
 
@@ -397,7 +394,7 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         (X of shape (n_samples, n_features), y of shape (n_samples,)), sorted by component.
         """
         check_is_fitted(self)
-        if not _is_int(n_samples, 1):
+        if not int_at_least(n_samples, 1):
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         rng = check_random_state(self.random_state)
         counts = rng.multinomial(n_samples, self.weights_)
@@ -513,7 +510,7 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any = None) -> MixedTypeClustering:
         """Fit to the DataFrame ``X`` (one row per item); ``y`` is ignored."""
-        _check_params(self, {"n_clusters": (lambda v: _is_int(v, 1), "an integer >= 1"),
+        _check_params(self, {"n_clusters": (lambda v: int_at_least(v, 1), "an integer >= 1"),
                              "pseudo_count": (_is_nonneg, "a finite number >= 0"),
                              "families": (lambda v: v is None or isinstance(v, Mapping),
                                           "None or a mapping column -> spec"),
@@ -679,15 +676,15 @@ class GaussianHMM(BaseEstimator):
     def _check(self) -> None:
         letters = (lambda v: isinstance(v, str) and set(v) <= set(HMM_PARAMS),
                    f"a string of the letters {HMM_PARAMS!r}")
-        _check_params(self, {"n_components": (lambda v: _is_int(v, 1), "an integer >= 1"),
+        _check_params(self, {"n_components": (lambda v: int_at_least(v, 1), "an integer >= 1"),
                              "covariance_type": (lambda v: v in HMM_COVARIANCE_TYPES,
                                                  f"one of {list(HMM_COVARIANCE_TYPES)}"),
                              "reg_covar": (_is_nonneg, "a finite number >= 0"),
                              "pseudo_count": (_is_nonneg, "a finite number >= 0"),
                              "algorithm": (lambda v: v in ("viterbi", "map"),
                                            "'viterbi' or 'map'"),
-                             "n_iter": (lambda v: _is_int(v, 1), "an integer >= 1"),
-                             "n_init": (lambda v: _is_int(v, 1), "an integer >= 1"),
+                             "n_iter": (lambda v: int_at_least(v, 1), "an integer >= 1"),
+                             "n_init": (lambda v: int_at_least(v, 1), "an integer >= 1"),
                              "params": letters, "init_params": letters,
                              **{k: v for k, v in _COMMON_RULES.items() if k != "max_iter"}})
 
@@ -837,7 +834,7 @@ class GaussianHMM(BaseEstimator):
         (starting in ``currstate`` when given): (X of shape (n_samples, n_features), states of
         shape (n_samples,))."""
         check_is_fitted(self, "model_")
-        if not _is_int(n_samples, 1):
+        if not int_at_least(n_samples, 1):
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         rng = check_random_state(self.random_state if random_state is None else random_state)
         states = np.empty(n_samples, dtype=np.int64)

@@ -11,7 +11,7 @@ from mixfold import (CategoricalDistribution, DiagonalGaussianDistribution, Gaus
                      LogGaussianDistribution, MixtureDistribution, PoissonDistribution,
                      RecordDistribution, VonMisesDistribution)
 from mixfold.compute.row_blocks import row_threads
-from mixfold.compute.linear import ONE_HOT_LEVELS, PARTIAL_ROWS, STACK_BLOCK_ROWS
+from mixfold.compute.linear import ONE_HOT_LEVELS, PARTIAL_ROWS, MAX_FUSED_BLOCK_ROWS
 
 
 def component(i, lam=None):
@@ -53,7 +53,7 @@ def fold(model, rows, weights, precision="float64"):
 @pytest.fixture(scope="module")
 def problem():
     model = MixtureDistribution([component(i) for i in range(3)], [0.2, 0.3, 0.5])
-    n = STACK_BLOCK_ROWS + 777  # two blocks, the second short
+    n = MAX_FUSED_BLOCK_ROWS + 777  # two blocks, the second short
     rows = model.sampler(0).sample(n)
     weights = np.random.default_rng(1).uniform(0, 2, n)
     return model, rows, weights
@@ -192,7 +192,7 @@ def scalar_mixture(kind):
 def test_a_mixture_of_one_linear_family_folds_fused_to_the_brute_force_sums(kind):
     comps, logpdf = scalar_mixture(kind)
     model = MixtureDistribution(comps, [0.5, 0.2, 0.3])
-    x = np.asarray(model.sampler(6).sample(STACK_BLOCK_ROWS + 5))
+    x = np.asarray(model.sampler(6).sample(MAX_FUSED_BLOCK_ROWS + 5))
     weights = np.random.default_rng(7).uniform(0, 2, len(x))
     acc, lse = fold(model, x, weights)
     with np.errstate(divide="ignore"):
@@ -220,7 +220,7 @@ def test_a_block_with_an_outlier_is_scored_row_by_row_and_agrees_with_brute_forc
     # each row's largest score: both blocks must give the brute-force sums
     comps = [GaussianDistribution(3.0 * i, 1.0 + 0.5 * i) for i in range(4)]
     model = MixtureDistribution(comps, [0.1, 0.2, 0.3, 0.4])
-    x = np.asarray(model.sampler(8).sample(2 * STACK_BLOCK_ROWS))
+    x = np.asarray(model.sampler(8).sample(2 * MAX_FUSED_BLOCK_ROWS))
     x[5] = 1e4  # in the first block only
     weights = np.random.default_rng(9).uniform(0, 2, len(x))
     acc, lse = fold(model, x, weights, precision)
@@ -314,8 +314,8 @@ def test_a_float64_fold_floors_its_scores_when_its_first_block_finds_them_far_be
     spread = 1.0 if order == "overlapping" else 38.0
     model = MixtureDistribution([GaussianDistribution(spread * i, 1.0) for i in range(2)],
                                 [0.5, 0.5])
-    between = np.random.default_rng(5).normal(spread / 2, 1.0, 2 * STACK_BLOCK_ROWS)
-    far = np.asarray(model.sampler(4).sample(STACK_BLOCK_ROWS))
+    between = np.random.default_rng(5).normal(spread / 2, 1.0, 2 * MAX_FUSED_BLOCK_ROWS)
+    far = np.asarray(model.sampler(4).sample(MAX_FUSED_BLOCK_ROWS))
     x = np.concatenate([far, between] if order == "far apart first" else [between, far])
     counting = _CountingMaximum()
     monkeypatch.setattr(linear, "np", counting)
@@ -369,7 +369,7 @@ def test_a_first_block_that_fails_does_not_leave_the_other_blocks_waiting(monkey
     # the other blocks wait at their exp for the first block's floor decision: if the first
     # block raises before it decides, they must go on, and the error must reach the caller
     monkeypatch.setenv("MIXFOLD_NUM_THREADS", "2")
-    n = 3 * STACK_BLOCK_ROWS
+    n = 3 * MAX_FUSED_BLOCK_ROWS
     enc = ArrayEncoded(np.random.default_rng(8).poisson(3.0, n).astype(float))
     comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
     terms = PoissonAccumulator.linear_terms([PoissonAccumulator() for _ in comps], comps, enc)

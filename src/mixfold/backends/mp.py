@@ -12,7 +12,6 @@ import multiprocessing as mp
 import os
 import pickle
 from collections.abc import Callable
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -20,13 +19,10 @@ import numpy as np
 from mixfold.backends._shard import ShardedEncodedData
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.payload import run_task
+from mixfold.compute.row_blocks import one_blas_thread_in_children
 from mixfold.families._protocol import Encoded
 
 __all__ = ["MPEncodedData"]
-
-_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS")
-
 
 def _worker_main(conn: Any) -> None:
     """Worker loop: hold a shard (and, within their budget, its fused E-step's features from
@@ -55,24 +51,10 @@ def _worker_main(conn: Any) -> None:
             conn.send_bytes(pickle.dumps(("error", err)))
 
 
-@contextmanager
-def _one_blas_thread():
-    saved = {k: os.environ.get(k) for k in _THREAD_VARS}
-    os.environ.update({k: "1" for k in _THREAD_VARS})
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 class _Worker:
     def __init__(self, ctx: Any):
         self.conn, child = ctx.Pipe()
-        with _one_blas_thread():
+        with one_blas_thread_in_children():
             self.process = ctx.Process(target=_worker_main, args=(child,), daemon=True)
             self.process.start()
         child.close()

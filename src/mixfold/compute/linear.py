@@ -45,11 +45,12 @@ from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.row_blocks import FirstBlockDecision, map_row_blocks
 from mixfold.compute.scratch import scratch
 from mixfold.compute.encoded import Encoded
+from mixfold.compute.logspace import LOG_2PI
 from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, native_dtype
 
-__all__ = ["LinearTerms", "linear_fold", "linear_terms_of", "fold_linear_mixture", "block_rows",
+__all__ = ["LinearTerms", "linear_fold", "fold_linear_mixture", "block_rows",
            "centred_gaussian", "uncentred_moments",
-           "SCORE_BLOCK_BYTES", "STACK_BLOCK_ROWS", "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR",
+           "SCORE_BLOCK_BYTES", "MAX_FUSED_BLOCK_ROWS", "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR",
            "FLOAT64_SCORE_FLOOR",
            "ONE_HOT_LEVELS"]
 
@@ -58,7 +59,7 @@ __all__ = ["LinearTerms", "linear_fold", "linear_terms_of", "fold_linear_mixture
 #: Bytes of a block's (K, rows) scores: the log-sum-exp passes over them five times, in cache.
 SCORE_BLOCK_BYTES = 2 ** 21
 #: The most rows of a block: larger blocks fall out of cache.
-STACK_BLOCK_ROWS = 32768
+MAX_FUSED_BLOCK_ROWS = 32768
 #: The fewest rows of a block: below it, per-call overhead dominates.
 MIN_BLOCK_ROWS = 4096
 #: In a float32 E-step, rows per float32 partial sum of the statistics (see the band).
@@ -117,9 +118,6 @@ class LinearTerms:
         return self.coef.shape[1]
 
 
-_LOG_2PI = float(np.log(2.0 * np.pi))
-
-
 def centred_gaussian(mu: np.ndarray, sigma2: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """K Gaussians with independent coordinates (``mu``, ``sigma2`` of shape (K, D)) as terms
@@ -147,8 +145,8 @@ def centred_gaussian(mu: np.ndarray, sigma2: np.ndarray
     m = mu - center
     coef = np.concatenate([-0.5 * prec, m * prec], axis=1)
     d = mu.shape[1]
-    const = -0.5 * ((m * m * prec).sum(axis=1) + d * _LOG_2PI - np.log(prec).sum(axis=1))
-    peak = -0.5 * (d * _LOG_2PI + np.log(sigma2).sum(axis=1))
+    const = -0.5 * ((m * m * prec).sum(axis=1) + d * LOG_2PI - np.log(prec).sum(axis=1))
+    peak = -0.5 * (d * LOG_2PI + np.log(sigma2).sum(axis=1))
     return center, coef, const, peak
 
 
@@ -168,13 +166,13 @@ def uncentred_moments(center: np.ndarray, mass: np.ndarray, s1: np.ndarray, s2: 
 def block_rows(k: int, dtype: np.dtype | type) -> int:
     """Rows per block of the fused E-step for K components in ``dtype``: the power of two that
     keeps the (K, rows) scores within :data:`SCORE_BLOCK_BYTES`, between
-    :data:`MIN_BLOCK_ROWS` and :data:`STACK_BLOCK_ROWS`.
+    :data:`MIN_BLOCK_ROWS` and :data:`MAX_FUSED_BLOCK_ROWS`.
 
     >>> block_rows(16, np.float64), block_rows(16, np.float32), block_rows(8, np.float64)
     (16384, 32768, 32768)
     """
     rows = SCORE_BLOCK_BYTES // (max(k, 1) * np.dtype(dtype).itemsize)
-    return int(min(STACK_BLOCK_ROWS, max(MIN_BLOCK_ROWS, 1 << (rows.bit_length() - 1))))
+    return int(min(MAX_FUSED_BLOCK_ROWS, max(MIN_BLOCK_ROWS, 1 << (rows.bit_length() - 1))))
 
 
 def reduce_components(op: np.ufunc, a: np.ndarray, name: str) -> np.ndarray:
@@ -512,13 +510,6 @@ def _kept_features(terms: Sequence[LinearTerms], enc: Encoded, dt: np.dtype, blo
     nbytes = int(rows_z * dt.itemsize * padded_rows)
     key = ("linear_fold", dt.str, block, partial, tuple(t.key for t in terms))
     return cache_for(key, [t.source for t in terms], nbytes, enc.nbytes)
-
-
-def linear_terms_of(accumulator_class: type) -> Callable[..., LinearTerms | None] | None:
-    """The ``linear_terms`` hook a family's accumulator class defines itself, else ``None``:
-    a subclass that reads its rows otherwise (LogGaussian's reads ``log x``) must define its
-    own rather than inherit its parent's."""
-    return accumulator_class.linear_terms if "linear_terms" in vars(accumulator_class) else None
 
 
 def fold_linear_mixture(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["log_normalize_rows", "logsumexp_rows"]
+__all__ = ["log_normalize_rows", "logsumexp_rows", "LOG_2PI"]
+
+#: log(2 pi) in float64, the constant of every Gaussian log-density.
+LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 def log_normalize_rows(scores: np.ndarray,

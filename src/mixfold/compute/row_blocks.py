@@ -26,17 +26,20 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import Any, Generic, TypeVar
 
-__all__ = ["map_row_blocks", "run_each", "row_threads", "FirstBlockDecision"]
+__all__ = ["map_row_blocks", "run_each", "row_threads", "FirstBlockDecision", "blas_threads",
+           "one_blas_thread_in_children"]
 
 _T = TypeVar("_T")
 _lock = threading.Lock()
 _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid that made it, threads, pool)
 _blas: Any = None  # threadpoolctl's controller, found once
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS")
 
 
 def row_threads() -> int:
@@ -61,16 +64,33 @@ def _executor(threads: int) -> ThreadPoolExecutor:
         return _pool[2]
 
 
-def _one_blas_thread() -> Any:
-    """A context holding BLAS to one thread (a no-op without threadpoolctl)."""
+def blas_threads(n: int) -> Any:
+    """Hold BLAS to ``n`` threads per call in this process: a context, or a limiter whose
+    ``restore_original_limits()`` ends the hold (a no-op context without threadpoolctl)."""
     global _blas
-    if _blas is None:
+    if _blas is None:  # finding the loaded BLAS libraries takes a few ms: once
         try:
             from threadpoolctl import ThreadpoolController
             _blas = ThreadpoolController()
         except ImportError:
             _blas = False
-    return _blas.limit(limits=1, user_api="blas") if _blas else nullcontext()
+    return _blas.limit(limits=n, user_api="blas") if _blas else nullcontext()
+
+
+@contextmanager
+def one_blas_thread_in_children() -> Iterator[None]:
+    """Processes started inside this context run BLAS (and OpenMP, numexpr, numba) on one
+    thread: the thread variables they read at start are set to 1, then restored."""
+    saved = {k: os.environ.get(k) for k in _THREAD_VARS}
+    os.environ.update({k: "1" for k in _THREAD_VARS})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def map_row_blocks(n_rows: int, block_rows: int, fold_block: Callable[[int, int], _T]) -> list[_T]:
@@ -82,7 +102,7 @@ def map_row_blocks(n_rows: int, block_rows: int, fold_block: Callable[[int, int]
     bounds = [(lo, min(n_rows, lo + block_rows)) for lo in range(0, n_rows, block_rows)]
     if threading.current_thread() is not threading.main_thread():
         return [fold_block(lo, hi) for lo, hi in bounds]
-    with _one_blas_thread():  # also serially: BLAS's thread count changes a GEMM's bits
+    with blas_threads(1):  # also serially: BLAS's thread count changes a GEMM's bits
         if min(row_threads(), len(bounds)) <= 1:
             return [fold_block(lo, hi) for lo, hi in bounds]
         threads = min(row_threads(), len(bounds))

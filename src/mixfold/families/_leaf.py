@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import CompensatedAccumulation
 from mixfold.errors import DataError, DataTypeError
 from mixfold.precision import BandSupportError, band_of
 from mixfold.families._protocol import (
@@ -22,7 +23,8 @@ from mixfold.families._protocol import (
     InitRandom,
 )
 
-__all__ = ["NumericEncoder", "VectorEncoder", "LeafAccumulator", "LeafEstimator", "to_float_array"]
+__all__ = ["NumericEncoder", "VectorEncoder", "LeafAccumulator", "WeightedSumAccumulator",
+           "LeafEstimator", "to_float_array"]
 
 
 def _is_integral(x: np.ndarray) -> np.ndarray:
@@ -259,15 +261,29 @@ class LeafAccumulator(Accumulator):
     def seq_update_dd(self, enc: Encoded, w_hi: np.ndarray, w_lo: np.ndarray, model: Any,
                       ops: Any = None) -> None:
         """The ``dd`` band: add the rows with double-double weights ``w_hi + w_lo`` into
-        double-double statistics (``_add_dd``, written next to the ``_add`` it mirrors)."""
-        owner_add = next(c for c in type(self).__mro__ if "_add" in c.__dict__)
-        if "_add_dd" not in owner_add.__dict__:
+        double-double statistics (a :class:`CompensatedAccumulation`'s ``_add_dd``)."""
+        if not isinstance(self, CompensatedAccumulation):
             raise BandSupportError(f"precision 'dd' cannot run {type(self).__name__}: it has no "
                                    f"double-double accumulation of its statistics")
         self._add_dd(enc.values, w_hi, w_lo)
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         self._add(enc.values, weights)
+
+
+class WeightedSumAccumulator(LeafAccumulator):
+    """The statistics of a family whose estimate needs only the sum of the weights and the
+    weighted sum of its values (Bernoulli, Binomial, Exponential, Geometric, Poisson)."""
+
+    def __init__(self, keys: str | None = None):
+        super().__init__(keys)
+        self.sums = np.zeros(2)
+
+    def own_arrays(self) -> list[np.ndarray]:
+        return [self.sums]
+
+    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
+        self.sums += (w.sum(), w @ x)
 
 
 class LeafEstimator(Estimator):

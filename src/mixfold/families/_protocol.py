@@ -7,6 +7,12 @@ encoded rows into sufficient statistics. Accumulators form a commutative monoid 
 tree's statistics flatten into one payload (:meth:`Accumulator.to_array`) whose layout depends only
 on the estimator tree. Latent nodes (mixtures, hidden Markov models) pass per-row posteriors down as
 row weights, so leaves only ever do weighted sums.
+
+Beyond these roles a family declares what else it can do by inheriting the capability mixins of
+:mod:`mixfold.capabilities` (re-exported here): scoring K components in one call
+(``StackedScoring``), k-means seeding (``SeedsFromPoints``), the precision bands
+(``RunsInBands``), stacked and fused accumulation (``StackedUpdate``, ``FusedFold``), the fused
+linear E-step (``LinearInFeatures``) and double-double statistics (``CompensatedAccumulation``).
 """
 
 from __future__ import annotations
@@ -17,11 +23,23 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mixfold.capabilities import (
+    CompensatedAccumulation,
+    FusedFold,
+    LinearInFeatures,
+    RunsInBands,
+    SeedsFromPoints,
+    StackedScoring,
+    StackedUpdate,
+)
 from mixfold.compute.encoded import ArrayEncoded, Encoded, InitRandom, as_weights
 
 __all__ = [
     "Encoded", "ArrayEncoded", "Encoder", "Accumulator", "AccumulatorFactory", "Estimator",
     "Distribution", "Sampler", "InitRandom", "family", "family_class", "as_weights",
+    # optional capabilities a family declares by inheriting them (mixfold.capabilities)
+    "StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
+    "LinearInFeatures", "CompensatedAccumulation",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -203,6 +221,8 @@ class Estimator(ABC):
     """
 
     keys: str | None = None
+    #: The distribution class this estimator estimates, when it is one family (leaves).
+    distribution_class: ClassVar[type[Distribution] | None] = None
 
     @abstractmethod
     def accumulator_factory(self) -> AccumulatorFactory:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._leaf import LeafEstimator, NumericEncoder, WeightedSumAccumulator
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln, xlog1py, xlogy
 from mixfold.precision import native_dtype
@@ -77,18 +77,8 @@ class BinomialDistribution(Distribution):
         return cls(p["n"], p["p"])
 
 
-class BinomialAccumulator(LeafAccumulator):
+class BinomialAccumulator(WeightedSumAccumulator):
     """Statistics: sum of weights and of weighted success counts."""
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(2)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
-
-    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.sums += (w.sum(), w @ x)
 
 
 class BinomialEstimator(LeafEstimator):

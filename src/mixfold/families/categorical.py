@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator
@@ -180,7 +181,7 @@ def level_from_json(v: Any) -> Any:
 
 
 @family("Categorical")
-class CategoricalDistribution(Distribution):
+class CategoricalDistribution(Distribution, StackedScoring):
     """Probabilities over a fixed tuple of levels.
 
     ``CategoricalDistribution({"a": 0.25, "b": 0.75})`` or
@@ -256,7 +257,7 @@ class CategoricalDistribution(Distribution):
                                     param_bytes=self.probs.nbytes + self.log_probs.nbytes)
 
 
-class CategoricalAccumulator(LeafAccumulator):
+class CategoricalAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures):
     """Statistics: weighted count of each level."""
 
     def __init__(self, n_levels: int, keys: str | None = None):

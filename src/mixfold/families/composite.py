@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import FusedFold, LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.compute.row_blocks import run_each
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError
-from mixfold.compute.linear import linear_fold, linear_terms_of
+from mixfold.compute.linear import linear_fold
 from mixfold.families.mixture import _stackable, stack_columns
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsChildren,
                                      ScoreChildren, ScoresChildren, fold_serially,
@@ -182,7 +183,7 @@ class RecordEncoder(Encoder):
         return f"RecordEncoder({self.encoders!r})"
 
 
-class _FactorDistribution(ScoresChildren, Distribution):
+class _FactorDistribution(ScoresChildren, Distribution, StackedScoring):
     """Shared body of Composite and Record: the log-density is the sum over factors."""
 
     factors: tuple[Distribution, ...]
@@ -317,7 +318,7 @@ class RecordDistribution(_FactorDistribution):
                              child_roles=tuple(self.fields), row_work=float(len(self.factors)))
 
 
-class FactorAccumulator(FoldsChildren, Accumulator):
+class FactorAccumulator(FoldsChildren, Accumulator, StackedUpdate, FusedFold):
     """One accumulator per factor; every factor sees the same row weights."""
 
     def __init__(self, factors: Sequence[Accumulator], keys: str | None = None):
@@ -362,10 +363,11 @@ class FactorAccumulator(FoldsChildren, Accumulator):
         terms = []
         for i, part in enumerate(enc.children):
             field_accs = [a.factors[i] for a in accs]
-            hook = linear_terms_of(type(field_accs[0]))
-            if hook is None or any(type(a) is not type(field_accs[0]) for a in field_accs):
+            family = type(field_accs[0])
+            if not issubclass(family, LinearInFeatures) or \
+                    any(type(a) is not family for a in field_accs):
                 return None
-            field_terms = hook(field_accs, [c.factors[i] for c in components], part)
+            field_terms = family.linear_terms(field_accs, [c.factors[i] for c in components], part)
             if field_terms is None:
                 return None
             terms.append(field_terms)

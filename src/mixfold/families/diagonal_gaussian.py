@@ -7,6 +7,15 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.compute.logspace import LOG_2PI
+from mixfold.capabilities import (
+    CompensatedAccumulation,
+    LinearInFeatures,
+    RunsInBands,
+    SeedsFromPoints,
+    StackedScoring,
+    StackedUpdate,
+)
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
@@ -18,8 +27,6 @@ from mixfold.precision.compensated import add_weighted_moments
 
 __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
            "DiagonalGaussianAccumulator"]
-
-_LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 def _vector(name: str, value: Any) -> np.ndarray:
@@ -63,7 +70,7 @@ def centred_transposed(rows: np.ndarray, center: np.ndarray, out: np.ndarray) ->
 
 
 @family("DiagonalGaussian")
-class DiagonalGaussianDistribution(Distribution):
+class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
     """Gaussian with mean vector ``mu`` and per-coordinate variances ``sigma2`` (both length D).
 
     Rows are vectors of length D (array of shape (n_rows, D), or a sequence of sequences).
@@ -97,7 +104,7 @@ class DiagonalGaussianDistribution(Distribution):
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         z = (x - self.mu.astype(dt)) ** 2
-        norm = 0.5 * (self.dim * _LOG_2PI + np.log(self.sigma2).sum())
+        norm = 0.5 * (self.dim * LOG_2PI + np.log(self.sigma2).sum())
         out = dt.type(-0.5) * (z @ (1.0 / self.sigma2).astype(dt)) - dt.type(norm)
         return out.astype(np.float64, copy=False)
 
@@ -194,7 +201,8 @@ def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weig
         out[j] += bias[c]
 
 
-class DiagonalGaussianAccumulator(LeafAccumulator):
+class DiagonalGaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
+                                  CompensatedAccumulation):
     """Statistics: sum of weights, weighted sum of the vectors and of their squares (length D)."""
 
     def __init__(self, dim: int, keys: str | None = None):

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._leaf import LeafEstimator, NumericEncoder, WeightedSumAccumulator
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import native_dtype
 
@@ -56,18 +56,8 @@ class ExponentialDistribution(Distribution):
         return cls(p["rate"])
 
 
-class ExponentialAccumulator(LeafAccumulator):
+class ExponentialAccumulator(WeightedSumAccumulator):
     """Statistics: sum of weights and of weighted values."""
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(2)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
-
-    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.sums += (w.sum(), w @ x)
 
 
 class ExponentialEstimator(LeafEstimator):

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import SeedsFromPoints
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -17,7 +18,7 @@ __all__ = ["GammaDistribution", "GammaEstimator", "GammaAccumulator", "gamma_sha
 
 
 @family("Gamma")
-class GammaDistribution(Distribution):
+class GammaDistribution(Distribution, SeedsFromPoints):
     """Gamma with density ``x**(k-1) exp(-x/theta) / (Gamma(k) theta**k)`` for x > 0.
 
     >>> d = GammaDistribution(2.0, 3.0)

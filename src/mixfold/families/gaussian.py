@@ -8,6 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.compute.logspace import LOG_2PI
+from mixfold.capabilities import (
+    CompensatedAccumulation,
+    LinearInFeatures,
+    RunsInBands,
+    SeedsFromPoints,
+    StackedScoring,
+    StackedUpdate,
+)
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
@@ -18,11 +27,9 @@ from mixfold.precision.compensated import add_weighted_moments
 
 __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator"]
 
-_LOG_2PI = float(np.log(2.0 * np.pi))
-
 
 @family("Gaussian")
-class GaussianDistribution(Distribution):
+class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
     """Gaussian with mean ``mu`` and variance ``sigma2``.
 
     >>> d = GaussianDistribution(1.0, 4.0)
@@ -46,7 +53,7 @@ class GaussianDistribution(Distribution):
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         z = (x - dt.type(self.mu)) ** 2
-        norm = dt.type(0.5 * (_LOG_2PI + np.log(self.sigma2)))
+        norm = dt.type(0.5 * (LOG_2PI + np.log(self.sigma2)))
         out = dt.type(-0.5) * z / dt.type(self.sigma2) - norm
         return out.astype(np.float64, copy=False)
 
@@ -69,7 +76,7 @@ class GaussianDistribution(Distribution):
         out = np.subtract.outer(mu, x)  # (K, n): returned transposed, Fortran-ordered (n, K)
         out *= out
         out *= (-0.5 / s2).astype(dt)[:, None]
-        out += (-0.5 * (_LOG_2PI + np.log(s2))).astype(dt)[:, None]
+        out += (-0.5 * (LOG_2PI + np.log(s2))).astype(dt)[:, None]
         return out.T
 
     @staticmethod
@@ -101,7 +108,8 @@ class GaussianDistribution(Distribution):
         return Decomposition.atomic(row_work=1.0, param_bytes=16)
 
 
-class GaussianAccumulator(LeafAccumulator):
+class GaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
+                          CompensatedAccumulation):
     """Statistics: sum of weights, of weighted values and of weighted squares."""
 
     def __init__(self, keys: str | None = None):

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._leaf import LeafEstimator, NumericEncoder, WeightedSumAccumulator
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import xlog1py
 from mixfold.precision import native_dtype
@@ -60,18 +60,8 @@ class GeometricDistribution(Distribution):
         return cls(p["p"])
 
 
-class GeometricAccumulator(LeafAccumulator):
+class GeometricAccumulator(WeightedSumAccumulator):
     """Statistics: sum of weights (successes) and of weighted trial counts."""
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(2)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
-
-    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.sums += (w.sum(), w @ x)
 
 
 class GeometricEstimator(LeafEstimator):

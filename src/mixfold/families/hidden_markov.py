@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import StackedUpdate
 from mixfold.compute.kernels import hmm_forward_backward, kernels_available
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
@@ -527,7 +528,8 @@ class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
         self.terminal = np.zeros(s) if terminal else None
         cls = type(self.emissions[0])
         same = all(type(a) is cls for a in self.emissions)
-        self._stack_update = getattr(cls, "stack_update", None) if same and slots is None else None
+        self._stack_update = cls.stack_update \
+            if same and slots is None and issubclass(cls, StackedUpdate) else None
 
     def own_arrays(self) -> list[np.ndarray]:
         counts = [self.initial, self.transitions]

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import SeedsFromPoints, StackedScoring
 from mixfold.families._leaf import NumericEncoder
 from mixfold.compute.linear import LinearTerms
 from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
@@ -16,7 +17,7 @@ from mixfold.families.gaussian import GaussianAccumulator, GaussianDistribution,
 __all__ = ["LogGaussianDistribution", "LogGaussianEstimator", "LogGaussianAccumulator"]
 
 @family("LogGaussian")
-class LogGaussianDistribution(Distribution):
+class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints):
     """Log-normal: ``log x`` is Gaussian with mean ``mu`` and variance ``sigma2``, for x > 0.
 
     The density of x includes the Jacobian ``1/x`` of the log transform.

@@ -9,12 +9,20 @@ import warnings
 
 import numpy as np
 
+from mixfold.capabilities import (
+    FusedFold,
+    LinearInFeatures,
+    RunsInBands,
+    SeedsFromPoints,
+    StackedScoring,
+    StackedUpdate,
+)
 from mixfold.compute.logspace import log_normalize_rows, logsumexp_rows
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DegenerateFitWarning, NumericalError, ParameterError
-from mixfold.compute.linear import fold_linear_mixture, linear_terms_of
+from mixfold.compute.linear import fold_linear_mixture
 from mixfold.precision import band_ops, is_native, log_density_in_band, require_band
 from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
@@ -133,10 +141,9 @@ def _slots(encoder: Encoder) -> tuple[int, ...] | None:
 def _stackable(components: Sequence[Any]) -> type | None:
     """The common class of the components when it scores all of them in one call."""
     cls = type(components[0])
-    if not hasattr(cls, "stack_log_density") or any(type(c) is not cls for c in components):
+    if not issubclass(cls, StackedScoring) or any(type(c) is not cls for c in components):
         return None
-    can_stack = getattr(cls, "can_stack", None)  # combinators stack when their children do
-    return cls if can_stack is None or can_stack(components) else None
+    return cls if cls.can_stack(components) else None
 
 
 def stack_columns(cls: type, components: Sequence[Any], enc: Encoded, precision: str,
@@ -144,13 +151,13 @@ def stack_columns(cls: type, components: Sequence[Any], enc: Encoded, precision:
     """Columns ``units=(start, stop)`` of ``cls.stack_log_density(components, enc)`` (all when
     ``None``), (n_rows, stop - start), with the same bits as in the full call.
 
-    A family whose stack shares something across components (a centre) declares
-    ``stack_units = True`` and takes ``units``; any other scores each column on its own, so the
-    range of components is scored alone.
+    A :class:`StackedScoring` family whose stack shares something across components (a
+    centre) declares ``stack_units = True`` and takes ``units``; any other scores each column
+    on its own, so the range of components is scored alone.
     """
     if units is None:
         return cls.stack_log_density(components, enc, precision)
-    if getattr(cls, "stack_units", False):
+    if cls.stack_units:
         return cls.stack_log_density(components, enc, precision, units=units)
     return cls.stack_log_density(components[units[0]:units[1]], enc, precision)
 
@@ -175,7 +182,7 @@ def unit_log_densities(units: Sequence[Distribution], stack: type | None,
 
 
 @family("Mixture")
-class MixtureDistribution(ScoresColumns, Distribution):
+class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
     """Mixture of ``components`` with mixing ``weights`` (summing to one).
 
     >>> from mixfold import GaussianDistribution
@@ -430,15 +437,17 @@ class MixtureAccumulator(FoldsColumns, Accumulator):
         cls = type(self.components[0])
         same = all(type(c) is cls for c in self.components)
         stackable = same and slots is None
-        self._stack_update = getattr(cls, "stack_update", None) if stackable else None
+        self._stack_update = cls.stack_update if stackable and issubclass(cls, StackedUpdate) \
+            else None
         # a family may fuse scoring, normalisation and accumulation of a chunk (one pass): a
         # combinator through its own stack_fold, a family linear in its features through the
         # fused fold of its linear_terms
         self._unfused_rows = 1 << 62  # set by rows_per_chunk when a fold chunks the rows
         self._stack_fold = None
-        if stackable:
-            self._stack_fold = getattr(cls, "stack_fold", None) or (
-                fold_linear_mixture if linear_terms_of(cls) is not None else None)
+        if stackable and issubclass(cls, FusedFold):
+            self._stack_fold = cls.stack_fold
+        elif stackable and issubclass(cls, LinearInFeatures):
+            self._stack_fold = fold_linear_mixture
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.counts]
@@ -675,9 +684,11 @@ class MixtureEstimator(Estimator):
         """
         k, n = self.num_components, sample.n_rows
         gen = rng.generator()
-        points_of = getattr(self._component_family(), "stack_points", None)
-        if points_of is not None and _slots(self.encoder()) is None and n >= k:
-            labels = kmeans_labels(points_of(sample), weights, k, gen, self.lloyd_iterations)
+        family = self._component_family()
+        if isinstance(family, type) and issubclass(family, SeedsFromPoints) \
+                and _slots(self.encoder()) is None and n >= k:
+            labels = kmeans_labels(family.stack_points(sample), weights, k, gen,
+                                   self.lloyd_iterations)
             return self._guess_from(sample, weights, np.eye(k)[labels], rng)
         seeds = np.zeros((n, k))
         per_component = max(1, min(self.init_seed_rows, n // k))
@@ -710,7 +721,7 @@ class MixtureEstimator(Estimator):
 
     def _component_family(self) -> type | None:
         classes = {type(c) for c in self.components}
-        return getattr(classes.pop(), "distribution_class", None) if len(classes) == 1 else None
+        return classes.pop().distribution_class if len(classes) == 1 else None
 
     def __repr__(self) -> str:
         return f"MixtureEstimator({list(self.components)!r})"

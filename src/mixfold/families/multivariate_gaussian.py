@@ -7,6 +7,14 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.compute.logspace import LOG_2PI
+from mixfold.capabilities import (
+    CompensatedAccumulation,
+    RunsInBands,
+    SeedsFromPoints,
+    StackedScoring,
+    StackedUpdate,
+)
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
@@ -20,7 +28,6 @@ from mixfold.compute.scratch import scratch
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
            "MultivariateGaussianAccumulator"]
 
-_LOG_2PI = float(np.log(2.0 * np.pi))
 
 #: How far from symmetric (relative to the largest entry) a given covariance may be.
 SYMMETRY_TOLERANCE = 1e-10
@@ -39,7 +46,7 @@ def _array(name: str, value: Any, ndim: int) -> np.ndarray:
 
 
 @family("MultivariateGaussian")
-class MultivariateGaussianDistribution(Distribution):
+class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
     """Gaussian with mean vector ``mu`` (length D) and covariance ``cov`` (D x D).
 
     ``cov`` must be symmetric (within a relative 1e-10, then symmetrised) and positive definite.
@@ -88,7 +95,7 @@ class MultivariateGaussianDistribution(Distribution):
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         y = (x - self.mu.astype(dt)) @ self.precision_cholesky.astype(dt)
-        norm = 0.5 * self.dim * _LOG_2PI - self.log_det_precision_cholesky
+        norm = 0.5 * self.dim * LOG_2PI - self.log_det_precision_cholesky
         out = dt.type(-0.5) * np.einsum("ij,ij->i", y, y) - dt.type(norm)
         return out.astype(np.float64, copy=False)
 
@@ -142,7 +149,7 @@ class MultivariateGaussianDistribution(Distribution):
                 np.einsum("ij,ij->i", y, y, out=out[j, lo:hi])  # one pass: square and sum
         const = np.array([c.log_det_precision_cholesky for c in components[start:stop]])
         out *= dt.type(-0.5)
-        out += (const - 0.5 * d * _LOG_2PI).astype(dt)[:, None]
+        out += (const - 0.5 * d * LOG_2PI).astype(dt)[:, None]
         return out.T  # (n, K) in Fortran order: the log-sum-exp reduces contiguous columns
 
     @staticmethod
@@ -178,7 +185,7 @@ class MultivariateGaussianDistribution(Distribution):
                                     param_bytes=sum(a.nbytes for a in held))
 
 
-class MultivariateGaussianAccumulator(LeafAccumulator):
+class MultivariateGaussianAccumulator(LeafAccumulator, StackedUpdate, CompensatedAccumulation):
     """Statistics: sum of weights, weighted sum of the vectors (D) and of their outer products
     (D x D)."""
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.compute.feature_cache import cache_for
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._leaf import LeafEstimator, NumericEncoder, WeightedSumAccumulator
 from mixfold.compute.linear import LinearTerms
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln, xlogy
@@ -53,7 +54,7 @@ def _minus_log_factorials(x: np.ndarray) -> np.ndarray:
 
 
 @family("Poisson")
-class PoissonDistribution(Distribution):
+class PoissonDistribution(Distribution, StackedScoring):
     """Poisson with rate ``lam`` >= 0 (``lam = 0`` is the point mass at 0).
 
     >>> d = PoissonDistribution(3.0)
@@ -112,18 +113,8 @@ class PoissonDistribution(Distribution):
         return cls(p["lam"])
 
 
-class PoissonAccumulator(LeafAccumulator):
+class PoissonAccumulator(WeightedSumAccumulator, StackedUpdate, LinearInFeatures):
     """Statistics: sum of weights and of weighted counts."""
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(2)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
-
-    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.sums += (w.sum(), w @ x)
 
     @staticmethod
     def linear_terms(accs: Sequence[PoissonAccumulator], components: Sequence[PoissonDistribution],

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.compute.logspace import LOG_2PI
+from mixfold.capabilities import SeedsFromPoints, StackedScoring, StackedUpdate
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -17,16 +19,14 @@ from mixfold.precision import native_dtype
 __all__ = ["VonMisesDistribution", "VonMisesEstimator", "VonMisesAccumulator",
            "von_mises_kappa_mle"]
 
-_LOG_2PI = float(np.log(2.0 * np.pi))
-
 
 def _log_norm(kappa: np.ndarray | float) -> np.ndarray:
     """log(2 pi I0(kappa)), without overflow: I0(kappa) = i0e(kappa) exp(kappa)."""
-    return _LOG_2PI + np.log(i0e(kappa)) + kappa
+    return LOG_2PI + np.log(i0e(kappa)) + kappa
 
 
 @family("VonMises")
-class VonMisesDistribution(Distribution):
+class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
     """Von Mises with density ``exp(kappa cos(x - mu)) / (2 pi I0(kappa))``.
 
     Angles are any finite reals in radians, read modulo 2 pi; ``kappa = 0`` is the uniform
@@ -101,7 +101,7 @@ class VonMisesDistribution(Distribution):
         return cls(p["mu"], p["kappa"])
 
 
-class VonMisesAccumulator(LeafAccumulator):
+class VonMisesAccumulator(LeafAccumulator, StackedUpdate):
     """Statistics: sum of weights, of weighted cosines and of weighted sines."""
 
     def __init__(self, keys: str | None = None):

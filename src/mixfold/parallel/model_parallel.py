@@ -126,7 +126,7 @@ class WorkerPool:
                          for name in self.devices]
         self.assignments: list[tuple[str, int, int]] = []
         self.closed = False
-        self._blas_limit = _blas_threads(self.threads_per_worker)
+        self._blas_limit = blas_threads(self.threads_per_worker)
 
     def run(self, tasks: Sequence[Callable[[], Any]],
             ranges: Sequence[tuple[int, int]]) -> list[Any]:
@@ -170,19 +170,6 @@ class WorkerPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_BLAS: dict[str, Any] = {}
-
-
-def _blas_threads(n: int) -> Any:
-    """Limit BLAS to ``n`` threads per call, process-wide, until the returned limiter's
-    ``restore_original_limits()``."""
-    if "controller" not in _BLAS:  # finding the loaded BLAS libraries takes a few ms: once
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS["controller"] = ThreadpoolController()
-    return _BLAS["controller"].limit(limits=n, user_api="blas")
 
 
 # Pools by fit: an estimator travels (pickled) to remote workers every iteration; each process

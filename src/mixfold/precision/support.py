@@ -1,7 +1,8 @@
 """Which models a band can run, and running a distribution's log-density in a band.
 
-A family runs the reduced bands and ``dd`` when its distribution has ``band_log_density(enc,
-ops)`` (its E-step written against a :class:`~mixfold.precision.emulation.BandOps` namespace);
+A family runs the reduced bands and ``dd`` when its distribution is a
+:class:`~mixfold.capabilities.RunsInBands` (its E-step written against a
+:class:`~mixfold.precision.emulation.BandOps` namespace);
 a mixture runs them when every component does. Anything else is refused up front with the
 family and the band named -- never silently computed in float64.
 
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.capabilities import RunsInBands
 from mixfold.decomposition import decomposition_for
 from mixfold.precision.bands import is_native
 from mixfold.precision.engines import band_ops
@@ -35,7 +37,7 @@ class BandSupportError(ValueError):
 
 def unsupported_families(model: Any) -> list[str]:
     """Family names in ``model``'s tree without a band E-step (empty: the whole tree has one)."""
-    if getattr(model, "band_log_density", None) is None:
+    if not isinstance(model, RunsInBands):
         return [getattr(model, "family_name", "") or type(model).__name__]
     dc = decomposition_for(model)
     out: list[str] = []

@@ -1,0 +1,145 @@
+"""What a family may promise beyond the protocol: one mixin per optional capability.
+
+A distribution or accumulator class says what it can do by the mixins it inherits; combinators,
+the precision bands and the compute layer ask ``isinstance`` / ``issubclass``, never for a method
+by name. Each mixin names the methods that implementing it promises (abstract, so a class that
+declares a capability without its methods cannot be instantiated). The family protocol
+(:mod:`mixfold.families._protocol`) re-exports them, so the whole contract reads in one file.
+
+A capability that depends on how a class reads its rows (linear terms, double-double sums) is
+not inherited silently: a subclass that reads its rows otherwise (overrides ``_add``) without
+defining the promised methods again (itself or below) does not have it (LogGaussian's
+accumulator reads ``log x`` and defines its own ``linear_terms`` but no ``_add_dd``).
+
+>>> from mixfold import GaussianDistribution, PoissonDistribution
+>>> issubclass(GaussianDistribution, RunsInBands), issubclass(PoissonDistribution, RunsInBands)
+(True, False)
+>>> from mixfold.families.gaussian import GaussianAccumulator
+>>> from mixfold.families.log_gaussian import LogGaussianAccumulator
+>>> [issubclass(a, CompensatedAccumulation) for a in (GaussianAccumulator, LogGaussianAccumulator)]
+[True, False]
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+__all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
+           "LinearInFeatures", "CompensatedAccumulation"]
+
+
+class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
+    """Base of the capabilities tied to how a class reads its rows (``_promises``)."""
+
+    _promises: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def __subclasshook__(cls, sub: type) -> bool:
+        if "_promises" not in vars(cls) or cls not in sub.__mro__:
+            return NotImplemented
+        # the promise must be kept by the class that reads the rows, or by one below it
+        reader = _defined_at(sub, "_add")
+        return reader is None or all(_defined_at(sub, m) <= reader for m in cls._promises)
+
+
+def _defined_at(cls: type, name: str) -> int | None:
+    """Position in ``cls``'s MRO of the class that defines ``name`` (``None``: none does)."""
+    return next((i for i, c in enumerate(cls.__mro__) if name in vars(c)), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributions
+
+
+class StackedScoring(ABC):
+    """Scores K components of this one class in one call (a mixture's E-step without a loop).
+
+    ``stack_units = True`` says the stack shares something across components (a centre), so a
+    range of components is scored through ``units=(start, stop)`` for the same bits as in the
+    full call; otherwise each column is scored on its own and a range is scored alone.
+    """
+
+    stack_units: ClassVar[bool] = False
+
+    @classmethod
+    @abstractmethod
+    def stack_log_density(cls, components: Sequence[Any], enc: Any,
+                          precision: str = "float64") -> np.ndarray:
+        """log p_k(x) of every row under every component, array of shape (n_rows, K) (with
+        ``stack_units``, also a keyword ``units=(start, stop)``: those columns only)."""
+
+    @classmethod
+    def can_stack(cls, components: Sequence[Any]) -> bool:
+        """Whether these components stack (a combinator stacks when its children do)."""
+        return True
+
+
+class SeedsFromPoints(ABC):
+    """Rows are points of a space k-means can cluster: a mixture seeds its components by
+    k-means++ on :meth:`stack_points`."""
+
+    @staticmethod
+    @abstractmethod
+    def stack_points(enc: Any) -> np.ndarray:
+        """The rows as points, float64 array of shape (n_rows, dim)."""
+
+
+class RunsInBands(ABC):
+    """Scores its rows in every precision band (fp8, bfloat16, float16, dd) through the band's
+    operations, never silently in float64."""
+
+    @abstractmethod
+    def band_log_density(self, enc: Any, ops: Any) -> Any:
+        """Per-row log-density computed with ``ops`` (a ``BandOps``); values stay in the band."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Accumulators
+
+
+class StackedUpdate(ABC):
+    """Adds rows to K accumulators of this class at once from a responsibility matrix."""
+
+    @staticmethod
+    @abstractmethod
+    def stack_update(accs: Sequence[Any], enc: Any, resp: np.ndarray) -> None:
+        """Add rows; ``resp`` (n_rows, K) already includes row weights. Column by column, so a
+        range of components added apart gets the same bits."""
+
+
+class FusedFold(ABC):
+    """Scores, normalises and accumulates a mixture's chunk of rows in one fused pass."""
+
+    @staticmethod
+    @abstractmethod
+    def stack_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+                   enc: Any, weights: np.ndarray, precision: str = "float64"
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(posterior mass per component, per-row log-density), or ``None`` when these
+        parameters fall outside the fused form (the mixture then runs its three steps)."""
+
+
+class LinearInFeatures(_ReadsRows):
+    """Its log-density is linear in features of the rows: the fused linear E-step
+    (:func:`mixfold.compute.linear.linear_fold`) scores and accumulates it."""
+
+    _promises = ("linear_terms",)
+
+    @staticmethod
+    @abstractmethod
+    def linear_terms(accs: Sequence[Any], components: Sequence[Any], enc: Any) -> Any:
+        """The ``LinearTerms`` of K components on ``enc``, or ``None`` outside the form."""
+
+
+class CompensatedAccumulation(_ReadsRows):
+    """Adds rows with double-double weights into double-double statistics (the ``dd`` band)."""
+
+    _promises = ("_add_dd",)
+
+    @abstractmethod
+    def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
+        """Add the rows ``x`` with weights ``w_hi + w_lo``, mirroring ``_add``."""

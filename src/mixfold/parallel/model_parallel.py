@@ -73,6 +73,7 @@ import numpy as np
 
 from mixfold.backends.local import LocalEncodedData
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, FoldResult, fold_rows
+from mixfold.compute.row_blocks import blas_threads
 from mixfold.decomposition import DecompAxis, decomposition_for
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom)

@@ -27,7 +27,8 @@ from mixfold.errors import (
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.tables import as_fit_input
 from mixfold.parallel.heterogeneous import PlanRequest
-from mixfold.precision import BANDS, PLANNED, UNIT_ROUNDOFF, band_of, check_precision
+from mixfold.precision import (BANDS, PLANNED, UNIT_ROUNDOFF, Precision, check_precision,
+                               resolve_precision)
 
 __all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
 
@@ -222,12 +223,13 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
                                                weights=weights, chunk_rows=chunk_rows,
                                                num_workers=num_workers, plan=request)
         owned = True
+    resolved = resolve_precision(PLANNED if planned else precision)  # once, for every layer below
     try:
         best = None
         finals = []
         for i, start_model in enumerate(starts):  # every start folds over the same open handle
             result = _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol,
-                              seed=seed + i, precision=PLANNED if planned else precision, plan=plan,
+                              seed=seed + i, precision=resolved, plan=plan,
                               progress=_Progress(progress, max_iter), callbacks=callbacks,
                               checkpoint=checkpoint)
             finals.append(result.final_log_likelihood)
@@ -248,14 +250,13 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
 
 
 def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distribution | None, *,
-             max_iter: int, tol: float, seed: int, precision: str, progress: _Progress,
+             max_iter: int, tol: float, seed: int, precision: Precision, progress: _Progress,
              callbacks: list[Callable[[IterationInfo], Any]], plan: Any = None,
              checkpoint: str | os.PathLike | None = None) -> FitResult:
     if handle.total_weight <= 0:
         raise DataError("the row weights sum to zero: nothing to fit")
     t0 = time.perf_counter()
-    bands = {a.precision for a in plan.assignments} if plan is not None else \
-        {band_of(precision)}
+    bands = {a.precision for a in plan.assignments} if plan is not None else {precision.band}
     saved = None if checkpoint is None else CheckpointFile(checkpoint, handle, estimator, seed)
     resumed = None if saved is None else saved.resumed
     notes: list[str] = [] if resumed is None else list(resumed.warnings)
@@ -272,7 +273,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     # a log-likelihood computed in a reduced band is only known to that band's resolution; so
     # is one from float32, whose fused E-step sums its statistics in float32 partial sums
     noise = max([DECREASE_TOLERANCE] + [16 * UNIT_ROUNDOFF[b] for b in bands
-                                        if band_of(b) not in ("float64", "dd")])
+                                        if UNIT_ROUNDOFF[b] > UNIT_ROUNDOFF["float64"]])
     start, previous = 0, None
     if resumed is not None:
         result.init_seconds, result.iterations = resumed.init_seconds, resumed.iterations

@@ -21,7 +21,7 @@ from mixfold.compute.payload import payload_combiner, shard_task_args, unpack_fo
 from mixfold.compute.tree import fanout_for_depth, shard_bounds, tree_levels, tree_reduce
 from mixfold.errors import NumericalError
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.precision import PLANNED, band_of
+from mixfold.precision import PLANNED, resolve_precision
 
 __all__ = ["ShardedEncodedData", "MissingEngineError", "require"]
 
@@ -78,7 +78,7 @@ class ShardedEncodedData(EncodedDataHandle):
 
     def shard_precisions(self, precision: str) -> list[str]:
         """The precision every shard runs: the planned bands for ``PLANNED``, else the one given."""
-        if precision == PLANNED:
+        if resolve_precision(precision).planned:
             if self.plan is None:
                 raise ValueError(f"precision {PLANNED!r} needs a handle built from a plan")
             return self.plan.execution_precisions()
@@ -97,7 +97,7 @@ class ShardedEncodedData(EncodedDataHandle):
 
     def _run(self, task: str, common: tuple, precision: str) -> tuple[np.ndarray, list[str], bool]:
         precisions = self.shard_precisions(precision)
-        compensated = any(band_of(p) == "dd" for p in precisions)
+        compensated = any(resolve_precision(p).compensated for p in precisions)
         args = shard_task_args(task, precisions, common, compensated)
         return self._reduce(task, args, payload_combiner(compensated)), precisions, compensated
 

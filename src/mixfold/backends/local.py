@@ -9,7 +9,7 @@ from mixfold.compute.encoded import Encoded, as_weights
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, FoldResult, fold_rows, init_sample_mask
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.precision import band_of
+from mixfold.precision import resolve_precision
 from mixfold.precision.doubledouble import DD, dd_sum_rows
 
 __all__ = ["LocalEncodedData", "DEFAULT_CHUNK_ROWS"]
@@ -47,7 +47,7 @@ class LocalEncodedData(EncodedDataHandle):
         with self.features.active():
             total = fold_rows(acc, self.enc, self.weights, model, precision, self.chunk_rows)
         weight = self.total_weight
-        if precision != "float64" and band_of(precision) == "dd":
+        if resolve_precision(precision).compensated:
             weight = float(dd_sum_rows(DD(self.weights, np.zeros_like(self.weights))).hi)
         return FoldResult(self.n_rows, weight, total, acc)
 

@@ -31,7 +31,7 @@ from mixfold.compute.payload import fold_shard, payload_combiner, score_shard, u
 from mixfold.compute.tree import fanout_for_depth
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
-from mixfold.precision import PLANNED, band_of
+from mixfold.precision import PLANNED, resolve_precision
 from mixfold.precision.compensated import add_dd_payloads
 
 __all__ = ["MPIEncodedData"]
@@ -103,12 +103,13 @@ class MPIEncodedData(EncodedDataHandle):
 
     def _precision(self, precision: str) -> tuple[str, bool]:
         """(this rank's precision, whether payloads are compensated on every rank)."""
-        if precision != PLANNED:
-            return precision, band_of(precision) == "dd"
+        precision = resolve_precision(precision)
+        if not precision.planned:
+            return precision, precision.compensated
         if self.plan is None:
             raise ValueError(f"precision {PLANNED!r} needs a handle with a plan (apply_plan)")
         mine = self.plan.execution_precisions()
-        return mine[self.comm.rank], any(band_of(p) == "dd" for p in mine)
+        return mine[self.comm.rank], any(resolve_precision(p).compensated for p in mine)
 
     def _sum(self, local: np.ndarray, compensated: bool) -> np.ndarray:
         mpi = require("mpi4py.MPI", "mpi", "mpi")

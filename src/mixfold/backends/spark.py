@@ -24,7 +24,7 @@ from mixfold.compute.tree import shard_bounds
 from mixfold.errors import NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
 from mixfold.families.composite import RecordEncoder
-from mixfold.precision import PLANNED, band_of
+from mixfold.precision import PLANNED, resolve_precision
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session"]
 
@@ -199,7 +199,7 @@ class SparkEncodedData(EncodedDataHandle):
 
     def shard_precisions(self, precision: str) -> list[str]:
         """The precision every partition runs: the planned bands for ``PLANNED``."""
-        if precision == PLANNED:
+        if resolve_precision(precision).planned:
             if self.plan is None:
                 raise ValueError(f"precision {PLANNED!r} needs a handle built from a plan")
             return self.plan.execution_precisions()
@@ -208,7 +208,7 @@ class SparkEncodedData(EncodedDataHandle):
     def _reduce(self, task: str, common: tuple, precision: str) -> tuple[np.ndarray, list[str],
                                                                          bool]:
         precisions = self.shard_precisions(precision)
-        compensated = any(band_of(p) == "dd" for p in precisions)
+        compensated = any(resolve_precision(p).compensated for p in precisions)
         combine = payload_combiner(compensated)
         broadcast = self.sc.broadcast(shard_task_args(task, precisions, common, compensated))
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from mixfold.compute.fold import fold_rows
 from mixfold.decomposition import decomposition_for
-from mixfold.precision.bands import band_of
+from mixfold.precision.bands import resolve_precision
 from mixfold.precision.compensated import tree_low_parts
 from mixfold.precision.error import relative_error
 
@@ -25,7 +25,7 @@ def fold_statistics(model: Any, enc: Any, precision: str, weights: np.ndarray | 
     w = np.ones(enc.n_rows) if weights is None else weights
     fold_rows(acc, enc, w, model, precision, chunk_rows)
     arrays = [a.copy() for a in acc.arrays()]
-    if band_of(precision) == "dd":
+    if resolve_precision(precision).compensated:
         return [a + lo for a, lo in zip(arrays, tree_low_parts(acc))]
     return arrays
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from mixfold.compute.encoded import Encoded, InitRandom
 from mixfold.errors import NumericalError
-from mixfold.precision.bands import band_of
+from mixfold.precision.bands import resolve_precision
 from mixfold.precision.doubledouble import DD, dd_add, dd_sum_rows, two_prod
 from mixfold.precision.support import require_band
 
@@ -57,9 +57,10 @@ def fold_rows(acc: Folds | None, enc: Encoded, weights: np.ndarray, model: Score
     With ``acc=None`` the rows are only scored. A precision the model cannot run raises
     :class:`~mixfold.precision.BandSupportError` before any row is folded.
     """
-    if precision != "float64":
+    precision = resolve_precision(precision)
+    if not precision.native:
         require_band(model, precision)
-        if band_of(precision) == "dd":
+        if precision.compensated:
             return fold_rows_total(acc, enc, weights, model, precision, chunk_rows).hi
     total = 0.0
     for part, w, ll in _folded_chunks(acc, enc, weights, model, precision, chunk_rows):
@@ -92,7 +93,8 @@ def fold_rows_total(acc: Folds | None, enc: Encoded, weights: np.ndarray,
     The ``dd`` band's fold: with it, the log-likelihood, like the statistics, does not depend on
     how the rows are chunked or sharded. Other precisions give ``DD(total, 0.0)``.
     """
-    if band_of(precision) != "dd":
+    precision = resolve_precision(precision)
+    if not precision.compensated:
         return DD(fold_rows(acc, enc, weights, model, precision, chunk_rows), 0.0)
     require_band(model, precision)
     total = DD(0.0, 0.0)

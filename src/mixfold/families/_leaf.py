@@ -12,7 +12,7 @@ import numpy as np
 
 from mixfold.capabilities import CompensatedAccumulation
 from mixfold.errors import DataError, DataTypeError
-from mixfold.precision import BandSupportError, band_of
+from mixfold.precision import BandSupportError, resolve_precision
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -252,7 +252,7 @@ class LeafAccumulator(Accumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
                    precision: str = "float64") -> None:
-        if precision != "float64" and band_of(precision) == "dd":
+        if resolve_precision(precision).compensated:
             self.seq_update_dd(enc, weights, np.zeros_like(weights), model)
             return None
         self._add(enc.values, weights)

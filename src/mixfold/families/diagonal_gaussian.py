@@ -22,7 +22,7 @@ from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder
 from mixfold.compute.linear import LinearTerms, centred_gaussian, uncentred_moments
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import warn_collapsed_variance
-from mixfold.precision import is_native, log_density_in_band, native_dtype
+from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 
 __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
@@ -99,7 +99,7 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
         return self.mu.size
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        if not is_native(precision):
+        if not resolve_precision(precision).native:
             return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)

@@ -22,7 +22,7 @@ from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.compute.linear import LinearTerms, centred_gaussian, uncentred_moments
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold.precision import is_native, log_density_in_band, native_dtype
+from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 
 __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator"]
@@ -48,7 +48,7 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
             raise ParameterError(f"sigma2 must be finite and > 0, got {sigma2!r}")
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        if not is_native(precision):
+        if not resolve_precision(precision).native:
             return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)

@@ -23,7 +23,7 @@ from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DegenerateFitWarning, NumericalError, ParameterError
 from mixfold.compute.linear import fold_linear_mixture
-from mixfold.precision import band_ops, is_native, log_density_in_band, require_band
+from mixfold.precision import resolve_precision, band_ops, log_density_in_band, require_band
 from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
@@ -217,7 +217,7 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
 
     def component_log_densities(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         """log w_k + log p_k(x) for every row and component, array of shape (n_rows, K)."""
-        if not is_native(precision):
+        if not resolve_precision(precision).native:
             require_band(self, precision)
             ops = band_ops(precision)
             scores = self.band_scores(enc, ops)
@@ -284,7 +284,7 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
         return lse
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        if not is_native(precision):
+        if not resolve_precision(precision).native:
             return log_density_in_band(self, enc, precision)
         if self._stack is None:
             return logsumexp_rows(self.component_log_densities(enc, precision))
@@ -318,7 +318,7 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
 
     def seq_posterior(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         """Posterior component probabilities of every row, array of shape (n_rows, K)."""
-        if not is_native(precision):
+        if not resolve_precision(precision).native:
             require_band(self, precision)
             return self.band_posterior_matrix(enc, band_ops(precision))[0]
         return log_normalize_rows(self.component_log_densities(enc, precision))[0]
@@ -457,7 +457,7 @@ class MixtureAccumulator(FoldsColumns, Accumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
                    precision: str = "float64") -> np.ndarray:
-        if not is_native(precision):
+        if not resolve_precision(precision).native:
             return self._band_update(enc, weights, model, precision)
         if self._stack_fold is not None and model._stack is not None:
             folded = self._stack_fold(self.components, model.components, model.log_weights,
@@ -490,7 +490,8 @@ class MixtureAccumulator(FoldsColumns, Accumulator):
         pass decline (a Poisson of rate 0), the rows go through the three steps
         ``chunk_rows`` at a time."""
         self._unfused_rows = chunk_rows
-        if self._stack_fold is not None and model._stack is not None and is_native(precision):
+        if (self._stack_fold is not None and model._stack is not None
+                and resolve_precision(precision).native):
             return max(chunk_rows, FUSED_CHUNK_ROWS)
         return chunk_rows
 

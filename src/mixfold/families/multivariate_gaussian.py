@@ -21,7 +21,7 @@ from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import cholesky, solve_triangular
 from mixfold.families.gaussian import warn_collapsed_variance
-from mixfold.precision import is_native, log_density_in_band, native_dtype
+from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.compute.scratch import scratch
 
@@ -90,7 +90,7 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         return self.mu.size
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        if not is_native(precision):
+        if not resolve_precision(precision).native:
             return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)

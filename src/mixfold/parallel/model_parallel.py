@@ -82,7 +82,7 @@ from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsC
                                      fold_serially, score_serially)
 from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
 from mixfold.parallel.resources import DeviceSpec, Resources
-from mixfold.precision import is_native
+from mixfold.precision import resolve_precision
 
 __all__ = ["model_parallel_fold", "ModelParallelAccumulator", "ModelParallelAccumulatorFactory",
            "ModelParallelEstimator", "ModelParallelEncodedData", "auto_parallel_estimator",
@@ -310,7 +310,7 @@ def model_parallel_fold(acc: Accumulator, model: Distribution, enc: Encoded, wei
     >>> bool(np.array_equal(serial.to_array(), threaded.to_array()))
     True
     """
-    if not plan.is_model_parallel or _in_worker() or not is_native(precision):
+    if not plan.is_model_parallel or _in_worker() or not resolve_precision(precision).native:
         return acc.seq_update(enc, weights, model, precision)
     cut = _Cut(plan)
     owned = pool is None
@@ -479,7 +479,7 @@ class ModelParallelAccumulator(Accumulator):
             return self.inner.seq_update(enc, weights, model, precision)
         pool = self.pool or _pool_for(self.fit_id, _Cut(self.plan).devices)
         ll = model_parallel_fold(self.inner, model, enc, weights, self.plan, precision, pool)
-        if ll is None and not _in_worker() and is_native(precision):
+        if ll is None and not _in_worker() and resolve_precision(precision).native:
             # the fit would score the rows serially (model.seq_log_density): score them with
             # the cut threaded instead, with that method's bits
             ll = _score(model, enc, precision, self.plan.path, _Cut(self.plan), pool)

@@ -20,7 +20,8 @@ dtype('float32')
 ['float32', 'float64', 'dd']
 """
 
-from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, PLANNED, UNIT_ROUNDOFF, band_of,
+from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, PLANNED, UNIT_ROUNDOFF, Precision,
+                                     band_of, resolve_precision,
                                      check_bands, check_precision, is_native, most_accurate,
                                      native_dtype, parse_precision)
 from mixfold.precision.engines import band_ops
@@ -28,7 +29,8 @@ from mixfold.precision.error import (predicted_relative_error, relative_error,
                                      statistics_error_bound)
 from mixfold.precision.support import BandSupportError, log_density_in_band, require_band
 
-__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "check_precision",
+__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "Precision",
+           "resolve_precision", "check_precision",
            "check_bands", "native_dtype", "parse_precision", "band_of", "is_native",
            "most_accurate",
            "predicted_relative_error", "statistics_error_bound", "relative_error",

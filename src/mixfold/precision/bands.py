@@ -1,6 +1,9 @@
 """The precision bands, their unit roundoff, and how a precision is named.
 
 A precision is a band name (``"float16"``) or a band on a torch device (``"float16@cuda"``).
+:func:`resolve_precision` turns the name into a :class:`Precision` once -- its band, its device,
+whether the families' NumPy paths run it and whether statistics accumulate compensated -- and
+code below asks those attributes instead of comparing names.
 
 >>> parse_precision("bfloat16@cuda:1")
 ('bfloat16', 'cuda:1')
@@ -14,7 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "check_precision",
+__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "Precision",
+           "resolve_precision", "check_precision",
            "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate",
            "check_bands"]
 
@@ -108,3 +112,69 @@ def native_dtype(precision: str | None) -> np.dtype:
             f"precision {band!r} has no native CPU arithmetic; the core families run "
             f"{sorted(_NATIVE)} (reduced bands are executed by mixfold's precision layer)"
         ) from None
+
+
+class Precision(str):
+    """A precision resolved once: what the E-step runs in and how its statistics accumulate.
+
+    It is still the name the user wrote (a ``str`` equal to it, so options, messages and model
+    files keep the spelling), with the decisions the code needs as attributes:
+
+    - ``band``: one of :data:`BANDS`; ``device``: a torch device or ``None`` (this CPU);
+    - ``native``: the families' own NumPy paths run it (float32/float64 on the CPU);
+    - ``dtype``: their NumPy dtype (``None`` when not native);
+    - ``compensated``: statistics and the log-likelihood accumulate in double-double (``dd``),
+      so shard payloads carry their low parts and reduce by exact two-sum;
+    - ``planned``: each shard runs the band its heterogeneous plan assigned (:data:`PLANNED`).
+
+    >>> p = resolve_precision("float32")
+    >>> p == "float32", p.band, p.native, p.dtype, p.compensated
+    (True, 'float32', True, dtype('float32'), False)
+    >>> q = resolve_precision("bfloat16@cuda")
+    >>> q.band, q.device, q.native, q.dtype
+    ('bfloat16', 'cuda', False, None)
+    >>> resolve_precision("dd").compensated, resolve_precision(PLANNED).planned
+    (True, True)
+    """
+
+    band: str
+    device: str | None
+    native: bool
+    dtype: np.dtype | None
+    compensated: bool
+    planned: bool
+    unit_roundoff: float
+
+    def __reduce__(self) -> tuple:  # re-resolved where it is unpickled (a remote worker)
+        return resolve_precision, (str(self),)
+
+
+_RESOLVED: dict[str, Precision] = {}
+
+
+def resolve_precision(precision: str | None) -> Precision:
+    """The :class:`Precision` a name stands for (``None``: float64); unknown names raise.
+
+    Resolving an already resolved value returns it as it is, so a value can be passed down and
+    re-resolved by any entry point for free.
+    """
+    if isinstance(precision, Precision):
+        return precision
+    name = DEFAULT_PRECISION if precision is None else precision
+    found = _RESOLVED.get(name) if isinstance(name, str) else None
+    if found is not None:
+        return found
+    value = Precision(name)
+    if name == PLANNED:
+        value.band, value.device, value.planned = PLANNED, None, True
+        value.native, value.dtype, value.compensated, value.unit_roundoff = \
+            False, None, False, float("nan")
+    else:
+        band, device = parse_precision(name)
+        value.band, value.device, value.planned = band, device, False
+        value.native = device is None and band in _NATIVE
+        value.dtype = _NATIVE[band] if value.native else None
+        value.compensated = band == "dd"
+        value.unit_roundoff = UNIT_ROUNDOFF[band]
+    _RESOLVED[name] = value
+    return value

@@ -1,0 +1,37 @@
+"""A precision is resolved once into a value whose attributes the code asks."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from mixfold.precision import BANDS, PLANNED, UNIT_ROUNDOFF, Precision, resolve_precision
+
+
+@pytest.mark.parametrize("band", BANDS)
+def test_every_band_resolves_to_its_attributes(band):
+    p = resolve_precision(band)
+    assert isinstance(p, Precision) and p == band and p.band == band and p.device is None
+    assert p.native == (band in ("float32", "float64"))
+    assert p.dtype == (np.dtype(band) if p.native else None)
+    assert p.compensated == (band == "dd") and not p.planned
+    assert p.unit_roundoff == UNIT_ROUNDOFF[band]
+
+
+def test_a_device_precision_is_never_native_and_names_its_device():
+    p = resolve_precision("float32@cuda:1")
+    assert (p.band, p.device, p.native, p.dtype) == ("float32", "cuda:1", False, None)
+
+
+def test_resolving_is_done_once_and_survives_pickling():
+    p = resolve_precision("dd")
+    assert resolve_precision(p) is p and resolve_precision("dd") is p
+    assert pickle.loads(pickle.dumps(p)) is p  # re-resolved where it is unpickled
+    assert resolve_precision(None) == "float64"
+    assert resolve_precision(PLANNED).planned
+
+
+@pytest.mark.parametrize("bad", ["float128", "float16@", 16, "auto"])
+def test_unknown_names_are_refused(bad):
+    with pytest.raises(ValueError, match="precision must be one of"):
+        resolve_precision(bad)

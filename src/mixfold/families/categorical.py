@@ -62,6 +62,15 @@ def _checked_levels(levels: Sequence[Any]) -> tuple:
     return tuple(_check_level(v) for v in levels)
 
 
+def _first_repeat(levels: Sequence[Hashable]) -> Hashable:
+    seen: dict[Hashable, Hashable] = {}
+    for v in levels:
+        if v in seen:
+            return (seen[v], v) if repr(seen[v]) != repr(v) else v
+        seen[v] = v
+    return None
+
+
 def _ordered_levels(found: Sequence[Hashable]) -> tuple:
     try:
         return tuple(sorted(found))
@@ -201,6 +210,9 @@ class CategoricalDistribution(Distribution):
         if levels is None:
             levels = list(range(len(p)))
         self.levels = _checked_levels(levels)
+        if len(set(self.levels)) != len(self.levels):  # 1 == True == 1.0 in Python: one level
+            raise ParameterError(f"categorical levels must be distinct (1, 1.0 and True are "
+                                 f"one level), got {_first_repeat(self.levels)!r} twice")
         if p.ndim != 1 or len(p) != len(self.levels) or len(p) == 0:
             raise ParameterError(f"need one probability per level, got {len(p)} for "
                              f"{len(self.levels)} levels")

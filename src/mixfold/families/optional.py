@@ -242,8 +242,9 @@ class OptionalDistribution(Distribution):
     [0.905, 0.446, nan, -0.537]
     """
 
-    #: model files may leave this out (``to_dict`` does when it holds the default markers)
-    optional_params = ("missing",)
+    #: model files may leave this out (``to_dict`` does when it holds the default markers);
+    #: given, it must have this shape
+    optional_params = {"missing": {"none": True, "nan": True, "values": []}}
 
     def __init__(self, inner: Distribution, p_missing: float, *,
                  missing: MissingMarkers | Sequence[Any] = DEFAULT_MISSING):

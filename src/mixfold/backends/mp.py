@@ -82,6 +82,13 @@ class _Worker:
     def recv(self) -> Any:
         return pickle.loads(self.conn.recv_bytes())
 
+    def discard(self) -> None:
+        """Reap a worker that died (kill it first if it only looks dead)."""
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
     def stop(self) -> None:
         try:
             if self.process.is_alive():
@@ -118,51 +125,62 @@ class MPEncodedData(ShardedEncodedData):
         self.workers: list[_Worker] = []
         try:
             for i in range(len(self.bounds)):
-                self.workers.append(self._start(i))
+                self.workers.append(_Worker(self._ctx))
+                self._load(i)
         except BaseException:
             self.close()
             raise
 
-    def _start(self, i: int) -> _Worker:
-        worker = _Worker(self._ctx)
+    def _load(self, i: int) -> None:
+        """Send worker ``i`` its shard and wait until it holds it."""
         shard, weights = self.shard(i)
+        worker = self.workers[i]
         worker.send(pickle.dumps(("load", shard, weights), protocol=pickle.HIGHEST_PROTOCOL))
         status, value = worker.recv()
         if status != "ok":
             raise value
-        return worker
 
-    def _restart(self, i: int) -> None:
-        self.restarts += 1
-        if self.restarts > self.max_restarts:
-            raise RuntimeError(f"mp worker {i} died; gave up after {self.max_restarts} restarts")
-        old = self.workers[i]
-        old.process.join(1)
-        old.conn.close()
-        self.workers[i] = self._start(i)
+    def _restart(self, i: int, cause: BaseException) -> None:
+        """Replace dead worker ``i`` with one holding its shard; a replacement that dies too
+        (at once, or while loading the shard) is replaced again, within ``max_restarts``."""
+        while True:
+            self.restarts += 1
+            if self.restarts > self.max_restarts:
+                self.close()  # no process outlives the fit that gives up
+                raise RuntimeError(f"mp worker {i} died; gave up after {self.max_restarts} "
+                                   f"restarts (last: {type(cause).__name__}: {cause})") from None
+            self.workers[i].discard()
+            self.workers[i] = _Worker(self._ctx)
+            try:
+                self._load(i)
+                return
+            except (EOFError, OSError) as err:
+                cause = err
+
+    def _send(self, i: int, blob: bytes) -> None:
+        while True:
+            try:
+                self.workers[i].send(blob)
+                return
+            except OSError as err:  # the worker is gone: BrokenPipeError, ConnectionResetError
+                self._restart(i, err)
 
     def _reduce(self, task: str, shard_args: list[tuple],
                 combine: Callable[..., np.ndarray]) -> np.ndarray:
         pickled: dict[int, bytes] = {}  # one pickle per distinct argument tuple (per band)
         blobs = [pickled.setdefault(id(a), pickle.dumps((task, a), pickle.HIGHEST_PROTOCOL))
                  for a in shard_args]
-        pending = []
-        for i, worker in enumerate(self.workers):  # all workers start before any is awaited
-            try:
-                worker.send(blobs[i])
-            except OSError:
-                self._restart(i)
-                self.workers[i].send(blobs[i])
-            pending.append(i)
+        for i in range(len(self.workers)):  # all workers start before any is awaited
+            self._send(i, blobs[i])
         payloads = []
-        for i in pending:
+        for i in range(len(self.workers)):
             while True:
                 try:
                     status, value = self.workers[i].recv()
                     break
-                except (EOFError, OSError):  # the worker died mid-iteration: redo its shard
-                    self._restart(i)
-                    self.workers[i].send(blobs[i])
+                except (EOFError, OSError) as err:  # died mid-iteration: redo its shard
+                    self._restart(i, err)
+                    self._send(i, blobs[i])
             if status != "ok":
                 raise value
             payloads.append(value)

@@ -93,6 +93,7 @@ _OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
                   "'auto' or a precision band (optionally '<band>@<device>')"),
     "checkpoint": (lambda v: v is None or isinstance(v, (str, os.PathLike)),
                    "None or a file path"),
+    "num_workers": (lambda v: v is None or (_is_int(v) and v >= 1), "None or an integer >= 1"),
 }
 
 
@@ -160,7 +161,7 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     """
     _check_options(max_iter=max_iter, tol=tol, seed=seed, chunk_rows=chunk_rows, progress=progress,
                    precision=precision, target_rel_error=target_rel_error,
-                   checkpoint=checkpoint)
+                   checkpoint=checkpoint, num_workers=num_workers)
     if checkpoint is not None:
         check_checkpoint_path(checkpoint)
     planned = resources is not None or precision == "auto"

@@ -18,7 +18,12 @@ from typing import Any
 import numpy as np
 
 from mixfold._feature_cache import FeatureCache
-from mixfold.backends._shard import ShardedEncodedData, run_task
+from mixfold.backends._shard import (
+    ShardedEncodedData,
+    capped_at_cores,
+    checked_num_workers,
+    run_task,
+)
 from mixfold.families._protocol import Encoded
 
 __all__ = ["MPEncodedData"]
@@ -104,7 +109,8 @@ class _Worker:
 
 
 class MPEncodedData(ShardedEncodedData):
-    """Shards held by ``num_workers`` processes (default: the machine's cores).
+    """Shards held by ``num_workers`` processes (default: the machine's cores). More workers
+    than rows, or than cores (unless ``oversubscribe``), are capped with a warning.
 
     >>> import numpy as np, mixfold
     >>> x = np.random.default_rng(0).normal(2.0, 1.0, size=1000)
@@ -117,8 +123,12 @@ class MPEncodedData(ShardedEncodedData):
     name = "mp"
 
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
-                 num_workers: int | None = None, max_restarts: int = 3, plan: Any = None):
-        super().__init__(enc, weights, chunk_rows, num_workers or os.cpu_count() or 1, plan)
+                 num_workers: int | None = None, max_restarts: int = 3, plan: Any = None,
+                 oversubscribe: bool = False):
+        count = checked_num_workers(num_workers, enc.n_rows)
+        count = min(os.cpu_count() or 1, enc.n_rows) if count is None else \
+            capped_at_cores(count, oversubscribe)
+        super().__init__(enc, weights, chunk_rows, max(count, 1), plan)
         self.max_restarts = int(max_restarts)
         self.restarts = 0
         self._ctx = mp.get_context("spawn")

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from mixfold.backends._interface import EncodedDataHandle, FoldResult, init_sample_mask
-from mixfold.backends._shard import (payload_combiner, require, run_task, shard_bounds,
-                                     shard_task_args, unpack_fold)
+from mixfold.backends._shard import (checked_num_workers, payload_combiner, require, run_task,
+                                     shard_bounds, shard_task_args, unpack_fold)
 from mixfold.backends.local import fold_rows
 from mixfold.errors import NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
@@ -136,6 +136,7 @@ class SparkEncodedData(EncodedDataHandle):
         ``i`` holds exactly worker ``i``'s planned rows and runs its band, and ``treeAggregate``
         gets the planned depth.
         """
+        num_workers = checked_num_workers(num_workers, enc.n_rows)
         owned = session is None
         session = local_spark_session(num_workers or 2) if owned else session
         sc = getattr(session, "sparkContext", session)

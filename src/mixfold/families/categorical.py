@@ -19,6 +19,7 @@ from mixfold.families._protocol import (
     Encoder,
     InitRandom,
     family,
+    is_na,
 )
 
 __all__ = ["CategoricalDistribution", "CategoricalEstimator", "CategoricalAccumulator",
@@ -39,7 +40,7 @@ def _savable_level(v: Any) -> bool:
 
 def _check_level(v: Any, row: int | None = None) -> Hashable:
     v = _plain(v)
-    if v is None or (isinstance(v, float) and v != v):
+    if v is None or (isinstance(v, float) and v != v) or is_na(v):
         raise DataError("missing value in a categorical field; wrap the field in "
                         "OptionalEstimator to model missing values", row=row)
     if not _savable_level(v):  # a model whose levels cannot be saved would be lost at save

@@ -12,7 +12,7 @@ import numpy as np
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, ParameterError
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        Encoder, Estimator, InitRandom, family)
+                                        Encoder, Estimator, InitRandom, family, is_na)
 from mixfold.families.categorical import level_from_json, level_to_json
 
 __all__ = ["OptionalDistribution", "OptionalEstimator", "OptionalAccumulator", "OptionalEncoder",
@@ -23,6 +23,7 @@ DEFAULT_MISSING: tuple = (None, math.nan)
 
 class MissingMarkers:
     """Which raw values mean "missing": ``None``, any float NaN, and/or other hashable values.
+    pandas' ``NA`` and ``NaT`` (and NumPy's ``NaT``) are missing wherever ``None`` or NaN is.
 
     >>> m = MissingMarkers((None, float("nan"), "NA"))
     >>> m.mask([1.0, None, float("nan"), "NA", "x"]).tolist()
@@ -50,6 +51,8 @@ class MissingMarkers:
             return self.none
         if _is_nan(v):
             return self.nan
+        if is_na(v):  # pandas' NA and NaT: missing wherever None or NaN is
+            return self.none or self.nan
         if not self.values:
             return False
         try:
@@ -66,6 +69,9 @@ class MissingMarkers:
                 if isinstance(m, numbers.Real):
                     missing |= values == m
             return missing
+        if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "mM":
+            return np.isnat(values) if self.none or self.nan else \
+                np.zeros(values.shape[0], dtype=bool)
         return np.fromiter((self.is_missing(v) for v in values), dtype=bool, count=len(values))
 
     def to_json(self) -> dict[str, Any]:

@@ -3,9 +3,14 @@
 ``optimize(..., checkpoint=path)`` writes after each accepted iteration a JSON file holding the
 model (as a model file document: the same schema checks on reading), the number of iterations
 done, the per-iteration log-likelihood and seconds, the fit's warnings, the seed, and a
-fingerprint of the data and the estimator. The file is replaced atomically (temporary file in
-the same directory, fsync, rename), so a fit killed at any instant leaves either the previous
-checkpoint or the new one.
+fingerprint of the data and the estimator, and a SHA-256 checksum of all of it. The file is
+replaced atomically (temporary file in the same directory, fsync, rename), so a fit killed at any
+instant leaves either the previous checkpoint or the new one.
+
+Reading checks a checkpoint like a model file: exactly its fields, each of its type, a checksum
+that matches (one altered number is refused), and a model with the structure the estimator
+produces (families, components, fields); every failure is a :class:`~mixfold.CheckpointError`
+naming the field or the place.
 
 Given an existing checkpoint, the same call continues from it. EM after the seeded start draws
 no random numbers (the start itself is a hash of the seed and the row indices, see

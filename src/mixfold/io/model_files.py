@@ -7,7 +7,10 @@ digits).
 
 Loading treats the file as untrusted input and checks it before and after building the model:
 at most ``max_bytes`` bytes are read (64 MiB by default; a larger file, a device or a pipe that
-keeps going is refused), JSON nesting deeper than :data:`MAX_DEPTH` and non-finite numbers
+keeps going is refused), a pipe or device is opened without blocking and must end within
+``timeout`` seconds, a document whose parsed form would take more than :data:`MEMORY_FACTOR`
+times its size is refused before parsing, JSON nesting deeper than :data:`MAX_DEPTH` and
+non-finite numbers
 (``NaN``, ``Infinity``, ``1e999``) are refused, and the document must have exactly the shape of
 the model it describes (:func:`check_document_shape`): no field the family does not know, numbers
 where numbers are expected, lists of the right lengths. Every failure is a

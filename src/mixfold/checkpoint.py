@@ -3,9 +3,14 @@
 ``optimize(..., checkpoint=path)`` writes after each accepted iteration a JSON file holding the
 model (as a model file document: the same schema checks on reading), the number of iterations
 done, the per-iteration log-likelihood and seconds, the fit's warnings, the seed, and a
-fingerprint of the data and the estimator. The file is replaced atomically (temporary file in
-the same directory, fsync, rename), so a fit killed at any instant leaves either the previous
-checkpoint or the new one.
+fingerprint of the data and the estimator, and a SHA-256 checksum of all of it. The file is
+replaced atomically (temporary file in the same directory, fsync, rename), so a fit killed at any
+instant leaves either the previous checkpoint or the new one.
+
+Reading checks a checkpoint like a model file: exactly its fields, each of its type, a checksum
+that matches (one altered number is refused), and a model with the structure the estimator
+produces (families, components, fields); every failure is a :class:`~mixfold.CheckpointError`
+naming the field or the place.
 
 Given an existing checkpoint, the same call continues from it. EM after the seeded start draws
 no random numbers (the start itself is a hash of the seed and the row indices, see
@@ -18,8 +23,10 @@ with :class:`~mixfold.CheckpointError`.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import types
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,10 +43,11 @@ from mixfold.io.model_files import (
 )
 
 __all__ = ["Checkpoint", "CheckpointFile", "fit_fingerprint", "write_checkpoint",
-           "read_checkpoint", "check_resumable", "FORMAT", "VERSION"]
+           "read_checkpoint", "check_resumable", "check_model_fits", "check_checkpoint_path",
+           "FORMAT", "VERSION"]
 
 FORMAT = "mixfold-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: with a checksum of its contents
 #: Stop reasons after which a resumed fit has nothing left to do.
 FINISHED = ("converged", "decrease")
 _MAX_DIGEST_DEPTH = 200
@@ -153,7 +161,16 @@ def write_checkpoint(path: str | os.PathLike, ckpt: Checkpoint) -> Path:
         "fingerprint": ckpt.fingerprint,
         "model": model_document(ckpt.model),
     }
+    doc["checksum"] = _checksum(doc)
     return write_json_atomic(path, doc)
+
+
+def _checksum(doc: dict[str, Any]) -> str:
+    """SHA-256 of the document without its checksum, in one canonical JSON spelling (floats
+    round-trip exactly through JSON, so the reader recomputes the writer's bytes)."""
+    body = {k: v for k, v in doc.items() if k != "checksum"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def read_checkpoint(path: str | os.PathLike) -> Checkpoint | None:
@@ -179,38 +196,89 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint | None:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise CheckpointError(f"{path}: not a mixfold checkpoint (expected format "
                                   f"{FORMAT!r})")
-        if doc.get("version") != VERSION:
-            raise CheckpointError(f"{path}: unsupported checkpoint version "
-                                  f"{doc.get('version')!r} (this mixfold reads {VERSION})")
+        version = doc.get("version")
+        if type(version) is not int or version != VERSION:
+            older = " (written by an older mixfold, without a checksum)" \
+                if type(version) is int and version < VERSION else ""
+            raise CheckpointError(f"{path}: unsupported checkpoint version {version!r}{older}; "
+                                  f"this mixfold reads {VERSION}: remove the file to start "
+                                  f"afresh")
+        _check_fields(doc, path)
+        if doc["checksum"] != _checksum(doc):
+            raise CheckpointError(f"{path}: the checksum does not match the contents: the file "
+                                  f"was altered or damaged after it was written; remove it to "
+                                  f"start afresh")
         ckpt = Checkpoint(
             model=model_from_document(doc["model"], f"{path} (model)"),
-            iterations=_checked(doc, "iterations", int),
-            log_likelihood=[float(v) for v in _checked(doc, "log_likelihood", list)],
-            seconds=[float(v) for v in _checked(doc, "seconds", list)],
-            seed=_checked(doc, "seed", int),
-            fingerprint=_checked(doc, "fingerprint", dict),
-            init_seconds=float(_checked(doc, "init_seconds", (int, float))),
-            warnings=[str(w) for w in _checked(doc, "warnings", list)],
-            stop_reason=doc.get("stop_reason"),
-        )
+            iterations=doc["iterations"], log_likelihood=[float(v) for v in
+                                                          doc["log_likelihood"]],
+            seconds=[float(v) for v in doc["seconds"]], seed=doc["seed"],
+            fingerprint=doc["fingerprint"], init_seconds=float(doc["init_seconds"]),
+            warnings=list(doc["warnings"]), stop_reason=doc["stop_reason"])
     except ModelFileError as err:
         raise CheckpointError(f"checkpoint {err}") from None
-    except (KeyError, TypeError, ValueError) as err:
-        if isinstance(err, CheckpointError):
-            raise
-        raise CheckpointError(f"{path}: malformed checkpoint: {type(err).__name__}: "
-                              f"{err}") from None
     if not 0 <= ckpt.iterations <= len(ckpt.log_likelihood) <= ckpt.iterations + 1:
         raise CheckpointError(f"{path}: {ckpt.iterations} iterations but "
+                              f"{len(ckpt.log_likelihood)} log-likelihood values")
+    if len(ckpt.seconds) != len(ckpt.log_likelihood):
+        raise CheckpointError(f"{path}: {len(ckpt.seconds)} iteration times but "
                               f"{len(ckpt.log_likelihood)} log-likelihood values")
     return ckpt
 
 
-def _checked(doc: dict, key: str, kind: Any) -> Any:
-    value = doc[key]
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise TypeError(f"field {key!r} has the wrong type {type(value).__name__}")
-    return value
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+# field -> (check, what is expected); a checkpoint has exactly these fields
+_FIELDS: dict[str, tuple[Any, str]] = {
+    "format": (lambda v: True, "the format"),
+    "version": (lambda v: True, "the version"),
+    "iterations": (_is_count, "an integer >= 0"),
+    "log_likelihood": (lambda v: isinstance(v, list) and all(map(_is_number, v)),
+                       "a list of numbers"),
+    "seconds": (lambda v: isinstance(v, list) and all(_is_number(x) and x >= 0 for x in v),
+                "a list of numbers >= 0"),
+    "init_seconds": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+    "warnings": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                 "a list of strings"),
+    "stop_reason": (lambda v: v is None or v in FINISHED,
+                    f"null or one of {', '.join(map(repr, FINISHED))}"),
+    "seed": (_is_count, "an integer >= 0"),
+    "fingerprint": (lambda v: isinstance(v, dict), "an object"),
+    "model": (lambda v: isinstance(v, dict), "a model document"),
+    "checksum": (lambda v: isinstance(v, str), "a string"),
+}
+_FINGERPRINT: dict[str, tuple[Any, str]] = {
+    "rows": (_is_count, "an integer >= 0"),
+    "total_weight": (_is_number, "a number"),
+    "estimator": (lambda v: isinstance(v, str), "a string"),
+    "sample": (lambda v: isinstance(v, str), "a string"),
+    "data": (lambda v: v is None or isinstance(v, str), "null or a string"),
+}
+
+
+def _check_fields(doc: dict[str, Any], path: Path) -> None:
+    """Exactly the fields of a checkpoint, each of its type (``model`` is checked as a model
+    file), else a :class:`~mixfold.CheckpointError` naming the field."""
+    for rules, where, key in ((_FIELDS, "", None), (_FINGERPRINT, "fingerprint.",
+                                                   "fingerprint")):
+        node = doc if key is None else doc[key]  # checked to be an object in the first pass
+        unknown = sorted(set(node) - set(rules), key=str)
+        if unknown:
+            raise CheckpointError(f"{path}: unknown field {where}{unknown[0]!r} (a checkpoint "
+                                  f"has only {', '.join(rules)})")
+        for name, (ok, expected) in rules.items():
+            if name not in node:
+                raise CheckpointError(f"{path}: malformed checkpoint: field {where}{name} is "
+                                      f"missing")
+            if not ok(node[name]):
+                raise CheckpointError(f"{path}: field {where}{name} must be {expected}, got "
+                                      f"{node[name]!r:.60}")
 
 
 def check_resumable(ckpt: Checkpoint, fingerprint: dict[str, Any], seed: int,
@@ -231,6 +299,60 @@ def check_resumable(ckpt: Checkpoint, fingerprint: dict[str, Any], seed: int,
                                   f"{fingerprint[key]!r}); remove the file to start afresh")
 
 
+def check_checkpoint_path(path: str | os.PathLike) -> None:
+    """Refuse, before any work, a checkpoint path that cannot be written: a folder, or a file
+    in a folder that does not exist."""
+    target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise IsADirectoryError(f"checkpoint {str(path)!r} is a folder, not a file")
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"checkpoint {str(path)!r}: the folder {str(target.parent)!r} "
+                                f"does not exist")
+
+
+def check_model_fits(model: Distribution, estimator: Estimator,
+                     path: str | os.PathLike) -> None:
+    """Refuse a checkpointed model whose structure is not what ``estimator`` (bound to this
+    fit's encoder) produces: other families, another number of components, fields or levels."""
+    try:  # the estimator's model from empty statistics: its structure, without the data
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reference = estimator.estimate(0.0, estimator.accumulator_factory().make().value())
+    except Exception:  # noqa: BLE001 - an estimator that needs data: the fingerprint decides
+        return
+    difference = _structure_difference(model.to_dict(), reference.to_dict(), "model")
+    if difference:
+        raise CheckpointError(f"{path}: the checkpoint's model does not fit this estimator: "
+                              f"{difference}; remove the file to start afresh")
+
+
+def _structure_difference(theirs: Any, ours: Any, where: str) -> str | None:
+    """Where two ``to_dict`` forms differ in structure (families, fields, list lengths, kinds
+    of value), or None; parameter values may differ."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        if theirs.get("family") != ours.get("family"):
+            return (f"at {where}: a {theirs.get('family')} where the estimator has a "
+                    f"{ours.get('family')}")
+        if set(theirs) != set(ours):
+            return f"at {where}: fields {sorted(theirs)}, the estimator's are {sorted(ours)}"
+        for key in ours:
+            found = _structure_difference(theirs[key], ours[key], f"{where}[{key!r}]")
+            if found:
+                return found
+        return None
+    if isinstance(ours, list) and isinstance(theirs, list):
+        if len(theirs) != len(ours):
+            return f"at {where}: {len(theirs)} items, the estimator has {len(ours)}"
+        for i, (a, b) in enumerate(zip(theirs, ours)):
+            found = _structure_difference(a, b, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    if isinstance(ours, (dict, list)) or isinstance(theirs, (dict, list)):
+        return f"at {where}: {type(theirs).__name__} where the estimator has {type(ours).__name__}"
+    return None
+
+
 class CheckpointFile:
     """The checkpoint of one fit: what it resumes from (``resumed``) and :meth:`save` per
     iteration. Opening reads and checks an existing file against this fit's input."""
@@ -242,6 +364,7 @@ class CheckpointFile:
         self.resumed = read_checkpoint(self.path)
         if self.resumed is not None:
             check_resumable(self.resumed, self.fingerprint, self.seed, self.path)
+            check_model_fits(self.resumed.model, estimator, self.path)
 
     def save(self, result: Any) -> None:
         """Write the state of ``result`` (a :class:`~mixfold.FitResult`) atomically."""

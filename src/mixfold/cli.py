@@ -4,6 +4,7 @@
 
     mixfold spec customers.csv --k 3 > spec.json          # a starting spec from the column types
     mixfold fit customers.csv --model spec.json --out model.json
+    mixfold fit customers.csv --model spec.json --out - > model.json   # the model on stdout
     mixfold fit data.parquet --model '{"mixture": {"record": {"*": "auto"}}, "k": 3}'
     mixfold score model.json customers.csv
     mixfold sample model.json -n 10

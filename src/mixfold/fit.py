@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.backends import EncodedDataHandle
-from mixfold.checkpoint import CheckpointFile
+from mixfold.checkpoint import CheckpointFile, check_checkpoint_path
 from mixfold.dispatch import encode_data, open_backend
 from mixfold.errors import (
     DataError,
@@ -53,7 +53,9 @@ class FitResult:
 
     ``log_likelihood[i]`` is the mean log-likelihood per row (weighted by row weights) of the model
     that entered iteration ``i`` — the value its E-step computed — and ``seconds[i]`` the wall time
-    of that iteration. ``model`` is the model after the last accepted M-step.
+    of that iteration. ``model`` is the model after the last accepted M-step. ``stop_reason``:
+    "max_iter", "converged", "decrease", "callback", or "checkpoint_past_max_iter" (resumed
+    from a checkpoint that already holds more than ``max_iter`` iterations).
     """
 
     model: Distribution
@@ -128,6 +130,7 @@ _OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
                   "'auto' or a precision band (optionally '<band>@<device>')"),
     "checkpoint": (lambda v: v is None or isinstance(v, (str, os.PathLike)),
                    "None or a file path"),
+    "num_workers": (lambda v: v is None or int_at_least(v, 1), "None or an integer >= 1"),
 }
 
 
@@ -180,7 +183,9 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     """
     _check_options(max_iter=max_iter, tol=tol, seed=seed, n_init=n_init, chunk_rows=chunk_rows,
                    progress=progress, precision=precision, target_rel_error=target_rel_error,
-                   checkpoint=checkpoint)
+                   checkpoint=checkpoint, num_workers=num_workers)
+    if checkpoint is not None:
+        check_checkpoint_path(checkpoint)
     planned = resources is not None or precision == "auto"
     if target_rel_error is not None and not planned:
         raise ValueError(f"target_rel_error={target_rel_error!r} is used by the heterogeneous "
@@ -281,6 +286,13 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
         if resumed.finished:
             result.stop_reason = resumed.stop_reason
             result.converged = resumed.stop_reason == "converged"
+            return result
+        if resumed.iterations > max_iter:  # its later iterations cannot be undone: say so
+            msg = (f"the checkpoint {str(checkpoint)!r} holds {resumed.iterations} iterations, "
+                   f"more than max_iter={max_iter}; returning its state")
+            warnings.warn(msg, UserWarning, stacklevel=3)
+            result.warnings.append(msg)
+            result.stop_reason = "checkpoint_past_max_iter"
             return result
         start = resumed.iterations
         previous = resumed.log_likelihood[-1] if resumed.log_likelihood else None

@@ -19,7 +19,7 @@ from mixfold import (
     PoissonEstimator,
     RecordEstimator,
 )
-from mixfold.checkpoint import read_checkpoint
+from mixfold.checkpoint import _checksum, read_checkpoint
 
 from .models import assert_bit_identical
 
@@ -46,6 +46,12 @@ def record_rows():
 def record_est():
     return MixtureEstimator([RecordEstimator({"x": GaussianEstimator(), "c": CategoricalEstimator(),
                                               "n": PoissonEstimator()})] * 2, pseudo_count=1.0)
+
+
+def resign(path, doc):
+    """Write a crafted checkpoint with the checksum of its new contents."""
+    doc["checksum"] = _checksum(doc)
+    path.write_text(json.dumps(doc))
 
 
 def stop_after(k):
@@ -126,7 +132,8 @@ def test_resuming_against_other_input_is_refused(tmp_path):
     ("{", "not valid JSON"),
     ('{"format": "mixfold-model", "version": 1, "model": {}}', "not a mixfold checkpoint"),
     ('{"format": "mixfold-checkpoint", "version": 7}', "unsupported checkpoint version 7"),
-    ('{"format": "mixfold-checkpoint", "version": 1, "iterations": 2}', "malformed checkpoint"),
+    ('{"format": "mixfold-checkpoint", "version": 2, "iterations": 2}', "malformed checkpoint"),
+    ('{"format": "mixfold-checkpoint", "version": 1, "iterations": 2}', "older mixfold"),
 ])
 def test_a_corrupt_checkpoint_is_refused(tmp_path, text, message):
     path = tmp_path / "fit.json"
@@ -140,7 +147,7 @@ def test_a_crafted_model_in_a_checkpoint_is_refused(tmp_path):
     mixfold.fit(gmm_data(), est3(), max_iter=2, tol=0.0, progress=False, checkpoint=path)
     doc = json.loads(path.read_text())
     doc["model"]["model"]["components"][0]["__reduce__"] = ["os.system", ["echo"]]
-    path.write_text(json.dumps(doc))
+    resign(path, doc)  # a crafted file carries a matching checksum: the schema still holds
     with pytest.raises(CheckpointError, match="unknown field '__reduce__'"):
         mixfold.fit(gmm_data(), est3(), progress=False, checkpoint=path)
 
@@ -191,3 +198,102 @@ def test_a_killed_process_resumes_bit_identically(tmp_path, case, kill_at):
     assert r["iterations"] == w["iterations"] == 25
     assert r["log_likelihood"] == w["log_likelihood"]
     assert assert_bit_identical(resumed, whole) >= 7  # every parameter array of the model
+
+
+# ---------------------------------------------------------------------------------------------
+# A checkpoint is validated like a model file, carries a checksum and must fit the estimator
+
+
+@pytest.fixture
+def saved(tmp_path):
+    path = tmp_path / "fit.json"
+    mixfold.fit(gmm_data(), est3(), max_iter=3, tol=0.0, progress=False, checkpoint=path)
+    return path, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["log_likelihood"].__setitem__(-1, "nan"),
+     r"field log_likelihood must be a list of numbers, got \[.*'nan'\]"),
+    (lambda d: d["log_likelihood"].__setitem__(-1, True), "field log_likelihood must be"),
+    (lambda d: d.__setitem__("stop_reason", {"a": 1}),
+     r"field stop_reason must be null or one of 'converged', 'decrease', got \{'a': 1\}"),
+    (lambda d: d.__setitem__("stop_reason", "callback"), "field stop_reason must be"),
+    (lambda d: d.__setitem__("exec", "import os"), "unknown field 'exec'"),
+    (lambda d: d["fingerprint"].__setitem__("extra", 1), "unknown field fingerprint.'extra'"),
+    (lambda d: d["fingerprint"].__setitem__("rows", "600"), "field fingerprint.rows must be"),
+    (lambda d: d.__setitem__("iterations", 2.0), "field iterations must be an integer >= 0"),
+    (lambda d: d.__setitem__("seed", True), "field seed must be an integer >= 0"),
+    (lambda d: d.__setitem__("warnings", [1]), "field warnings must be a list of strings"),
+    (lambda d: d["seconds"].__setitem__(0, -1.0), "field seconds must be a list of numbers >= 0"),
+    (lambda d: d.__setitem__("version", True), "unsupported checkpoint version True"),
+    (lambda d: d.pop("checksum"), "field checksum is missing"),
+])
+def test_mistyped_and_unknown_fields_are_refused(saved, change, message):
+    path, doc = saved
+    change(doc)
+    resign(path, doc) if "checksum" in doc else path.write_text(json.dumps(doc))
+    with pytest.raises(CheckpointError, match=message):
+        mixfold.fit(gmm_data(), est3(), max_iter=6, tol=0.0, progress=False, checkpoint=path)
+
+
+def test_one_altered_number_fails_the_checksum(saved):
+    path, doc = saved
+    doc["model"]["model"]["components"][0]["mu"] = 123.0
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CheckpointError, match="the checksum does not match the contents"):
+        mixfold.fit(gmm_data(), est3(), max_iter=6, tol=0.0, progress=False, checkpoint=path)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: {"format": "mixfold-model", "version": 1,
+                "model": {"family": "Gaussian", "mu": 0.0, "sigma2": 1.0}},
+     r"at model: a Gaussian where the estimator has a Mixture"),
+    (lambda m: {**m, "model": {**m["model"], "weights": [0.25] * 4,
+                               "components": m["model"]["components"] + [
+                                   m["model"]["components"][0]]}},
+     r"at model\['(components|weights)'\]: 4 items, the estimator has 3"),
+    (lambda m: {**m, "model": {**m["model"], "components": [
+        {"family": "Poisson", "lam": 1.0}] + m["model"]["components"][1:]}},
+     r"at model\['components'\]\[0\]: a Poisson where the estimator has a Gaussian"),
+])
+def test_a_model_that_does_not_fit_the_estimator_is_refused_naming_the_difference(
+        saved, change, message):
+    path, doc = saved
+    doc["model"] = change(doc["model"])
+    resign(path, doc)
+    with pytest.raises(CheckpointError, match="does not fit this estimator: " + message):
+        mixfold.fit(gmm_data(), est3(), max_iter=6, tol=0.0, progress=False, checkpoint=path)
+
+
+def test_a_record_checkpoint_fits_its_own_estimator(tmp_path):
+    path = tmp_path / "fit.json"
+    first = mixfold.fit(record_rows(), record_est(), max_iter=2, tol=0.0, progress=False,
+                        checkpoint=path)
+    more = mixfold.fit(record_rows(), record_est(), max_iter=4, tol=0.0, progress=False,
+                       checkpoint=path)
+    assert more.iterations == 4 and more.log_likelihood[:2] == first.log_likelihood
+
+
+def test_a_checkpoint_in_a_missing_folder_fails_before_any_work(tmp_path):
+    seen = []
+    with pytest.raises(FileNotFoundError, match="the folder .*nope.* does not exist"):
+        mixfold.fit(gmm_data(), est3(), progress=False, callbacks=[seen.append],
+                    checkpoint=tmp_path / "nope" / "fit.json")
+    assert seen == []
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        mixfold.fit(gmm_data(), est3(), progress=False, checkpoint=tmp_path)
+
+
+def test_resuming_with_a_smaller_max_iter_stops_at_once_and_says_so(tmp_path):
+    path = tmp_path / "fit.json"
+    mixfold.fit(gmm_data(), est3(), max_iter=6, tol=0.0, progress=False, checkpoint=path)
+    calls = []
+    with pytest.warns(UserWarning, match="holds 6 iterations, more than max_iter=4"):
+        again = mixfold.fit(gmm_data(), est3(), max_iter=4, tol=0.0, progress=False,
+                            checkpoint=path, callbacks=[calls.append])
+    assert calls == [] and again.iterations == 6
+    assert again.stop_reason == "checkpoint_past_max_iter"
+    assert any("more than max_iter=4" in w for w in again.warnings)
+    assert read_checkpoint(path).iterations == 6  # left as it was
+    same = mixfold.fit(gmm_data(), est3(), max_iter=6, tol=0.0, progress=False, checkpoint=path)
+    assert same.stop_reason == "max_iter" and same.iterations == 6

@@ -228,3 +228,134 @@ def test_fuzz_arbitrary_model_json(tmp_path, model):
 def test_fuzz_arbitrary_bytes(tmp_path, raw):
     with pytest.raises(ModelFileError):
         mixfold.load(write(tmp_path, raw, "bytes.json"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Holes found by the second adversarial pass: each is a ModelFileError naming the place
+
+OPTIONAL = {"family": "Optional", "inner": GAUSS, "p_missing": 0.25}
+
+
+@pytest.mark.parametrize("model_json, message", [
+    ({**OPTIONAL, "missing": {"none": True, "nan": True, "values": [], "exec": 1}},
+     r"at model\['missing'\]: unknown field 'exec'"),
+    ({**OPTIONAL, "missing": {"none": 1, "nan": True, "values": []}},
+     r"at model\['missing'\]\['none'\]: expected a boolean, got a number"),
+    ({**OPTIONAL, "missing": {"none": True, "nan": "yes", "values": []}},
+     r"at model\['missing'\]\['nan'\]: expected a boolean, got a string"),
+    ({**OPTIONAL, "missing": {"none": 1, "nan": True, "values": ["NA"]}},
+     r"at model\['missing'\]\['none'\]: expected a boolean"),
+    ({"family": "Categorical", "levels": ["a", "a"], "probs": [0.5, 0.5]},
+     r"at model: invalid model description: .*levels must be distinct.*'a' twice"),
+    ({"family": "Categorical", "levels": [1, True], "probs": [0.5, 0.5]},
+     r"levels must be distinct.*\(1, True\) twice"),
+    ({"family": "Categorical", "levels": [0, 0.0], "probs": [0.5, 0.5]},
+     r"levels must be distinct.*\(0, 0\.0\) twice"),
+    ({"family": "Mixture", "weights": [0.5, 0.5], "components": [
+        GAUSS, {"family": "Categorical", "levels": ["a", "a"], "probs": [0.5, 0.5]}]},
+     r"at model\['components'\]\[1\]: invalid model description: .*distinct"),
+    ({"family": "Binomial", "n": 10**400, "p": 0.5}, r"at model: .*n must be an integer in"),
+    ({"family": "Binomial", "n": 2**64, "p": 0.5}, r"n must be an integer in \[0, 2\*\*63 - 1\]"),
+])
+def test_schema_holes_are_refused_naming_the_place(tmp_path, model_json, message):
+    with pytest.raises(ModelFileError, match=message):
+        mixfold.load(write(tmp_path, doc_of(model_json)))
+
+
+def test_the_default_missing_block_loads_and_matches_the_family_default(tmp_path):
+    from mixfold.families.optional import MissingMarkers, OptionalDistribution
+
+    assert OptionalDistribution.optional_params["missing"] == MissingMarkers().to_json()
+    given = {**OPTIONAL, "missing": MissingMarkers().to_json()}
+    assert mixfold.load(write(tmp_path, doc_of(given))) == \
+        OptionalDistribution(GaussianDistribution(0.0, 1.0), 0.25)
+
+
+def test_a_binomial_at_the_largest_count_samples(tmp_path):
+    model = mixfold.load(write(tmp_path, doc_of({"family": "Binomial", "n": 2**63 - 1,
+                                                 "p": 0.5})))
+    assert model.sampler(0).sample(3).min() > 2**61
+
+
+@pytest.mark.parametrize("version", [True, 1.0, "1"])
+def test_a_version_that_only_equals_one_is_refused(tmp_path, version):
+    with pytest.raises(ModelFileError, match="unsupported version"):
+        mixfold.load(write(tmp_path, {"format": "mixfold-model", "version": version,
+                                      "model": GAUSS}))
+
+
+def test_a_fifo_is_neither_opened_blocking_nor_read_forever(tmp_path):
+    import threading
+    import time
+
+    fifo = tmp_path / "model.json"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    with pytest.raises(ModelFileError, match="did not end within 0.3 s"):
+        mixfold.load(fifo, timeout=0.3)  # no writer: open() used to block forever
+    assert time.monotonic() - t0 < 2
+    # a writer that sends a few bytes and keeps the pipe open
+    opened = threading.Event()
+
+    def trickle():
+        with open(fifo, "w") as fh:
+            fh.write('{"format": ')
+            fh.flush()
+            opened.wait(5)
+
+    writer = threading.Thread(target=trickle)
+    writer.start()
+    try:
+        with pytest.raises(ModelFileError, match="did not end within 0.3 s"):
+            mixfold.load(fifo, timeout=0.3)
+    finally:
+        opened.set()
+        writer.join(5)
+    # a writer that sends a whole model and closes: read as a stream
+    good = json.dumps(doc_of(GAUSS))
+    writer = threading.Thread(target=lambda: fifo.write_text(good))
+    writer.start()
+    assert mixfold.load(fifo, timeout=5) == GaussianDistribution(0.0, 1.0)
+    writer.join(5)
+
+
+def test_a_socket_is_refused(tmp_path):
+    import socket
+
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "s"))
+    try:
+        with pytest.raises(ModelFileError, match="cannot be read"):
+            mixfold.load(tmp_path / "s")
+    finally:
+        server.close()
+
+
+MEASURE_LOAD = """
+import resource, sys, time, mixfold
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+try:
+    mixfold.load(sys.argv[1])
+except mixfold.ModelFileError as err:
+    print("refused", str(err)[-70:])
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(grown * 1024, time.perf_counter() - t0)
+"""
+
+
+@pytest.mark.parametrize("item, count", [("0", 8_000_000), ("0.5", 2_000_000),
+                                         ("[]", 2_000_000), ('"ab"', 2_000_000)])
+def test_loading_stays_within_ten_times_the_file_size(tmp_path, item, count):
+    import subprocess
+    import sys
+
+    p = tmp_path / "big.json"
+    p.write_text('{"format": "mixfold-model", "version": 1, "model": {"family": "Gaussian", '
+                 '"mu": 0, "sigma2": 1, "x": [' + ",".join([item] * count) + "]}}")
+    out = subprocess.run([sys.executable, "-c", MEASURE_LOAD, str(p)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split("\n")
+    assert out[0].startswith("refused")  # by the size estimate, or by the shape ("unknown field")
+    grown, seconds = map(float, out[-2].split())
+    assert grown < 10 * p.stat().st_size, out
+    assert seconds < 10

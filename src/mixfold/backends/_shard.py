@@ -9,6 +9,8 @@ band and reduces through a tree of the planned depth.
 from __future__ import annotations
 
 import importlib
+import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +25,46 @@ from mixfold.errors import NumericalError
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.precision import PLANNED, resolve_precision
 
-__all__ = ["ShardedEncodedData", "MissingEngineError", "require"]
+__all__ = ["ShardedEncodedData", "MissingEngineError", "require", "checked_num_workers",
+           "capped_at_cores"]
+
+
+def checked_num_workers(num_workers: Any, n_rows: int | None = None) -> int | None:
+    """``num_workers`` checked (None, or an integer >= 1 that is not a bool) and capped at
+    ``n_rows`` with a warning: a worker without rows has nothing to do.
+
+    >>> checked_num_workers(4, n_rows=100), checked_num_workers(None)
+    (4, None)
+    >>> checked_num_workers(True)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_workers must be None or an integer >= 1, got True (bool)
+    """
+    if num_workers is None:
+        return None
+    if isinstance(num_workers, (bool, np.bool_)) or not isinstance(num_workers,
+                                                                   (int, np.integer)) \
+            or num_workers < 1:
+        raise ValueError(f"num_workers must be None or an integer >= 1, got {num_workers!r} "
+                         f"({type(num_workers).__name__})")
+    n = int(num_workers)
+    if n_rows is not None and n > n_rows >= 1:
+        warnings.warn(f"num_workers={n} is more than the {n_rows} rows: using {n_rows} workers",
+                      UserWarning, stacklevel=3)
+        n = n_rows
+    return n
+
+
+def capped_at_cores(num_workers: int, oversubscribe: bool = False) -> int:
+    """``num_workers`` processes on this machine, at most one per core (with a warning) unless
+    ``oversubscribe``."""
+    cores = os.cpu_count() or 1
+    if num_workers > cores and not oversubscribe:
+        warnings.warn(f"num_workers={num_workers} is more than this machine's {cores} cores: "
+                      f"using {cores} worker processes (pass oversubscribe=True to the backend "
+                      f"handle to insist)", UserWarning, stacklevel=3)
+        return cores
+    return num_workers
 
 
 class MissingEngineError(ImportError):

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends._shard import ShardedEncodedData, require
+from mixfold.backends._shard import (ShardedEncodedData, capped_at_cores, checked_num_workers,
+                                     require)
 from mixfold.compute.payload import run_task
 from mixfold.compute.tree import tree_levels
 from mixfold.families._protocol import Encoded
@@ -45,8 +46,10 @@ class DaskEncodedData(ShardedEncodedData):
                  client: Any = None, num_workers: int | None = None, fanout: int = 2,
                  plan: Any = None):
         require("distributed", "dask", "dask")
+        num_workers = checked_num_workers(num_workers, enc.n_rows)
         self.owned = client is None
-        self.client = local_dask_client(num_workers or 2) if self.owned else client
+        self.client = local_dask_client(capped_at_cores(num_workers or 2)) if self.owned \
+            else client
         workers = sorted(self.client.scheduler_info()["workers"])
         super().__init__(enc, weights, chunk_rows, num_workers or len(workers), plan)
         if plan is None:

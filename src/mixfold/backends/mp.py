@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends._shard import ShardedEncodedData
+from mixfold.backends._shard import ShardedEncodedData, capped_at_cores, checked_num_workers
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.payload import run_task
 from mixfold.compute.row_blocks import one_blas_thread_in_children
@@ -65,6 +65,13 @@ class _Worker:
     def recv(self) -> Any:
         return pickle.loads(self.conn.recv_bytes())
 
+    def discard(self) -> None:
+        """Reap a worker that died (kill it first if it only looks dead)."""
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
     def stop(self) -> None:
         try:
             if self.process.is_alive():
@@ -80,7 +87,8 @@ class _Worker:
 
 
 class MPEncodedData(ShardedEncodedData):
-    """Shards held by ``num_workers`` processes (default: the machine's cores).
+    """Shards held by ``num_workers`` processes (default: the machine's cores). More workers
+    than rows, or than cores (unless ``oversubscribe``), are capped with a warning.
 
     >>> import numpy as np, mixfold
     >>> x = np.random.default_rng(0).normal(2.0, 1.0, size=1000)
@@ -93,59 +101,74 @@ class MPEncodedData(ShardedEncodedData):
     name = "mp"
 
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
-                 num_workers: int | None = None, max_restarts: int = 3, plan: Any = None):
-        super().__init__(enc, weights, chunk_rows, num_workers or os.cpu_count() or 1, plan)
+                 num_workers: int | None = None, max_restarts: int = 3, plan: Any = None,
+                 oversubscribe: bool = False):
+        count = checked_num_workers(num_workers, enc.n_rows)
+        count = min(os.cpu_count() or 1, enc.n_rows) if count is None else \
+            capped_at_cores(count, oversubscribe)
+        super().__init__(enc, weights, chunk_rows, max(count, 1), plan)
         self.max_restarts = int(max_restarts)
         self.restarts = 0
         self._ctx = mp.get_context("spawn")
         self.workers: list[_Worker] = []
         try:
             for i in range(len(self.bounds)):
-                self.workers.append(self._start(i))
+                self.workers.append(_Worker(self._ctx))
+                self._load(i)
         except BaseException:
             self.close()
             raise
 
-    def _start(self, i: int) -> _Worker:
-        worker = _Worker(self._ctx)
+    def _load(self, i: int) -> None:
+        """Send worker ``i`` its shard and wait until it holds it."""
         shard, weights = self.shard(i)
+        worker = self.workers[i]
         worker.send(pickle.dumps(("load", shard, weights), protocol=pickle.HIGHEST_PROTOCOL))
         status, value = worker.recv()
         if status != "ok":
             raise value
-        return worker
 
-    def _restart(self, i: int) -> None:
-        self.restarts += 1
-        if self.restarts > self.max_restarts:
-            raise RuntimeError(f"mp worker {i} died; gave up after {self.max_restarts} restarts")
-        old = self.workers[i]
-        old.process.join(1)
-        old.conn.close()
-        self.workers[i] = self._start(i)
+    def _restart(self, i: int, cause: BaseException) -> None:
+        """Replace dead worker ``i`` with one holding its shard; a replacement that dies too
+        (at once, or while loading the shard) is replaced again, within ``max_restarts``."""
+        while True:
+            self.restarts += 1
+            if self.restarts > self.max_restarts:
+                self.close()  # no process outlives the fit that gives up
+                raise RuntimeError(f"mp worker {i} died; gave up after {self.max_restarts} "
+                                   f"restarts (last: {type(cause).__name__}: {cause})") from None
+            self.workers[i].discard()
+            self.workers[i] = _Worker(self._ctx)
+            try:
+                self._load(i)
+                return
+            except (EOFError, OSError) as err:
+                cause = err
+
+    def _send(self, i: int, blob: bytes) -> None:
+        while True:
+            try:
+                self.workers[i].send(blob)
+                return
+            except OSError as err:  # the worker is gone: BrokenPipeError, ConnectionResetError
+                self._restart(i, err)
 
     def _reduce(self, task: str, shard_args: list[tuple],
                 combine: Callable[..., np.ndarray]) -> np.ndarray:
         pickled: dict[int, bytes] = {}  # one pickle per distinct argument tuple (per band)
         blobs = [pickled.setdefault(id(a), pickle.dumps((task, a), pickle.HIGHEST_PROTOCOL))
                  for a in shard_args]
-        pending = []
-        for i, worker in enumerate(self.workers):  # all workers start before any is awaited
-            try:
-                worker.send(blobs[i])
-            except OSError:
-                self._restart(i)
-                self.workers[i].send(blobs[i])
-            pending.append(i)
+        for i in range(len(self.workers)):  # all workers start before any is awaited
+            self._send(i, blobs[i])
         payloads = []
-        for i in pending:
+        for i in range(len(self.workers)):
             while True:
                 try:
                     status, value = self.workers[i].recv()
                     break
-                except (EOFError, OSError):  # the worker died mid-iteration: redo its shard
-                    self._restart(i)
-                    self.workers[i].send(blobs[i])
+                except (EOFError, OSError) as err:  # died mid-iteration: redo its shard
+                    self._restart(i, err)
+                    self._send(i, blobs[i])
             if status != "ok":
                 raise value
             payloads.append(value)

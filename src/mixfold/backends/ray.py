@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends._shard import ShardedEncodedData, require
+from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
 from mixfold.compute.payload import run_task
 from mixfold.compute.tree import tree_levels
 from mixfold.families._protocol import Encoded
@@ -45,6 +45,7 @@ class RayEncodedData(ShardedEncodedData):
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
                  num_workers: int | None = None, fanout: int = 2,
                  object_store_bytes: int = 512 * 1024 * 1024, plan: Any = None):
+        num_workers = checked_num_workers(num_workers, enc.n_rows)
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         ray = require("ray", "ray", "ray")
         self.ray = ray

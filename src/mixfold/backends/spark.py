@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from mixfold.backends._interface import EncodedDataHandle
+from mixfold.backends._shard import checked_num_workers, require
 from mixfold.compute.fold import FoldResult, fold_rows, init_sample_mask
-from mixfold.backends._shard import require
 from mixfold.compute.payload import payload_combiner, run_task, shard_task_args, unpack_fold
 from mixfold.compute.tree import shard_bounds
 from mixfold.errors import NumericalError
@@ -137,6 +137,7 @@ class SparkEncodedData(EncodedDataHandle):
         ``i`` holds exactly worker ``i``'s planned rows and runs its band, and ``treeAggregate``
         gets the planned depth.
         """
+        num_workers = checked_num_workers(num_workers, enc.n_rows)
         owned = session is None
         session = local_spark_session(num_workers or 2) if owned else session
         sc = getattr(session, "sparkContext", session)

@@ -36,7 +36,7 @@ from mixfold.compute.encoded import ArrayEncoded, Encoded, InitRandom, as_weight
 
 __all__ = [
     "Encoded", "ArrayEncoded", "Encoder", "Accumulator", "AccumulatorFactory", "Estimator",
-    "Distribution", "Sampler", "InitRandom", "family", "family_class", "as_weights",
+    "Distribution", "Sampler", "InitRandom", "family", "family_class", "as_weights", "is_na",
     # optional capabilities a family declares by inheriting them (mixfold.capabilities)
     "StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
     "LinearInFeatures", "CompensatedAccumulation",
@@ -390,3 +390,17 @@ class Distribution(ABC):
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
         return f"{type(self).__name__}({body})"
+
+
+def is_na(v: Any) -> bool:
+    """Whether ``v`` is pandas' ``NA`` or ``NaT``, or NumPy's ``NaT``: the missing values
+    pandas columns hold besides ``None`` and float NaN (pandas is not imported).
+
+    >>> import numpy as np
+    >>> is_na(np.datetime64("NaT")), is_na(None), is_na(float("nan"))
+    (True, False, False)
+    """
+    cls = type(v)
+    if cls.__name__ in ("NAType", "NaTType") and cls.__module__.startswith("pandas"):
+        return True
+    return isinstance(v, (np.datetime64, np.timedelta64)) and bool(np.isnat(v))

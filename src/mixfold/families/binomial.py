@@ -16,15 +16,19 @@ from mixfold.precision import native_dtype
 __all__ = ["BinomialDistribution", "BinomialEstimator", "BinomialAccumulator"]
 
 
+#: The most trials: NumPy draws binomials with a 64-bit signed count.
+MAX_TRIALS = 2**63 - 1
+
+
 def _as_trials(n: Any) -> int | None:
-    """``n`` as a number of trials (an integer >= 0, not a bool), else None."""
+    """``n`` as a number of trials (an integer in [0, MAX_TRIALS], not a bool), else None."""
     if isinstance(n, (bool, np.bool_)):
         return None
     try:
         n = operator.index(n)
     except TypeError:
         return None
-    return n if n >= 0 else None
+    return n if 0 <= n <= MAX_TRIALS else None
 
 
 @family("Binomial")
@@ -41,7 +45,7 @@ class BinomialDistribution(Distribution):
     def __init__(self, n: int, p: float):
         trials = _as_trials(n)
         if trials is None:
-            raise ParameterError(f"n must be an integer >= 0, got {n!r}")
+            raise ParameterError(f"n must be an integer in [0, 2**63 - 1], got {n!r:.40}")
         self.n = trials
         self.p = float(p)
         if not (0 <= self.p <= 1):
@@ -102,7 +106,7 @@ class BinomialEstimator(LeafEstimator):
         super().__init__(keys)
         trials = _as_trials(n)
         if trials is None:
-            raise ValueError(f"n must be an integer >= 0, got {n!r}")
+            raise ValueError(f"n must be an integer in [0, 2**63 - 1], got {n!r:.40}")
         if not (np.isfinite(pseudo_count) and pseudo_count >= 0):
             raise ValueError(f"pseudo_count must be finite and >= 0, got {pseudo_count!r}")
         self.n = trials

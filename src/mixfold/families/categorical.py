@@ -20,6 +20,7 @@ from mixfold.families._protocol import (
     Encoder,
     InitRandom,
     family,
+    is_na,
 )
 
 __all__ = ["CategoricalDistribution", "CategoricalEstimator", "CategoricalAccumulator",
@@ -40,7 +41,7 @@ def _savable_level(v: Any) -> bool:
 
 def _check_level(v: Any, row: int | None = None) -> Hashable:
     v = _plain(v)
-    if v is None or (isinstance(v, float) and v != v):
+    if v is None or (isinstance(v, float) and v != v) or is_na(v):
         raise DataError("missing value in a categorical field; wrap the field in "
                         "OptionalEstimator to model missing values", row=row)
     if not _savable_level(v):  # a model whose levels cannot be saved would be lost at save
@@ -61,6 +62,15 @@ def _checked_levels(levels: Sequence[Any]) -> tuple:
     if all(type(v) is str or type(v) is int for v in levels):
         return tuple(levels)
     return tuple(_check_level(v) for v in levels)
+
+
+def _first_repeat(levels: Sequence[Hashable]) -> Hashable:
+    seen: dict[Hashable, Hashable] = {}
+    for v in levels:
+        if v in seen:
+            return (seen[v], v) if repr(seen[v]) != repr(v) else v
+        seen[v] = v
+    return None
 
 
 def _ordered_levels(found: Sequence[Hashable]) -> tuple:
@@ -202,6 +212,9 @@ class CategoricalDistribution(Distribution, StackedScoring):
         if levels is None:
             levels = list(range(len(p)))
         self.levels = _checked_levels(levels)
+        if len(set(self.levels)) != len(self.levels):  # 1 == True == 1.0 in Python: one level
+            raise ParameterError(f"categorical levels must be distinct (1, 1.0 and True are "
+                                 f"one level), got {_first_repeat(self.levels)!r} twice")
         if p.ndim != 1 or len(p) != len(self.levels) or len(p) == 0:
             raise ParameterError(f"need one probability per level, got {len(p)} for "
                              f"{len(self.levels)} levels")

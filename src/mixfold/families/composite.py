@@ -147,6 +147,13 @@ class RecordEncoder(Encoder):
             if missing:
                 raise DataError(f"column missing (has {list(values)})", path=(missing[0],))
             cols = [values[n] for n in names]
+            for name, col in zip(names, cols):
+                if isinstance(col, (str, bytes, Mapping)) or not hasattr(col, "__len__") \
+                        or getattr(col, "ndim", 1) == 0:
+                    raise DataTypeError(
+                        f"a mapping is read as columns {{field: values}}, but this field holds "
+                        f"one {type(col).__name__} ({col!r:.40}), not a column; for one row "
+                        f"pass a list of one dict: [{{...}}]", path=(name,))
             lengths = {len(c) for c in cols}
             if len(lengths) > 1:
                 raise DataTypeError(f"columns have different lengths {sorted(lengths)}")

@@ -15,7 +15,7 @@ from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsC
                                      ScoreChildren, ScoresChildren, fold_serially,
                                      score_serially)
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        Encoder, Estimator, InitRandom, family)
+                                        Encoder, Estimator, InitRandom, family, is_na)
 from mixfold.families.categorical import level_from_json, level_to_json
 
 __all__ = ["OptionalDistribution", "OptionalEstimator", "OptionalAccumulator", "OptionalEncoder",
@@ -26,6 +26,7 @@ DEFAULT_MISSING: tuple = (None, math.nan)
 
 class MissingMarkers:
     """Which raw values mean "missing": ``None``, any float NaN, and/or other hashable values.
+    pandas' ``NA`` and ``NaT`` (and NumPy's ``NaT``) are missing wherever ``None`` or NaN is.
 
     >>> m = MissingMarkers((None, float("nan"), "NA"))
     >>> m.mask([1.0, None, float("nan"), "NA", "x"]).tolist()
@@ -53,6 +54,8 @@ class MissingMarkers:
             return self.none
         if _is_nan(v):
             return self.nan
+        if is_na(v):  # pandas' NA and NaT: missing wherever None or NaN is
+            return self.none or self.nan
         if not self.values:
             return False
         try:
@@ -69,6 +72,9 @@ class MissingMarkers:
                 if isinstance(m, numbers.Real):
                     missing |= values == m
             return missing
+        if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "mM":
+            return np.isnat(values) if self.none or self.nan else \
+                np.zeros(values.shape[0], dtype=bool)
         return np.fromiter((self.is_missing(v) for v in values), dtype=bool, count=len(values))
 
     def to_json(self) -> dict[str, Any]:
@@ -245,8 +251,9 @@ class OptionalDistribution(ScoresChildren, Distribution):
     [0.905, 0.446, nan, -0.537]
     """
 
-    #: model files may leave this out (``to_dict`` does when it holds the default markers)
-    optional_params = ("missing",)
+    #: model files may leave this out (``to_dict`` does when it holds the default markers);
+    #: given, it must have this shape
+    optional_params = {"missing": {"none": True, "nan": True, "values": []}}
 
     def __init__(self, inner: Distribution, p_missing: float, *,
                  missing: MissingMarkers | Sequence[Any] = DEFAULT_MISSING):

@@ -220,7 +220,8 @@ def plan_for(model: Distribution, num_workers: int | None = None) -> ModelDecomp
     if num_workers is None:
         resources = Resources.local()
     else:
-        if not (isinstance(num_workers, (int, np.integer)) and num_workers >= 1):
+        if isinstance(num_workers, bool) or not (isinstance(num_workers, (int, np.integer))
+                                                 and num_workers >= 1):
             raise ValueError(f"num_workers must be None or an integer >= 1, got {num_workers!r}")
         resources = Resources(tuple(DeviceSpec(f"cpu:{i}") for i in range(int(num_workers))))
     return decompose_model(model, resources, prefer_data_parallel=False)
@@ -552,8 +553,8 @@ class ModelParallelEstimator(Estimator):
         if plan is not None and not isinstance(plan, ModelDecomposition):
             raise TypeError(f"plan must be None or a ModelDecomposition, got "
                             f"{type(plan).__name__}")
-        if num_workers is not None and not (isinstance(num_workers, (int, np.integer))
-                                            and num_workers >= 1):
+        if num_workers is not None and (isinstance(num_workers, bool) or not (
+                isinstance(num_workers, (int, np.integer)) and num_workers >= 1)):
             raise ValueError(f"num_workers must be None or an integer >= 1, got {num_workers!r}")
         self.inner = inner
         self.plan = plan

@@ -15,7 +15,7 @@ from mixfold import (CategoricalDistribution, CategoricalEstimator, CompositeDis
                      SequenceDistribution, VonMisesDistribution, VonMisesEstimator)
 from mixfold.decomposition import decomposition_for
 from mixfold.families.hidden_markov import HiddenMarkovEstimator
-from mixfold.parallel import model_parallel as mpar
+from mixfold.parallel import executor
 from mixfold.parallel.model_decomposition import ModelCut, ModelDecomposition, node_at
 from mixfold.parallel.model_parallel import (ModelParallelEncodedData, ModelParallelEstimator,
                                              WorkerPool, auto_parallel_estimator, check_plan,
@@ -408,11 +408,11 @@ def test_estimator_keeps_its_pool_for_the_fit_and_releases_it():
     seen = []
 
     def look(info):
-        seen.append([p for k, p in mpar._POOLS.items() if k[0] == est.fit_id])
+        seen.append([p for k, p in executor._POOLS.items() if k[0] == est.fit_id])
 
     res = mixfold.fit(rows, est, max_iter=3, tol=0.0, progress=False, callbacks=[look])
     assert [len(s) for s in seen] == [1, 1, 1] and all(s[0] is seen[0][0] for s in seen)
-    assert seen[0][0].closed and not any(k[0] == est.fit_id for k in mpar._POOLS)
+    assert seen[0][0].closed and not any(k[0] == est.fit_id for k in executor._POOLS)
     with threadpool_limits(1, user_api="blas"):
         serial = mixfold.fit(rows, est.inner, max_iter=3, tol=0.0, progress=False)
     assert res.model == serial.model
@@ -427,8 +427,8 @@ def test_estimator_pickles_and_pools_never_nest():
     with pytest.raises(TypeError, match="nest"):
         ModelParallelEstimator(est)
     with WorkerPool(["a", "b"]) as pool:
-        assert pool.run([mpar._in_worker, mpar._in_worker], [(0, 1), (1, 2)]) == [True, True]
-    assert not mpar._in_worker()
+        assert pool.run([executor.in_worker, executor.in_worker], [(0, 1), (1, 2)]) == [True, True]
+    assert not executor.in_worker()
 
 
 def test_default_plan_and_data_parallel_plans():

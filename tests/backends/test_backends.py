@@ -156,6 +156,28 @@ def test_spark_dataframe_is_encoded_on_the_executors(spark_session):
 
 
 @pytest.mark.slow
+def test_spark_dataframe_with_empty_partitions_lays_out_its_rows(spark_session):
+    from mixfold.dispatch import open_backend
+
+    x = np.random.default_rng(1).normal(0.5, 2.0, 5)
+    rows = [{"x": float(v)} for v in x]
+    df = spark_session.createDataFrame(rows).repartition(8)  # more partitions than rows
+    est = mixfold.RecordEstimator({"x": mixfold.GaussianEstimator()})
+    handle, _, _ = open_backend(spark_session, df, est)
+    try:
+        sizes = [b - a for a, b in handle.bounds]
+        assert len(sizes) == 8 and 0 in sizes and sum(sizes) == handle.n_rows == 5
+        assert handle.bounds[0][0] == 0
+        assert all(p[1] == q[0] for p, q in zip(handle.bounds, handle.bounds[1:]))
+    finally:
+        handle.close()
+    m = mixfold.optimize(df, est, backend=spark_session, progress=False)
+    assert m.fields["x"].mu == pytest.approx(x.mean(), rel=1e-12)
+    local = mixfold.optimize(rows, est, progress=False)
+    close(m.to_dict(), local.to_dict(), rtol=1e-12)
+
+
+@pytest.mark.slow
 def test_spark_dataframe_with_a_weight_column(spark_session):
     rng = np.random.default_rng(0)
     x, w = rng.normal(1.0, 2.0, 500), rng.uniform(0, 3, 500)

@@ -83,10 +83,13 @@ def require(module: str, backend: str, extra: str) -> Any:
 class ShardedEncodedData(EncodedDataHandle):
     """Rows encoded once in the driver and split into contiguous shards held by workers.
 
-    Subclasses place the shards (``_place``) and run a function over all of them, reducing the
-    payloads (``_reduce``); seeding, scoring and error reporting are shared here. The driver
-    keeps the encoding: the initialisation sample is drawn from it exactly as the local backend
-    draws it (so the same seed gives the same start), and a lost worker's shard is re-sent.
+    Subclasses place the shards and run a task over all of them, reducing the payloads
+    (``_reduce``, through :meth:`_tree` or the engine's own tree); folding, scoring, seeding and
+    error reporting are shared here. The driver keeps the encoding: the initialisation sample is
+    drawn from it exactly as the local backend draws it (so the same seed gives the same start),
+    and a lost worker's shard is re-sent. Shards encoded where they live (a Spark DataFrame's
+    partitions, MPI ranks) lay out with :meth:`_lay_out` and override ``shard``,
+    ``init_sample`` and ``_name_bad_row``.
 
     With a ``plan`` (:class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan`), shard ``i``
     holds exactly the rows of the plan's worker ``i``, runs its band whenever the fit asks for
@@ -96,17 +99,22 @@ class ShardedEncodedData(EncodedDataHandle):
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
                  num_shards: int, plan: Any = None):
         self.enc = enc
-        self.n_rows = enc.n_rows
         self.weights = as_weights(weights, enc.n_rows)
-        self.total_weight = float(self.weights.sum())
+        bounds = (shard_bounds(enc.n_rows, num_shards) if plan is None
+                  else plan.row_bounds(enc.n_rows))
+        self._lay_out(enc.n_rows, float(self.weights.sum()), chunk_rows, bounds, plan)
+
+    def _lay_out(self, n_rows: int, total_weight: float, chunk_rows: int,
+                 bounds: list[tuple[int, int]], plan: Any) -> None:
+        """The shard layout every engine shares, also one whose shards were encoded where they
+        live (a Spark DataFrame's partitions, MPI ranks): shard ``i`` holds rows
+        ``bounds[i]``; a plan sets the tree's fanout from its depth."""
+        self.n_rows = int(n_rows)
+        self.total_weight = float(total_weight)
         self.chunk_rows = int(chunk_rows)
         self.plan = plan
-        if plan is None:
-            self.bounds = shard_bounds(enc.n_rows, num_shards)
-            self.fanout = 2
-        else:
-            self.bounds = plan.row_bounds(enc.n_rows)
-            self.fanout = fanout_for_depth(len(self.bounds), plan.reduce_depth)
+        self.bounds = bounds
+        self.fanout = 2 if plan is None else fanout_for_depth(len(bounds), plan.reduce_depth)
         self.closed = False
         #: payload length of the last reduce (what crossed the network per shard)
         self.last_payload_size = 0
@@ -131,8 +139,9 @@ class ShardedEncodedData(EncodedDataHandle):
         ``i`` with ``shard_args[i]``; reduce the payloads with ``combine``."""
         raise NotImplementedError
 
-    def _tree(self, payloads: list[np.ndarray], combine: Callable[..., np.ndarray]) -> np.ndarray:
-        """The driver-side tree reduce (fixed order, ``self.fanout`` children per node)."""
+    def _tree(self, payloads: list[Any], combine: Callable[..., Any]) -> Any:
+        """The tree reduce (fixed order, ``self.fanout`` children per node) of payloads, or of
+        futures of them when ``combine`` submits a remote task and returns its future."""
         self.last_reduce_levels = tree_levels(len(payloads), self.fanout)
         return tree_reduce(payloads, combine, self.fanout)
 

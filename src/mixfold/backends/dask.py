@@ -3,8 +3,8 @@
 By default a ``LocalCluster`` of ``num_workers`` single-threaded worker processes on 127.0.0.1 is
 started for the fit and closed with it; a ``Client`` passed as ``backend=`` is used as it is. Each
 iteration scatters the estimator and model once (broadcast), submits one fold per resident shard
-and adds the payloads through a binary tree of tasks on the workers; only the root payload comes
-back to the driver.
+and adds the payloads through the sharded base's tree (binary by default), each node a task on
+the workers; only the root payload comes back to the driver.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import numpy as np
 from mixfold.backends._shard import (ShardedEncodedData, capped_at_cores, checked_num_workers,
                                      require)
 from mixfold.compute.payload import run_task
-from mixfold.compute.tree import tree_levels
 from mixfold.families._protocol import Encoded
 
 __all__ = ["DaskEncodedData", "local_dask_client"]
@@ -63,15 +62,12 @@ class DaskEncodedData(ShardedEncodedData):
         scattered: dict[int, Any] = {}  # each distinct argument tuple (one per band) sent once
         shared = [scattered.setdefault(id(a), self.client.scatter(a, broadcast=True, hash=False))
                   for a in shard_args]
-        level = [self.client.submit(_fold_shard_task, s, task, a, pure=False)
-                 for s, a in zip(self.shards, shared)]
-        self.last_reduce_levels = tree_levels(len(level), self.fanout)
-        while len(level) > 1:
-            level = [self.client.submit(combine, *level[i:i + self.fanout], pure=False)
-                     if len(level[i:i + self.fanout]) > 1 else level[i]
-                     for i in range(0, len(level), self.fanout)]
-        result = level[0].result()
-        del shared, scattered, level
+        futures = [self.client.submit(_fold_shard_task, s, task, a, pure=False)
+                   for s, a in zip(self.shards, shared)]
+        root = self._tree(futures, lambda *parts: self.client.submit(combine, *parts,
+                                                                     pure=False))
+        result = root.result()
+        del shared, scattered, futures, root
         return result
 
     def close(self) -> None:

@@ -18,27 +18,28 @@ with ``Reduce`` to rank 0 and ``Bcast`` back, so every rank holds the same model
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import reduce
 from typing import Any
 
 import numpy as np
 
-from mixfold.backends._interface import EncodedDataHandle
-from mixfold.backends._shard import require
+from mixfold.backends._shard import ShardedEncodedData, require
 from mixfold.compute.feature_cache import FeatureCache
-from mixfold.compute.fold import FoldResult, fold_rows, init_sample_mask
-from mixfold.compute.payload import fold_shard, payload_combiner, score_shard, unpack_fold
-from mixfold.compute.tree import fanout_for_depth
+from mixfold.compute.fold import fold_rows, init_sample_mask
+from mixfold.compute.payload import add_payloads, run_task
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
-from mixfold.precision import PLANNED, resolve_precision
-from mixfold.precision.compensated import add_dd_payloads
 
 __all__ = ["MPIEncodedData"]
 
 
-class MPIEncodedData(EncodedDataHandle):
-    """This rank's rows, folded here and reduced across the communicator."""
+class MPIEncodedData(ShardedEncodedData):
+    """This rank's rows, folded here and reduced across the communicator.
+
+    Shard ``i`` is rank ``i``'s rows: the sharded base folds and scores, this rank runs its own
+    shard's task and the payloads reduce over MPI.
+    """
 
     name = "mpi"
 
@@ -46,13 +47,10 @@ class MPIEncodedData(EncodedDataHandle):
         self.comm = comm
         self.enc = enc
         self.weights = weights
-        self.chunk_rows = int(chunk_rows)
-        self.n_rows = int(comm.allreduce(enc.n_rows))
-        self.total_weight = float(comm.allreduce(float(weights.sum())))
-        self.last_payload_size = 0
-        self.plan: Any = None
-        self.fanout = 2
-        self.last_reduce_levels = 0
+        ends = np.cumsum(comm.allgather(enc.n_rows)).tolist()
+        bounds = [(0, ends[0])] + list(zip(ends[:-1], ends[1:]))
+        self._lay_out(ends[-1], float(comm.allreduce(float(weights.sum()))), chunk_rows, bounds,
+                      None)
         self.features = FeatureCache.for_rows(enc.nbytes)
 
     @classmethod
@@ -97,28 +95,24 @@ class MPIEncodedData(EncodedDataHandle):
             self.weights = np.concatenate([p[1] for p in incoming])
         else:
             self.enc, self.weights = self.enc.rows(0, 0), self.weights[:0]
-        self.plan = plan
-        self.fanout = fanout_for_depth(self.comm.size, plan.reduce_depth)
+        self._lay_out(self.n_rows, self.total_weight, self.chunk_rows,
+                      plan.row_bounds(self.n_rows), plan)
         self.features = FeatureCache.for_rows(self.enc.nbytes)
 
-    def _precision(self, precision: str) -> tuple[str, bool]:
-        """(this rank's precision, whether payloads are compensated on every rank)."""
-        precision = resolve_precision(precision)
-        if not precision.planned:
-            return precision, precision.compensated
-        if self.plan is None:
-            raise ValueError(f"precision {PLANNED!r} needs a handle with a plan (apply_plan)")
-        mine = self.plan.execution_precisions()
-        return mine[self.comm.rank], any(resolve_precision(p).compensated for p in mine)
+    def _reduce(self, task: str, shard_args: list[tuple],
+                combine: Callable[..., np.ndarray]) -> np.ndarray:
+        with self.features.active():  # this rank's rows stay: so may their features
+            local = run_task(task, self.enc, self.weights, shard_args[self.comm.rank])
+        return self._sum(local, combine)
 
-    def _sum(self, local: np.ndarray, compensated: bool) -> np.ndarray:
+    def _sum(self, local: np.ndarray, combine: Callable[..., np.ndarray]) -> np.ndarray:
         mpi = require("mpi4py.MPI", "mpi", "mpi")
         local = np.ascontiguousarray(local, dtype=np.float64)
         if self.plan is not None:
-            total = self._tree_sum(local, payload_combiner(compensated))
-        elif compensated:  # one MPI element = the whole [high, low] payload: never split
+            total = self._tree_sum(local, combine)
+        elif combine is not add_payloads:  # one MPI element = the whole dd payload: never split
             whole = mpi.DOUBLE.Create_contiguous(local.size).Commit()
-            op = mpi.Op.Create(_dd_reduce_op, commute=True)
+            op = mpi.Op.Create(_payload_op(combine), commute=True)
             total = np.empty_like(local)
             try:
                 self.comm.Reduce([local, 1, whole], [total, 1, whole], op=op, root=0)
@@ -153,31 +147,17 @@ class MPIEncodedData(EncodedDataHandle):
         self.last_reduce_levels = levels if rank == 0 else 0
         return total
 
-    def fold(self, estimator: Estimator, model: Distribution,
-             precision: str = "float64") -> FoldResult:
-        mine, compensated = self._precision(precision)
-        with self.features.active():  # this rank's rows stay: so may their features
-            local = fold_shard(self.enc, self.weights, estimator, model, mine, self.chunk_rows,
-                               compensated)
-        flat = self._sum(local, compensated)
-        self.last_payload_size = flat.size
-        if not np.isfinite(flat[2]):
-            self._name_bad_row(model, mine)
-        return unpack_fold(flat, estimator, compensated)
-
-    def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
-        mine, compensated = self._precision(precision)
-        flat = self._sum(score_shard(self.enc, self.weights, model, mine, self.chunk_rows,
-                                     compensated), compensated)
-        if not np.isfinite(flat[2]):
-            self._name_bad_row(model, mine)
-        return int(flat[0]), float(flat[2])
-
     def close(self) -> None:
         self.features.clear()
 
-    def _name_bad_row(self, model: Distribution, precision: str) -> None:
-        fold_rows(None, self.enc, self.weights, model, precision, self.chunk_rows)
+    def shard(self, i: int) -> tuple[Encoded, np.ndarray]:
+        if i != self.comm.rank:
+            raise ValueError(f"shard {i} lives on MPI rank {i}, not on rank {self.comm.rank}")
+        return self.enc, self.weights
+
+    def _name_bad_row(self, model: Distribution, precisions: list[str]) -> None:
+        fold_rows(None, self.enc, self.weights, model, precisions[self.comm.rank],
+                  self.chunk_rows)
         raise NumericalError("the log-likelihood is not finite (the bad row is on another rank)")
 
     def init_sample(self, seed: int) -> tuple[Encoded, np.ndarray]:
@@ -189,8 +169,11 @@ class MPIEncodedData(EncodedDataHandle):
         return type(encs[0]).concat(encs), np.concatenate([p[1] for p in pieces])
 
 
-def _dd_reduce_op(inbuf: Any, outbuf: Any, datatype: Any) -> None:
-    """MPI user operation: ``out = in (+) out`` on ``[high..., low...]`` payloads (dd)."""
-    a = np.frombuffer(inbuf, dtype=np.float64)
-    b = np.frombuffer(outbuf, dtype=np.float64)
-    b[...] = add_dd_payloads(a, b)
+def _payload_op(combine: Callable[..., np.ndarray]) -> Callable[[Any, Any, Any], None]:
+    """An MPI user operation ``out = in (+) out`` on whole payloads (the ``dd`` two-sum)."""
+
+    def op(inbuf: Any, outbuf: Any, datatype: Any) -> None:
+        b = np.frombuffer(outbuf, dtype=np.float64)
+        b[...] = combine(np.frombuffer(inbuf, dtype=np.float64), b)
+
+    return op

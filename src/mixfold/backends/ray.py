@@ -3,7 +3,8 @@
 Ray is started locally (``num_cpus=num_workers``, no dashboard, bound to 127.0.0.1) unless it is
 already initialised, in which case the running instance is used and left running. Per iteration
 the estimator and model are put once, one fold task runs per shard and the payloads are added
-through a binary tree of remote tasks; only the root payload is fetched.
+through the sharded base's tree (binary by default) of remote tasks; only the root payload is
+fetched.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import numpy as np
 
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
 from mixfold.compute.payload import run_task
-from mixfold.compute.tree import tree_levels
 from mixfold.families._protocol import Encoded
 
 __all__ = ["RayEncodedData"]
@@ -64,13 +64,8 @@ class RayEncodedData(ShardedEncodedData):
         fold, add = _remote_functions(self.ray, combine)
         put: dict[int, Any] = {}  # each distinct argument tuple (one per band) stored once
         shared = [put.setdefault(id(a), self.ray.put(a)) for a in shard_args]
-        level = [fold.remote(s, task, a) for s, a in zip(self.shards, shared)]
-        self.last_reduce_levels = tree_levels(len(level), self.fanout)
-        while len(level) > 1:
-            level = [add.remote(*level[i:i + self.fanout])
-                     if len(level[i:i + self.fanout]) > 1 else level[i]
-                     for i in range(0, len(level), self.fanout)]
-        return self.ray.get(level[0])
+        refs = [fold.remote(s, task, a) for s, a in zip(self.shards, shared)]
+        return self.ray.get(self._tree(refs, add.remote))
 
     def close(self) -> None:
         if self.closed:

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from mixfold.backends._interface import EncodedDataHandle
-from mixfold.backends._shard import checked_num_workers, require
-from mixfold.compute.fold import FoldResult, fold_rows, init_sample_mask
-from mixfold.compute.payload import payload_combiner, run_task, shard_task_args, unpack_fold
+from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
+from mixfold.compute.fold import fold_rows, init_sample_mask
+from mixfold.compute.payload import run_task
 from mixfold.compute.tree import shard_bounds
 from mixfold.errors import NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
 from mixfold.families.composite import RecordEncoder
-from mixfold.precision import PLANNED, resolve_precision
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session"]
 
@@ -103,29 +102,26 @@ def _dataframe_values(rows: list, estimator: Estimator, columns: list[str]) -> A
     return [tuple(r[c] for c in columns) for r in rows]
 
 
-class SparkEncodedData(EncodedDataHandle):
+class SparkEncodedData(ShardedEncodedData):
     """Encoded shards in a cached RDD, one partition each.
 
     Built from rows encoded in the driver (``optimize(rows, est, backend="spark")``) or from a
-    Spark DataFrame encoded where its partitions live (:meth:`from_dataframe`). Everything per
-    iteration — the fold, the initialisation sample, naming a bad row — runs on the partitions.
+    Spark DataFrame encoded where its partitions live (:meth:`from_dataframe`). Either way it
+    folds and scores through the sharded base, with ``treeAggregate`` as its reduce; the shards
+    live only in the RDD, so the initialisation sample and naming a bad row run on the
+    partitions too.
     """
 
     name = "spark"
 
-    def __init__(self, session: Any, owned: bool, rdd: Any, n_rows: int, total_weight: float,
-                 chunk_rows: int, reduce_depth: int = 2, plan: Any = None):
+    def __init__(self, session: Any, owned: bool, rdd: Any, bounds: list[tuple[int, int]],
+                 total_weight: float, chunk_rows: int, reduce_depth: int = 2, plan: Any = None):
         self.session, self.owned = session, owned
         self.sc = getattr(session, "sparkContext", session)
         self.rdd = rdd
-        self.n_rows = int(n_rows)
-        self.total_weight = float(total_weight)
-        self.chunk_rows = int(chunk_rows)
-        self.reduce_depth = max(1, int(reduce_depth))
         self.num_partitions = int(rdd.getNumPartitions())
-        self.plan = plan
-        self.closed = False
-        self.last_payload_size = 0
+        self.reduce_depth = max(1, int(reduce_depth))
+        self._lay_out(bounds[-1][1] if bounds else 0, total_weight, chunk_rows, bounds, plan)
 
     @classmethod
     def from_encoded(cls, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
@@ -149,8 +145,7 @@ class SparkEncodedData(EncodedDataHandle):
         shards = [(i, enc.rows(a, b), w[a:b]) for i, (a, b) in enumerate(bounds)]
         rdd = sc.parallelize(shards, len(shards)).cache()
         rdd.count()  # materialise the cache: the data crosses to the executors once
-        return cls(session, owned, rdd, enc.n_rows, float(w.sum()), chunk_rows, reduce_depth,
-                   plan)
+        return cls(session, owned, rdd, bounds, float(w.sum()), chunk_rows, reduce_depth, plan)
 
     @classmethod
     def from_dataframe(cls, df: Any, estimator: Estimator, *, init: Distribution | None = None,
@@ -194,24 +189,19 @@ class SparkEncodedData(EncodedDataHandle):
         rdd = rdd.cache()
         rdd.count()
         encoded.unpersist()
-        handle = cls(df.sparkSession, False, rdd, int(running[0]),
-                     sum(v[1] for v in sizes.values()), chunk_rows, reduce_depth)
+        rows = [int(sizes[i][0][0]) if i in sizes else 0 for i in range(rdd.getNumPartitions())]
+        ends = np.cumsum(rows).tolist()
+        bounds = [(end - n, end) for n, end in zip(rows, ends)]  # an empty partition: (s, s)
+        handle = cls(df.sparkSession, False, rdd, bounds, sum(v[1] for v in sizes.values()),
+                     chunk_rows, reduce_depth)
         return handle, estimator.bind(encoder)
 
-    def shard_precisions(self, precision: str) -> list[str]:
-        """The precision every partition runs: the planned bands for ``PLANNED``."""
-        if resolve_precision(precision).planned:
-            if self.plan is None:
-                raise ValueError(f"precision {PLANNED!r} needs a handle built from a plan")
-            return self.plan.execution_precisions()
-        return [precision] * self.num_partitions
+    def shard(self, i: int) -> tuple[Encoded, np.ndarray]:
+        raise ValueError(f"shard {i} lives in partition {i} of the RDD, not in the driver")
 
-    def _reduce(self, task: str, common: tuple, precision: str) -> tuple[np.ndarray, list[str],
-                                                                         bool]:
-        precisions = self.shard_precisions(precision)
-        compensated = any(resolve_precision(p).compensated for p in precisions)
-        combine = payload_combiner(compensated)
-        broadcast = self.sc.broadcast(shard_task_args(task, precisions, common, compensated))
+    def _reduce(self, task: str, shard_args: list[tuple],
+                combine: Callable[..., np.ndarray]) -> np.ndarray:
+        broadcast = self.sc.broadcast(shard_args)  # partition i reads shard_args[i]
 
         def seq_op(acc: np.ndarray | None, payload: np.ndarray) -> np.ndarray:
             return payload.copy() if acc is None else combine(acc, payload)
@@ -221,25 +211,9 @@ class SparkEncodedData(EncodedDataHandle):
 
         try:
             payloads = self.rdd.map(lambda item: _run_partition(item, task, broadcast))
-            flat = payloads.treeAggregate(None, seq_op, comb_op, depth=self.reduce_depth)
+            return payloads.treeAggregate(None, seq_op, comb_op, depth=self.reduce_depth)
         finally:
             broadcast.destroy()
-        return flat, precisions, compensated
-
-    def fold(self, estimator: Estimator, model: Distribution,
-             precision: str = "float64") -> FoldResult:
-        flat, precisions, compensated = self._reduce(
-            "fold", (estimator, model, self.chunk_rows), precision)
-        self.last_payload_size = flat.size
-        if not np.isfinite(flat[2]):
-            self._name_bad_row(model, precisions)
-        return unpack_fold(flat, estimator, compensated)
-
-    def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
-        flat, precisions, _ = self._reduce("score", (model, self.chunk_rows), precision)
-        if not np.isfinite(flat[2]):
-            self._name_bad_row(model, precisions)
-        return int(flat[0]), float(flat[2])
 
     def _name_bad_row(self, model: Distribution, precisions: list[str]) -> None:
         chunk = self.chunk_rows

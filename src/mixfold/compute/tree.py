@@ -21,7 +21,17 @@ def shard_bounds(n_rows: int, n_shards: int) -> list[tuple[int, int]]:
 
 
 def tree_reduce(items: Sequence[Any], combine: Callable[..., Any], fanout: int = 2) -> Any:
-    """Reduce ``items`` through a ``fanout``-ary tree over their order (deterministic)."""
+    """Reduce ``items`` through a ``fanout``-ary tree over their order (deterministic).
+
+    The one tree of every backend: ``combine`` may add payloads here or submit the addition as
+    a remote task and return its future (Dask, Ray), so local and remote trees have the same
+    shape, order and fanout.
+
+    >>> tree_reduce("abcde", lambda *xs: "(" + "+".join(xs) + ")", fanout=2)
+    '(((a+b)+(c+d))+e)'
+    >>> tree_reduce("abcde", lambda *xs: "(" + "+".join(xs) + ")", fanout=3)
+    '((a+b+c)+(d+e))'
+    """
     level = list(items)
     if not level:
         raise ValueError("nothing to reduce")

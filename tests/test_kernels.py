@@ -36,3 +36,59 @@ def test_hmm_kernel_equals_numpy_lattice(monkeypatch, terminal):
     reference = update()
     np.testing.assert_allclose(compiled[0], reference[0], rtol=1e-12)
     np.testing.assert_allclose(compiled[1], reference[1], rtol=1e-11, atol=1e-12)
+
+
+def test_every_kernel_is_cacheable():
+    # numba keys its disk cache by code and closure: a kernel made in a factory never loads
+    import numba
+
+    from mixfold.compute import numba_kernels
+
+    fold = numba_kernels.hmm_fold
+    assert fold.py_func.__closure__ is None
+    assert fold._cache.__class__.__name__ == "FunctionCache"
+    assert len(fold.signatures) == 1  # one explicit signature: no per-layout recompile
+    scores = np.asfortranarray(np.zeros((4, 2)))  # any layout goes through that one version
+    out = kernels.hmm_forward_backward(scores, np.array([0, 4]), np.array([0.5, 0.5]),
+                                       np.full((2, 2), 0.5), np.ones(2), np.ones(1))
+    np.testing.assert_allclose(out[1], [0.0])  # every emission density 1: likelihood 1
+    assert len(fold.signatures) == 1 and isinstance(fold, numba.core.registry.CPUDispatcher)
+
+
+_LOAD_AND_REPORT = """
+import json, time
+t = time.perf_counter()
+import numpy as np, mixfold
+rows = [np.random.default_rng(0).normal(0, 1, size=50).tolist() for _ in range(20)]
+mixfold.optimize(rows, mixfold.HiddenMarkovEstimator([mixfold.GaussianEstimator()] * 3),
+                 max_iter=2, progress=False)
+from mixfold.compute.numba_kernels import hmm_fold
+print(json.dumps({"seconds": time.perf_counter() - t,
+                  "hits": sum(hmm_fold.stats.cache_hits.values()),
+                  "misses": sum(hmm_fold.stats.cache_misses.values())}))
+"""
+
+
+@pytest.mark.slow
+def test_a_second_process_loads_the_kernels_from_the_disk_cache(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+
+    def fresh_process() -> dict:
+        out = subprocess.run([sys.executable, "-c", _LOAD_AND_REPORT], env=env, check=True,
+                             capture_output=True, text=True)
+        return json.loads(out.stdout.splitlines()[-1])
+
+    first = fresh_process()
+    files = sorted(p.name for p in tmp_path.rglob("*") if p.suffix in (".nbi", ".nbc"))
+    second = fresh_process()
+    assert (first["hits"], first["misses"]) == (0, 1)  # compiled and written once
+    assert (second["hits"], second["misses"]) == (1, 0)  # read back, not compiled
+    # the index is not rewritten with a new entry: the second process added no file
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.suffix in (".nbi", ".nbc")) == files
+    assert len([f for f in files if f.endswith(".nbc")]) == 1
+    assert second["seconds"] < first["seconds"]

@@ -1,4 +1,4 @@
-"""Compiled E-step kernels (numba), used when numba is installed (``pip install "mixfold[fast]"``).
+"""Compiled E-step kernels (numba, a core dependency; the NumPy path runs where it is missing).
 
 An HMM's forward-backward recursion is a loop over time steps with a few states each: NumPy pays
 a call per step, a compiled loop does not. (A Gaussian mixture's stacked E-step is GEMMs and

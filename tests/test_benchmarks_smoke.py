@@ -28,5 +28,7 @@ def test_quick_benchmark_prints_a_row_per_library():
                    if re.match(rf"{case}\s+{re.escape(lib)}\s+(not installed|failed|-?\d)", ln)]
             assert len(row) == 1, f"no single {case} row for {lib} in:\n{proc.stdout}"
             fields = row[0].split()
+            # s/iter, iterations, RSS, LL, ratio, then how it was timed (one label, no spaces)
             assert fields[2:4] == ["not", "installed"] or (
-                len(fields) == 7 and all(re.fullmatch(number, f) for f in fields[2:])), row[0]
+                len(fields) == 8 and all(re.fullmatch(number, f) for f in fields[2:7])
+                and fields[3] == "3"), row[0]

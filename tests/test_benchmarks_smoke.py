@@ -32,3 +32,14 @@ def test_quick_benchmark_prints_a_row_per_library():
             assert fields[2:4] == ["not", "installed"] or (
                 len(fields) == 8 and all(re.fullmatch(number, f) for f in fields[2:7])
                 and fields[3] == "3"), row[0]
+
+
+@pytest.mark.slow
+def test_quick_scaling_run_fits_an_exponent_per_sweep():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scaling.py"), "--quick",
+                           "--sweeps", "N,S"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = [ln.split() for ln in proc.stdout.splitlines() if re.match(r"[NS]\s+\d\.0\s", ln)]
+    assert [(row[0], row[1]) for row in summary] == [("N", "1.0"), ("S", "2.0")], proc.stdout
+    assert all(re.fullmatch(r"-?\d+\.\d+", f) for row in summary for f in row[2:4])

@@ -8,7 +8,8 @@ For each case the data and the starting parameters are generated once (fixed see
 to a temporary directory (``*.npy`` + ``start.npz``), so every library reads the same bytes and
 starts from the same parameters. Each library then runs in its own subprocess
 (``benchmarks/_peers.py``) so that its peak RSS (``ru_maxrss`` of that child) is its own, for the
-same number of EM iterations (20; 3 with --quick), initialisation excluded. The table reports the
+same number of EM iterations (20; 3 with --quick) in one call of its own fit, clocked by a
+per-iteration hook inside its own loop, initialisation excluded. The table reports the
 median seconds per iteration, the child's peak RSS, the final mean log-likelihood per row
 (computed by one NumPy scorer from each library's final parameters) and the time ratio
 peer / mixfold. BLAS, OpenMP, numba and torch threads are left at their defaults (every child

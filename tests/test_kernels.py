@@ -49,8 +49,11 @@ def test_every_kernel_is_cacheable():
     assert fold._cache.__class__.__name__ == "FunctionCache"
     assert len(fold.signatures) == 1  # one explicit signature: no per-layout recompile
     scores = np.asfortranarray(np.zeros((4, 2)))  # any layout goes through that one version
-    out = kernels.hmm_forward_backward(scores, np.array([0, 4]), np.array([0.5, 0.5]),
-                                       np.full((2, 2), 0.5), np.ones(2), np.ones(1))
+    offsets, weights = np.array([0, 4]), np.ones(1)
+    for a in (scores, offsets, weights):  # as a Ray shard or a memory map hands them over
+        a.flags.writeable = False
+    out = kernels.hmm_forward_backward(scores, offsets, np.array([0.5, 0.5]),
+                                       np.full((2, 2), 0.5), np.ones(2), weights)
     np.testing.assert_allclose(out[1], [0.0])  # every emission density 1: likelihood 1
     assert len(fold.signatures) == 1 and isinstance(fold, numba.core.registry.CPUDispatcher)
 

@@ -9,14 +9,26 @@ machine-code version whatever the layout of the scores, so one cache entry per m
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 import numpy as np
 
 __all__ = ["hmm_fold"]
 
-_F1, _F2, _I1 = numba.float64[::1], numba.float64[:, ::1], numba.int64[::1]
-#: scores may be any 2-D float64 layout (the caller never copies them); everything else contiguous
-HMM_FOLD_SIGNATURE = numba.void(numba.float64[:, :], _I1, _F1, _F2, _F1, _F1, _F2, _F1,
+_F1, _F2 = numba.float64[::1], numba.float64[:, ::1]
+
+
+def _input(dtype: Any, ndim: int, layout: str = "C") -> Any:
+    # read-only: a writable array converts to it, so shards that arrive read-only (Ray's
+    # zero-copy arrays, memory maps) run the same machine code
+    return numba.types.Array(dtype, ndim, layout, readonly=True)
+
+
+#: scores may be any 2-D float64 layout (the caller never copies them); the rest contiguous
+HMM_FOLD_SIGNATURE = numba.void(_input(numba.float64, 2, "A"), _input(numba.int64, 1),
+                                _input(numba.float64, 1), _input(numba.float64, 2),
+                                _input(numba.float64, 1), _input(numba.float64, 1), _F2, _F1,
                                 numba.int64, _F1, _F2, _F1)
 
 

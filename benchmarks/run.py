@@ -8,7 +8,8 @@ For each case the data and the starting parameters are generated once (fixed see
 to a temporary directory (``*.npy`` + ``start.npz``), so every library reads the same bytes and
 starts from the same parameters. Each library then runs in its own subprocess
 (``benchmarks/_peers.py``) so that its peak RSS (``ru_maxrss`` of that child) is its own, for the
-same number of EM iterations (20; 3 with --quick), initialisation excluded. The table reports the
+same number of EM iterations (20; 3 with --quick) in one call of its own fit, clocked by a
+per-iteration hook inside its own loop, initialisation excluded. The table reports the
 median seconds per iteration, the child's peak RSS, the final mean log-likelihood per row
 (computed by one NumPy scorer from each library's final parameters) and the time ratio
 peer / mixfold. BLAS, OpenMP, numba and torch threads are left at their defaults (every child
@@ -97,7 +98,7 @@ def run_child(case: Case, library: str, data_dir: Path, iterations: int, timeout
 # --- the table ---
 
 COLUMNS = f"{'case':5s} {'library':16s} {'s/iter':>10s} {'iters':>5s} {'peak RSS MB':>11s} " \
-          f"{'final mean LL/row':>19s} {'peer/mixfold':>12s}"
+          f"{'final mean LL/row':>19s} {'peer/mixfold':>12s}  timed by"
 
 
 def row_text(case: str, r: dict, reference: dict | None) -> str:
@@ -111,7 +112,8 @@ def row_text(case: str, r: dict, reference: dict | None) -> str:
     elif reference is r:
         ratio = "1.00"
     return (f"{case:5s} {lib:16s} {r['median_s']:10.4f} {len(r['seconds']):5d} "
-            f"{r['peak_rss_mb']:11.1f} {r['log_likelihood']:19.10g} {ratio:>12s}")
+            f"{r['peak_rss_mb']:11.1f} {r['log_likelihood']:19.10g} {ratio:>12s}  "
+            f"{r.get('timed_by', '')}")
 
 
 def thread_settings() -> dict:
@@ -134,21 +136,28 @@ Notes
     means and the data's (co)variance (P1, P2, P4), quantile means and the data's variance with
     a 0.6 self-transition (P3), Dirichlet(20) level probabilities and row counts + 0.5 as rates
     (P4), uniform weights.
-  mixfold: fit(init=<the shared start>, max_iter, tol=0) -> FitResult.seconds (per iteration,
-    no initialisation runs when init is a model).
-  scikit-learn: GaussianMixture(weights_init/means_init/precisions_init = the start,
-    warm_start=True, max_iter=1, tol=0, reg_covar=1e-6); each fit() call is one iteration timed
-    on its own; call 1 also applies the *_init, and every fit() call ends with one extra E-step
-    (sklearn's "final e-step"), so this overstates its per-iteration cost: the per-run note
-    gives that E-step's cost and the cost of sklearn's own loop body alone (_e_step + _m_step,
-    private API), which --sklearn-timing loop puts in the table instead.
-  hmmlearn: GaussianHMM(implementation="scaling", init_params="", covars_prior=0) with the start
-    set on the model; fit(n_iter=1) calls timed one by one.
+  Timing: every library runs ONE call of its own fit for all the iterations, from the shared
+    start, and is clocked from inside its own loop by a per-iteration hook (column "timed by"):
+    the gaps between consecutive stamps are its iterations; setup before the loop (input checks,
+    the start's initialisation) is excluded for every library alike.
+  mixfold: fit(init=<the shared start>, max_iter, tol=0) -> FitResult.seconds (its loop's own
+    per-iteration clock; no initialisation runs when init is a model).
+  scikit-learn: one GaussianMixture(weights_init/means_init/precisions_init = the start,
+    max_iter, tol=0, reg_covar=1e-6).fit(X); stamped after _initialize_parameters and at
+    _print_verbose_msg_iter_end (called by BaseMixture's loop after every M-step; private API,
+    verbose=0). Its final E-step after the loop is not an iteration and is not counted.
+    --sklearn-timing warm_start times fit(max_iter=1, warm_start=True) calls instead (each
+    call validates X and ends with an extra E-step: it overstates the per-iteration cost).
+  hmmlearn: one GaussianHMM(implementation="scaling", init_params="", covars_prior=0,
+    n_iter).fit(X, lengths) with the start set on the model; its monitor_ replaced by a
+    ConvergenceMonitor subclass stamped at _reset (after the init) and at report (after every
+    M-step), converged only at n_iter.
   pomegranate: float32 throughout (its modules compute and keep their statistics in the dtype
     of their float32 _device parameter even when given float64, so it gets the data converted
-    to float32 while loading); summarize(X) + from_summaries() (the body of its fit loop) timed
-    per iteration. DenseHMM always models an end state: started at 1/T, left to re-estimate,
-    and dropped (transition rows renormalised) for the common LL.
+    to float32 while loading); one fit(X) with max_iter, tol=-inf; stamped at the loop's first
+    summarize and after every from_summaries (instance hooks on its own loop). DenseHMM always
+    models an end state: started at 1/T, left to re-estimate, and dropped (transition rows
+    renormalised) for the common LL.
   mixle: optimize(prev_estimate=<the start>, enc_data=<pre-encoded>, engine=FUSED_NUMPY_ENGINE
     (its fused numba kernels), delta=None); per-iteration times are the gaps between its
     on_step callbacks (the first includes the numba compile). P4 rows are (float, level, count)
@@ -167,7 +176,9 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--scale", type=float, default=None,
                     help="multiply every case's size by this (default 1; 0.01 with --quick)")
-    ap.add_argument("--sklearn-timing", default="warm_start", choices=["warm_start", "loop"])
+    ap.add_argument("--sklearn-timing", default="hook", choices=["hook", "warm_start"],
+                    help="hook: one fit() timed inside its loop (the headline); warm_start: the "
+                    "old fit(max_iter=1) calls, for comparison")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per child")
     ap.add_argument("--json", type=Path, default=None, help="also write every result here")
     args = ap.parse_args()

@@ -28,5 +28,18 @@ def test_quick_benchmark_prints_a_row_per_library():
                    if re.match(rf"{case}\s+{re.escape(lib)}\s+(not installed|failed|-?\d)", ln)]
             assert len(row) == 1, f"no single {case} row for {lib} in:\n{proc.stdout}"
             fields = row[0].split()
+            # s/iter, iterations, RSS, LL, ratio, then how it was timed (one label, no spaces)
             assert fields[2:4] == ["not", "installed"] or (
-                len(fields) == 7 and all(re.fullmatch(number, f) for f in fields[2:])), row[0]
+                len(fields) == 8 and all(re.fullmatch(number, f) for f in fields[2:7])
+                and fields[3] == "3"), row[0]
+
+
+@pytest.mark.slow
+def test_quick_scaling_run_fits_an_exponent_per_sweep():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scaling.py"), "--quick",
+                           "--sweeps", "N,S"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = [ln.split() for ln in proc.stdout.splitlines() if re.match(r"[NS]\s+\d\.0\s", ln)]
+    assert [(row[0], row[1]) for row in summary] == [("N", "1.0"), ("S", "2.0")], proc.stdout
+    assert all(re.fullmatch(r"-?\d+\.\d+", f) for row in summary for f in row[2:4])

@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-ENGINES = ["pyspark", "mpi4py", "dask", "distributed", "ray", "torch", "pandas", "pyarrow",
+ENGINES = ["pyspark", "mpi4py", "dask", "distributed", "ray", "torch", "pandas", "pyarrow", "numba",
            "sklearn", "matplotlib", "click", "yaml"]
 
 

@@ -36,3 +36,70 @@ def test_hmm_kernel_equals_numpy_lattice(monkeypatch, terminal):
     reference = update()
     np.testing.assert_allclose(compiled[0], reference[0], rtol=1e-12)
     np.testing.assert_allclose(compiled[1], reference[1], rtol=1e-11, atol=1e-12)
+
+
+def test_every_kernel_is_cacheable():
+    # numba keys its disk cache by code and closure: a kernel made in a factory never loads
+    import numba
+
+    from mixfold.compute import numba_kernels
+
+    fold = numba_kernels.hmm_fold
+    assert fold.py_func.__closure__ is None
+    assert fold._cache.__class__.__name__ == "FunctionCache"
+    assert len(fold.signatures) == 1  # one explicit signature: no per-layout recompile
+    scores = np.asfortranarray(np.zeros((4, 2)))  # any layout goes through that one version
+    offsets, weights = np.array([0, 4]), np.ones(1)
+    for a in (scores, offsets, weights):  # as a Ray shard or a memory map hands them over
+        a.flags.writeable = False
+    out = kernels.hmm_forward_backward(scores, offsets, np.array([0.5, 0.5]),
+                                       np.full((2, 2), 0.5), np.ones(2), weights)
+    np.testing.assert_allclose(out[1], [0.0])  # every emission density 1: likelihood 1
+    assert len(fold.signatures) == 1 and isinstance(fold, numba.core.registry.CPUDispatcher)
+
+
+_LOAD_AND_REPORT = """
+import json, time
+t = time.perf_counter()
+import numpy as np, mixfold
+rows = [np.random.default_rng(0).normal(0, 1, size=50).tolist() for _ in range(20)]
+mixfold.optimize(rows, mixfold.HiddenMarkovEstimator([mixfold.GaussianEstimator()] * 3),
+                 max_iter=2, progress=False)
+from mixfold.compute.numba_kernels import hmm_fold
+print(json.dumps({"seconds": time.perf_counter() - t,
+                  "hits": sum(hmm_fold.stats.cache_hits.values()),
+                  "misses": sum(hmm_fold.stats.cache_misses.values())}))
+"""
+
+
+@pytest.mark.slow
+def test_the_kernels_compile_once_per_machine(tmp_path):
+    # two processes that start together on an empty cache (two mp workers, say): one compiles,
+    # the other waits for it and loads; a later process loads too and writes nothing
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+
+    def start() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", _LOAD_AND_REPORT], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def report(proc: subprocess.Popen) -> dict:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        return json.loads(out.splitlines()[-1])
+
+    def cache_files() -> list[str]:
+        return sorted(p.name for p in tmp_path.rglob("*") if p.suffix in (".nbi", ".nbc"))
+
+    together = [report(p) for p in [start(), start()]]
+    assert sorted((r["hits"], r["misses"]) for r in together) == [(0, 1), (1, 0)]
+    files = cache_files()
+    assert len([f for f in files if f.endswith(".nbc")]) == 1
+    later = report(start())
+    assert (later["hits"], later["misses"]) == (1, 0)  # read back, not compiled
+    assert cache_files() == files  # the index was not rewritten with a new entry
+    assert later["seconds"] < max(r["seconds"] for r in together)

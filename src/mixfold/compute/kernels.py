@@ -1,10 +1,11 @@
-"""Compiled E-step kernels (numba), used when numba is installed (``pip install "mixfold[fast]"``).
+"""Compiled E-step kernels (numba, a core dependency; the NumPy path runs where it is missing).
 
 An HMM's forward-backward recursion is a loop over time steps with a few states each: NumPy pays
 a call per step, a compiled loop does not. (A Gaussian mixture's stacked E-step is GEMMs and
 vectorised exps, which NumPy already runs at full speed in cache-sized row blocks: see
 :mod:`mixfold.compute.row_blocks`.) numba is imported on first use only (never at
-``import mixfold``) and its machine code is cached on disk.
+``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`) load their machine
+code from numba's on-disk cache: a machine compiles them once, every later process reads them.
 
 The NumPy path stays the reference: tests check that both give the same statistics.
 """
@@ -12,9 +13,15 @@ The NumPy path stays the reference: tests check that both give the same statisti
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any
 
 import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock, concurrent first loads each compile
+    fcntl = None
 
 __all__ = ["hmm_forward_backward", "kernels_available"]
 
@@ -33,139 +40,22 @@ def kernels_available() -> bool:
     return True
 
 
-def _compile() -> dict[str, Any]:
-    import numba
-
-    @numba.njit(inline="always", fastmath={"contract"})
-    def exp_nonpositive(v, bits):
-        # v <- exp(v) for v <= 0, 0 below -708 (and for NaN); straight-line arithmetic that the
-        # compiler vectorises, where np.exp in a loop is a scalar call per element: a degree-13
-        # Taylor polynomial on |r| <= ln2/2 after a Cody-Waite reduction, 2^k from its bits
-        for i in range(v.size):
-            x = max(v[i], -708.0)
-            k = np.floor(x * 1.4426950408889634 + 0.5)
-            r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
-            p = 1.0 / 6227020800.0
-            p = p * r + 1.0 / 479001600.0
-            p = p * r + 1.0 / 39916800.0
-            p = p * r + 1.0 / 3628800.0
-            p = p * r + 1.0 / 362880.0
-            p = p * r + 1.0 / 40320.0
-            p = p * r + 1.0 / 5040.0
-            p = p * r + 1.0 / 720.0
-            p = p * r + 1.0 / 120.0
-            p = p * r + 1.0 / 24.0
-            p = p * r + 1.0 / 6.0
-            p = p * r + 0.5
-            p = p * r + 1.0
-            p = p * r + 1.0
-            bits[i] = (np.int64(k) + 1023) << 52
-            v[i] = p if v[i] >= -708.0 else 0.0
-        two_k = bits.view(np.float64)
-        for i in range(v.size):
-            v[i] *= two_k[i]
-
-    @numba.njit(parallel=True, fastmath={"contract"}, cache=True)
-    def hmm_fold(scores, offsets, initial, step, end_factor, weights, gamma, ll, n_blocks,
-                 init_counts, trans_counts, end_counts):
-        # scaled forward-backward, one sequence at a time; gamma (n_items, S) holds the forward
-        # variables, then the weighted posteriors; per-block partial counts, reduced in order
-        n_rows = offsets.size - 1
-        s = step.shape[0]
-        part_init = np.zeros((n_blocks, s))
-        part_trans = np.zeros((n_blocks, s, s))
-        part_end = np.zeros((n_blocks, s))
-        per_block = (n_rows + n_blocks - 1) // n_blocks
-        for blk in numba.prange(n_blocks):
-            g = np.empty(s)
-            beta = np.empty(s)
-            beta_next = np.empty(s)
-            pt = part_trans[blk]
-            first, stop = blk * per_block, min(n_rows, (blk + 1) * per_block)
-            longest = 0
-            for r in range(first, stop):
-                longest = max(longest, offsets[r + 1] - offsets[r])
-            emis = np.empty((longest, s))  # one buffer per block, reused by its sequences
-            bits = np.empty(longest * s, dtype=np.int64)
-            scale = np.empty(longest)
-            for r in range(first, stop):
-                lo = offsets[r]
-                hi = offsets[r + 1]
-                n = hi - lo
-                if n == 0:
-                    continue
-                total_log = 0.0
-                for t in range(n):
-                    top = scores[lo + t, 0]
-                    for a in range(1, s):
-                        top = max(top, scores[lo + t, a])
-                    if not np.isfinite(top):
-                        top = 0.0
-                    total_log += top
-                    for a in range(s):
-                        emis[t, a] = scores[lo + t, a] - top
-                exp_nonpositive(emis[:n].reshape(n * s), bits[:n * s])
-                scale_product = 1.0
-                for t in range(n):
-                    c = 0.0
-                    for b in range(s):
-                        if t == 0:
-                            v = initial[b]
-                        else:
-                            v = 0.0
-                            for a in range(s):
-                                v += gamma[lo + t - 1, a] * step[a, b]
-                        v *= emis[t, b]
-                        gamma[lo + t, b] = v
-                        c += v
-                    scale[t] = c
-                    inv = 1.0 / c if c > 0 else 1.0
-                    for b in range(s):
-                        gamma[lo + t, b] *= inv
-                    # one log per run of scales instead of one per step, flushed long before
-                    # the running product could leave float64's range
-                    scale_product *= c
-                    if not 1e-250 < scale_product < 1e250:
-                        total_log += np.log(scale_product)
-                        scale_product = 1.0
-                total_log += np.log(scale_product)
-                end_norm = 0.0
-                for a in range(s):
-                    end_norm += gamma[hi - 1, a] * end_factor[a]
-                ll[r] = total_log + np.log(end_norm)
-                w = weights[r]
-                if not np.isfinite(ll[r]):
-                    for t in range(n):
-                        for a in range(s):
-                            gamma[lo + t, a] = 0.0
-                    continue
-                inv_end = 1.0 / end_norm
-                for a in range(s):
-                    beta[a] = end_factor[a] * inv_end
-                for t in range(n - 1, -1, -1):
-                    if t < n - 1:
-                        inv = 1.0 / scale[t + 1] if scale[t + 1] > 0 else 1.0
-                        for b in range(s):
-                            g[b] = emis[t + 1, b] * beta_next[b] * inv
-                        for a in range(s):
-                            v = 0.0
-                            ga = gamma[lo + t, a] * w
-                            for b in range(s):
-                                v += step[a, b] * g[b]
-                                pt[a, b] += ga * g[b] * step[a, b]
-                            beta[a] = v
-                    for a in range(s):
-                        gamma[lo + t, a] *= beta[a] * w
-                        beta_next[a] = beta[a]
-                for a in range(s):
-                    part_init[blk, a] += gamma[lo, a]
-                    part_end[blk, a] += gamma[hi - 1, a]
-        for blk in range(n_blocks):
-            init_counts += part_init[blk]
-            trans_counts += part_trans[blk]
-            end_counts += part_end[blk]
-
-    return {"hmm": hmm_fold}
+def _load_hmm_fold() -> Any:
+    """The compiled forward-backward: machine code from numba's on-disk cache, compiled once per
+    machine. Processes that start together (mp, Dask, Ray workers on one host) hold a file lock
+    around the first load, so one compiles and the others then read its cache."""
+    # numba's OpenMP pool spins between calls by default; on a machine with more runnable
+    # threads than cores (BLAS threads, other processes) spinning threads stall each call, where
+    # sleeping ones cost a wake-up per call (read when libgomp starts: before the first kernel)
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    if fcntl is None:
+        from mixfold.compute.numba_kernels import hmm_fold
+        return hmm_fold
+    lock_path = os.path.join(tempfile.gettempdir(), f"mixfold-numba-{os.getuid()}.lock")
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        from mixfold.compute.numba_kernels import hmm_fold
+    return hmm_fold
 
 
 def _match_thread_budget() -> None:
@@ -175,6 +65,10 @@ def _match_thread_budget() -> None:
     budget = os.environ.get("OMP_NUM_THREADS") or os.environ.get("NUMBA_NUM_THREADS")
     if budget and budget.isdigit():
         numba.set_num_threads(max(1, min(int(budget), numba.config.NUMBA_NUM_THREADS)))
+
+
+def _vector(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64)
 
 
 def hmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, initial: np.ndarray,
@@ -189,7 +83,7 @@ def hmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, initial: np.nd
     caller applies the length-0 convention.
     """
     if not _KERNELS:
-        _KERNELS.update(_compile())
+        _KERNELS["hmm"] = _load_hmm_fold()
         _match_thread_budget()
     n_rows = offsets.size - 1
     s = step.shape[0]
@@ -198,6 +92,7 @@ def hmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, initial: np.nd
     counts = np.zeros(s), np.zeros((s, s)), np.zeros(s)
     n_blocks = max(1, min(n_rows, 64))
     _KERNELS["hmm"](np.asarray(scores, dtype=np.float64),  # any layout: no copy
-                    np.ascontiguousarray(offsets, dtype=np.int64), initial, step, end_factor,
-                    np.ascontiguousarray(weights, dtype=np.float64), gamma, ll, n_blocks, *counts)
+                    np.ascontiguousarray(offsets, dtype=np.int64), _vector(initial),
+                    np.ascontiguousarray(step, dtype=np.float64), _vector(end_factor),
+                    _vector(weights), gamma, ll, n_blocks, *counts)
     return (gamma, ll, *counts)

@@ -1,0 +1,162 @@
+"""The numba-compiled kernels themselves, loaded by :mod:`mixfold.compute.kernels` on first use.
+
+Every kernel is a module-level ``@njit(cache=True)`` function with no closure: numba keys its
+on-disk cache by the function's code and closure, so a kernel made inside a factory (closing over
+numba or another kernel) writes a new cache entry in every process and never loads one. The fold
+has one explicit signature, compiled (or loaded from the cache) when this module is imported: one
+machine-code version whatever the layout of the scores, so one cache entry per machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+__all__ = ["hmm_fold"]
+
+_F1, _F2 = numba.float64[::1], numba.float64[:, ::1]
+
+
+def _input(dtype: Any, ndim: int, layout: str = "C") -> Any:
+    # read-only: a writable array converts to it, so shards that arrive read-only (Ray's
+    # zero-copy arrays, memory maps) run the same machine code
+    return numba.types.Array(dtype, ndim, layout, readonly=True)
+
+
+#: scores may be any 2-D float64 layout (the caller never copies them); the rest contiguous
+HMM_FOLD_SIGNATURE = numba.void(_input(numba.float64, 2, "A"), _input(numba.int64, 1),
+                                _input(numba.float64, 1), _input(numba.float64, 2),
+                                _input(numba.float64, 1), _input(numba.float64, 1), _F2, _F1,
+                                numba.int64, _F1, _F2, _F1)
+
+
+@numba.njit(inline="always", fastmath={"contract"})
+def exp_nonpositive(v, bits):
+    # v <- exp(v) for v <= 0, 0 below -708 (and for NaN); straight-line arithmetic that the
+    # compiler vectorises, where np.exp in a loop is a scalar call per element: a degree-13
+    # Taylor polynomial on |r| <= ln2/2 after a Cody-Waite reduction, 2^k from its bits
+    for i in range(v.size):
+        x = max(v[i], -708.0)
+        k = np.floor(x * 1.4426950408889634 + 0.5)
+        r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
+        p = 1.0 / 6227020800.0
+        p = p * r + 1.0 / 479001600.0
+        p = p * r + 1.0 / 39916800.0
+        p = p * r + 1.0 / 3628800.0
+        p = p * r + 1.0 / 362880.0
+        p = p * r + 1.0 / 40320.0
+        p = p * r + 1.0 / 5040.0
+        p = p * r + 1.0 / 720.0
+        p = p * r + 1.0 / 120.0
+        p = p * r + 1.0 / 24.0
+        p = p * r + 1.0 / 6.0
+        p = p * r + 0.5
+        p = p * r + 1.0
+        p = p * r + 1.0
+        bits[i] = (np.int64(k) + 1023) << 52
+        v[i] = p if v[i] >= -708.0 else 0.0
+    two_k = bits.view(np.float64)
+    for i in range(v.size):
+        v[i] *= two_k[i]
+
+@numba.njit(HMM_FOLD_SIGNATURE, parallel=True, fastmath={"contract"}, cache=True)
+def hmm_fold(scores, offsets, initial, step, end_factor, weights, gamma, ll, n_blocks,
+             init_counts, trans_counts, end_counts):
+    # scaled forward-backward, one sequence at a time; gamma (n_items, S) holds the forward
+    # variables, then the weighted posteriors; per-block partial counts, reduced in order
+    n_rows = offsets.size - 1
+    s = step.shape[0]
+    part_init = np.zeros((n_blocks, s))
+    part_trans = np.zeros((n_blocks, s, s))
+    part_end = np.zeros((n_blocks, s))
+    per_block = (n_rows + n_blocks - 1) // n_blocks
+    for blk in numba.prange(n_blocks):
+        g = np.empty(s)
+        beta = np.empty(s)
+        beta_next = np.empty(s)
+        pt = part_trans[blk]
+        first, stop = blk * per_block, min(n_rows, (blk + 1) * per_block)
+        longest = 0
+        for r in range(first, stop):
+            longest = max(longest, offsets[r + 1] - offsets[r])
+        emis = np.empty((longest, s))  # one buffer per block, reused by its sequences
+        bits = np.empty(longest * s, dtype=np.int64)
+        scale = np.empty(longest)
+        for r in range(first, stop):
+            lo = offsets[r]
+            hi = offsets[r + 1]
+            n = hi - lo
+            if n == 0:
+                continue
+            total_log = 0.0
+            for t in range(n):
+                top = scores[lo + t, 0]
+                for a in range(1, s):
+                    top = max(top, scores[lo + t, a])
+                if not np.isfinite(top):
+                    top = 0.0
+                total_log += top
+                for a in range(s):
+                    emis[t, a] = scores[lo + t, a] - top
+            exp_nonpositive(emis[:n].reshape(n * s), bits[:n * s])
+            scale_product = 1.0
+            for t in range(n):
+                c = 0.0
+                for b in range(s):
+                    if t == 0:
+                        v = initial[b]
+                    else:
+                        v = 0.0
+                        for a in range(s):
+                            v += gamma[lo + t - 1, a] * step[a, b]
+                    v *= emis[t, b]
+                    gamma[lo + t, b] = v
+                    c += v
+                scale[t] = c
+                inv = 1.0 / c if c > 0 else 1.0
+                for b in range(s):
+                    gamma[lo + t, b] *= inv
+                # one log per run of scales instead of one per step, flushed long before
+                # the running product could leave float64's range
+                scale_product *= c
+                if not 1e-250 < scale_product < 1e250:
+                    total_log += np.log(scale_product)
+                    scale_product = 1.0
+            total_log += np.log(scale_product)
+            end_norm = 0.0
+            for a in range(s):
+                end_norm += gamma[hi - 1, a] * end_factor[a]
+            ll[r] = total_log + np.log(end_norm)
+            w = weights[r]
+            if not np.isfinite(ll[r]):
+                for t in range(n):
+                    for a in range(s):
+                        gamma[lo + t, a] = 0.0
+                continue
+            inv_end = 1.0 / end_norm
+            for a in range(s):
+                beta[a] = end_factor[a] * inv_end
+            for t in range(n - 1, -1, -1):
+                if t < n - 1:
+                    inv = 1.0 / scale[t + 1] if scale[t + 1] > 0 else 1.0
+                    for b in range(s):
+                        g[b] = emis[t + 1, b] * beta_next[b] * inv
+                    for a in range(s):
+                        v = 0.0
+                        ga = gamma[lo + t, a] * w
+                        for b in range(s):
+                            v += step[a, b] * g[b]
+                            pt[a, b] += ga * g[b] * step[a, b]
+                        beta[a] = v
+                for a in range(s):
+                    gamma[lo + t, a] *= beta[a] * w
+                    beta_next[a] = beta[a]
+            for a in range(s):
+                part_init[blk, a] += gamma[lo, a]
+                part_end[blk, a] += gamma[hi - 1, a]
+    for blk in range(n_blocks):
+        init_counts += part_init[blk]
+        trans_counts += part_trans[blk]
+        end_counts += part_end[blk]

@@ -584,6 +584,9 @@ def plot_finish_times(report: SimulationReport, ax: Any = None, path: str | None
                                 (report.lower_bound, ":", "lower bound")):
         ax.axhline(value, linestyle=style, color="k", linewidth=1, label=f"{label} {value:.3g}s")
     ax.set_xlabel("worker")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # workers are whole numbers
     ax.set_ylabel("seconds")
     ax.set_title(f"plan over {idx.size} workers, tree depth {report.reduce_depth} "
                  f"(fanout {report.fanout})")

@@ -218,3 +218,63 @@ def test_plan_needs_sizes_the_spec_leaves_open(files, tmp_path):
                 "--resources", tmp_path / "r.json", "--rows", 500)
     assert sized.exit_code == 0, sized.output
     assert "model decomposition for 500 rows on 1 devices" in sized.stdout
+
+
+@pytest.fixture(scope="module")
+def fitted(files, tmp_path_factory):
+    root, frame = files
+    model_path = tmp_path_factory.mktemp("fitted") / "model.json"
+    out = run("fit", root / "customers.csv", "--model", root / "spec.json", "--out", model_path,
+              "--seed", 1, "--no-progress")
+    assert out.exit_code == 0, out.output
+    return model_path, mixfold.load(model_path)
+
+
+def test_predict_writes_the_most_likely_component_of_each_row(files, fitted, tmp_path):
+    root, frame = files
+    model_path, model = fitted
+    expected = model.predict(frame)
+    for data in ("customers.csv", "customers.parquet"):
+        done = subprocess.run([sys.executable, "-m", "mixfold", "predict", str(model_path),
+                               str(root / data)], capture_output=True, text=True, check=True)
+        lines = done.stdout.splitlines()
+        assert lines[0] == "component" and [int(v) for v in lines[1:]] == expected.tolist()
+    out = run("predict", model_path, root / "customers.parquet", "--proba", "--out",
+              tmp_path / "p.jsonl")
+    assert out.exit_code == 0, out.output
+    proba = [json.loads(line)["proba"] for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    np.testing.assert_allclose(proba, model.seq_posterior(frame), rtol=1e-12)
+    out = run("predict", model_path, root / "customers.csv", "--proba", "--out", "-")
+    table = pd.read_csv(__import__("io").StringIO(out.stdout))
+    assert list(table.columns) == ["p0", "p1", "p2"]
+    np.testing.assert_allclose(table.to_numpy(), model.seq_posterior(frame), rtol=1e-12)
+
+
+def test_predict_names_a_bad_row(files, fitted, tmp_path):
+    root, frame = files
+    model_path, _ = fitted
+    bad = frame.copy()
+    bad.loc[3, "plan"] = "platinum"
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    out = run("predict", model_path, tmp_path / "bad.csv")
+    assert out.exit_code == 1 and "row 3" in out.stderr and "platinum" in out.stderr
+
+
+def test_fit_init_warm_starts_from_a_model(files, fitted, tmp_path):
+    root, _ = files
+    model_path, model = fitted
+    out = run("fit", root / "customers.csv", "--model", root / "spec.json", "--init", model_path,
+              "--max-iter", 0, "--out", tmp_path / "again.json", "--no-progress")
+    assert out.exit_code == 0, out.output
+    assert mixfold.load(tmp_path / "again.json") == model
+
+
+def test_sample_of_a_sequence_model_asks_for_length(tmp_path):
+    hmm = mixfold.HiddenMarkovDistribution([mixfold.GaussianDistribution(0, 1),
+                                            mixfold.GaussianDistribution(5, 1)], [0.5, 0.5],
+                                           [[0.9, 0.1], [0.1, 0.9]])
+    mixfold.save(hmm, tmp_path / "hmm.json")
+    out = run("sample", tmp_path / "hmm.json", "-n", 2)
+    assert out.exit_code == 1 and "pass --length L" in out.stderr
+    out = run("sample", tmp_path / "hmm.json", "-n", 2, "--length", 4, "--seed", 0)
+    assert [len(json.loads(line)) for line in out.stdout.split("\n") if line] == [4, 4]

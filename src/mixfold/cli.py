@@ -1,4 +1,4 @@
-"""The command line: ``mixfold fit | score | sample | spec | plan``.
+"""The command line: ``mixfold fit | score | predict | sample | spec | plan``.
 
 ::
 
@@ -6,6 +6,7 @@
     mixfold fit customers.csv --model spec.json --out model.json
     mixfold fit data.parquet --model '{"mixture": {"record": {"*": "auto"}}, "k": 3}'
     mixfold score model.json customers.csv
+    mixfold predict model.json customers.csv --out labels.csv   # most likely component per row
     mixfold sample model.json -n 10
     mixfold plan --model spec.json --resources resources.json --data customers.csv
 
@@ -34,6 +35,7 @@ import numpy as np
 import mixfold
 from mixfold.backends import BACKENDS
 from mixfold.errors import ModelFileError
+from mixfold.families import HiddenMarkovDistribution, MixtureDistribution
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.model_files import FORMAT, model_from_document
 from mixfold.io.readers import RowBlocks
@@ -138,15 +140,19 @@ def _blocks(data: Any, model: Distribution) -> Iterator[Any]:
 @click.option("--tol", type=click.FloatRange(min=0), default=1e-6, show_default=True,
               help="Stop when the relative change of the mean log-likelihood is below this.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--init", "init_path", type=click.Path(dir_okay=False), default=None,
+              metavar="MODEL", help="Start from this fitted model file (a warm start) instead "
+              "of the seeded initialisation; it must have the spec's structure.")
 @click.option("--out", type=click.Path(dir_okay=False, writable=True), default="model.json",
               show_default=True, help="Where to write the fitted model (JSON).")
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar on stderr (default: when stderr is a terminal).")
 @_reports_bad_input
 def fit(data: str, spec: str, backend: str, workers: int | None, precision: str, max_iter: int,
-        tol: float, seed: int, out: str, progress: bool | None) -> None:
+        tol: float, seed: int, init_path: str | None, out: str, progress: bool | None) -> None:
     """Fit the model SPEC to DATA by EM and write the fitted model as JSON."""
     estimator = _estimator(spec, data)
+    start = None if init_path is None else _load_model(init_path)
     rows = as_fit_input(data, estimator, backend=backend)
     if progress is None:
         progress = sys.stderr.isatty()
@@ -162,7 +168,7 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
 
         result = mixfold.fit(rows, estimator, backend=backend, num_workers=workers,
                              precision=precision, max_iter=max_iter, tol=tol, seed=seed,
-                             progress=False, callbacks=[advance])
+                             init=start, progress=False, callbacks=[advance])
     if backend == "mpi" and _mpi_comm().rank != 0:
         return  # every rank holds the same model: rank 0 reports and writes it
     click.echo(f"{'iteration':>9}  {'mean log-likelihood':>20}  {'change':>11}  {'seconds':>8}")
@@ -215,6 +221,73 @@ def score(model_path: str, data: str, per_row: str | None) -> None:
     click.echo(f"rows {n}  total log-likelihood {total:.10g}  mean {total / n:.10g}")
 
 
+def _predictions(model: Distribution, enc: Any, proba: bool) -> list[Any]:
+    """Per row: the most likely component (mixtures) or state path (hidden Markov models), or
+    the posteriors with ``proba``."""
+    if isinstance(model, MixtureDistribution):
+        post = model.seq_posterior(enc)
+        return post.tolist() if proba else post.argmax(axis=1).tolist()
+    if isinstance(model, HiddenMarkovDistribution):
+        ends = np.cumsum(enc.counts())
+        per_item = model.seq_posterior(enc) if proba else model.seq_viterbi(enc)
+        return [part.tolist() for part in np.split(per_item, ends[:-1])] if len(ends) else []
+    raise CLIError(f"predict needs a mixture or a hidden Markov model (latent components or "
+                   f"states), got a {type(model).__name__}")
+
+
+def _write_predictions(sink: Any, values: list[Any], fmt: str, proba: bool, first: bool) -> None:
+    key = "proba" if proba else "component"
+    if fmt == "jsonl":
+        sink.writelines(json.dumps({key: v}) + "\n" for v in values)
+        return
+    if first and values:
+        width = len(values[0]) if proba and not isinstance(values[0][0], list) else 0
+        sink.write((",".join(f"p{k}" for k in range(width)) if width else key) + "\n")
+    for v in values:
+        if isinstance(v, list) and v and isinstance(v[0], list):  # a sequence's items
+            v = " ".join(json.dumps(x) for x in v)
+        elif isinstance(v, list):
+            v = ",".join(repr(float(x)) for x in v) if proba else " ".join(map(str, v))
+        sink.write(f"{v}\n")
+
+
+@main.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
+@click.argument("data", type=click.Path(dir_okay=True))
+@click.option("--proba", is_flag=True, help="Write the posterior probabilities of the "
+              "components (states) instead of the most likely one.")
+@click.option("--out", default="-", show_default=True, type=click.Path(dir_okay=False,
+              allow_dash=True), help="Where to write, one line per row ('-': standard output).")
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default=None,
+              help="CSV (a header, then one line per row) or JSON lines (default: jsonl for "
+              "an --out ending in .json or .jsonl, else csv).")
+@_reports_bad_input
+def predict(model_path: str, data: str, proba: bool, out: str, fmt: str | None) -> None:
+    """The most likely component of every row of DATA under the fitted MODEL (a mixture; the
+    Viterbi states of each sequence for a hidden Markov model), or ``--proba`` the
+    posteriors; DATA is read block by block."""
+    model = _load_model(model_path)
+    if fmt is None:
+        fmt = "jsonl" if Path(out).suffix.lower() in (".json", ".jsonl") else "csv"
+    source = read_data(data)
+    sink = click.get_text_stream("stdout") if out == "-" else open(out, "w")  # noqa: SIM115
+    n = 0
+    try:
+        for block in _blocks(source, model):
+            try:
+                enc = model.encoder().encode(block)
+            except mixfold.DataError as err:
+                row = None if err.row is None else n + err.row
+                raise CLIError(str(err.within(row=row))) from None
+            _write_predictions(sink, _predictions(model, enc, proba), fmt, proba, n == 0)
+            n += enc.n_rows
+    finally:
+        if out != "-":
+            sink.close()
+    if n == 0:
+        raise CLIError(f"{data!r} has no rows")
+
+
 def _jsonable(v: Any) -> Any:
     if isinstance(v, np.ndarray):
         return v.tolist()
@@ -248,7 +321,14 @@ def sample(model_path: str, count: int, seed: int | None, length: int | None) ->
         except TypeError:
             raise CLIError(f"--length applies to sequence and hidden Markov models, not to a "
                            f"{type(model).__name__}") from None
-    for row in sampler.sample(count):
+    try:
+        rows = sampler.sample(count)
+    except ValueError as err:
+        if "sample_length" not in str(err):
+            raise
+        raise CLIError(f"{str(err).split(':')[0]}: pass --length L to draw sequences of L "
+                       f"items") from None
+    for row in rows:
         click.echo(json.dumps(_jsonable(row)))
 
 

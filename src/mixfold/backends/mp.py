@@ -96,6 +96,17 @@ class _Worker:
         self.conn.close()
 
 
+_MAIN_GUARD_HINT = ("the mp backend spawns its workers, which import the main module again: "
+                    "in a script, put the code that fits under `if __name__ == \"__main__\":`")
+
+
+def _refuse_inside_a_spawning_worker() -> None:
+    """A worker importing a script without the main guard would start workers of its own: stop
+    it with one line (the driver then reports the worker's exit)."""
+    if getattr(mp.current_process(), "_inheriting", False):
+        raise SystemExit(f"mixfold: {_MAIN_GUARD_HINT}")
+
+
 class MPEncodedData(ShardedEncodedData):
     """Shards held by ``num_workers`` processes (default: the machine's cores).
 
@@ -111,6 +122,7 @@ class MPEncodedData(ShardedEncodedData):
 
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
                  num_workers: int | None = None, max_restarts: int = 3, plan: Any = None):
+        _refuse_inside_a_spawning_worker()
         super().__init__(enc, weights, chunk_rows, num_workers or os.cpu_count() or 1, plan)
         self.max_restarts = int(max_restarts)
         self.restarts = 0
@@ -126,8 +138,13 @@ class MPEncodedData(ShardedEncodedData):
     def _start(self, i: int) -> _Worker:
         worker = _Worker(self._ctx)
         shard, weights = self.shard(i)
-        worker.send(pickle.dumps(("load", shard, weights), protocol=pickle.HIGHEST_PROTOCOL))
-        status, value = worker.recv()
+        try:
+            worker.send(pickle.dumps(("load", shard, weights), protocol=pickle.HIGHEST_PROTOCOL))
+            status, value = worker.recv()
+        except (EOFError, OSError):
+            worker.process.join(5)
+            raise RuntimeError(f"mp worker {i} exited while starting (exit code "
+                               f"{worker.process.exitcode}): {_MAIN_GUARD_HINT}") from None
         if status != "ok":
             raise value
         return worker

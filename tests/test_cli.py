@@ -278,3 +278,15 @@ def test_sample_of_a_sequence_model_asks_for_length(tmp_path):
     assert out.exit_code == 1 and "pass --length L" in out.stderr
     out = run("sample", tmp_path / "hmm.json", "-n", 2, "--length", 4, "--seed", 0)
     assert [len(json.loads(line)) for line in out.stdout.split("\n") if line] == [4, 4]
+
+
+def test_fit_prints_each_warning_once(tmp_path):
+    np.save(tmp_path / "two.npy", np.r_[np.zeros(50), np.ones(50)])
+    done = subprocess.run([sys.executable, "-m", "mixfold", "fit", str(tmp_path / "two.npy"),
+                           "--model", '{"mixture": "gaussian", "k": 3}', "--out",
+                           str(tmp_path / "m.json"), "--no-progress"], capture_output=True,
+                          text=True, check=True)
+    lines = [line for line in done.stderr.splitlines() if "DegenerateFit" in line or
+             "warning:" in line]
+    assert lines and all(line.startswith("warning: ") for line in lines)
+    assert len(lines) == len(set(lines)) and "fit.py" not in done.stderr

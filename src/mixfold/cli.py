@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
@@ -34,7 +35,7 @@ import numpy as np
 
 import mixfold
 from mixfold.backends import BACKENDS
-from mixfold.errors import ModelFileError
+from mixfold.errors import DegenerateFitWarning, EMDecreaseWarning, ModelFileError
 from mixfold.families import HiddenMarkovDistribution, MixtureDistribution
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.model_files import FORMAT, model_from_document
@@ -158,17 +159,13 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
         progress = sys.stderr.isatty()
     if backend == "mpi":
         progress = progress and _mpi_comm().rank == 0
-    with click.progressbar(length=max(max_iter, 1), label="EM", file=sys.stderr,
-                           hidden=not progress, show_pos=True,
-                           item_show_func=lambda ll: None if ll is None else f"{ll:.8g}"
-                           ) as bar:
-
-        def advance(info: mixfold.IterationInfo) -> None:
-            bar.update(1, info.log_likelihood)
-
+    with warnings.catch_warnings():
+        # the fit's own warnings are in result.warnings: printed once, below, not over the bar
+        warnings.simplefilter("ignore", DegenerateFitWarning)
+        warnings.simplefilter("ignore", EMDecreaseWarning)
         result = mixfold.fit(rows, estimator, backend=backend, num_workers=workers,
                              precision=precision, max_iter=max_iter, tol=tol, seed=seed,
-                             init=start, progress=False, callbacks=[advance])
+                             init=start, progress=progress)
     if backend == "mpi" and _mpi_comm().rank != 0:
         return  # every rank holds the same model: rank 0 reports and writes it
     click.echo(f"{'iteration':>9}  {'mean log-likelihood':>20}  {'change':>11}  {'seconds':>8}")

@@ -154,23 +154,58 @@ def encode_data(data: Any, estimator: Estimator,
 
 
 class _Progress:
-    """A one-line progress display on stderr (on by default only in a terminal)."""
+    """A tqdm progress bar on stderr (on by default only in a terminal). Its total is the
+    iteration where the fit is expected to converge (the relative change shrinking at its
+    recent rate down to ``tol``), bounded by ``max_iter``; at the end it is the iterations run."""
 
-    def __init__(self, enabled: bool | None, max_iter: int):
+    def __init__(self, enabled: bool | None, max_iter: int, tol: float = 0.0):
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.max_iter = max_iter
+        self.max_iter, self.tol = max_iter, tol
+        self.bar: Any = None
+        self.change: float | None = None
+
+    def _expected_total(self, info: IterationInfo) -> int:
+        done = info.iteration + 1
+        change = abs(info.delta) / max(abs(info.log_likelihood), 1e-300)
+        previous, self.change = self.change, change
+        if previous is None or not 0 < change < previous < math.inf or change <= self.tol \
+                or self.tol <= 0:
+            return self.max_iter if change > self.tol else done
+        rate = change / previous  # geometric convergence, as EM's is near its optimum
+        return min(self.max_iter, done + math.ceil(math.log(self.tol / change) / math.log(rate)))
 
     def update(self, info: IterationInfo) -> None:
-        if self.enabled:
-            sys.stderr.write(f"\rmixfold  iter {info.iteration + 1}/{self.max_iter}  "
-                             f"mean log-lik {info.log_likelihood:.8g}  "
-                             f"change {info.delta:+.3e}  {info.seconds:.3f}s/it   ")
-            sys.stderr.flush()
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.max_iter, desc="EM", unit="it", file=sys.stderr,
+                            dynamic_ncols=True, leave=True)
+        total = self._expected_total(info)
+        if total != self.bar.total:
+            self.bar.total = total
+        self.bar.set_postfix_str(f"mean log-lik {info.log_likelihood:.8g}, change "
+                                 f"{info.delta:+.2e}", refresh=False)
+        self.bar.update(1)
 
     def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        if self.bar is not None:
+            self.bar.total = self.bar.n  # the final line: the iterations the fit ran
+            self.bar.refresh()
+            self.bar.close()
+            self.bar = None
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _warn_caller(message: str, category: type[Warning]) -> None:
+    """Warn at the first frame outside mixfold: the user's line that started the fit."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e-6,
@@ -244,7 +279,7 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         for i, start_model in enumerate(starts):  # every start folds over the same open handle
             result = _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol,
                               seed=seed + i, precision=PLANNED if planned else precision, plan=plan,
-                              progress=_Progress(progress, max_iter), callbacks=callbacks,
+                              progress=_Progress(progress, max_iter, tol), callbacks=callbacks,
                               checkpoint=checkpoint)
             finals.append(result.final_log_likelihood)
             if best is None or result.final_log_likelihood > best.final_log_likelihood:
@@ -315,7 +350,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                                                      tol * abs(previous)):
                 msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}; "
                        f"keeping the model from before that step")
-                warnings.warn(msg, EMDecreaseWarning, stacklevel=3)
+                _warn_caller(msg, EMDecreaseWarning)
                 result.warnings.append(msg)
                 result.stop_reason = "decrease"
                 result.log_likelihood.append(ll)
@@ -362,7 +397,7 @@ def _checked_m_step(where: str, notes: list[str], step: Callable[..., Any], *arg
         if text.split(";")[0] not in seen:
             seen.add(text.split(";")[0])
             notes.append(f"{where}: {text}")
-            warnings.warn(f"{where}: {text}", DegenerateFitWarning, stacklevel=4)
+            _warn_caller(f"{where}: {text}", DegenerateFitWarning)
     return out
 
 

@@ -267,7 +267,7 @@ def predict(model_path: str, data: str, proba: bool, out: str, fmt: str | None) 
     if fmt is None:
         fmt = "jsonl" if Path(out).suffix.lower() in (".json", ".jsonl") else "csv"
     source = read_data(data)
-    sink = click.get_text_stream("stdout") if out == "-" else open(out, "w")  # noqa: SIM115
+    sink = sys.stdout if out == "-" else open(out, "w")  # noqa: SIM115
     n = 0
     try:
         for block in _blocks(source, model):

@@ -328,3 +328,41 @@ def test_select_n_components_reports_bic_as_scikit_learn():
               for k in (1, 2, 3)]
     np.testing.assert_allclose(selection.bic, theirs, rtol=1e-8)
     assert selection.best_n_components == 1 + int(np.argmin(theirs))
+
+
+def test_mixed_type_clustering_sample_keeps_the_column_types():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    n = 120
+    frame = pd.DataFrame({
+        "plan": pd.Categorical(rng.choice(["free", "pro"], n)),
+        "member": rng.random(n) < 0.3,
+        "visits": pd.array(rng.poisson(3, n), dtype="Int64"),
+        "height": rng.normal(170, 10, n).astype(np.float32),
+        "spend": np.where(rng.random(n) < 0.2, np.nan, rng.normal(50, 5, n)),
+    })
+    mtc = MixedTypeClustering(2, random_state=0).fit(frame)
+    draws, _ = mtc.sample(50)
+    assert dict(draws.dtypes) == dict(frame.dtypes)
+    assert set(draws["plan"].cat.categories) == {"free", "pro"}
+
+
+def test_mixed_type_clustering_leaves_out_an_identifier_column():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"customer_id": rng.permutation(200) + 1000,
+                          "age": np.r_[rng.normal(25, 2, 100), rng.normal(60, 2, 100)]})
+    truth = np.repeat([0, 1], 100)
+    with pytest.warns(UserWarning, match=r"\['customer_id'\] look like identifiers"):
+        mtc = MixedTypeClustering(2, random_state=0).fit(frame)
+    assert mtc.left_out_ == ["customer_id"] and list(mtc.spec_["mixture"]["record"]) == ["age"]
+    assert adjusted_rand_score(truth, mtc.predict(frame)) == 1.0
+    named = MixedTypeClustering(2, families={"customer_id": "gaussian"}, random_state=0)
+    assert "customer_id" in named.fit(frame).spec_["mixture"]["record"]
+
+
+def test_mixed_type_clustering_n_components_and_its_old_name():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"x": np.r_[np.zeros(20), np.ones(20) * 5] + np.arange(40) * 0.01})
+    assert MixedTypeClustering(n_components=2).fit(frame).weights_.size == 2
+    assert MixedTypeClustering(n_clusters=3).fit(frame).weights_.size == 3

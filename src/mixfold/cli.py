@@ -42,7 +42,7 @@ from mixfold.io.model_files import FORMAT, model_from_document
 from mixfold.io.readers import RowBlocks
 from mixfold.io.tables import as_fit_input, column_specs, read_data
 from mixfold.precision import BANDS
-from mixfold.spec import estimator_from_spec, load_spec
+from mixfold.spec import LeftOut, estimator_from_spec, load_spec
 
 __all__ = ["main", "CLIError"]
 
@@ -341,6 +341,10 @@ def sample(model_path: str, count: int, seed: int | None, length: int | None) ->
 def spec_command(data: str, k: int | None) -> None:
     """Print a spec with each column of DATA given the family its type suggests."""
     columns = column_specs(data)
+    for name, node in list(columns.items()):
+        if isinstance(node, LeftOut):
+            click.echo(f"note: {node.message}", err=True)
+            del columns[name]
     bad = {n: node for n, node in columns.items() if not isinstance(node, (str, dict))}
     if bad:
         name = next(iter(bad))

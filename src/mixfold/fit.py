@@ -401,7 +401,14 @@ def _checked_m_step(where: str, notes: list[str], step: Callable[..., Any], *arg
     return out
 
 
-def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
+def optimize(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e-6,
+             init: Distribution | Sequence[Distribution] | str | None = None, seed: int = 0,
+             n_init: int = 1, weights: Any = None, backend: Any = "local",
+             num_workers: int | None = None, precision: str = "float64",
+             resources: Any = None, target_rel_error: float | None = None,
+             chunk_rows: int | None = None, progress: bool | None = None,
+             callbacks: Iterable[Callable[[IterationInfo], Any]] = (),
+             checkpoint: str | os.PathLike | None = None) -> Distribution:
     """Fit ``estimator`` to ``data`` by EM and return the fitted distribution.
 
     ``data``: rows in the format the estimator's encoder reads (an array of floats for a Gaussian,
@@ -446,6 +453,10 @@ def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
     >>> round(model.lam, 2), model.fit_result.converged
     (3.02, True)
     """
-    result = fit(data, estimator, **options)
+    result = fit(data, estimator, max_iter=max_iter, tol=tol, init=init, seed=seed,
+                 n_init=n_init, weights=weights, backend=backend, num_workers=num_workers,
+                 precision=precision, resources=resources, target_rel_error=target_rel_error,
+                 chunk_rows=chunk_rows, progress=progress, callbacks=callbacks,
+                 checkpoint=checkpoint)
     result.model.fit_result = result
     return result.model

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numbers
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -452,15 +453,18 @@ def select_n_components(X: Any, n_components: Sequence[int], estimator: Any = No
 
 
 class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
-    """Clusters of a pandas DataFrame of mixed column types: a mixture of ``n_clusters`` records.
+    """Clusters of a pandas DataFrame of mixed column types: a mixture of ``n_components``
+    records (``n_clusters``, its old name, still accepted).
 
     Each column gets the family its type suggests (floats Gaussian, non-negative integers
     Poisson, text categorical, booleans Bernoulli, any column with missing values wrapped in
     Optional; :mod:`mixfold.io.tables`); ``families`` overrides some, column -> spec node
     (``{"income": "log_gaussian"}``). ``pseudo_count`` keeps empty clusters and unseen levels at a
     positive probability. Arrays and Arrow tables are read as DataFrames (array columns are
-    named ``x0, x1, ...``). Fitted: ``spec_`` (the spec that was fitted), ``weights_``,
-    ``columns_``, ``converged_``, ``n_iter_``, ``lower_bound_``, ``model_``.
+    named ``x0, x1, ...``). An integer column whose values are all distinct (an identifier) is
+    left out with a warning, unless ``families`` names it. Fitted: ``spec_`` (the spec that was
+    fitted), ``weights_``, ``columns_``, ``left_out_``, ``converged_``, ``n_iter_``,
+    ``lower_bound_``, ``model_``.
 
     >>> import pandas as pd
     >>> df = pd.DataFrame({"age": [21.0, 23, 22, 61, 64, 60],
@@ -470,10 +474,12 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, n_clusters: int = 2, *, families: Mapping[str, Any] | None = None,
+    def __init__(self, n_components: int = 2, *, families: Mapping[str, Any] | None = None,
                  pseudo_count: float = 1.0, tol: float = 1e-6, max_iter: int = 100,
                  n_init: int = 1, random_state: Any = None, backend: Any = "local",
-                 n_workers: int | None = None, precision: str = "float64"):
+                 n_workers: int | None = None, precision: str = "float64",
+                 n_clusters: int | None = None):
+        self.n_components = n_components
         self.n_clusters = n_clusters
         self.families = families
         self.pseudo_count = pseudo_count
@@ -515,19 +521,30 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         from mixfold.io.tables import record_spec
         from mixfold.spec import estimator_from_spec
 
-        _check_params(self, {"n_clusters": (lambda v: _is_int(v, 1), "an integer >= 1"),
+        _check_params(self, {"n_components": (lambda v: _is_int(v, 1), "an integer >= 1"),
+                             "n_clusters": (lambda v: v is None or _is_int(v, 1),
+                                            "None or an integer >= 1 (n_components' old name)"),
                              "pseudo_count": (_is_nonneg, "a finite number >= 0"),
                              "families": (lambda v: v is None or isinstance(v, Mapping),
                                           "None or a mapping column -> spec"),
                              **_MIXTURE_RULES})
         frame = self._frame(X, reset=True)
-        if len(frame) < self.n_clusters:
-            raise ValueError(f"Expected n_samples >= n_clusters but got n_clusters = "
-                             f"{self.n_clusters}, n_samples = {len(frame)}")
-        spec = {"mixture": record_spec(frame, self.families), "k": self.n_clusters,
+        k = self._k()
+        if len(frame) < k:
+            raise ValueError(f"Expected n_samples >= n_components but got n_components = "
+                             f"{k}, n_samples = {len(frame)}")
+        record = record_spec(frame, self.families)
+        self.left_out_ = [str(c) for c in frame.columns if str(c) not in record["record"]]
+        if self.left_out_:
+            warnings.warn(f"MixedTypeClustering: columns {self.left_out_} look like identifiers "
+                          f"(distinct integers) and are left out; name them in families= to "
+                          f"model them", UserWarning, stacklevel=2)
+        spec = {"mixture": record, "k": k,
                 "pseudo_count": float(self.pseudo_count)}
         estimator = estimator_from_spec(spec)
-        self.columns_ = [str(c) for c in frame.columns]
+        self.columns_ = list(record["record"])
+        self.dtypes_ = {str(c): frame[c].dtype for c in frame.columns
+                        if str(c) in record["record"]}
         self.spec_ = spec
         self._fit_model(frame, estimator)
         return self
@@ -537,7 +554,9 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         return self.model_.encoder().encode(self._frame(X, reset=False))
 
     def sample(self, n_samples: int = 1) -> tuple[Any, np.ndarray]:
-        """``n_samples`` rows drawn from the fitted model as a DataFrame, and their clusters."""
+        """``n_samples`` rows drawn from the fitted model as a DataFrame with the fitted frame's
+        column types (a missing value where a type has none becomes its nullable twin), and
+        their clusters."""
         import pandas as pd
 
         check_is_fitted(self)
@@ -546,8 +565,29 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         gen = np.random.default_rng(rng.randint(0, 2**31 - 1))
         rows = [r for c, n in zip(self.model_.components, counts)
                 for r in c.sampler(gen).sample(int(n))]
-        labels = np.repeat(np.arange(self.n_clusters), counts)
-        return pd.DataFrame(rows, columns=self.columns_), labels
+        labels = np.repeat(np.arange(self._k()), counts)
+        frame = pd.DataFrame(rows, columns=self.columns_)
+        for name, dtype in self.dtypes_.items():  # the fitted frame's column types
+            frame[name] = _as_dtype(frame[name], dtype)
+        return frame, labels
+
+    def _k(self) -> int:
+        """The number of clusters: ``n_components``, or ``n_clusters`` (its old name) when set."""
+        return self.n_components if self.n_clusters is None else self.n_clusters
+
+
+def _as_dtype(column: Any, dtype: Any) -> Any:
+    """``column`` as ``dtype``; with missing values an int or bool dtype becomes pandas' nullable
+    one (Int64, boolean)."""
+    import pandas as pd
+
+    if column.isna().any() and (pd.api.types.is_integer_dtype(dtype)
+                                or pd.api.types.is_bool_dtype(dtype)):
+        dtype = "boolean" if pd.api.types.is_bool_dtype(dtype) else "Int64"
+    try:
+        return column.astype(dtype)
+    except (TypeError, ValueError):
+        return column
 
 
 class ConvergenceMonitor:

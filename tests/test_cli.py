@@ -290,3 +290,26 @@ def test_fit_prints_each_warning_once(tmp_path):
              "warning:" in line]
     assert lines and all(line.startswith("warning: ") for line in lines)
     assert len(lines) == len(set(lines)) and "fit.py" not in done.stderr
+
+
+def test_a_bad_cell_in_a_numeric_csv_column_is_named(tmp_path):
+    from sklearn.datasets import load_iris
+
+    frame = load_iris(as_frame=True).frame.drop(columns="target")
+    frame["sepal width (cm)"] = frame["sepal width (cm)"].astype(object)
+    frame.loc[4, "sepal width (cm)"] = "abc"
+    frame.to_csv(tmp_path / "iris.csv", index=False)
+    out = run("spec", tmp_path / "iris.csv")
+    assert out.exit_code == 1
+    assert "column 'sepal width (cm)' is mostly numbers but 1 row(s) are not: row 4 ('abc')" \
+        in out.stderr
+    out = run("fit", tmp_path / "iris.csv", "--model", '{"record": {"*": "gaussian"}}',
+              "--out", tmp_path / "m.json", "--no-progress")
+    assert out.exit_code == 1
+    assert "row 4, field ['sepal width (cm)']: expected a finite number, got 'abc'" in out.stderr
+
+
+def test_an_empty_csv_is_named(tmp_path):
+    (tmp_path / "empty.csv").write_text("")
+    out = run("spec", tmp_path / "empty.csv")
+    assert out.exit_code == 1 and "empty.csv': the CSV file is empty" in out.stderr

@@ -138,15 +138,21 @@ def column_specs(data: Any) -> dict[str, Any]:
         return column_specs(read_data(path))
     if isinstance(data, RowBlocks):
         first = next(iter(data.blocks()), None)
-        if first is None:
+        if first is None or len(first) == 0:
             raise ValueError(f"{data.description} has no rows to read column types from")
         return column_specs(first)
     if _is_pandas_frame(data):
+        if len(data) == 0:
+            raise ValueError(f"no rows to read column types from (columns {list(data.columns)})")
         out = {}
         for name in data.columns:
             col = data[name]
             kind = _pandas_kind(col)
             present = col.dropna()
+            mixed = _mostly_numbers(present, str(name)) if kind == "text" else None
+            if mixed is not None:
+                out[str(name)] = mixed
+                continue
             low = present.min() if kind == "int" and len(present) else None
             distinct = len(col) if kind == "int" and col.is_unique else 0
             out[str(name)] = default_spec(kind, has_missing=bool(col.isna().any()),
@@ -169,6 +175,22 @@ def column_specs(data: Any) -> dict[str, Any]:
         return _spark_specs(data)
     raise TypeError(f"column types come from a DataFrame, an Arrow table, a RowBlocks source or "
                     f"a Parquet/CSV path, got a {type(data).__name__}")
+
+
+def _mostly_numbers(present: Any, name: str) -> NoDefault | None:
+    """For a text column whose cells are mostly numbers (at least 90%), a node that names the
+    cells that are not: a number column with a bad cell, not a categorical one."""
+    import pandas as pd
+
+    if not len(present) or not all(isinstance(v, str) for v in present.iloc[:1000]):
+        return None
+    numbers = pd.to_numeric(present, errors="coerce")
+    bad = numbers.isna()
+    if bad.all() or bad.mean() > 0.1:
+        return None
+    rows = ", ".join(f"{i} ({v!r})" for i, v in present[bad].iloc[:5].items())
+    return NoDefault(f"column {name!r} is mostly numbers but {int(bad.sum())} row(s) are not: "
+                     f"row {rows}; fix those cells, or name the column's family in the spec")
 
 
 def _parquet_specs(path: Path) -> dict[str, Any]:

@@ -4,6 +4,8 @@ scikit-learn's GaussianMixture and hmmlearn on real data."""
 import numpy as np
 import pytest
 
+import mixfold
+
 pytest.importorskip("sklearn")
 from sklearn.base import clone  # noqa: E402
 from sklearn.datasets import load_iris  # noqa: E402
@@ -366,3 +368,29 @@ def test_mixed_type_clustering_n_components_and_its_old_name():
     frame = pd.DataFrame({"x": np.r_[np.zeros(20), np.ones(20) * 5] + np.arange(40) * 0.01})
     assert MixedTypeClustering(n_components=2).fit(frame).weights_.size == 2
     assert MixedTypeClustering(n_clusters=3).fit(frame).weights_.size == 3
+
+
+def test_mixed_type_clustering_unknown_values_as_missing():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame({"age": np.r_[rng.normal(25, 2, 60), rng.normal(60, 2, 60)],
+                          "city": ["Oslo"] * 60 + ["Rome"] * 60})
+    strict = MixedTypeClustering(2, random_state=0).fit(frame)
+    new = pd.DataFrame({"age": [24.0, 61.0, np.nan], "city": ["Paris", "Rome", "Oslo"]})
+    with pytest.raises(mixfold.DataError, match=r"row 2, field \['age'\]"):
+        strict.predict(new)
+    lenient = clone(strict).set_params(unknown="missing").fit(frame)
+    proba = lenient.predict_proba(new)
+    # each row scored on the fields the model can score: the same as a model of those alone
+    age = np.array([[lenient.model_.weights[k] * np.exp(
+        c.fields["age"].log_density(v)) for k, c in enumerate(lenient.model_.components)]
+        for v in (24.0, 61.0)])
+    np.testing.assert_allclose(proba[0], age[0] / age[0].sum(), rtol=1e-10)
+    row1 = age[1] * [np.exp(c.fields["city"].log_density("Rome"))
+                     for c in lenient.model_.components]
+    np.testing.assert_allclose(proba[1], row1 / row1.sum(), rtol=1e-10)
+    city = np.array([w * np.exp(c.fields["city"].log_density("Oslo"))
+                     for w, c in zip(lenient.model_.weights, lenient.model_.components)])
+    np.testing.assert_allclose(proba[2], city / city.sum(), rtol=1e-10)
+    np.testing.assert_allclose(lenient.score_samples(frame), strict.score_samples(frame),
+                               rtol=1e-12)

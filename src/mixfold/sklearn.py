@@ -54,6 +54,8 @@ __all__ = ["GaussianMixture", "GaussianHMM", "MixedTypeClustering", "Convergence
 COVARIANCE_TYPES = ("full", "diag", "tied", "spherical")
 HMM_COVARIANCE_TYPES = ("full", "diag")
 INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
+#: What a value the fitted model cannot score does: raise, or count as missing (marginalised).
+UNKNOWN_POLICIES = ("error", "missing")
 
 
 def _check_params(est: BaseEstimator, rules: Mapping[str, tuple[Any, str]]) -> None:
@@ -462,8 +464,11 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
     (``{"income": "log_gaussian"}``). ``pseudo_count`` keeps empty clusters and unseen levels at a
     positive probability. Arrays and Arrow tables are read as DataFrames (array columns are
     named ``x0, x1, ...``). An integer column whose values are all distinct (an identifier) is
-    left out with a warning, unless ``families`` names it. Fitted: ``spec_`` (the spec that was
-    fitted), ``weights_``, ``columns_``, ``left_out_``, ``converged_``, ``n_iter_``,
+    left out with a warning, unless ``families`` names it. ``unknown``: what a value the fitted
+    model cannot score does at predict / score time (a level never seen at fit, a NaN in a
+    column that had none): ``"error"`` raises naming the row and column, ``"missing"`` leaves
+    the field out of that row (marginalised, as a missing value). Fitted: ``spec_`` (the spec
+    that was fitted), ``weights_``, ``columns_``, ``left_out_``, ``converged_``, ``n_iter_``,
     ``lower_bound_``, ``model_``.
 
     >>> import pandas as pd
@@ -478,8 +483,9 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
                  pseudo_count: float = 1.0, tol: float = 1e-6, max_iter: int = 100,
                  n_init: int = 1, random_state: Any = None, backend: Any = "local",
                  n_workers: int | None = None, precision: str = "float64",
-                 n_clusters: int | None = None):
+                 unknown: str = "error", n_clusters: int | None = None):
         self.n_components = n_components
+        self.unknown = unknown
         self.n_clusters = n_clusters
         self.families = families
         self.pseudo_count = pseudo_count
@@ -527,6 +533,8 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
                              "pseudo_count": (_is_nonneg, "a finite number >= 0"),
                              "families": (lambda v: v is None or isinstance(v, Mapping),
                                           "None or a mapping column -> spec"),
+                             "unknown": (lambda v: v in UNKNOWN_POLICIES,
+                                         f"one of {list(UNKNOWN_POLICIES)}"),
                              **_MIXTURE_RULES})
         frame = self._frame(X, reset=True)
         k = self._k()
@@ -552,6 +560,50 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
     def _encoded(self, X: Any) -> Any:
         check_is_fitted(self)
         return self.model_.encoder().encode(self._frame(X, reset=False))
+
+    def _component_log_densities(self, X: Any) -> np.ndarray:
+        """log w_k + log p_k(row), shape (n_samples, n_components), each field a value the
+        model cannot score (an unseen level, a NaN where the fit saw none) left out of its row:
+        the field is marginalised out there."""
+        check_is_fitted(self)
+        frame = self._frame(X, reset=False)
+        with np.errstate(divide="ignore"):
+            out = np.tile(np.log(self.model_.weights), (len(frame), 1))
+        for name in self.columns_:
+            values = list(frame[name])
+            dropped = np.zeros(len(values), dtype=bool)
+            fields = [c.fields[name] for c in self.model_.components]
+            stand_in = fields[0].sampler(0).sample(1)[0]  # a value every component scores
+            while True:  # replace each value the field cannot encode, then encode again
+                try:
+                    enc = fields[0].encoder().encode(values)
+                    break
+                except mixfold.DataError as err:
+                    if err.row is None or dropped[err.row]:
+                        raise
+                    dropped[err.row], values[err.row] = True, stand_in
+            for k, field in enumerate(fields):
+                out[:, k] += np.where(dropped, 0.0, field.seq_log_density(enc))
+        return out
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Posterior probability of each cluster, array of shape (n_samples, n_components);
+        with ``unknown="missing"``, values the model cannot score are left out of their row."""
+        if self.unknown == "error":
+            return super().predict_proba(X)
+        scores = self._component_log_densities(X)
+        top = scores.max(axis=1, keepdims=True)
+        post = np.exp(scores - top)
+        return post / post.sum(axis=1, keepdims=True)
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Log-density of each row, shape (n_samples,); with ``unknown="missing"`` the fields
+        the model cannot score are marginalised out of their row."""
+        if self.unknown == "error":
+            return super().score_samples(X)
+        scores = self._component_log_densities(X)
+        top = scores.max(axis=1)
+        return top + np.log(np.exp(scores - top[:, None]).sum(axis=1))
 
     def sample(self, n_samples: int = 1) -> tuple[Any, np.ndarray]:
         """``n_samples`` rows drawn from the fitted model as a DataFrame with the fitted frame's

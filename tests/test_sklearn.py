@@ -106,7 +106,7 @@ def test_gaussian_mixture_sample_follows_the_fit():
 
 
 def test_params_round_trip_and_clone():
-    gm = GaussianMixture(4, covariance_type="diag", backend="mp", n_workers=2)
+    gm = GaussianMixture(4, covariance_type="diag", backend="mp", num_workers=2)
     params = gm.get_params()
     assert params["n_components"] == 4 and params["backend"] == "mp"
     twin = clone(gm).set_params(n_components=2, precision="float32")
@@ -394,3 +394,10 @@ def test_mixed_type_clustering_unknown_values_as_missing():
     np.testing.assert_allclose(proba[2], city / city.sum(), rtol=1e-10)
     np.testing.assert_allclose(lenient.score_samples(frame), strict.score_samples(frame),
                                rtol=1e-12)
+
+
+def test_workers_by_either_name():
+    X, _ = load_iris(return_X_y=True)
+    a = GaussianMixture(2, backend="mp", num_workers=2, random_state=0).fit(X)
+    b = GaussianMixture(2, backend="mp", n_workers=2, random_state=0).fit(X)
+    np.testing.assert_array_equal(a.means_, b.means_)

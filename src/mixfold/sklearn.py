@@ -94,6 +94,11 @@ def _seed(random_state: Any) -> int:
     return int(check_random_state(random_state).randint(0, 2**31 - 1))
 
 
+def _workers(est: BaseEstimator) -> int | None:
+    """``num_workers``, or ``n_workers`` (its old name) when that is set."""
+    return est.num_workers if est.n_workers is None else est.n_workers
+
+
 def _gaussian(covariance_type: str, reg_covar: float) -> Estimator:
     if covariance_type in ("full", "tied"):
         return MultivariateGaussianEstimator(reg_covar=reg_covar)
@@ -180,7 +185,7 @@ class _MixtureMethods:
         result = mixfold.fit(X, estimator, max_iter=self.max_iter, tol=self.tol,
                              seed=_seed(self.random_state), init=init,
                              n_init=self.n_init if init is None else 1, backend=self.backend,
-                             num_workers=self.n_workers, precision=self.precision,
+                             num_workers=_workers(self), precision=self.precision,
                              progress=False, callbacks=self._callbacks())
         model = result.model
         model.fit_result = result
@@ -240,7 +245,8 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
     ``n_init`` (the best start kept), ``warm_start`` (a refit starts from the last fit),
     ``verbose`` / ``verbose_interval``, ``random_state`` (None means the fixed seed 0, so fits
     repeat). ``tol`` is on the relative change of the mean log-likelihood per row. Plus
-    mixfold's ``backend``, ``n_workers`` and ``precision`` of the E-step. Fitted:
+    mixfold's ``backend``, ``num_workers`` (``n_workers``, its old name) and ``precision``
+    of the E-step. Fitted:
     ``weights_``, ``means_``, ``covariances_``, ``precisions_``, ``converged_``, ``n_iter_``,
     ``lower_bound_`` (mean log-likelihood per row), ``log_likelihood_trace_`` and the mixfold
     model ``model_``; ``bic(X)`` / ``aic(X)`` as scikit-learn's.
@@ -257,8 +263,8 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
                  n_init: int = 1, init_params: str = "kmeans", weights_init: Any = None,
                  means_init: Any = None, precisions_init: Any = None, random_state: Any = None,
                  warm_start: bool = False, verbose: int = 0, verbose_interval: int = 10,
-                 backend: Any = "local", n_workers: int | None = None,
-                 precision: str = "float64"):
+                 backend: Any = "local", num_workers: int | None = None,
+                 precision: str = "float64", n_workers: int | None = None):
         self.n_components = n_components
         self.covariance_type = covariance_type
         self.tol = tol
@@ -274,6 +280,7 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         self.verbose = verbose
         self.verbose_interval = verbose_interval
         self.backend = backend
+        self.num_workers = num_workers
         self.n_workers = n_workers
         self.precision = precision
 
@@ -482,8 +489,9 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
     def __init__(self, n_components: int = 2, *, families: Mapping[str, Any] | None = None,
                  pseudo_count: float = 1.0, tol: float = 1e-6, max_iter: int = 100,
                  n_init: int = 1, random_state: Any = None, backend: Any = "local",
-                 n_workers: int | None = None, precision: str = "float64",
-                 unknown: str = "error", n_clusters: int | None = None):
+                 num_workers: int | None = None, precision: str = "float64",
+                 unknown: str = "error", n_clusters: int | None = None,
+                 n_workers: int | None = None):
         self.n_components = n_components
         self.unknown = unknown
         self.n_clusters = n_clusters
@@ -494,6 +502,7 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         self.n_init = n_init
         self.random_state = random_state
         self.backend = backend
+        self.num_workers = num_workers
         self.n_workers = n_workers
         self.precision = precision
 
@@ -722,7 +731,7 @@ class GaussianHMM(BaseEstimator):
     probabilities, transitions, means, covariances: which ones the fit updates / initialises;
     the others are taken from ``startprob_``, ``transmat_``, ``means_``, ``covars_`` set
     before ``fit``), plus ``n_init`` (the best of several seeded starts), ``reg_covar``,
-    ``pseudo_count`` and mixfold's ``backend``, ``n_workers``, ``precision``. Fitted:
+    ``pseudo_count`` and mixfold's ``backend``, ``num_workers``, ``precision``. Fitted:
     ``startprob_``, ``transmat_``, ``means_``, ``covars_`` (shape (n_components,
     n_features) for ``"diag"``), ``monitor_``, ``converged_``, ``n_iter_``, ``model_``.
 
@@ -742,7 +751,8 @@ class GaussianHMM(BaseEstimator):
                  algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
                  tol: float = 1e-2, verbose: bool = False, params: str = HMM_PARAMS,
                  init_params: str = HMM_PARAMS, n_init: int = 1, backend: Any = "local",
-                 n_workers: int | None = None, precision: str = "float64"):
+                 num_workers: int | None = None, precision: str = "float64",
+                 n_workers: int | None = None):
         self.n_components = n_components
         self.covariance_type = covariance_type
         self.reg_covar = reg_covar
@@ -756,6 +766,7 @@ class GaussianHMM(BaseEstimator):
         self.init_params = init_params
         self.n_init = n_init
         self.backend = backend
+        self.num_workers = num_workers
         self.n_workers = n_workers
         self.precision = precision
 
@@ -841,7 +852,7 @@ class GaussianHMM(BaseEstimator):
 
         result = mixfold.fit(rows, estimator, max_iter=self.n_iter, tol=0.0, seed=seed,
                              n_init=self.n_init if init is None else 1, init=init,
-                             backend=self.backend, num_workers=self.n_workers,
+                             backend=self.backend, num_workers=_workers(self),
                              precision=self.precision, progress=False,
                              callbacks=[gain_below_tol])
         model = result.model

@@ -313,3 +313,25 @@ def test_an_empty_csv_is_named(tmp_path):
     (tmp_path / "empty.csv").write_text("")
     out = run("spec", tmp_path / "empty.csv")
     assert out.exit_code == 1 and "empty.csv': the CSV file is empty" in out.stderr
+
+
+def test_score_and_predict_with_unknown_values_as_missing(files, fitted, tmp_path):
+    from mixfold.families.composite import records_log_densities
+
+    root, frame = files
+    model_path, model = fitted
+    new = frame.head(5).copy()
+    new.loc[1, "plan"] = "platinum"  # a level the fit never saw
+    new.to_csv(tmp_path / "new.csv", index=False)
+    assert run("score", model_path, tmp_path / "new.csv").exit_code == 1
+    out = run("score", model_path, tmp_path / "new.csv", "--unknown", "missing",
+              "--per-row", "-")
+    assert out.exit_code == 0, out.output
+    scores = np.array(out.stdout.split(), dtype=float)
+    parts = np.log(model.weights) + records_log_densities(model.components, new)
+    np.testing.assert_allclose(scores, np.log(np.exp(parts).sum(axis=1)), rtol=1e-12)
+    # the row without the unseen level scores as it does without the policy
+    np.testing.assert_allclose(scores[[0, 2, 3, 4]],
+                               model.seq_log_density(new.drop(index=1)), rtol=1e-12)
+    out = run("predict", model_path, tmp_path / "new.csv", "--unknown", "missing")
+    assert out.exit_code == 0 and len(out.stdout.splitlines()) == 6

@@ -36,7 +36,8 @@ import numpy as np
 import mixfold
 from mixfold.backends import BACKENDS
 from mixfold.errors import DegenerateFitWarning, EMDecreaseWarning, ModelFileError
-from mixfold.families import HiddenMarkovDistribution, MixtureDistribution
+from mixfold.families import HiddenMarkovDistribution, MixtureDistribution, RecordDistribution
+from mixfold.families.composite import records_log_densities
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.model_files import FORMAT, model_from_document
 from mixfold.io.readers import RowBlocks
@@ -48,6 +49,9 @@ __all__ = ["main", "CLIError"]
 
 #: Errors that mean bad input, reported as one line; anything else is a bug and keeps its trace.
 _USER_ERRORS = (ValueError, TypeError, KeyError, OSError, ImportError, ArithmeticError)
+
+#: What a value the model cannot score does (score, predict): raise, or count as missing.
+UNKNOWN_CHOICES = ("error", "missing")
 
 
 class CLIError(click.ClickException):
@@ -188,21 +192,29 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
 @main.command()
 @click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
 @click.argument("data", type=click.Path(dir_okay=True))
-@click.option("--per-row", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Also write every row's log-density, one per line.")
+@click.option("--per-row", type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+              default=None, help="Also write every row's log-density, one per line ('-': "
+              "standard output).")
+@click.option("--unknown", type=click.Choice(UNKNOWN_CHOICES), default="error",
+              show_default=True, help="A value the model cannot score (a level never seen at "
+              "fit, a NaN where the fit had none): an error, or left out of its row as missing "
+              "(records and mixtures of records).")
 @_reports_bad_input
-def score(model_path: str, data: str, per_row: str | None) -> None:
+def score(model_path: str, data: str, per_row: str | None, unknown: str) -> None:
     """Log-likelihood of DATA under the fitted MODEL (read block by block)."""
     model = _load_model(model_path)
     source = read_data(data)
     n, total = 0, 0.0
-    sink = open(per_row, "w") if per_row else None  # noqa: SIM115 - closed below
+    to_stdout = per_row == "-"
+    sink = (sys.stdout if to_stdout else open(per_row, "w")) if per_row else None  # noqa: SIM115
     try:
         for block in _blocks(source, model):
             start = n
-            encoder = model.encoder()
             try:
-                scores = model.seq_log_density(encoder.encode(block))
+                if unknown == "missing":
+                    scores = _logsumexp_rows(_lenient_scores(model, block))
+                else:
+                    scores = model.seq_log_density(model.encoder().encode(block))
             except mixfold.DataError as err:
                 row = None if err.row is None else start + err.row
                 raise CLIError(str(err.within(row=row))) from None
@@ -211,16 +223,37 @@ def score(model_path: str, data: str, per_row: str | None) -> None:
             if sink is not None:
                 np.savetxt(sink, scores, fmt="%.17g")
     finally:
-        if sink is not None:
+        if sink is not None and not to_stdout:
             sink.close()
     if n == 0:
         raise CLIError(f"{data!r} has no rows")
-    click.echo(f"rows {n}  total log-likelihood {total:.10g}  mean {total / n:.10g}")
+    click.echo(f"rows {n}  total log-likelihood {total:.10g}  mean {total / n:.10g}",
+               err=to_stdout)  # with the per-row scores on stdout, the summary goes to stderr
+
+
+def _lenient_scores(model: Distribution, block: Any) -> np.ndarray:
+    """log w_k + log p_k(row) of a mixture of records (or log p(row) of a record), shape
+    (n_rows, K), each field value the model cannot score left out of its row."""
+    if isinstance(model, RecordDistribution):
+        return records_log_densities([model], block)
+    if isinstance(model, MixtureDistribution) and all(
+            isinstance(c, RecordDistribution) for c in model.components):
+        with np.errstate(divide="ignore"):
+            return np.log(model.weights) + records_log_densities(model.components, block)
+    raise CLIError(f"--unknown missing needs a record or a mixture of records, got a "
+                   f"{type(model).__name__}")
+
+
+def _logsumexp_rows(scores: np.ndarray) -> np.ndarray:
+    top = scores.max(axis=1)
+    return top + np.log(np.exp(scores - top[:, None]).sum(axis=1))
 
 
 def _predictions(model: Distribution, enc: Any, proba: bool) -> list[Any]:
     """Per row: the most likely component (mixtures) or state path (hidden Markov models), or
-    the posteriors with ``proba``."""
+    the posteriors with ``proba``; ``enc`` may also be the posteriors themselves."""
+    if isinstance(enc, np.ndarray):
+        return enc.tolist() if proba else enc.argmax(axis=1).tolist()
     if isinstance(model, MixtureDistribution):
         post = model.seq_posterior(enc)
         return post.tolist() if proba else post.argmax(axis=1).tolist()
@@ -258,8 +291,12 @@ def _write_predictions(sink: Any, values: list[Any], fmt: str, proba: bool, firs
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default=None,
               help="CSV (a header, then one line per row) or JSON lines (default: jsonl for "
               "an --out ending in .json or .jsonl, else csv).")
+@click.option("--unknown", type=click.Choice(UNKNOWN_CHOICES), default="error",
+              show_default=True, help="A value the model cannot score: an error, or left out "
+              "of its row as missing (mixtures of records).")
 @_reports_bad_input
-def predict(model_path: str, data: str, proba: bool, out: str, fmt: str | None) -> None:
+def predict(model_path: str, data: str, proba: bool, out: str, fmt: str | None,
+            unknown: str) -> None:
     """The most likely component of every row of DATA under the fitted MODEL (a mixture; the
     Viterbi states of each sequence for a hidden Markov model), or ``--proba`` the
     posteriors; DATA is read block by block."""
@@ -272,12 +309,17 @@ def predict(model_path: str, data: str, proba: bool, out: str, fmt: str | None) 
     try:
         for block in _blocks(source, model):
             try:
-                enc = model.encoder().encode(block)
+                if unknown == "missing":
+                    scores = _lenient_scores(model, block)
+                    enc: Any = np.exp(scores - scores.max(axis=1, keepdims=True))
+                    enc /= enc.sum(axis=1, keepdims=True)
+                else:
+                    enc = model.encoder().encode(block)
             except mixfold.DataError as err:
                 row = None if err.row is None else n + err.row
                 raise CLIError(str(err.within(row=row))) from None
             _write_predictions(sink, _predictions(model, enc, proba), fmt, proba, n == 0)
-            n += enc.n_rows
+            n += len(enc)
     finally:
         if out != "-":
             sink.close()

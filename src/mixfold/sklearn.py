@@ -46,6 +46,7 @@ from mixfold.families import (DiagonalGaussianDistribution, DiagonalGaussianEsti
                               Distribution, Encoder, Estimator, HiddenMarkovDistribution,
                               HiddenMarkovEstimator, MixtureDistribution, MixtureEstimator,
                               MultivariateGaussianDistribution, MultivariateGaussianEstimator)
+from mixfold.families.composite import records_log_densities
 from mixfold.precision import BANDS
 
 __all__ = ["GaussianMixture", "GaussianHMM", "MixedTypeClustering", "ConvergenceMonitor",
@@ -571,29 +572,13 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         return self.model_.encoder().encode(self._frame(X, reset=False))
 
     def _component_log_densities(self, X: Any) -> np.ndarray:
-        """log w_k + log p_k(row), shape (n_samples, n_components), each field a value the
-        model cannot score (an unseen level, a NaN where the fit saw none) left out of its row:
-        the field is marginalised out there."""
+        """log w_k + log p_k(row), shape (n_samples, n_components), each field value the model
+        cannot score left out of its row (marginalised)."""
         check_is_fitted(self)
         frame = self._frame(X, reset=False)
         with np.errstate(divide="ignore"):
-            out = np.tile(np.log(self.model_.weights), (len(frame), 1))
-        for name in self.columns_:
-            values = list(frame[name])
-            dropped = np.zeros(len(values), dtype=bool)
-            fields = [c.fields[name] for c in self.model_.components]
-            stand_in = fields[0].sampler(0).sample(1)[0]  # a value every component scores
-            while True:  # replace each value the field cannot encode, then encode again
-                try:
-                    enc = fields[0].encoder().encode(values)
-                    break
-                except mixfold.DataError as err:
-                    if err.row is None or dropped[err.row]:
-                        raise
-                    dropped[err.row], values[err.row] = True, stand_in
-            for k, field in enumerate(fields):
-                out[:, k] += np.where(dropped, 0.0, field.seq_log_density(enc))
-        return out
+            log_weights = np.log(self.model_.weights)
+        return log_weights + records_log_densities(self.model_.components, frame)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Posterior probability of each cluster, array of shape (n_samples, n_components);

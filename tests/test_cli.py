@@ -335,3 +335,21 @@ def test_score_and_predict_with_unknown_values_as_missing(files, fitted, tmp_pat
                                model.seq_log_density(new.drop(index=1)), rtol=1e-12)
     out = run("predict", model_path, tmp_path / "new.csv", "--unknown", "missing")
     assert out.exit_code == 0 and len(out.stdout.splitlines()) == 6
+
+
+def test_select_reports_bic_per_k_as_scikit_learn(tmp_path):
+    from sklearn.datasets import load_iris
+    from sklearn.mixture import GaussianMixture
+
+    X = load_iris().data
+    np.save(tmp_path / "iris.npy", X)
+    out = run("select", tmp_path / "iris.npy", "--model",
+              '{"mixture": "multivariate_gaussian", "k": 2}', "--k", "1-3", "--max-iter", 500)
+    assert out.exit_code == 0, out.output
+    rows = [line.split() for line in out.stdout.splitlines()[1:]]
+    assert [int(r[0]) for r in rows] == [1, 2, 3]
+    assert [int(r[2]) for r in rows] == [(k - 1) + 4 * k + 10 * k for k in (1, 2, 3)]
+    # one component has a closed form: the BIC equals scikit-learn's
+    ref = GaussianMixture(1, reg_covar=1e-6).fit(X).bic(X)
+    assert float(rows[0][3]) == pytest.approx(ref, rel=1e-5)
+    assert sum("<- lowest BIC" in line for line in out.stdout.splitlines()) == 1

@@ -1,4 +1,4 @@
-"""The command line: ``mixfold fit | score | predict | sample | spec | plan``.
+"""The command line: ``mixfold fit | score | predict | sample | select | spec | plan``.
 
 ::
 
@@ -7,6 +7,7 @@
     mixfold fit data.parquet --model '{"mixture": {"record": {"*": "auto"}}, "k": 3}'
     mixfold score model.json customers.csv
     mixfold predict model.json customers.csv --out labels.csv   # most likely component per row
+    mixfold select customers.csv --model spec.json --k 1-6      # BIC and AIC for each K
     mixfold sample model.json -n 10
     mixfold plan --model spec.json --resources resources.json --data customers.csv
 
@@ -369,6 +370,65 @@ def sample(model_path: str, count: int, seed: int | None, length: int | None) ->
                        f"items") from None
     for row in rows:
         click.echo(json.dumps(_jsonable(row)))
+
+
+# ---------------------------------------------------------------------------------------------
+# select: BIC / AIC over a range of K
+
+
+def _k_range(text: str) -> list[int]:
+    """``"1-6"`` or ``"2,4,8"`` as a list of integers >= 1."""
+    try:
+        if "-" in text:
+            low, high = (int(v) for v in text.split("-", 1))
+            ks = list(range(low, high + 1))
+        else:
+            ks = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise CLIError(f"--k must be a range like 1-6 or a list like 2,4,8, got {text!r}") \
+            from None
+    if not ks or min(ks) < 1:
+        raise CLIError(f"--k must name numbers of components >= 1, got {text!r}")
+    return ks
+
+
+@main.command()
+@click.argument("data", type=click.Path(dir_okay=True))
+@click.option("--model", "spec", required=True, metavar="SPEC",
+              help="A mixture spec (its k is replaced by each value of --k).")
+@click.option("--k", "k_text", required=True, help="Numbers of components: 1-6 or 2,4,8.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--n-init", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Seeded starts per K (the best is kept).")
+@click.option("--max-iter", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True),
+              default=None, help="Also draw BIC and AIC against K (needs matplotlib).")
+@_reports_bad_input
+def select(data: str, spec: str, k_text: str, seed: int, n_init: int, max_iter: int,
+           plot_path: str | None) -> None:
+    """Fit the mixture SPEC to DATA for each K and print BIC and AIC (lower is better)."""
+    node = load_spec(spec)
+    if not isinstance(node, dict) or "mixture" not in node:
+        raise CLIError("select needs a mixture spec ({\"mixture\": ..., \"k\": ...})")
+    columns = _columns_of(data)
+    fits = {}
+    for k in _k_range(k_text):
+        estimator = estimator_from_spec({**node, "k": k}, columns)
+        fits[k] = mixfold.fit(as_fit_input(data, estimator), estimator, seed=seed,
+                              n_init=n_init, max_iter=max_iter, progress=False)
+    best = min(fits, key=lambda k: fits[k].bic)
+    click.echo(_table(["k", "mean log-likelihood", "parameters", "BIC", "AIC", ""],
+                      [[k, f"{r.final_log_likelihood:.8g}", r.n_parameters, f"{r.bic:.6g}",
+                        f"{r.aic:.6g}", "<- lowest BIC" if k == best else ""]
+                       for k, r in fits.items()]))
+    if plot_path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from mixfold.plots import plot_model_selection
+
+        plot_model_selection(fits).figure.savefig(plot_path)
+        click.echo(f"plot written to {plot_path}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.model_files import FORMAT, model_from_document
 from mixfold.io.readers import RowBlocks
 from mixfold.io.tables import as_fit_input, column_specs, read_data
+from mixfold.plots import plot_model_selection
 from mixfold.precision import BANDS
 from mixfold.spec import LeftOut, estimator_from_spec, load_spec
 
@@ -425,8 +426,6 @@ def select(data: str, spec: str, k_text: str, seed: int, n_init: int, max_iter: 
         import matplotlib
 
         matplotlib.use("Agg")
-        from mixfold.plots import plot_model_selection
-
         plot_model_selection(fits).figure.savefig(plot_path)
         click.echo(f"plot written to {plot_path}")
 

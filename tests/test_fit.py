@@ -210,3 +210,16 @@ def test_n_init_refuses_a_fixed_start():
                     init=GaussianDistribution(0.0, 1.0), progress=False)
     with pytest.raises(ValueError, match="n_init must be an integer >= 1, got 0"):
         mixfold.fit([1.0, 2.0], GaussianEstimator(), n_init=0, progress=False)
+
+
+def test_a_warning_during_the_bar_is_written_above_it(capsys):
+    x = np.r_[np.zeros(50), np.ones(50)]  # a component loses its rows mid-fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        shown = warnings.showwarning
+        mixfold.optimize(x, est3(), seed=0, progress=True, max_iter=20)
+        assert warnings.showwarning is shown  # restored after the fit
+    err = capsys.readouterr().err
+    lines = [line for line in err.split("\n") if "DegenerateFitWarning" in line]
+    # each warning on a line of its own, never glued to a bar's carriage-return update
+    assert lines and all(line.split("\r")[-1].startswith(__file__) for line in lines)

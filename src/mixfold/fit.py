@@ -163,6 +163,13 @@ class _Progress:
         self.max_iter, self.tol = max_iter, tol
         self.bar: Any = None
         self.change: float | None = None
+        self.shown = warnings.showwarning
+        if self.enabled:  # from the start: warnings of the initialisation go above it too
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=max_iter, desc="EM", unit="it", file=sys.stderr,
+                            dynamic_ncols=True, leave=True)
+            warnings.showwarning = self._show_above_the_bar
 
     def _expected_total(self, info: IterationInfo) -> int:
         done = info.iteration + 1
@@ -175,13 +182,8 @@ class _Progress:
         return min(self.max_iter, done + math.ceil(math.log(self.tol / change) / math.log(rate)))
 
     def update(self, info: IterationInfo) -> None:
-        if not self.enabled:
-            return
         if self.bar is None:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=self.max_iter, desc="EM", unit="it", file=sys.stderr,
-                            dynamic_ncols=True, leave=True)
+            return
         total = self._expected_total(info)
         if total != self.bar.total:
             self.bar.total = total
@@ -189,8 +191,14 @@ class _Progress:
                                  f"{info.delta:+.2e}", refresh=False)
         self.bar.update(1)
 
+    def _show_above_the_bar(self, message: Any, category: type[Warning], filename: str,
+                            lineno: int, file: Any = None, line: str | None = None) -> None:
+        self.bar.write(warnings.formatwarning(message, category, filename, lineno, line)
+                       .rstrip("\n"), file=sys.stderr)
+
     def close(self) -> None:
         if self.bar is not None:
+            warnings.showwarning = self.shown
             self.bar.total = self.bar.n  # the final line: the iterations the fit ran
             self.bar.refresh()
             self.bar.close()
@@ -277,10 +285,14 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         best = None
         finals = []
         for i, start_model in enumerate(starts):  # every start folds over the same open handle
-            result = _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol,
-                              seed=seed + i, precision=PLANNED if planned else precision, plan=plan,
-                              progress=_Progress(progress, max_iter, tol), callbacks=callbacks,
-                              checkpoint=checkpoint)
+            bar = _Progress(progress, max_iter, tol)
+            try:
+                result = _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol,
+                                  seed=seed + i, precision=PLANNED if planned else precision,
+                                  plan=plan, progress=bar, callbacks=callbacks,
+                                  checkpoint=checkpoint)
+            finally:
+                bar.close()
             finals.append(result.final_log_likelihood)
             if best is None or result.final_log_likelihood > best.final_log_likelihood:
                 best = result

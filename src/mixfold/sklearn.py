@@ -719,6 +719,11 @@ class GaussianHMM(BaseEstimator):
     ``pseudo_count`` and mixfold's ``backend``, ``num_workers``, ``precision``. Fitted:
     ``startprob_``, ``transmat_``, ``means_``, ``covars_`` (shape (n_components,
     n_features) for ``"diag"``), ``monitor_``, ``converged_``, ``n_iter_``, ``model_``.
+    Differences from hmmlearn: ``n_iter`` defaults to 100 (hmmlearn: 10); ``reg_covar`` is added
+    to the variances where hmmlearn has ``min_covar`` and covariance priors, and
+    ``pseudo_count`` is added to the start and transition counts where hmmlearn has
+    ``startprob_prior`` / ``transmat_prior``; with both at 0 a fit equals hmmlearn's with its
+    priors off (``covars_prior=0, covars_weight=1``), from the same start.
 
     >>> import numpy as np
     >>> from mixfold import DiagonalGaussianDistribution as DG, HiddenMarkovDistribution

@@ -218,3 +218,138 @@ def test_plan_needs_sizes_the_spec_leaves_open(files, tmp_path):
                 "--resources", tmp_path / "r.json", "--rows", 500)
     assert sized.exit_code == 0, sized.output
     assert "model decomposition for 500 rows on 1 devices" in sized.stdout
+
+
+@pytest.fixture(scope="module")
+def fitted(files, tmp_path_factory):
+    root, frame = files
+    model_path = tmp_path_factory.mktemp("fitted") / "model.json"
+    out = run("fit", root / "customers.csv", "--model", root / "spec.json", "--out", model_path,
+              "--seed", 1, "--no-progress")
+    assert out.exit_code == 0, out.output
+    return model_path, mixfold.load(model_path)
+
+
+def test_predict_writes_the_most_likely_component_of_each_row(files, fitted, tmp_path):
+    root, frame = files
+    model_path, model = fitted
+    expected = model.predict(frame)
+    for data in ("customers.csv", "customers.parquet"):
+        done = subprocess.run([sys.executable, "-m", "mixfold", "predict", str(model_path),
+                               str(root / data)], capture_output=True, text=True, check=True)
+        lines = done.stdout.splitlines()
+        assert lines[0] == "component" and [int(v) for v in lines[1:]] == expected.tolist()
+    out = run("predict", model_path, root / "customers.parquet", "--proba", "--out",
+              tmp_path / "p.jsonl")
+    assert out.exit_code == 0, out.output
+    proba = [json.loads(line)["proba"] for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    np.testing.assert_allclose(proba, model.seq_posterior(frame), rtol=1e-12)
+    out = run("predict", model_path, root / "customers.csv", "--proba", "--out", "-")
+    table = pd.read_csv(__import__("io").StringIO(out.stdout))
+    assert list(table.columns) == ["p0", "p1", "p2"]
+    np.testing.assert_allclose(table.to_numpy(), model.seq_posterior(frame), rtol=1e-12)
+
+
+def test_predict_names_a_bad_row(files, fitted, tmp_path):
+    root, frame = files
+    model_path, _ = fitted
+    bad = frame.copy()
+    bad.loc[3, "plan"] = "platinum"
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    out = run("predict", model_path, tmp_path / "bad.csv")
+    assert out.exit_code == 1 and "row 3" in out.stderr and "platinum" in out.stderr
+
+
+def test_fit_init_warm_starts_from_a_model(files, fitted, tmp_path):
+    root, _ = files
+    model_path, model = fitted
+    out = run("fit", root / "customers.csv", "--model", root / "spec.json", "--init", model_path,
+              "--max-iter", 0, "--out", tmp_path / "again.json", "--no-progress")
+    assert out.exit_code == 0, out.output
+    assert mixfold.load(tmp_path / "again.json") == model
+
+
+def test_sample_of_a_sequence_model_asks_for_length(tmp_path):
+    hmm = mixfold.HiddenMarkovDistribution([mixfold.GaussianDistribution(0, 1),
+                                            mixfold.GaussianDistribution(5, 1)], [0.5, 0.5],
+                                           [[0.9, 0.1], [0.1, 0.9]])
+    mixfold.save(hmm, tmp_path / "hmm.json")
+    out = run("sample", tmp_path / "hmm.json", "-n", 2)
+    assert out.exit_code == 1 and "pass --length L" in out.stderr
+    out = run("sample", tmp_path / "hmm.json", "-n", 2, "--length", 4, "--seed", 0)
+    assert [len(json.loads(line)) for line in out.stdout.split("\n") if line] == [4, 4]
+
+
+def test_fit_prints_each_warning_once(tmp_path):
+    np.save(tmp_path / "two.npy", np.r_[np.zeros(50), np.ones(50)])
+    done = subprocess.run([sys.executable, "-m", "mixfold", "fit", str(tmp_path / "two.npy"),
+                           "--model", '{"mixture": "gaussian", "k": 3}', "--out",
+                           str(tmp_path / "m.json"), "--no-progress"], capture_output=True,
+                          text=True, check=True)
+    lines = [line for line in done.stderr.splitlines() if "DegenerateFit" in line or
+             "warning:" in line]
+    assert lines and all(line.startswith("warning: ") for line in lines)
+    assert len(lines) == len(set(lines)) and "fit.py" not in done.stderr
+
+
+def test_a_bad_cell_in_a_numeric_csv_column_is_named(tmp_path):
+    from sklearn.datasets import load_iris
+
+    frame = load_iris(as_frame=True).frame.drop(columns="target")
+    frame["sepal width (cm)"] = frame["sepal width (cm)"].astype(object)
+    frame.loc[4, "sepal width (cm)"] = "abc"
+    frame.to_csv(tmp_path / "iris.csv", index=False)
+    out = run("spec", tmp_path / "iris.csv")
+    assert out.exit_code == 1
+    assert "column 'sepal width (cm)' is mostly numbers but 1 row(s) are not: row 4 ('abc')" \
+        in out.stderr
+    out = run("fit", tmp_path / "iris.csv", "--model", '{"record": {"*": "gaussian"}}',
+              "--out", tmp_path / "m.json", "--no-progress")
+    assert out.exit_code == 1
+    assert "row 4, field ['sepal width (cm)']: expected a finite number, got 'abc'" in out.stderr
+
+
+def test_an_empty_csv_is_named(tmp_path):
+    (tmp_path / "empty.csv").write_text("")
+    out = run("spec", tmp_path / "empty.csv")
+    assert out.exit_code == 1 and "empty.csv': the CSV file is empty" in out.stderr
+
+
+def test_score_and_predict_with_unknown_values_as_missing(files, fitted, tmp_path):
+    from mixfold.families.composite import records_log_densities
+
+    root, frame = files
+    model_path, model = fitted
+    new = frame.head(5).copy()
+    new.loc[1, "plan"] = "platinum"  # a level the fit never saw
+    new.to_csv(tmp_path / "new.csv", index=False)
+    assert run("score", model_path, tmp_path / "new.csv").exit_code == 1
+    out = run("score", model_path, tmp_path / "new.csv", "--unknown", "missing",
+              "--per-row", "-")
+    assert out.exit_code == 0, out.output
+    scores = np.array(out.stdout.split(), dtype=float)
+    parts = np.log(model.weights) + records_log_densities(model.components, new)
+    np.testing.assert_allclose(scores, np.log(np.exp(parts).sum(axis=1)), rtol=1e-12)
+    # the row without the unseen level scores as it does without the policy
+    np.testing.assert_allclose(scores[[0, 2, 3, 4]],
+                               model.seq_log_density(new.drop(index=1)), rtol=1e-12)
+    out = run("predict", model_path, tmp_path / "new.csv", "--unknown", "missing")
+    assert out.exit_code == 0 and len(out.stdout.splitlines()) == 6
+
+
+def test_select_reports_bic_per_k_as_scikit_learn(tmp_path):
+    from sklearn.datasets import load_iris
+    from sklearn.mixture import GaussianMixture
+
+    X = load_iris().data
+    np.save(tmp_path / "iris.npy", X)
+    out = run("select", tmp_path / "iris.npy", "--model",
+              '{"mixture": "multivariate_gaussian", "k": 2}', "--k", "1-3", "--max-iter", 500)
+    assert out.exit_code == 0, out.output
+    rows = [line.split() for line in out.stdout.splitlines()[1:]]
+    assert [int(r[0]) for r in rows] == [1, 2, 3]
+    assert [int(r[2]) for r in rows] == [(k - 1) + 4 * k + 10 * k for k in (1, 2, 3)]
+    # one component has a closed form: the BIC equals scikit-learn's
+    ref = GaussianMixture(1, reg_covar=1e-6).fit(X).bic(X)
+    assert float(rows[0][3]) == pytest.approx(ref, rel=1e-5)
+    assert sum("<- lowest BIC" in line for line in out.stdout.splitlines()) == 1

@@ -76,10 +76,20 @@ def test_callbacks_see_each_iteration_and_can_stop():
     assert seen == [0, 1, 2, 3, 4] and res.stop_reason == "callback"
 
 
-def test_progress_line_goes_to_stderr(capsys):
-    mixfold.optimize(np.arange(10.0), GaussianEstimator(), progress=True, max_iter=2)
+def test_progress_bar_goes_to_stderr_and_ends_at_the_iterations_run(capsys):
+    res = mixfold.fit(mixture_data(), est3(), seed=0, progress=True, max_iter=300, tol=1e-6)
     err = capsys.readouterr().err
-    assert "iter 1/2" in err and "mean log-lik" in err
+    assert res.converged and res.iterations < 300
+    final = err.split("\r")[-1]
+    assert final.startswith("EM: 100%") and f" {res.iterations}/{res.iterations} " in final
+    assert "mean log-lik" in final and "/300" not in final
+
+
+def test_fit_warnings_point_at_the_callers_line():
+    x = np.r_[np.zeros(50), np.ones(50)]  # three components on two values: one loses its rows
+    with pytest.warns(mixfold.DegenerateFitWarning) as caught:
+        mixfold.optimize(x, est3(), seed=0, progress=False)
+    assert {w.filename for w in caught} == {__file__}
 
 
 class WorseningEstimator(GaussianEstimator):
@@ -198,3 +208,16 @@ def test_n_init_refuses_a_fixed_start():
                     init=GaussianDistribution(0.0, 1.0), progress=False)
     with pytest.raises(ValueError, match="n_init must be an integer >= 1, got 0"):
         mixfold.fit([1.0, 2.0], GaussianEstimator(), n_init=0, progress=False)
+
+
+def test_a_warning_during_the_bar_is_written_above_it(capsys):
+    x = np.r_[np.zeros(50), np.ones(50)]  # a component loses its rows mid-fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        shown = warnings.showwarning
+        mixfold.optimize(x, est3(), seed=0, progress=True, max_iter=20)
+        assert warnings.showwarning is shown  # restored after the fit
+    err = capsys.readouterr().err
+    lines = [line for line in err.split("\n") if "DegenerateFitWarning" in line]
+    # each warning on a line of its own, never glued to a bar's carriage-return update
+    assert lines and all(line.split("\r")[-1].startswith(__file__) for line in lines)

@@ -43,11 +43,10 @@ def test_clusters_colour_rows_by_component(two_blobs):
     X, model = two_blobs
     fig, ax = plt.subplots()
     assert plot_clusters(X, model, ax=ax) is ax
-    points = ax.collections[0]
-    np.testing.assert_array_equal(points.get_offsets(), X)
-    labels = np.asarray(points.get_array())
-    assert len(set(labels[:300])) == 1 and len(set(labels[300:])) == 1
-    assert labels[0] != labels[-1]
+    # one scatter per component (a legend entry each): each holds one blob
+    blobs = sorted((np.asarray(c.get_offsets()) for c in ax.collections), key=lambda p: p[0, 0])
+    np.testing.assert_array_equal(blobs[0], X[:300])
+    np.testing.assert_array_equal(blobs[1], X[300:])
     assert len(ax.patches) == 2  # one covariance ellipse per component
     centres = sorted(tuple(np.round(p.center)) for p in ax.patches)
     assert centres == [(0.0, 0.0), (6.0, 6.0)]
@@ -64,3 +63,46 @@ def test_plan_timeline_draws_one_bar_per_span():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["cpu:0", "gpu:0"]
     with pytest.raises(ValueError, match="expected finite start <= finish"):
         plot_plan_timeline([("cpu:0", 2.0, 1.0)])
+
+
+def test_plots_take_a_fitted_wrapper_and_label_their_axes():
+    pytest.importorskip("sklearn")
+    pd = pytest.importorskip("pandas")
+    from mixfold.sklearn import GaussianMixture
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(np.vstack([rng.normal(0, 1, (200, 2)), rng.normal(6, 1, (200, 2))]),
+                         columns=["height", "width"])
+    gm = GaussianMixture(2, random_state=0).fit(frame.to_numpy())
+    ax = plot_log_likelihood(gm)
+    np.testing.assert_array_equal(ax.lines[0].get_data()[1], gm.log_likelihood_trace_)
+    ax = plot_clusters(frame, gm)
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("height", "width")
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == [f"component {k} (weight {w:.2f})" for k, w in enumerate(gm.weights_)]
+
+
+def test_model_selection_plot_marks_the_lowest_bic():
+    pytest.importorskip("sklearn")
+    from sklearn.datasets import load_iris
+
+    from mixfold.plots import plot_model_selection
+    from mixfold.sklearn import GaussianMixture, select_n_components
+
+    X = load_iris().data
+    selection = select_n_components(X, [1, 2, 3], GaussianMixture(random_state=0))
+    ax = plot_model_selection(selection)
+    np.testing.assert_allclose(ax.lines[0].get_data()[1], selection.bic)
+    np.testing.assert_allclose(ax.lines[1].get_data()[1], selection.aic)
+    assert ax.get_title() == f"lowest BIC at {selection.best_n_components} components"
+
+
+def test_finish_times_plot_has_whole_worker_ticks():
+    from mixfold.parallel.heterogeneous import Worker, plan_heterogeneous
+    from mixfold.parallel.simulation import plot_finish_times, simulate_plan
+
+    plan = plan_heterogeneous([Worker("a"), Worker("b"), Worker("c")], 1000)
+    ax = plot_finish_times(simulate_plan(plan))
+    ax.figure.canvas.draw()
+    ticks = ax.get_xticks()
+    assert np.array_equal(ticks, np.round(ticks))

@@ -4,6 +4,8 @@ scikit-learn's GaussianMixture and hmmlearn on real data."""
 import numpy as np
 import pytest
 
+import mixfold
+
 pytest.importorskip("sklearn")
 from sklearn.base import clone  # noqa: E402
 from sklearn.datasets import load_iris  # noqa: E402
@@ -104,7 +106,7 @@ def test_gaussian_mixture_sample_follows_the_fit():
 
 
 def test_params_round_trip_and_clone():
-    gm = GaussianMixture(4, covariance_type="diag", backend="mp", n_workers=2)
+    gm = GaussianMixture(4, covariance_type="diag", backend="mp", num_workers=2)
     params = gm.get_params()
     assert params["n_components"] == 4 and params["backend"] == "mp"
     twin = clone(gm).set_params(n_components=2, precision="float32")
@@ -328,3 +330,74 @@ def test_select_n_components_reports_bic_as_scikit_learn():
               for k in (1, 2, 3)]
     np.testing.assert_allclose(selection.bic, theirs, rtol=1e-8)
     assert selection.best_n_components == 1 + int(np.argmin(theirs))
+
+
+def test_mixed_type_clustering_sample_keeps_the_column_types():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    n = 120
+    frame = pd.DataFrame({
+        "plan": pd.Categorical(rng.choice(["free", "pro"], n)),
+        "member": rng.random(n) < 0.3,
+        "visits": pd.array(rng.poisson(3, n), dtype="Int64"),
+        "height": rng.normal(170, 10, n).astype(np.float32),
+        "spend": np.where(rng.random(n) < 0.2, np.nan, rng.normal(50, 5, n)),
+    })
+    mtc = MixedTypeClustering(2, random_state=0).fit(frame)
+    draws, _ = mtc.sample(50)
+    assert dict(draws.dtypes) == dict(frame.dtypes)
+    assert set(draws["plan"].cat.categories) == {"free", "pro"}
+
+
+def test_mixed_type_clustering_leaves_out_an_identifier_column():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"customer_id": rng.permutation(200) + 1000,
+                          "age": np.r_[rng.normal(25, 2, 100), rng.normal(60, 2, 100)]})
+    truth = np.repeat([0, 1], 100)
+    with pytest.warns(UserWarning, match=r"\['customer_id'\] look like identifiers"):
+        mtc = MixedTypeClustering(2, random_state=0).fit(frame)
+    assert mtc.left_out_ == ["customer_id"] and list(mtc.spec_["mixture"]["record"]) == ["age"]
+    assert adjusted_rand_score(truth, mtc.predict(frame)) == 1.0
+    named = MixedTypeClustering(2, families={"customer_id": "gaussian"}, random_state=0)
+    assert "customer_id" in named.fit(frame).spec_["mixture"]["record"]
+
+
+def test_mixed_type_clustering_n_components_and_its_old_name():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"x": np.r_[np.zeros(20), np.ones(20) * 5] + np.arange(40) * 0.01})
+    assert MixedTypeClustering(n_components=2).fit(frame).weights_.size == 2
+    assert MixedTypeClustering(n_clusters=3).fit(frame).weights_.size == 3
+
+
+def test_mixed_type_clustering_unknown_values_as_missing():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame({"age": np.r_[rng.normal(25, 2, 60), rng.normal(60, 2, 60)],
+                          "city": ["Oslo"] * 60 + ["Rome"] * 60})
+    strict = MixedTypeClustering(2, random_state=0).fit(frame)
+    new = pd.DataFrame({"age": [24.0, 61.0, np.nan], "city": ["Paris", "Rome", "Oslo"]})
+    with pytest.raises(mixfold.DataError, match=r"row 2, field \['age'\]"):
+        strict.predict(new)
+    lenient = clone(strict).set_params(unknown="missing").fit(frame)
+    proba = lenient.predict_proba(new)
+    # each row scored on the fields the model can score: the same as a model of those alone
+    age = np.array([[lenient.model_.weights[k] * np.exp(
+        c.fields["age"].log_density(v)) for k, c in enumerate(lenient.model_.components)]
+        for v in (24.0, 61.0)])
+    np.testing.assert_allclose(proba[0], age[0] / age[0].sum(), rtol=1e-10)
+    row1 = age[1] * [np.exp(c.fields["city"].log_density("Rome"))
+                     for c in lenient.model_.components]
+    np.testing.assert_allclose(proba[1], row1 / row1.sum(), rtol=1e-10)
+    city = np.array([w * np.exp(c.fields["city"].log_density("Oslo"))
+                     for w, c in zip(lenient.model_.weights, lenient.model_.components)])
+    np.testing.assert_allclose(proba[2], city / city.sum(), rtol=1e-10)
+    np.testing.assert_allclose(lenient.score_samples(frame), strict.score_samples(frame),
+                               rtol=1e-12)
+
+
+def test_workers_by_either_name():
+    X, _ = load_iris(return_X_y=True)
+    a = GaussianMixture(2, backend="mp", num_workers=2, random_state=0).fit(X)
+    b = GaussianMixture(2, backend="mp", n_workers=2, random_state=0).fit(X)
+    np.testing.assert_array_equal(a.means_, b.means_)

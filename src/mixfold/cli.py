@@ -1,4 +1,4 @@
-"""The command line: ``mixfold fit | score | sample | spec | plan``.
+"""The command line: ``mixfold fit | score | predict | sample | select | spec | plan``.
 
 ::
 
@@ -7,6 +7,8 @@
     mixfold fit customers.csv --model spec.json --out - > model.json   # the model on stdout
     mixfold fit data.parquet --model '{"mixture": {"record": {"*": "auto"}}, "k": 3}'
     mixfold score model.json customers.csv
+    mixfold predict model.json customers.csv --out labels.csv   # most likely component per row
+    mixfold select customers.csv --model spec.json --k 1-6      # BIC and AIC for each K
     mixfold sample model.json -n 10
     mixfold plan --model spec.json --resources resources.json --data customers.csv
 
@@ -25,6 +27,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
@@ -35,7 +38,9 @@ import numpy as np
 
 import mixfold
 from mixfold.backends import BACKENDS
-from mixfold.errors import ModelFileError
+from mixfold.errors import DegenerateFitWarning, EMDecreaseWarning, ModelFileError
+from mixfold.families import HiddenMarkovDistribution, MixtureDistribution, RecordDistribution
+from mixfold.families.composite import records_log_densities
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.model_files import FORMAT, model_document, model_from_document
 from mixfold.io.readers import RowBlocks
@@ -44,13 +49,17 @@ from mixfold.parallel.heterogeneous import Worker, plan_heterogeneous
 from mixfold.parallel.model_decomposition import decompose_model
 from mixfold.parallel.resources import Resources
 from mixfold.plots import plot_plan_timeline
+from mixfold.plots import plot_model_selection
 from mixfold.precision import BANDS
-from mixfold.spec import estimator_from_spec, load_spec
+from mixfold.spec import LeftOut, estimator_from_spec, load_spec
 
 __all__ = ["main", "CLIError"]
 
 #: Errors that mean bad input, reported as one line; anything else is a bug and keeps its trace.
 _USER_ERRORS = (ValueError, TypeError, KeyError, OSError, ImportError, ArithmeticError)
+
+#: What a value the model cannot score does (score, predict): raise, or count as missing.
+UNKNOWN_CHOICES = ("error", "missing")
 
 
 class CLIError(click.ClickException):
@@ -144,6 +153,9 @@ def _blocks(data: Any, model: Distribution) -> Iterator[Any]:
 @click.option("--tol", type=click.FloatRange(min=0), default=1e-6, show_default=True,
               help="Stop when the relative change of the mean log-likelihood is below this.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--init", "init_path", type=click.Path(dir_okay=False), default=None,
+              metavar="MODEL", help="Start from this fitted model file (a warm start) instead "
+              "of the seeded initialisation; it must have the spec's structure.")
 @click.option("--out", type=click.Path(dir_okay=False, writable=True, allow_dash=True),
               default="model.json", show_default=True,
               help="Where to write the fitted model (JSON); '-' writes it to standard output.")
@@ -151,28 +163,25 @@ def _blocks(data: Any, model: Distribution) -> Iterator[Any]:
               help="Show a progress bar on stderr (default: when stderr is a terminal).")
 @_reports_bad_input
 def fit(data: str, spec: str, backend: str, workers: int | None, precision: str, max_iter: int,
-        tol: float, seed: int, out: str, progress: bool | None) -> None:
+        tol: float, seed: int, init_path: str | None, out: str, progress: bool | None) -> None:
     """Fit the model SPEC to DATA by EM and write the fitted model as JSON."""
     folder = Path(os.path.realpath(out)).parent
     if out != "-" and not folder.is_dir():  # before the fit, not after it
         raise CLIError(f"--out {out!r}: the folder {str(folder)!r} does not exist")
     estimator = _estimator(spec, data)
+    start = None if init_path is None else _load_model(init_path)
     rows = as_fit_input(data, estimator, backend=backend)
     if progress is None:
         progress = sys.stderr.isatty()
     if backend == "mpi":
         progress = progress and _mpi_comm().rank == 0
-    with click.progressbar(length=max(max_iter, 1), label="EM", file=sys.stderr,
-                           hidden=not progress, show_pos=True,
-                           item_show_func=lambda ll: None if ll is None else f"{ll:.8g}"
-                           ) as bar:
-
-        def advance(info: mixfold.IterationInfo) -> None:
-            bar.update(1, info.log_likelihood)
-
+    with warnings.catch_warnings():
+        # the fit's own warnings are in result.warnings: printed once, below, not over the bar
+        warnings.simplefilter("ignore", DegenerateFitWarning)
+        warnings.simplefilter("ignore", EMDecreaseWarning)
         result = mixfold.fit(rows, estimator, backend=backend, num_workers=workers,
                              precision=precision, max_iter=max_iter, tol=tol, seed=seed,
-                             progress=False, callbacks=[advance])
+                             init=start, progress=progress)
     if backend == "mpi" and _mpi_comm().rank != 0:
         return  # every rank holds the same model: rank 0 reports and writes it
     to_stdout = out == "-"
@@ -202,21 +211,29 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
 @main.command()
 @click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
 @click.argument("data", type=click.Path(dir_okay=True))
-@click.option("--per-row", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Also write every row's log-density, one per line.")
+@click.option("--per-row", type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+              default=None, help="Also write every row's log-density, one per line ('-': "
+              "standard output).")
+@click.option("--unknown", type=click.Choice(UNKNOWN_CHOICES), default="error",
+              show_default=True, help="A value the model cannot score (a level never seen at "
+              "fit, a NaN where the fit had none): an error, or left out of its row as missing "
+              "(records and mixtures of records).")
 @_reports_bad_input
-def score(model_path: str, data: str, per_row: str | None) -> None:
+def score(model_path: str, data: str, per_row: str | None, unknown: str) -> None:
     """Log-likelihood of DATA under the fitted MODEL (read block by block)."""
     model = _load_model(model_path)
     source = read_data(data)
     n, total = 0, 0.0
-    sink = open(per_row, "w") if per_row else None  # noqa: SIM115 - closed below
+    to_stdout = per_row == "-"
+    sink = (sys.stdout if to_stdout else open(per_row, "w")) if per_row else None  # noqa: SIM115
     try:
         for block in _blocks(source, model):
             start = n
-            encoder = model.encoder()
             try:
-                scores = model.seq_log_density(encoder.encode(block))
+                if unknown == "missing":
+                    scores = _logsumexp_rows(_lenient_scores(model, block))
+                else:
+                    scores = model.seq_log_density(model.encoder().encode(block))
             except mixfold.DataError as err:
                 row = None if err.row is None else start + err.row
                 raise CLIError(str(err.within(row=row))) from None
@@ -225,11 +242,108 @@ def score(model_path: str, data: str, per_row: str | None) -> None:
             if sink is not None:
                 np.savetxt(sink, scores, fmt="%.17g")
     finally:
-        if sink is not None:
+        if sink is not None and not to_stdout:
             sink.close()
     if n == 0:
         raise CLIError(f"{data!r} has no rows")
-    click.echo(f"rows {n}  total log-likelihood {total:.10g}  mean {total / n:.10g}")
+    click.echo(f"rows {n}  total log-likelihood {total:.10g}  mean {total / n:.10g}",
+               err=to_stdout)  # with the per-row scores on stdout, the summary goes to stderr
+
+
+def _lenient_scores(model: Distribution, block: Any) -> np.ndarray:
+    """log w_k + log p_k(row) of a mixture of records (or log p(row) of a record), shape
+    (n_rows, K), each field value the model cannot score left out of its row."""
+    if isinstance(model, RecordDistribution):
+        return records_log_densities([model], block)
+    if isinstance(model, MixtureDistribution) and all(
+            isinstance(c, RecordDistribution) for c in model.components):
+        with np.errstate(divide="ignore"):
+            return np.log(model.weights) + records_log_densities(model.components, block)
+    raise CLIError(f"--unknown missing needs a record or a mixture of records, got a "
+                   f"{type(model).__name__}")
+
+
+def _logsumexp_rows(scores: np.ndarray) -> np.ndarray:
+    top = scores.max(axis=1)
+    return top + np.log(np.exp(scores - top[:, None]).sum(axis=1))
+
+
+def _predictions(model: Distribution, enc: Any, proba: bool) -> list[Any]:
+    """Per row: the most likely component (mixtures) or state path (hidden Markov models), or
+    the posteriors with ``proba``; ``enc`` may also be the posteriors themselves."""
+    if isinstance(enc, np.ndarray):
+        return enc.tolist() if proba else enc.argmax(axis=1).tolist()
+    if isinstance(model, MixtureDistribution):
+        post = model.seq_posterior(enc)
+        return post.tolist() if proba else post.argmax(axis=1).tolist()
+    if isinstance(model, HiddenMarkovDistribution):
+        ends = np.cumsum(enc.counts())
+        per_item = model.seq_posterior(enc) if proba else model.seq_viterbi(enc)
+        return [part.tolist() for part in np.split(per_item, ends[:-1])] if len(ends) else []
+    raise CLIError(f"predict needs a mixture or a hidden Markov model (latent components or "
+                   f"states), got a {type(model).__name__}")
+
+
+def _write_predictions(sink: Any, values: list[Any], fmt: str, proba: bool, first: bool) -> None:
+    key = "proba" if proba else "component"
+    if fmt == "jsonl":
+        sink.writelines(json.dumps({key: v}) + "\n" for v in values)
+        return
+    if first and values:
+        width = len(values[0]) if proba and not isinstance(values[0][0], list) else 0
+        sink.write((",".join(f"p{k}" for k in range(width)) if width else key) + "\n")
+    for v in values:
+        if isinstance(v, list) and v and isinstance(v[0], list):  # a sequence's items
+            v = " ".join(json.dumps(x) for x in v)
+        elif isinstance(v, list):
+            v = ",".join(repr(float(x)) for x in v) if proba else " ".join(map(str, v))
+        sink.write(f"{v}\n")
+
+
+@main.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
+@click.argument("data", type=click.Path(dir_okay=True))
+@click.option("--proba", is_flag=True, help="Write the posterior probabilities of the "
+              "components (states) instead of the most likely one.")
+@click.option("--out", default="-", show_default=True, type=click.Path(dir_okay=False,
+              allow_dash=True), help="Where to write, one line per row ('-': standard output).")
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default=None,
+              help="CSV (a header, then one line per row) or JSON lines (default: jsonl for "
+              "an --out ending in .json or .jsonl, else csv).")
+@click.option("--unknown", type=click.Choice(UNKNOWN_CHOICES), default="error",
+              show_default=True, help="A value the model cannot score: an error, or left out "
+              "of its row as missing (mixtures of records).")
+@_reports_bad_input
+def predict(model_path: str, data: str, proba: bool, out: str, fmt: str | None,
+            unknown: str) -> None:
+    """The most likely component of every row of DATA under the fitted MODEL (a mixture; the
+    Viterbi states of each sequence for a hidden Markov model), or ``--proba`` the
+    posteriors; DATA is read block by block."""
+    model = _load_model(model_path)
+    if fmt is None:
+        fmt = "jsonl" if Path(out).suffix.lower() in (".json", ".jsonl") else "csv"
+    source = read_data(data)
+    sink = sys.stdout if out == "-" else open(out, "w")  # noqa: SIM115
+    n = 0
+    try:
+        for block in _blocks(source, model):
+            try:
+                if unknown == "missing":
+                    scores = _lenient_scores(model, block)
+                    enc: Any = np.exp(scores - scores.max(axis=1, keepdims=True))
+                    enc /= enc.sum(axis=1, keepdims=True)
+                else:
+                    enc = model.encoder().encode(block)
+            except mixfold.DataError as err:
+                row = None if err.row is None else n + err.row
+                raise CLIError(str(err.within(row=row))) from None
+            _write_predictions(sink, _predictions(model, enc, proba), fmt, proba, n == 0)
+            n += len(enc)
+    finally:
+        if out != "-":
+            sink.close()
+    if n == 0:
+        raise CLIError(f"{data!r} has no rows")
 
 
 def _jsonable(v: Any) -> Any:
@@ -265,8 +379,72 @@ def sample(model_path: str, count: int, seed: int | None, length: int | None) ->
         except TypeError:
             raise CLIError(f"--length applies to sequence and hidden Markov models, not to a "
                            f"{type(model).__name__}") from None
-    for row in sampler.sample(count):
+    try:
+        rows = sampler.sample(count)
+    except ValueError as err:
+        if "sample_length" not in str(err):
+            raise
+        raise CLIError(f"{str(err).split(':')[0]}: pass --length L to draw sequences of L "
+                       f"items") from None
+    for row in rows:
         click.echo(json.dumps(_jsonable(row)))
+
+
+# ---------------------------------------------------------------------------------------------
+# select: BIC / AIC over a range of K
+
+
+def _k_range(text: str) -> list[int]:
+    """``"1-6"`` or ``"2,4,8"`` as a list of integers >= 1."""
+    try:
+        if "-" in text:
+            low, high = (int(v) for v in text.split("-", 1))
+            ks = list(range(low, high + 1))
+        else:
+            ks = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise CLIError(f"--k must be a range like 1-6 or a list like 2,4,8, got {text!r}") \
+            from None
+    if not ks or min(ks) < 1:
+        raise CLIError(f"--k must name numbers of components >= 1, got {text!r}")
+    return ks
+
+
+@main.command()
+@click.argument("data", type=click.Path(dir_okay=True))
+@click.option("--model", "spec", required=True, metavar="SPEC",
+              help="A mixture spec (its k is replaced by each value of --k).")
+@click.option("--k", "k_text", required=True, help="Numbers of components: 1-6 or 2,4,8.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--n-init", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Seeded starts per K (the best is kept).")
+@click.option("--max-iter", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True),
+              default=None, help="Also draw BIC and AIC against K (needs matplotlib).")
+@_reports_bad_input
+def select(data: str, spec: str, k_text: str, seed: int, n_init: int, max_iter: int,
+           plot_path: str | None) -> None:
+    """Fit the mixture SPEC to DATA for each K and print BIC and AIC (lower is better)."""
+    node = load_spec(spec)
+    if not isinstance(node, dict) or "mixture" not in node:
+        raise CLIError("select needs a mixture spec ({\"mixture\": ..., \"k\": ...})")
+    columns = _columns_of(data)
+    fits = {}
+    for k in _k_range(k_text):
+        estimator = estimator_from_spec({**node, "k": k}, columns)
+        fits[k] = mixfold.fit(as_fit_input(data, estimator), estimator, seed=seed,
+                              n_init=n_init, max_iter=max_iter, progress=False)
+    best = min(fits, key=lambda k: fits[k].bic)
+    click.echo(_table(["k", "mean log-likelihood", "parameters", "BIC", "AIC", ""],
+                      [[k, f"{r.final_log_likelihood:.8g}", r.n_parameters, f"{r.bic:.6g}",
+                        f"{r.aic:.6g}", "<- lowest BIC" if k == best else ""]
+                       for k, r in fits.items()]))
+    if plot_path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        plot_model_selection(fits).figure.savefig(plot_path)
+        click.echo(f"plot written to {plot_path}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,6 +459,10 @@ def sample(model_path: str, count: int, seed: int | None, length: int | None) ->
 def spec_command(data: str, k: int | None) -> None:
     """Print a spec with each column of DATA given the family its type suggests."""
     columns = column_specs(data)
+    for name, node in list(columns.items()):
+        if isinstance(node, LeftOut):
+            click.echo(f"note: {node.message}", err=True)
+            del columns[name]
     bad = {n: node for n, node in columns.items() if not isinstance(node, (str, dict))}
     if bad:
         name = next(iter(bad))

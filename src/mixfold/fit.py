@@ -150,23 +150,66 @@ def _check_options(**options: Any) -> None:
 
 
 class _Progress:
-    """A one-line progress display on stderr (on by default only in a terminal)."""
+    """A tqdm progress bar on stderr (on by default only in a terminal). Its total is the
+    iteration where the fit is expected to converge (the relative change shrinking at its
+    recent rate down to ``tol``), bounded by ``max_iter``; at the end it is the iterations run."""
 
-    def __init__(self, enabled: bool | None, max_iter: int):
+    def __init__(self, enabled: bool | None, max_iter: int, tol: float = 0.0):
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.max_iter = max_iter
+        self.max_iter, self.tol = max_iter, tol
+        self.bar: Any = None
+        self.change: float | None = None
+        self.shown = warnings.showwarning
+        if self.enabled:  # from the start: warnings of the initialisation go above it too
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=max_iter, desc="EM", unit="it", file=sys.stderr,
+                            dynamic_ncols=True, leave=True)
+            warnings.showwarning = self._show_above_the_bar
+
+    def _expected_total(self, info: IterationInfo) -> int:
+        done = info.iteration + 1
+        change = abs(info.delta) / max(abs(info.log_likelihood), 1e-300)
+        previous, self.change = self.change, change
+        if previous is None or not 0 < change < previous < math.inf or change <= self.tol \
+                or self.tol <= 0:
+            return self.max_iter if change > self.tol else done
+        rate = change / previous  # geometric convergence, as EM's is near its optimum
+        return min(self.max_iter, done + math.ceil(math.log(self.tol / change) / math.log(rate)))
 
     def update(self, info: IterationInfo) -> None:
-        if self.enabled:
-            sys.stderr.write(f"\rmixfold  iter {info.iteration + 1}/{self.max_iter}  "
-                             f"mean log-lik {info.log_likelihood:.8g}  "
-                             f"change {info.delta:+.3e}  {info.seconds:.3f}s/it   ")
-            sys.stderr.flush()
+        if self.bar is None:
+            return
+        total = self._expected_total(info)
+        if total != self.bar.total:
+            self.bar.total = total
+        self.bar.set_postfix_str(f"mean log-lik {info.log_likelihood:.8g}, change "
+                                 f"{info.delta:+.2e}", refresh=False)
+        self.bar.update(1)
+
+    def _show_above_the_bar(self, message: Any, category: type[Warning], filename: str,
+                            lineno: int, file: Any = None, line: str | None = None) -> None:
+        self.bar.write(warnings.formatwarning(message, category, filename, lineno, line)
+                       .rstrip("\n"), file=sys.stderr)
 
     def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        if self.bar is not None:
+            warnings.showwarning = self.shown
+            self.bar.total = self.bar.n  # the final line: the iterations the fit ran
+            self.bar.refresh()
+            self.bar.close()
+            self.bar = None
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _warn_caller(message: str, category: type[Warning]) -> None:
+    """Warn at the first frame outside mixfold: the user's line that started the fit."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e-6,
@@ -233,10 +276,14 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         best = None
         finals = []
         for i, start_model in enumerate(starts):  # every start folds over the same open handle
-            result = _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol,
-                              seed=seed + i, precision=resolved, plan=plan,
-                              progress=_Progress(progress, max_iter), callbacks=callbacks,
-                              checkpoint=checkpoint)
+            bar = _Progress(progress, max_iter, tol)
+            try:
+                result = _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol,
+                                  seed=seed + i, precision=resolved,
+                                  plan=plan, progress=bar, callbacks=callbacks,
+                                  checkpoint=checkpoint)
+            finally:
+                bar.close()
             finals.append(result.final_log_likelihood)
             if best is None or result.final_log_likelihood > best.final_log_likelihood:
                 best = result
@@ -312,7 +359,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                                                      tol * abs(previous)):
                 msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}; "
                        f"keeping the model from before that step")
-                warnings.warn(msg, EMDecreaseWarning, stacklevel=3)
+                _warn_caller(msg, EMDecreaseWarning)
                 result.warnings.append(msg)
                 result.stop_reason = "decrease"
                 result.log_likelihood.append(ll)
@@ -359,11 +406,18 @@ def _checked_m_step(where: str, notes: list[str], step: Callable[..., Any], *arg
         if text.split(";")[0] not in seen:
             seen.add(text.split(";")[0])
             notes.append(f"{where}: {text}")
-            warnings.warn(f"{where}: {text}", DegenerateFitWarning, stacklevel=4)
+            _warn_caller(f"{where}: {text}", DegenerateFitWarning)
     return out
 
 
-def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
+def optimize(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e-6,
+             init: Distribution | Sequence[Distribution] | str | None = None, seed: int = 0,
+             n_init: int = 1, weights: Any = None, backend: Any = "local",
+             num_workers: int | None = None, precision: str = "float64",
+             resources: Any = None, target_rel_error: float | None = None,
+             chunk_rows: int | None = None, progress: bool | None = None,
+             callbacks: Iterable[Callable[[IterationInfo], Any]] = (),
+             checkpoint: str | os.PathLike | None = None) -> Distribution:
     """Fit ``estimator`` to ``data`` by EM and return the fitted distribution.
 
     ``data``: rows in the format the estimator's encoder reads (an array of floats for a Gaussian,
@@ -408,6 +462,10 @@ def optimize(data: Any, estimator: Estimator, **options: Any) -> Distribution:
     >>> round(model.lam, 2), model.fit_result.converged
     (3.02, True)
     """
-    result = fit(data, estimator, **options)
+    result = fit(data, estimator, max_iter=max_iter, tol=tol, init=init, seed=seed,
+                 n_init=n_init, weights=weights, backend=backend, num_workers=num_workers,
+                 precision=precision, resources=resources, target_rel_error=target_rel_error,
+                 chunk_rows=chunk_rows, progress=progress, callbacks=callbacks,
+                 checkpoint=checkpoint)
     result.model.fit_result = result
     return result.model

@@ -4,9 +4,12 @@
 - :func:`plot_clusters`: 2-D rows coloured by their most probable component, with the
   components' means (and covariance ellipses for Gaussian components);
 - :func:`plot_plan_timeline`: one bar per worker from its start to its finish time (plain
-  ``(name, start, finish)`` triples, so any plan or measured run can be drawn).
+  ``(name, start, finish)`` triples, so any plan or measured run can be drawn);
+- :func:`plot_model_selection`: BIC and AIC against the number of components
+  (:func:`mixfold.sklearn.select_n_components`, or FitResults per K).
 
-Each function draws on ``ax`` when given (else on a new figure) and returns the Axes.
+Each function draws on ``ax`` when given (else on a new figure) and returns the Axes. Where a
+model is expected, a fitted scikit-learn wrapper of :mod:`mixfold.sklearn` does as well.
 
 >>> import matplotlib; matplotlib.use("Agg")
 >>> ax = plot_plan_timeline([("cpu:0", 0.0, 1.5), ("cpu:1", 0.0, 1.2), ("gpu:0", 0.1, 1.4)])
@@ -23,7 +26,13 @@ import numpy as np
 
 from mixfold.families._protocol import Distribution
 
-__all__ = ["plot_log_likelihood", "plot_clusters", "plot_plan_timeline"]
+__all__ = ["plot_log_likelihood", "plot_clusters", "plot_plan_timeline", "plot_model_selection"]
+
+
+def _model(fitted: Any) -> Any:
+    """The mixfold model of a fitted scikit-learn wrapper (its ``model_``), else ``fitted``."""
+    model = getattr(fitted, "model_", None)
+    return fitted if model is None or isinstance(fitted, Distribution) else model
 
 
 def _axes(ax: Any) -> Any:
@@ -40,10 +49,10 @@ def _axes(ax: Any) -> Any:
 def plot_log_likelihood(fit: Any, ax: Any = None) -> Any:
     """The mean log-likelihood per row after each EM iteration.
 
-    ``fit``: a :class:`~mixfold.FitResult`, a fitted model (its ``fit_result``), or a sequence
-    of values.
+    ``fit``: a :class:`~mixfold.FitResult`, a fitted model (its ``fit_result``), a fitted
+    wrapper of :mod:`mixfold.sklearn`, or a sequence of values.
     """
-    result = getattr(fit, "fit_result", fit)
+    result = getattr(_model(fit), "fit_result", fit)
     trace = np.asarray(getattr(result, "log_likelihood", result), dtype=np.float64)
     if trace.ndim != 1 or trace.size == 0:
         raise ValueError(f"expected a non-empty log-likelihood trace, got shape {trace.shape}")
@@ -57,9 +66,12 @@ def plot_log_likelihood(fit: Any, ax: Any = None) -> Any:
 
 
 def plot_clusters(X: Any, model: Distribution, ax: Any = None) -> Any:
-    """Rows of ``X`` (array of shape (n_rows, 2)) coloured by their most probable component
-    of the fitted mixture ``model``; component means as crosses, and the 2-sigma ellipse of
-    each Gaussian component (full or diagonal covariance)."""
+    """Rows of ``X`` (array of shape (n_rows, 2), or a DataFrame of two columns, which name the
+    axes) coloured by their most probable component of the fitted mixture ``model`` (or a
+    fitted wrapper); component means as crosses, the 2-sigma ellipse of each Gaussian component
+    (full or diagonal covariance), and a legend of the components with their weights."""
+    names = [str(c) for c in getattr(X, "columns", ["x0", "x1"])]
+    model = _model(model)
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != 2:
         raise ValueError(f"plot_clusters draws 2-D rows: expected shape (n_rows, 2), got "
@@ -68,7 +80,10 @@ def plot_clusters(X: Any, model: Distribution, ax: Any = None) -> Any:
         raise TypeError(f"expected a fitted mixture, got a {type(model).__name__}")
     labels = model.seq_posterior(model.encoder().encode(X)).argmax(axis=1)
     ax = _axes(ax)
-    ax.scatter(X[:, 0], X[:, 1], c=labels, cmap="tab10", vmin=0, vmax=9, s=8, alpha=0.6)
+    for k in range(len(model.components)):  # one scatter per component: a legend entry each
+        at = labels == k
+        ax.scatter(X[at, 0], X[at, 1], color=f"C{k % 10}", s=8, alpha=0.6,
+                   label=f"component {k} (weight {model.weights[k]:.2f})")
     from matplotlib.patches import Ellipse
 
     for k, comp in enumerate(model.components):
@@ -85,6 +100,9 @@ def plot_clusters(X: Any, model: Distribution, ax: Any = None) -> Any:
             width, height = 4 * np.sqrt(np.maximum(values[::-1], 0.0))
             ax.add_patch(Ellipse(mu, width, height, angle=angle, fill=False,
                                  color=f"C{k % 10}", linewidth=1.5))
+    ax.set_xlabel(names[0])
+    ax.set_ylabel(names[1] if len(names) > 1 else "x1")
+    ax.legend(loc="best", fontsize="small")
     ax.set_title(f"{len(model.components)} components")
     return ax
 
@@ -118,4 +136,41 @@ def plot_plan_timeline(spans: Sequence[tuple[str, float, float]], ax: Any = None
     ax.invert_yaxis()  # the first worker on top
     ax.set_xlabel("seconds")
     ax.set_title(f"plan per worker (finishes at {max(f for _, _, f in bars):.3g} s)")
+    return ax
+
+
+def plot_model_selection(selection: Any, ax: Any = None) -> Any:
+    """BIC and AIC (lower is better) against the number of components, the best BIC marked.
+
+    ``selection``: a :class:`mixfold.sklearn.ComponentSelection` (from
+    :func:`mixfold.sklearn.select_n_components`), or a mapping n_components ->
+    :class:`~mixfold.FitResult`.
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import numpy as np, mixfold
+    >>> x = np.random.default_rng(0).normal(size=300) + np.repeat([0, 5], 150)
+    >>> fits = {k: mixfold.fit(x, mixfold.MixtureEstimator([mixfold.GaussianEstimator()] * k),
+    ...                        progress=False) for k in (1, 2, 3)}
+    >>> ax = plot_model_selection(fits)
+    >>> ax.get_title()
+    'lowest BIC at 2 components'
+    """
+    if isinstance(selection, dict):
+        ks = sorted(selection)
+        bic = [selection[k].bic for k in ks]
+        aic = [selection[k].aic for k in ks]
+    else:
+        ks, bic, aic = list(selection.n_components), list(selection.bic), list(selection.aic)
+    if not ks:
+        raise ValueError("no fits to draw")
+    ax = _axes(ax)
+    ax.plot(ks, bic, marker="o", label="BIC")
+    ax.plot(ks, aic, marker="s", label="AIC")
+    best = ks[int(np.argmin(bic))]
+    ax.axvline(best, color="k", linestyle=":", linewidth=1)
+    ax.set_xticks(ks)
+    ax.set_xlabel("number of components")
+    ax.set_ylabel("criterion (lower is better)")
+    ax.legend(loc="best")
+    ax.set_title(f"lowest BIC at {best} components")
     return ax

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numbers
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from mixfold.families import (DiagonalGaussianDistribution, DiagonalGaussianEsti
 from mixfold.fit import int_at_least
 from mixfold.io.readers import _is_arrow_table, _is_pandas_frame
 from mixfold.io.tables import record_spec
+from mixfold.families.composite import records_log_densities
 from mixfold.precision import BANDS
 from mixfold.spec import estimator_from_spec
 
@@ -57,6 +59,8 @@ __all__ = ["GaussianMixture", "GaussianHMM", "MixedTypeClustering", "Convergence
 COVARIANCE_TYPES = ("full", "diag", "tied", "spherical")
 HMM_COVARIANCE_TYPES = ("full", "diag")
 INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
+#: What a value the fitted model cannot score does: raise, or count as missing (marginalised).
+UNKNOWN_POLICIES = ("error", "missing")
 
 
 def _check_params(est: BaseEstimator, rules: Mapping[str, tuple[Any, str]]) -> None:
@@ -89,6 +93,11 @@ def _seed(random_state: Any) -> int:
     if isinstance(random_state, numbers.Integral):
         return int(random_state)
     return int(check_random_state(random_state).randint(0, 2**31 - 1))
+
+
+def _workers(est: BaseEstimator) -> int | None:
+    """``num_workers``, or ``n_workers`` (its old name) when that is set."""
+    return est.num_workers if est.n_workers is None else est.n_workers
 
 
 def _gaussian(covariance_type: str, reg_covar: float) -> Estimator:
@@ -177,7 +186,7 @@ class _MixtureMethods:
         result = mixfold.fit(X, estimator, max_iter=self.max_iter, tol=self.tol,
                              seed=_seed(self.random_state), init=init,
                              n_init=self.n_init if init is None else 1, backend=self.backend,
-                             num_workers=self.n_workers, precision=self.precision,
+                             num_workers=_workers(self), precision=self.precision,
                              progress=False, callbacks=self._callbacks())
         model = result.model
         model.fit_result = result
@@ -237,7 +246,8 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
     ``n_init`` (the best start kept), ``warm_start`` (a refit starts from the last fit),
     ``verbose`` / ``verbose_interval``, ``random_state`` (None means the fixed seed 0, so fits
     repeat). ``tol`` is on the relative change of the mean log-likelihood per row. Plus
-    mixfold's ``backend``, ``n_workers`` and ``precision`` of the E-step. Fitted:
+    mixfold's ``backend``, ``num_workers`` (``n_workers``, its old name) and ``precision``
+    of the E-step. Fitted:
     ``weights_``, ``means_``, ``covariances_``, ``precisions_``, ``converged_``, ``n_iter_``,
     ``lower_bound_`` (mean log-likelihood per row), ``log_likelihood_trace_`` and the mixfold
     model ``model_``; ``bic(X)`` / ``aic(X)`` as scikit-learn's.
@@ -254,8 +264,8 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
                  n_init: int = 1, init_params: str = "kmeans", weights_init: Any = None,
                  means_init: Any = None, precisions_init: Any = None, random_state: Any = None,
                  warm_start: bool = False, verbose: int = 0, verbose_interval: int = 10,
-                 backend: Any = "local", n_workers: int | None = None,
-                 precision: str = "float64"):
+                 backend: Any = "local", num_workers: int | None = None,
+                 precision: str = "float64", n_workers: int | None = None):
         self.n_components = n_components
         self.covariance_type = covariance_type
         self.tol = tol
@@ -271,6 +281,7 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         self.verbose = verbose
         self.verbose_interval = verbose_interval
         self.backend = backend
+        self.num_workers = num_workers
         self.n_workers = n_workers
         self.precision = precision
 
@@ -452,15 +463,21 @@ def select_n_components(X: Any, n_components: Sequence[int], estimator: Any = No
 
 
 class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
-    """Clusters of a pandas DataFrame of mixed column types: a mixture of ``n_clusters`` records.
+    """Clusters of a pandas DataFrame of mixed column types: a mixture of ``n_components``
+    records (``n_clusters``, its old name, still accepted).
 
     Each column gets the family its type suggests (floats Gaussian, non-negative integers
     Poisson, text categorical, booleans Bernoulli, any column with missing values wrapped in
     Optional; :mod:`mixfold.io.tables`); ``families`` overrides some, column -> spec node
     (``{"income": "log_gaussian"}``). ``pseudo_count`` keeps empty clusters and unseen levels at a
     positive probability. Arrays and Arrow tables are read as DataFrames (array columns are
-    named ``x0, x1, ...``). Fitted: ``spec_`` (the spec that was fitted), ``weights_``,
-    ``columns_``, ``converged_``, ``n_iter_``, ``lower_bound_``, ``model_``.
+    named ``x0, x1, ...``). An integer column whose values are all distinct (an identifier) is
+    left out with a warning, unless ``families`` names it. ``unknown``: what a value the fitted
+    model cannot score does at predict / score time (a level never seen at fit, a NaN in a
+    column that had none): ``"error"`` raises naming the row and column, ``"missing"`` leaves
+    the field out of that row (marginalised, as a missing value). Fitted: ``spec_`` (the spec
+    that was fitted), ``weights_``, ``columns_``, ``left_out_``, ``converged_``, ``n_iter_``,
+    ``lower_bound_``, ``model_``.
 
     >>> import pandas as pd
     >>> df = pd.DataFrame({"age": [21.0, 23, 22, 61, 64, 60],
@@ -470,10 +487,14 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, n_clusters: int = 2, *, families: Mapping[str, Any] | None = None,
+    def __init__(self, n_components: int = 2, *, families: Mapping[str, Any] | None = None,
                  pseudo_count: float = 1.0, tol: float = 1e-6, max_iter: int = 100,
                  n_init: int = 1, random_state: Any = None, backend: Any = "local",
-                 n_workers: int | None = None, precision: str = "float64"):
+                 num_workers: int | None = None, precision: str = "float64",
+                 unknown: str = "error", n_clusters: int | None = None,
+                 n_workers: int | None = None):
+        self.n_components = n_components
+        self.unknown = unknown
         self.n_clusters = n_clusters
         self.families = families
         self.pseudo_count = pseudo_count
@@ -482,6 +503,7 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         self.n_init = n_init
         self.random_state = random_state
         self.backend = backend
+        self.num_workers = num_workers
         self.n_workers = n_workers
         self.precision = precision
 
@@ -510,19 +532,32 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any = None) -> MixedTypeClustering:
         """Fit to the DataFrame ``X`` (one row per item); ``y`` is ignored."""
-        _check_params(self, {"n_clusters": (lambda v: int_at_least(v, 1), "an integer >= 1"),
+        _check_params(self, {"n_components": (lambda v: int_at_least(v, 1), "an integer >= 1"),
+                             "n_clusters": (lambda v: v is None or int_at_least(v, 1),
+                                            "None or an integer >= 1 (n_components' old name)"),
                              "pseudo_count": (_is_nonneg, "a finite number >= 0"),
                              "families": (lambda v: v is None or isinstance(v, Mapping),
                                           "None or a mapping column -> spec"),
+                             "unknown": (lambda v: v in UNKNOWN_POLICIES,
+                                         f"one of {list(UNKNOWN_POLICIES)}"),
                              **_MIXTURE_RULES})
         frame = self._frame(X, reset=True)
-        if len(frame) < self.n_clusters:
-            raise ValueError(f"Expected n_samples >= n_clusters but got n_clusters = "
-                             f"{self.n_clusters}, n_samples = {len(frame)}")
-        spec = {"mixture": record_spec(frame, self.families), "k": self.n_clusters,
+        k = self._k()
+        if len(frame) < k:
+            raise ValueError(f"Expected n_samples >= n_components but got n_components = "
+                             f"{k}, n_samples = {len(frame)}")
+        record = record_spec(frame, self.families)
+        self.left_out_ = [str(c) for c in frame.columns if str(c) not in record["record"]]
+        if self.left_out_:
+            warnings.warn(f"MixedTypeClustering: columns {self.left_out_} look like identifiers "
+                          f"(distinct integers) and are left out; name them in families= to "
+                          f"model them", UserWarning, stacklevel=2)
+        spec = {"mixture": record, "k": k,
                 "pseudo_count": float(self.pseudo_count)}
         estimator = estimator_from_spec(spec)
-        self.columns_ = [str(c) for c in frame.columns]
+        self.columns_ = list(record["record"])
+        self.dtypes_ = {str(c): frame[c].dtype for c in frame.columns
+                        if str(c) in record["record"]}
         self.spec_ = spec
         self._fit_model(frame, estimator)
         return self
@@ -531,8 +566,38 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         check_is_fitted(self)
         return self.model_.encoder().encode(self._frame(X, reset=False))
 
+    def _component_log_densities(self, X: Any) -> np.ndarray:
+        """log w_k + log p_k(row), shape (n_samples, n_components), each field value the model
+        cannot score left out of its row (marginalised)."""
+        check_is_fitted(self)
+        frame = self._frame(X, reset=False)
+        with np.errstate(divide="ignore"):
+            log_weights = np.log(self.model_.weights)
+        return log_weights + records_log_densities(self.model_.components, frame)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Posterior probability of each cluster, array of shape (n_samples, n_components);
+        with ``unknown="missing"``, values the model cannot score are left out of their row."""
+        if self.unknown == "error":
+            return super().predict_proba(X)
+        scores = self._component_log_densities(X)
+        top = scores.max(axis=1, keepdims=True)
+        post = np.exp(scores - top)
+        return post / post.sum(axis=1, keepdims=True)
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Log-density of each row, shape (n_samples,); with ``unknown="missing"`` the fields
+        the model cannot score are marginalised out of their row."""
+        if self.unknown == "error":
+            return super().score_samples(X)
+        scores = self._component_log_densities(X)
+        top = scores.max(axis=1)
+        return top + np.log(np.exp(scores - top[:, None]).sum(axis=1))
+
     def sample(self, n_samples: int = 1) -> tuple[Any, np.ndarray]:
-        """``n_samples`` rows drawn from the fitted model as a DataFrame, and their clusters."""
+        """``n_samples`` rows drawn from the fitted model as a DataFrame with the fitted frame's
+        column types (a missing value where a type has none becomes its nullable twin), and
+        their clusters."""
         import pandas as pd
 
         check_is_fitted(self)
@@ -541,8 +606,29 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         gen = np.random.default_rng(rng.randint(0, 2**31 - 1))
         rows = [r for c, n in zip(self.model_.components, counts)
                 for r in c.sampler(gen).sample(int(n))]
-        labels = np.repeat(np.arange(self.n_clusters), counts)
-        return pd.DataFrame(rows, columns=self.columns_), labels
+        labels = np.repeat(np.arange(self._k()), counts)
+        frame = pd.DataFrame(rows, columns=self.columns_)
+        for name, dtype in self.dtypes_.items():  # the fitted frame's column types
+            frame[name] = _as_dtype(frame[name], dtype)
+        return frame, labels
+
+    def _k(self) -> int:
+        """The number of clusters: ``n_components``, or ``n_clusters`` (its old name) when set."""
+        return self.n_components if self.n_clusters is None else self.n_clusters
+
+
+def _as_dtype(column: Any, dtype: Any) -> Any:
+    """``column`` as ``dtype``; with missing values an int or bool dtype becomes pandas' nullable
+    one (Int64, boolean)."""
+    import pandas as pd
+
+    if column.isna().any() and (pd.api.types.is_integer_dtype(dtype)
+                                or pd.api.types.is_bool_dtype(dtype)):
+        dtype = "boolean" if pd.api.types.is_bool_dtype(dtype) else "Int64"
+    try:
+        return column.astype(dtype)
+    except (TypeError, ValueError):
+        return column
 
 
 class ConvergenceMonitor:
@@ -625,9 +711,14 @@ class GaussianHMM(BaseEstimator):
     probabilities, transitions, means, covariances: which ones the fit updates / initialises;
     the others are taken from ``startprob_``, ``transmat_``, ``means_``, ``covars_`` set
     before ``fit``), plus ``n_init`` (the best of several seeded starts), ``reg_covar``,
-    ``pseudo_count`` and mixfold's ``backend``, ``n_workers``, ``precision``. Fitted:
+    ``pseudo_count`` and mixfold's ``backend``, ``num_workers``, ``precision``. Fitted:
     ``startprob_``, ``transmat_``, ``means_``, ``covars_`` (shape (n_components,
     n_features) for ``"diag"``), ``monitor_``, ``converged_``, ``n_iter_``, ``model_``.
+    Differences from hmmlearn: ``n_iter`` defaults to 100 (hmmlearn: 10); ``reg_covar`` is added
+    to the variances where hmmlearn has ``min_covar`` and covariance priors, and
+    ``pseudo_count`` is added to the start and transition counts where hmmlearn has
+    ``startprob_prior`` / ``transmat_prior``; with both at 0 a fit equals hmmlearn's with its
+    priors off (``covars_prior=0, covars_weight=1``), from the same start.
 
     >>> import numpy as np
     >>> from mixfold import DiagonalGaussianDistribution as DG, HiddenMarkovDistribution
@@ -645,7 +736,8 @@ class GaussianHMM(BaseEstimator):
                  algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
                  tol: float = 1e-2, verbose: bool = False, params: str = HMM_PARAMS,
                  init_params: str = HMM_PARAMS, n_init: int = 1, backend: Any = "local",
-                 n_workers: int | None = None, precision: str = "float64"):
+                 num_workers: int | None = None, precision: str = "float64",
+                 n_workers: int | None = None):
         self.n_components = n_components
         self.covariance_type = covariance_type
         self.reg_covar = reg_covar
@@ -659,6 +751,7 @@ class GaussianHMM(BaseEstimator):
         self.init_params = init_params
         self.n_init = n_init
         self.backend = backend
+        self.num_workers = num_workers
         self.n_workers = n_workers
         self.precision = precision
 
@@ -744,7 +837,7 @@ class GaussianHMM(BaseEstimator):
 
         result = mixfold.fit(rows, estimator, max_iter=self.n_iter, tol=0.0, seed=seed,
                              n_init=self.n_init if init is None else 1, init=init,
-                             backend=self.backend, num_workers=self.n_workers,
+                             backend=self.backend, num_workers=_workers(self),
                              precision=self.precision, progress=False,
                              callbacks=[gain_below_tol])
         model = result.model

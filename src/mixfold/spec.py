@@ -65,8 +65,8 @@ from mixfold.families import (BernoulliEstimator, BinomialEstimator, Categorical
                               VonMisesEstimator)
 from mixfold.families.optional import MissingMarkers
 
-__all__ = ["SpecError", "NoDefault", "estimator_from_spec", "spec_from_estimator", "load_spec",
-           "LEAF_KINDS", "COMBINATOR_KINDS", "AUTO", "ANY_COLUMN"]
+__all__ = ["SpecError", "NoDefault", "LeftOut", "estimator_from_spec", "spec_from_estimator",
+           "load_spec", "LEAF_KINDS", "COMBINATOR_KINDS", "AUTO", "ANY_COLUMN"]
 
 #: Leaf kinds and their estimator classes; a leaf's options are its constructor's arguments.
 LEAF_KINDS: dict[str, type[Estimator]] = {
@@ -121,6 +121,14 @@ class NoDefault:
 
     def __repr__(self) -> str:
         return f"NoDefault({self.message!r})"
+
+
+class LeftOut(NoDefault):
+    """A spec node for a data column that ``"*": "auto"`` leaves out (an identifier: every value
+    a distinct integer), ``message`` saying why; naming the column in the spec models it."""
+
+    def __repr__(self) -> str:
+        return f"LeftOut({self.message!r})"
 
 
 def _kinds() -> list[str]:
@@ -281,6 +289,8 @@ def _record(body: Any, options: Mapping[str, Any], here: str, path: str,
                             f"{here}.{ANY_COLUMN}")
         fields = {}
         for name, default in columns.items():
+            if name not in body and rest == AUTO and isinstance(default, LeftOut):
+                continue  # an identifier column: modelled only when the spec names it
             child = body.get(name, default if rest == AUTO else rest)
             fields[name] = _build(child, f"{here}.{name}", None)
         if not fields:

@@ -59,3 +59,12 @@ def test_fixed_levels_reject_other_values():
     with pytest.raises(DataError) as err:
         mixfold.optimize(["a", "c"], CategoricalEstimator(levels=["a", "b"]), progress=False)
     assert err.value.row == 1
+
+
+def test_an_unseen_level_of_another_type_says_so():
+    from mixfold import CategoricalDistribution, DataError
+
+    model = CategoricalDistribution({"2.0": 0.5, "3.5": 0.5})
+    with pytest.raises(DataError, match="level 3.5 is not among .*; the value is a float, the "
+                                        "levels are str"):
+        model.seq_log_density([3.5])

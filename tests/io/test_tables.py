@@ -1,5 +1,7 @@
 """Table input: default families by column type, Arrow tables, Parquet/CSV/npy paths."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -65,7 +67,7 @@ def test_fitted_default_record_recovers_the_segments(frame):
 
 def test_parquet_metadata_sees_nulls_and_negatives_in_any_row_group(tmp_path):
     n = 1000
-    values = np.arange(n)
+    values = np.arange(n) % 50  # counts (repeated values: not an identifier column)
     frame = pd.DataFrame({"count": values, "shift": values.copy(),
                           "text": ["a"] * n})
     frame.loc[n - 1, "shift"] = -5                         # only in the last row group
@@ -137,3 +139,23 @@ def test_a_path_is_read_into_memory_for_resident_backends(tmp_path, frame):
     pd.testing.assert_frame_equal(joined, frame)
     with pytest.raises(ValueError, match="backend must be one of"):
         as_fit_input(path, est, backend="gpu-cluster")
+
+
+def test_an_identifier_column_is_left_out_of_auto_with_a_note(tmp_path):
+    from click.testing import CliRunner
+
+    from mixfold.cli import main
+    from mixfold.spec import LeftOut, estimator_from_spec
+
+    frame = pd.DataFrame({"id": np.arange(100) + 7, "x": np.tile([0.5, 1.5], 50)})
+    specs = column_specs(frame)
+    assert isinstance(specs["id"], LeftOut) and specs["x"] == "gaussian"
+    assert isinstance(column_specs(pa.Table.from_pandas(frame))["id"], LeftOut)
+    est = estimator_from_spec({"record": {"*": "auto"}}, specs)
+    assert list(est.fields) == ["x"]
+    named = estimator_from_spec({"record": {"*": "auto", "id": "gaussian"}}, specs)
+    assert list(named.fields) == ["id", "x"]
+    frame.to_csv(tmp_path / "f.csv", index=False)
+    out = CliRunner().invoke(main, ["spec", str(tmp_path / "f.csv")])
+    assert out.exit_code == 0 and json.loads(out.stdout) == {"record": {"x": "gaussian"}}
+    assert "note: column 'id' looks like an identifier" in out.stderr

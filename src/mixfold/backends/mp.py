@@ -86,6 +86,17 @@ class _Worker:
         self.conn.close()
 
 
+_MAIN_GUARD_HINT = ("the mp backend spawns its workers, which import the main module again: "
+                    "in a script, put the code that fits under `if __name__ == \"__main__\":`")
+
+
+def _refuse_inside_a_spawning_worker() -> None:
+    """A worker importing a script without the main guard would start workers of its own: stop
+    it with one line (the driver then reports the worker's exit)."""
+    if getattr(mp.current_process(), "_inheriting", False):
+        raise SystemExit(f"mixfold: {_MAIN_GUARD_HINT}")
+
+
 class MPEncodedData(ShardedEncodedData):
     """Shards held by ``num_workers`` processes (default: the machine's cores). More workers
     than rows, or than cores (unless ``oversubscribe``), are capped with a warning.
@@ -103,6 +114,7 @@ class MPEncodedData(ShardedEncodedData):
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
                  num_workers: int | None = None, max_restarts: int = 3, plan: Any = None,
                  oversubscribe: bool = False):
+        _refuse_inside_a_spawning_worker()
         count = checked_num_workers(num_workers, enc.n_rows)
         count = min(os.cpu_count() or 1, enc.n_rows) if count is None else \
             capped_at_cores(count, oversubscribe)
@@ -114,10 +126,21 @@ class MPEncodedData(ShardedEncodedData):
         try:
             for i in range(len(self.bounds)):
                 self.workers.append(_Worker(self._ctx))
-                self._load(i)
+                self._start(i)
         except BaseException:
             self.close()
             raise
+
+    def _start(self, i: int) -> None:
+        """Load worker ``i``'s shard; a worker that exits before holding it most likely ran a
+        script without the main guard: say so in one line."""
+        try:
+            self._load(i)
+        except (EOFError, OSError):
+            worker = self.workers[i]
+            worker.process.join(5)
+            raise RuntimeError(f"mp worker {i} exited while starting (exit code "
+                               f"{worker.process.exitcode}): {_MAIN_GUARD_HINT}") from None
 
     def _load(self, i: int) -> None:
         """Send worker ``i`` its shard and wait until it holds it."""

@@ -77,7 +77,24 @@ def to_float_array(values: Any, *, allow_bool: bool = False, what: str = "a numb
                             row=row) from None
     row, value = bad
     value = value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, str):  # a text column (a CSV read one bad cell): name that cell
+        row, value = _first_non_number_text(source, row, value)
     raise DataTypeError(f"expected {what}, got {value!r} ({type(value).__name__})", row=row)
+
+
+def _first_non_number_text(values: Any, row: int, value: str) -> tuple[int, Any]:
+    """The first of ``values`` from ``row`` on that is not a number nor text of one."""
+    for i in range(row, len(values)):
+        v = values[i]
+        if not isinstance(v, str):
+            if not isinstance(v, (numbers.Real, np.floating, np.integer)):
+                return i, v
+            continue
+        try:
+            float(v)
+        except ValueError:
+            return i, v
+    return row, value
 
 
 def _reject_ndim(arr: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ linear E-step (``LinearInFeatures``) and double-double statistics (``Compensated
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -317,10 +318,47 @@ def family_class(name: str) -> type[Distribution]:
         raise ValueError(f"unknown family {name!r}; known: {sorted(_FAMILIES)}") from None
 
 
+#: Methods over many rows that take encoded rows or raw ones (encoded by the model's encoder).
+ROW_METHODS = ("seq_log_density", "seq_posterior", "seq_viterbi")
+
+
+def _taking_raw_rows(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def over_rows(self: Distribution, rows: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(rows, Encoded):
+            rows = self.encoder().encode(rows)
+        return method(self, rows, *args, **kwargs)
+
+    over_rows.takes_raw_rows = True  # type: ignore[attr-defined]
+    return over_rows
+
+
 class Distribution(ABC):
-    """A distribution with parameters: scores rows, samples, and knows its estimator and encoder."""
+    """A distribution with parameters: scores rows, samples, and knows its estimator and encoder.
+
+    ``seq_log_density`` (and ``seq_posterior`` / ``seq_viterbi`` where a family has them) take
+    encoded rows (``model.encoder().encode(rows)``, encoded once for repeated calls) or the raw
+    rows themselves:
+
+    >>> import numpy as np
+    >>> from mixfold import GaussianDistribution, MixtureDistribution
+    >>> m = MixtureDistribution([GaussianDistribution(0, 1), GaussianDistribution(5, 1)],
+    ...                         [0.5, 0.5])
+    >>> m.seq_posterior(np.array([0.1, 4.8])).argmax(axis=1).tolist()
+    [0, 1]
+    >>> bool(np.array_equal(m.seq_log_density([0.1, 4.8]),
+    ...                     m.seq_log_density(m.encoder().encode([0.1, 4.8]))))
+    True
+    """
 
     family_name: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ROW_METHODS:  # every family's own row methods take raw rows too
+            method = cls.__dict__.get(name)
+            if callable(method) and not getattr(method, "takes_raw_rows", False):
+                setattr(cls, name, _taking_raw_rows(method))
 
     @abstractmethod
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:

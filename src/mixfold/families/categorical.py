@@ -163,8 +163,13 @@ class CategoricalEncoder(Encoder):
 
     def _unseen(self, v: Any, row: int) -> DataError:
         shown = list(self.levels[:10]) + (["..."] if len(self.levels) > 10 else [])
+        kinds = {type(level).__name__ for level in self.levels}
+        note = ""
+        if type(v).__name__ not in kinds:  # 3.5 against '3.5': say the types differ
+            note = (f"; the value is a {type(v).__name__}, the levels are "
+                    f"{' / '.join(sorted(kinds))}")
         return DataError(f"level {v!r} is not among the {len(self.levels)} levels fixed at "
-                         f"encode time {shown}", row=row)
+                         f"encode time {shown}{note}", row=row)
 
     def __repr__(self) -> str:
         return f"CategoricalEncoder({self.levels!r})"

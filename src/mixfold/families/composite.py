@@ -28,7 +28,8 @@ from mixfold.families._protocol import (
 )
 
 __all__ = ["CompositeDistribution", "CompositeEstimator", "RecordDistribution", "RecordEstimator",
-           "FactorAccumulator", "FactorEncoded", "CompositeEncoder", "RecordEncoder"]
+           "FactorAccumulator", "FactorEncoded", "CompositeEncoder", "RecordEncoder",
+           "records_log_densities"]
 
 
 class FactorEncoded(Encoded):
@@ -468,3 +469,43 @@ class RecordEstimator(_FactorEstimator):
 
     def __repr__(self) -> str:
         return f"RecordEstimator({self.fields!r})"
+
+
+def _field_values(rows: Any, name: str) -> list[Any]:
+    if hasattr(rows, "columns"):  # a DataFrame
+        return list(rows[name])
+    return [r.get(name) if isinstance(r, Mapping) else r[name] for r in rows]
+
+
+def records_log_densities(records: Sequence[RecordDistribution], rows: Any) -> np.ndarray:
+    """Log-density of every row under each of ``records`` (the same fields), array of shape
+    (n_rows, len(records)), where a field value the records cannot score (a level never seen at
+    fit, a NaN in a field without missing values) is left out of its row: that field is
+    marginalised out there, as a missing value.
+
+    >>> from mixfold import CategoricalDistribution, GaussianDistribution
+    >>> r = RecordDistribution({"x": GaussianDistribution(0, 1),
+    ...                         "city": CategoricalDistribution({"Oslo": 1.0})})
+    >>> rows = [{"x": 0.0, "city": "Paris"}, {"x": float("nan"), "city": "Oslo"}]
+    >>> records_log_densities([r], rows).round(4).tolist()
+    [[-0.9189], [0.0]]
+    """
+    names = list(records[0].fields)
+    n = len(rows)
+    out = np.zeros((n, len(records)))
+    for name in names:
+        values = _field_values(rows, name)
+        fields = [rec.fields[name] for rec in records]
+        dropped = np.zeros(n, dtype=bool)
+        stand_in = fields[0].sampler(0).sample(1)[0]  # a value every record scores
+        while True:  # replace each value the field cannot encode, then encode again
+            try:
+                enc = fields[0].encoder().encode(values)
+                break
+            except DataError as err:
+                if err.row is None or dropped[err.row]:
+                    raise
+                dropped[err.row], values[err.row] = True, stand_in
+        for k, field in enumerate(fields):
+            out[:, k] += np.where(dropped, 0.0, field.seq_log_density(enc))
+    return out

@@ -360,6 +360,11 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
                 out[:, k] = ops.to_float64(r)
         return out, ops.to_float64(lse)
 
+    def predict(self, rows: Any) -> np.ndarray:
+        """The most probable component of each row (raw or encoded), int array of shape
+        (n_rows,)."""
+        return self.seq_posterior(rows).argmax(axis=1)
+
     def posterior(self, x: Any) -> np.ndarray:
         """Posterior component probabilities of one value, array of shape (K,)."""
         return self.seq_posterior(self.encoder().encode([x]))[0]

@@ -175,8 +175,13 @@ class RowBlocks:
 
         def read_blocks() -> Iterator[Any]:
             for f in files:
-                with pd.read_csv(f, chunksize=block_rows, usecols=cols,
-                                 **read_csv_options) as chunks:
+                try:
+                    reader = pd.read_csv(f, chunksize=block_rows, usecols=cols,
+                                         **read_csv_options)
+                except pd.errors.EmptyDataError:
+                    raise ValueError(f"{str(f)!r}: the CSV file is empty (no header, no rows)") \
+                        from None
+                with reader as chunks:
                     for chunk in chunks:
                         yield chunk if cols is None else chunk[cols]
 

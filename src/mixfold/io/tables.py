@@ -7,7 +7,8 @@ A column's type picks the family it gets when a spec says ``"*": "auto"`` (or wh
 column type                   default spec node
 ============================  ==========================================================
 boolean                       ``"bernoulli"``
-integer, all values >= 0      ``"poisson"`` (counts)
+integer, all values >= 0      ``"poisson"`` (counts); all distinct (an identifier, at
+                              least 20 rows): left out, with a note
 integer with negative values  ``"gaussian"``
 floating point                ``"gaussian"``
 text, categorical             ``"categorical"``
@@ -38,7 +39,7 @@ from mixfold.backends import backend_name
 from mixfold.io.readers import (RowBlocks, _files, _is_arrow_table, _is_pandas_frame,
                                 reads_named_fields,
                                 table_rows)
-from mixfold.spec import NoDefault, SpecError
+from mixfold.spec import LeftOut, NoDefault, SpecError
 
 __all__ = ["default_spec", "column_specs", "record_spec", "read_data", "as_fit_input",
            "collect_rows", "FILE_KINDS"]
@@ -49,17 +50,26 @@ FILE_KINDS = {".parquet": "Parquet row groups", ".csv": "CSV chunks", ".npy": "a
 _KIND_SPEC = {"bool": "bernoulli", "float": "gaussian", "text": "categorical"}
 
 
+#: An integer column of at least this many rows, all distinct, is taken for an identifier.
+ID_MIN_ROWS = 20
+
+
 def default_spec(kind: str, *, has_missing: bool = False, min_value: Any = None,
-                 name: str = "column") -> Any:
+                 name: str = "column", distinct_rows: int = 0) -> Any:
     """The spec node for a column of ``kind`` ("bool", "int", "float", "text"); any other type
     name gives a :class:`~mixfold.spec.NoDefault` node, which fails with a :class:`SpecError`
-    only if the spec uses it (a column the spec names itself may have any type).
+    only if the spec uses it (a column the spec names itself may have any type). An integer
+    column whose ``distinct_rows`` (>= 20) are all distinct is an identifier: a
+    :class:`~mixfold.spec.LeftOut` node, which ``"*": "auto"`` skips.
 
     >>> default_spec("int", min_value=0), default_spec("int", min_value=-3)
     ('poisson', 'gaussian')
     >>> default_spec("text", has_missing=True)
     {'optional': 'categorical'}
     """
+    if kind == "int" and distinct_rows >= ID_MIN_ROWS and not has_missing:
+        return LeftOut(f"column {name!r} looks like an identifier (its {distinct_rows} values "
+                       f"are distinct integers): left out; name it in the spec to model it")
     if kind == "int":
         node: Any = "gaussian" if min_value is not None and min_value < 0 else "poisson"
     elif kind in _KIND_SPEC:
@@ -131,18 +141,25 @@ def column_specs(data: Any) -> dict[str, Any]:
         return column_specs(read_data(path))
     if isinstance(data, RowBlocks):
         first = next(iter(data.blocks()), None)
-        if first is None:
+        if first is None or len(first) == 0:
             raise ValueError(f"{data.description} has no rows to read column types from")
         return column_specs(first)
     if _is_pandas_frame(data):
+        if len(data) == 0:
+            raise ValueError(f"no rows to read column types from (columns {list(data.columns)})")
         out = {}
         for name in data.columns:
             col = data[name]
             kind = _pandas_kind(col)
             present = col.dropna()
+            mixed = _mostly_numbers(present, str(name)) if kind == "text" else None
+            if mixed is not None:
+                out[str(name)] = mixed
+                continue
             low = present.min() if kind == "int" and len(present) else None
+            distinct = len(col) if kind == "int" and col.is_unique else 0
             out[str(name)] = default_spec(kind, has_missing=bool(col.isna().any()),
-                                          min_value=low, name=str(name))
+                                          min_value=low, name=str(name), distinct_rows=distinct)
         return out
     if _is_arrow_table(data):
         import pyarrow.compute as pc
@@ -152,13 +169,31 @@ def column_specs(data: Any) -> dict[str, Any]:
             col = data.column(i)
             kind = _arrow_kind(field.type)
             low = pc.min(col).as_py() if kind == "int" else None
+            distinct = len(col) if kind == "int" and pc.count_distinct(col).as_py() == len(col) \
+                else 0
             out[field.name] = default_spec(kind, has_missing=col.null_count > 0, min_value=low,
-                                           name=field.name)
+                                           name=field.name, distinct_rows=distinct)
         return out
     if _is_spark_frame(data):
         return _spark_specs(data)
     raise TypeError(f"column types come from a DataFrame, an Arrow table, a RowBlocks source or "
                     f"a Parquet/CSV path, got a {type(data).__name__}")
+
+
+def _mostly_numbers(present: Any, name: str) -> NoDefault | None:
+    """For a text column whose cells are mostly numbers (at least 90%), a node that names the
+    cells that are not: a number column with a bad cell, not a categorical one."""
+    import pandas as pd
+
+    if not len(present) or not all(isinstance(v, str) for v in present.iloc[:1000]):
+        return None
+    numbers = pd.to_numeric(present, errors="coerce")
+    bad = numbers.isna()
+    if bad.all() or bad.mean() > 0.1:
+        return None
+    rows = ", ".join(f"{i} ({v!r})" for i, v in present[bad].iloc[:5].items())
+    return NoDefault(f"column {name!r} is mostly numbers but {int(bad.sum())} row(s) are not: "
+                     f"row {rows}; fix those cells, or name the column's family in the spec")
 
 
 def _parquet_specs(path: Path) -> dict[str, Any]:
@@ -215,6 +250,8 @@ def record_spec(data: Any, overrides: Mapping[str, Any] | None = None) -> dict[s
     >>> import pandas as pd
     >>> record_spec(pd.DataFrame({"x": [1.0, 2.0], "n": [1, 2]}), {"n": "geometric"})
     {'record': {'x': 'gaussian', 'n': 'geometric'}}
+
+    Identifier columns (:func:`default_spec`) are left out unless ``overrides`` names them.
     """
     overrides = dict(overrides or {})
     columns = column_specs(data)
@@ -222,7 +259,8 @@ def record_spec(data: Any, overrides: Mapping[str, Any] | None = None) -> dict[s
     if unknown:
         raise SpecError(f"unknown column {unknown[0]!r} (the data has {list(columns)})",
                         f"$.record.{unknown[0]}")
-    return {"record": {n: overrides.get(n, node) for n, node in columns.items()}}
+    return {"record": {n: overrides.get(n, node) for n, node in columns.items()
+                       if n in overrides or not isinstance(node, LeftOut)}}
 
 
 # ---------------------------------------------------------------------------------------------

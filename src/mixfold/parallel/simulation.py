@@ -127,6 +127,7 @@ def plot_finish_times(report: SimulationReport, ax: Any = None, path: str | None
         if ax is None and path is not None:
             matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError as err:
         raise ImportError(f"plot_finish_times needs matplotlib: pip install 'mixfold[plot]' "
                           f"({err})") from None
@@ -141,6 +142,7 @@ def plot_finish_times(report: SimulationReport, ax: Any = None, path: str | None
                                 (report.lower_bound, ":", "lower bound")):
         ax.axhline(value, linestyle=style, color="k", linewidth=1, label=f"{label} {value:.3g}s")
     ax.set_xlabel("worker")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # workers are whole numbers
     ax.set_ylabel("seconds")
     ax.set_title(f"plan over {idx.size} workers, tree depth {report.reduce_depth} "
                  f"(fanout {report.fanout})")

@@ -34,6 +34,9 @@ def kernels_available() -> bool:
 
 
 def _compile() -> dict[str, Any]:
+    # module globals, not closure cells: numba keys its disk cache on a kernel's closure too,
+    # and a dispatcher in a cell pickles differently in every process (a miss, a new file)
+    global numba, exp_nonpositive
     import numba
 
     @numba.njit(inline="always", fastmath={"contract"})

@@ -221,3 +221,14 @@ def test_a_warning_during_the_bar_is_written_above_it(capsys):
     lines = [line for line in err.split("\n") if "DegenerateFitWarning" in line]
     # each warning on a line of its own, never glued to a bar's carriage-return update
     assert lines and all(line.split("\r")[-1].startswith(__file__) for line in lines)
+
+
+@pytest.mark.slow
+def test_n_init_on_spark_equals_local():
+    x = mixture_data(2000)
+    local = mixfold.fit(x, est3(), seed=3, n_init=2, max_iter=20, progress=False)
+    spark = mixfold.fit(x, est3(), seed=3, n_init=2, max_iter=20, progress=False,
+                        backend="spark")
+    np.testing.assert_allclose(spark.start_log_likelihoods, local.start_log_likelihoods,
+                               rtol=1e-10)
+    assert spark.seed == local.seed

@@ -35,6 +35,7 @@ from mixfold import (
     LogGaussianEstimator,
     MixtureEstimator,
     MultivariateGaussianEstimator,
+    NegativeBinomialEstimator,
     NumericalError,
     OptionalEstimator,
     PoissonEstimator,
@@ -125,6 +126,7 @@ LEAVES = [
     ("Binomial", lambda: BinomialEstimator(10), st.integers(0, 10)),
     ("Bernoulli", BernoulliEstimator, st.sampled_from([0, 1, True, False, 0.0, 1.0])),
     ("Categorical", CategoricalEstimator, st.sampled_from(["a", "b", 3, ("t", 1), 2.5])),
+    ("NegativeBinomial", NegativeBinomialEstimator, st.integers(0, 10**6)),
 ]
 
 

@@ -19,6 +19,8 @@ from mixfold.families.log_gaussian import LogGaussianDistribution, LogGaussianEs
 from mixfold.families.mixture import MixtureDistribution, MixtureEstimator
 from mixfold.families.multivariate_gaussian import (MultivariateGaussianDistribution,
                                                     MultivariateGaussianEstimator)
+from mixfold.families.negative_binomial import (NegativeBinomialDistribution,
+                                                NegativeBinomialEstimator)
 from mixfold.families.optional import OptionalDistribution, OptionalEstimator
 from mixfold.families.poisson import PoissonDistribution, PoissonEstimator
 from mixfold.families.sequence import SequenceDistribution, SequenceEstimator
@@ -35,6 +37,7 @@ __all__ = [
     "GeometricEstimator", "HiddenMarkovDistribution", "HiddenMarkovEstimator",
     "LogGaussianDistribution", "LogGaussianEstimator", "MixtureDistribution",
     "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
+    "NegativeBinomialDistribution", "NegativeBinomialEstimator",
     "OptionalDistribution", "OptionalEstimator", "PoissonDistribution", "PoissonEstimator",
     "SequenceDistribution", "SequenceEstimator", "VonMisesDistribution", "VonMisesEstimator",
 ]

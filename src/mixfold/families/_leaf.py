@@ -24,6 +24,7 @@ from mixfold.families._protocol import (
 )
 
 __all__ = ["NumericEncoder", "VectorEncoder", "LeafAccumulator", "WeightedSumAccumulator",
+           "ModelStatsAccumulator",
            "LeafEstimator", "to_float_array"]
 
 
@@ -303,3 +304,21 @@ class LeafEstimator(Estimator):
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if v is not None)
         return f"{type(self).__name__}({opts})"
+
+
+class ModelStatsAccumulator(LeafAccumulator):
+    """A leaf whose E-step statistics depend on the current parameters (the posterior of a
+    latent scale, derivatives around the current shape): the E-step adds rows through
+    ``_add_model(values, weights, model)``; initialisation, which has no model yet, through
+    ``_add`` (moments the estimator starts from)."""
+
+    @abstractmethod
+    def _add_model(self, values: np.ndarray, weights: np.ndarray, model: Any) -> None:
+        """Add weighted statistics of the encoded values under ``model``."""
+
+    def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
+                   precision: str = "float64") -> None:
+        if precision != "float64" and band_of(precision) == "dd":
+            self.seq_update_dd(enc, weights, np.zeros_like(weights), model)  # raises: no dd sums
+        self._add_model(enc.values, weights, model)
+        return None

@@ -17,7 +17,8 @@ that ties parameters across the tree):
   ``diagonal_gaussian`` [dim], ``multivariate_gaussian`` [dim], ``categorical`` [levels,
   pseudo_count], ``poisson``, ``exponential``, ``gamma``, ``binomial`` [n, required],
   ``bernoulli``, ``geometric``, ``log_gaussian``, ``von_mises``, ``negative_binomial`` [max_r,
-  min_mean] (and each estimator's floors);
+  min_mean], ``beta`` [max_concentration], ``dirichlet`` [dim, max_concentration] (and each
+  estimator's floors);
 - ``mixture``: a list of component specs, or one spec repeated ``k`` times [k, pseudo_count];
 - ``hidden_markov``: a list of emission specs, or one spec repeated ``states`` times [states,
   pseudo_count, terminal];
@@ -57,8 +58,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mixfold.families import (BernoulliEstimator, BinomialEstimator, CategoricalEstimator,
-                              CompositeEstimator, DiagonalGaussianEstimator, Estimator,
+from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimator,
+                              CategoricalEstimator, CompositeEstimator,
+                              DiagonalGaussianEstimator, DirichletEstimator, Estimator,
                               ExponentialEstimator, GammaEstimator, GaussianEstimator,
                               GeometricEstimator, HiddenMarkovEstimator, LogGaussianEstimator,
                               MixtureEstimator, MultivariateGaussianEstimator,
@@ -85,6 +87,8 @@ LEAF_KINDS: dict[str, type[Estimator]] = {
     "log_gaussian": LogGaussianEstimator,
     "von_mises": VonMisesEstimator,
     "negative_binomial": NegativeBinomialEstimator,
+    "beta": BetaEstimator,
+    "dirichlet": DirichletEstimator,
 }
 #: Combinator kinds and the options each takes beside its kind key.
 COMBINATOR_KINDS: dict[str, tuple[str, ...]] = {

@@ -76,3 +76,32 @@ def check_decomposition(dist):
     assert isinstance(dc, Decomposition)
     assert dc.param_bytes > 0
     return dc
+
+
+def check_mixture_step(estimator, components, rows, ref_logpdf, rng, fused=True):
+    """One mixture E-step (the fused linear fold when ``fused``) equals the responsibilities
+    of the reference log-densities ``ref_logpdf(component, rows)`` added up by each
+    component's own accumulator; the returned log-densities equal the reference mixture's."""
+    from scipy.special import logsumexp
+
+    from mixfold.compute.linear import fold_linear_mixture
+
+    weights = rng.dirichlet(np.ones(len(components)))
+    model = mixfold.MixtureDistribution(components, weights)
+    encoder = estimator.encoder().fit(rows)
+    enc = encoder.encode(rows)
+    bound = estimator.bind(encoder)
+    mix = MixtureEstimator([bound] * len(components))
+    acc = mix.accumulator_factory().make()
+    assert (acc._stack_fold is fold_linear_mixture) == fused
+    w = rng.uniform(0.5, 2.0, size=enc.n_rows)
+    got = acc.seq_update(enc, w, model)
+    scores = np.stack([ref_logpdf(c, rows) for c in components], axis=1) + np.log(weights)
+    lse = logsumexp(scores, axis=1)
+    if got is not None:
+        np.testing.assert_allclose(got, lse, rtol=1e-9, atol=1e-9)
+    resp = np.exp(scores - lse[:, None]) * w[:, None]
+    for k, comp_acc in enumerate(acc.components):
+        ref = bound.accumulator_factory().make()
+        ref.seq_update(enc, resp[:, k], components[k])
+        np.testing.assert_allclose(comp_acc.to_array(), ref.to_array(), rtol=1e-8, atol=1e-8)

@@ -3,6 +3,7 @@ Estimator; the roles themselves are in :mod:`mixfold.families._protocol`."""
 
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, ArrayEncoded, Distribution,
                                         Encoded, Encoder, Estimator, InitRandom, Sampler)
+from mixfold.families.beta import BetaDistribution, BetaEstimator
 from mixfold.families.bernoulli import BernoulliDistribution, BernoulliEstimator
 from mixfold.families.binomial import BinomialDistribution, BinomialEstimator
 from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
@@ -10,6 +11,7 @@ from mixfold.families.composite import (CompositeDistribution, CompositeEstimato
                                         RecordDistribution, RecordEstimator)
 from mixfold.families.diagonal_gaussian import (DiagonalGaussianDistribution,
                                                 DiagonalGaussianEstimator)
+from mixfold.families.dirichlet import DirichletDistribution, DirichletEstimator
 from mixfold.families.exponential import ExponentialDistribution, ExponentialEstimator
 from mixfold.families.gamma import GammaDistribution, GammaEstimator
 from mixfold.families.gaussian import GaussianDistribution, GaussianEstimator
@@ -37,7 +39,8 @@ __all__ = [
     "GeometricEstimator", "HiddenMarkovDistribution", "HiddenMarkovEstimator",
     "LogGaussianDistribution", "LogGaussianEstimator", "MixtureDistribution",
     "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
-    "NegativeBinomialDistribution", "NegativeBinomialEstimator",
+    "NegativeBinomialDistribution", "NegativeBinomialEstimator", "BetaDistribution",
+    "BetaEstimator", "DirichletDistribution", "DirichletEstimator",
     "OptionalDistribution", "OptionalEstimator", "PoissonDistribution", "PoissonEstimator",
     "SequenceDistribution", "SequenceEstimator", "VonMisesDistribution", "VonMisesEstimator",
 ]

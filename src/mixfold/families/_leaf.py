@@ -40,6 +40,7 @@ _DOMAINS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
     "count": (lambda x: _is_integral(x) & (x >= 0), "an integer >= 0"),
     "positive_count": (lambda x: _is_integral(x) & (x >= 1), "an integer >= 1"),
     "binary": (lambda x: (x == 0) | (x == 1), "0 or 1 (or a bool)"),
+    "unit_interval": (lambda x: (x > 0) & (x < 1), "a number in (0, 1)"),
 }
 
 

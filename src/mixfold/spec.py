@@ -17,8 +17,8 @@ that ties parameters across the tree):
   ``diagonal_gaussian`` [dim], ``multivariate_gaussian`` [dim], ``categorical`` [levels,
   pseudo_count], ``poisson``, ``exponential``, ``gamma``, ``binomial`` [n, required],
   ``bernoulli``, ``geometric``, ``log_gaussian``, ``von_mises``, ``negative_binomial`` [max_r,
-  min_mean], ``beta`` [max_concentration], ``dirichlet`` [dim, max_concentration] (and each
-  estimator's floors);
+  min_mean], ``beta`` [max_concentration], ``dirichlet`` [dim, max_concentration],
+  ``multinomial`` [levels, pseudo_count, trials] (and each estimator's floors);
 - ``mixture``: a list of component specs, or one spec repeated ``k`` times [k, pseudo_count];
 - ``hidden_markov``: a list of emission specs, or one spec repeated ``states`` times [states,
   pseudo_count, terminal];
@@ -63,8 +63,8 @@ from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimat
                               DiagonalGaussianEstimator, DirichletEstimator, Estimator,
                               ExponentialEstimator, GammaEstimator, GaussianEstimator,
                               GeometricEstimator, HiddenMarkovEstimator, LogGaussianEstimator,
-                              MixtureEstimator, MultivariateGaussianEstimator,
-                              NegativeBinomialEstimator, OptionalEstimator,
+                              MixtureEstimator, MultinomialEstimator,
+                              MultivariateGaussianEstimator, NegativeBinomialEstimator, OptionalEstimator,
                               PoissonEstimator, RecordEstimator, SequenceEstimator,
                               VonMisesEstimator)
 from mixfold.families.optional import MissingMarkers
@@ -89,6 +89,7 @@ LEAF_KINDS: dict[str, type[Estimator]] = {
     "negative_binomial": NegativeBinomialEstimator,
     "beta": BetaEstimator,
     "dirichlet": DirichletEstimator,
+    "multinomial": MultinomialEstimator,
 }
 #: Combinator kinds and the options each takes beside its kind key.
 COMBINATOR_KINDS: dict[str, tuple[str, ...]] = {

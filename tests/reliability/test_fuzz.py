@@ -36,6 +36,7 @@ from mixfold import (
     HiddenMarkovEstimator,
     LogGaussianEstimator,
     MixtureEstimator,
+    MultinomialEstimator,
     MultivariateGaussianEstimator,
     NegativeBinomialEstimator,
     NumericalError,
@@ -173,6 +174,20 @@ def test_fuzz_composition_rows(examples):
     def run(rows):
         outcome(rows, DirichletEstimator())
         outcome(rows, MixtureEstimator([DirichletEstimator(), DirichletEstimator()]))
+
+    run()
+
+
+bags = st.one_of(st.lists(st.sampled_from(["a", "b", 3, ("t", 1)]), max_size=5),
+                 st.dictionaries(st.sampled_from(["a", "b", 3]), st.integers(0, 10**6), max_size=3))
+
+
+@SIZES
+def test_fuzz_bag_rows(examples):
+    @fuzz(st.one_of(corrupted(bags), st.lists(st.one_of(bags, weird), max_size=12)), examples)
+    def run(rows):
+        outcome(rows, MultinomialEstimator())
+        outcome(rows, MixtureEstimator([MultinomialEstimator(), MultinomialEstimator()]))
 
     run()
 

@@ -21,6 +21,7 @@ from mixfold.families.log_gaussian import LogGaussianDistribution, LogGaussianEs
 from mixfold.families.mixture import MixtureDistribution, MixtureEstimator
 from mixfold.families.multivariate_gaussian import (MultivariateGaussianDistribution,
                                                     MultivariateGaussianEstimator)
+from mixfold.families.multinomial import MultinomialDistribution, MultinomialEstimator
 from mixfold.families.negative_binomial import (NegativeBinomialDistribution,
                                                 NegativeBinomialEstimator)
 from mixfold.families.optional import OptionalDistribution, OptionalEstimator
@@ -40,7 +41,8 @@ __all__ = [
     "LogGaussianDistribution", "LogGaussianEstimator", "MixtureDistribution",
     "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
     "NegativeBinomialDistribution", "NegativeBinomialEstimator", "BetaDistribution",
-    "BetaEstimator", "DirichletDistribution", "DirichletEstimator",
+    "BetaEstimator", "DirichletDistribution", "DirichletEstimator", "MultinomialDistribution",
+    "MultinomialEstimator",
     "OptionalDistribution", "OptionalEstimator", "PoissonDistribution", "PoissonEstimator",
     "SequenceDistribution", "SequenceEstimator", "VonMisesDistribution", "VonMisesEstimator",
 ]

@@ -64,8 +64,8 @@ from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimat
                               ExponentialEstimator, GammaEstimator, GaussianEstimator,
                               GeometricEstimator, HiddenMarkovEstimator, LogGaussianEstimator,
                               MixtureEstimator, MultinomialEstimator,
-                              MultivariateGaussianEstimator, NegativeBinomialEstimator, OptionalEstimator,
-                              PoissonEstimator, RecordEstimator, SequenceEstimator,
+                              MultivariateGaussianEstimator, NegativeBinomialEstimator,
+                              OptionalEstimator, PoissonEstimator, RecordEstimator, SequenceEstimator,
                               VonMisesEstimator)
 from mixfold.families.optional import MissingMarkers
 

@@ -65,8 +65,8 @@ from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimat
                               GeometricEstimator, HiddenMarkovEstimator, LogGaussianEstimator,
                               MixtureEstimator, MultinomialEstimator,
                               MultivariateGaussianEstimator, NegativeBinomialEstimator,
-                              OptionalEstimator, PoissonEstimator, RecordEstimator, SequenceEstimator,
-                              VonMisesEstimator)
+                              OptionalEstimator, PoissonEstimator, RecordEstimator,
+                              SequenceEstimator, VonMisesEstimator)
 from mixfold.families.optional import MissingMarkers
 
 __all__ = ["SpecError", "NoDefault", "estimator_from_spec", "spec_from_estimator", "load_spec",

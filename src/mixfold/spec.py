@@ -18,7 +18,8 @@ that ties parameters across the tree):
   pseudo_count], ``poisson``, ``exponential``, ``gamma``, ``binomial`` [n, required],
   ``bernoulli``, ``geometric``, ``log_gaussian``, ``von_mises``, ``negative_binomial`` [max_r,
   min_mean], ``beta`` [max_concentration], ``dirichlet`` [dim, max_concentration],
-  ``multinomial`` [levels, pseudo_count, trials] (and each estimator's floors);
+  ``multinomial`` [levels, pseudo_count, trials], ``student_t`` [nu: fixed, else estimated,
+  start_nu, max_nu] (and each estimator's floors);
 - ``mixture``: a list of component specs, or one spec repeated ``k`` times [k, pseudo_count];
 - ``hidden_markov``: a list of emission specs, or one spec repeated ``states`` times [states,
   pseudo_count, terminal];
@@ -66,7 +67,7 @@ from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimat
                               MixtureEstimator, MultinomialEstimator,
                               MultivariateGaussianEstimator, NegativeBinomialEstimator,
                               OptionalEstimator, PoissonEstimator, RecordEstimator,
-                              SequenceEstimator, VonMisesEstimator)
+                              SequenceEstimator, StudentTEstimator, VonMisesEstimator)
 from mixfold.families.optional import MissingMarkers
 
 __all__ = ["SpecError", "NoDefault", "estimator_from_spec", "spec_from_estimator", "load_spec",
@@ -90,6 +91,7 @@ LEAF_KINDS: dict[str, type[Estimator]] = {
     "beta": BetaEstimator,
     "dirichlet": DirichletEstimator,
     "multinomial": MultinomialEstimator,
+    "student_t": StudentTEstimator,
 }
 #: Combinator kinds and the options each takes beside its kind key.
 COMBINATOR_KINDS: dict[str, tuple[str, ...]] = {

@@ -44,6 +44,7 @@ from mixfold import (
     PoissonEstimator,
     RecordEstimator,
     SequenceEstimator,
+    StudentTEstimator,
     VonMisesEstimator,
 )
 
@@ -131,6 +132,8 @@ LEAVES = [
     ("Categorical", CategoricalEstimator, st.sampled_from(["a", "b", 3, ("t", 1), 2.5])),
     ("NegativeBinomial", NegativeBinomialEstimator, st.integers(0, 10**6)),
     ("Beta", BetaEstimator, st.floats(1e-12, 1 - 1e-12)),
+    ("StudentT", StudentTEstimator, st.floats(-1e6, 1e6)),
+    ("StudentTFixedNu", lambda: StudentTEstimator(nu=1.5), st.floats(-1e6, 1e6)),
 ]
 
 

@@ -27,6 +27,7 @@ from mixfold.families.negative_binomial import (NegativeBinomialDistribution,
 from mixfold.families.optional import OptionalDistribution, OptionalEstimator
 from mixfold.families.poisson import PoissonDistribution, PoissonEstimator
 from mixfold.families.sequence import SequenceDistribution, SequenceEstimator
+from mixfold.families.student_t import StudentTDistribution, StudentTEstimator
 from mixfold.families.von_mises import VonMisesDistribution, VonMisesEstimator
 
 __all__ = [
@@ -42,7 +43,7 @@ __all__ = [
     "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
     "NegativeBinomialDistribution", "NegativeBinomialEstimator", "BetaDistribution",
     "BetaEstimator", "DirichletDistribution", "DirichletEstimator", "MultinomialDistribution",
-    "MultinomialEstimator",
+    "MultinomialEstimator", "StudentTDistribution", "StudentTEstimator",
     "OptionalDistribution", "OptionalEstimator", "PoissonDistribution", "PoissonEstimator",
     "SequenceDistribution", "SequenceEstimator", "VonMisesDistribution", "VonMisesEstimator",
 ]

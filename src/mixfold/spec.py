@@ -19,7 +19,7 @@ that ties parameters across the tree):
   ``bernoulli``, ``geometric``, ``log_gaussian``, ``von_mises``, ``negative_binomial`` [max_r,
   min_mean], ``beta`` [max_concentration], ``dirichlet`` [dim, max_concentration],
   ``multinomial`` [levels, pseudo_count, trials], ``student_t`` [nu: fixed, else estimated,
-  start_nu, max_nu] (and each estimator's floors);
+  start_nu, max_nu], ``weibull`` [max_shape] (and each estimator's floors);
 - ``mixture``: a list of component specs, or one spec repeated ``k`` times [k, pseudo_count];
 - ``hidden_markov``: a list of emission specs, or one spec repeated ``states`` times [states,
   pseudo_count, terminal];
@@ -67,7 +67,8 @@ from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimat
                               MixtureEstimator, MultinomialEstimator,
                               MultivariateGaussianEstimator, NegativeBinomialEstimator,
                               OptionalEstimator, PoissonEstimator, RecordEstimator,
-                              SequenceEstimator, StudentTEstimator, VonMisesEstimator)
+                              SequenceEstimator, StudentTEstimator, VonMisesEstimator,
+                              WeibullEstimator)
 from mixfold.families.optional import MissingMarkers
 
 __all__ = ["SpecError", "NoDefault", "estimator_from_spec", "spec_from_estimator", "load_spec",
@@ -92,6 +93,7 @@ LEAF_KINDS: dict[str, type[Estimator]] = {
     "dirichlet": DirichletEstimator,
     "multinomial": MultinomialEstimator,
     "student_t": StudentTEstimator,
+    "weibull": WeibullEstimator,
 }
 #: Combinator kinds and the options each takes beside its kind key.
 COMBINATOR_KINDS: dict[str, tuple[str, ...]] = {

@@ -46,6 +46,7 @@ from mixfold import (
     SequenceEstimator,
     StudentTEstimator,
     VonMisesEstimator,
+    WeibullEstimator,
 )
 
 from .models import parameter_arrays
@@ -134,6 +135,7 @@ LEAVES = [
     ("Beta", BetaEstimator, st.floats(1e-12, 1 - 1e-12)),
     ("StudentT", StudentTEstimator, st.floats(-1e6, 1e6)),
     ("StudentTFixedNu", lambda: StudentTEstimator(nu=1.5), st.floats(-1e6, 1e6)),
+    ("Weibull", WeibullEstimator, st.floats(1e-6, 1e6)),
 ]
 
 

@@ -29,6 +29,7 @@ from mixfold.families.poisson import PoissonDistribution, PoissonEstimator
 from mixfold.families.sequence import SequenceDistribution, SequenceEstimator
 from mixfold.families.student_t import StudentTDistribution, StudentTEstimator
 from mixfold.families.von_mises import VonMisesDistribution, VonMisesEstimator
+from mixfold.families.weibull import WeibullDistribution, WeibullEstimator
 
 __all__ = [
     "Accumulator", "AccumulatorFactory", "ArrayEncoded", "Distribution", "Encoded", "Encoder",
@@ -43,7 +44,8 @@ __all__ = [
     "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
     "NegativeBinomialDistribution", "NegativeBinomialEstimator", "BetaDistribution",
     "BetaEstimator", "DirichletDistribution", "DirichletEstimator", "MultinomialDistribution",
-    "MultinomialEstimator", "StudentTDistribution", "StudentTEstimator",
+    "MultinomialEstimator", "StudentTDistribution", "StudentTEstimator", "WeibullDistribution",
+    "WeibullEstimator",
     "OptionalDistribution", "OptionalEstimator", "PoissonDistribution", "PoissonEstimator",
     "SequenceDistribution", "SequenceEstimator", "VonMisesDistribution", "VonMisesEstimator",
 ]

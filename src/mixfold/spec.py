@@ -29,7 +29,9 @@ that ties parameters across the tree):
 - ``composite``: a list of factor specs (tuple rows, or columns of a 2-D array in order);
 - ``sequence``: the item spec [length: a spec of the length law];
 - ``optional``: the inner spec [missing: the values that mean missing, JSON ``null`` for None and
-  ``"NaN"`` for a float NaN; default ``[null, "NaN"]``; pseudo_count].
+  ``"NaN"`` for a float NaN; default ``[null, "NaN"]``; pseudo_count];
+- ``zero_inflated``: the inner spec, a count family (``poisson``, ``negative_binomial``,
+  ``binomial``) [pseudo_count].
 
 :func:`estimator_from_spec` builds the estimator; :func:`spec_from_estimator` writes the canonical
 spec of one (shortest form: bare names for default leaves, ``k``/``states`` for repeated
@@ -68,7 +70,8 @@ from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimat
                               MultivariateGaussianEstimator, NegativeBinomialEstimator,
                               OptionalEstimator, PoissonEstimator, RecordEstimator,
                               SequenceEstimator, StudentTEstimator, VonMisesEstimator,
-                              WeibullEstimator)
+                              WeibullEstimator, ZeroInflatedEstimator)
+from mixfold.errors import ParameterError
 from mixfold.families.optional import MissingMarkers
 
 __all__ = ["SpecError", "NoDefault", "estimator_from_spec", "spec_from_estimator", "load_spec",
@@ -103,6 +106,7 @@ COMBINATOR_KINDS: dict[str, tuple[str, ...]] = {
     "composite": ("keys",),
     "sequence": ("length", "keys"),
     "optional": ("missing", "pseudo_count", "keys"),
+    "zero_inflated": ("pseudo_count", "keys"),
 }
 #: ``"*": AUTO`` in a record: every other column with the family its type suggests.
 AUTO = "auto"
@@ -329,9 +333,20 @@ def _optional(body: Any, options: Mapping[str, Any], here: str, path: str,
         raise SpecError(str(err), path) from None
 
 
+def _zero_inflated(body: Any, options: Mapping[str, Any], here: str, path: str,
+                   columns: Mapping[str, Any] | None) -> Estimator:
+    inner = _build(body, here, None)
+    pseudo_count, keys = _number(options, "pseudo_count", path), _keys(options, path)
+    try:
+        return ZeroInflatedEstimator(inner, pseudo_count, keys)
+    except ParameterError as err:  # an inner family not over counts
+        raise SpecError(str(err), here) from None
+
+
 _COMBINATORS: dict[str, Callable[..., Estimator]] = {
     "mixture": _mixture, "hidden_markov": _hidden_markov, "record": _record,
     "composite": _composite, "sequence": _sequence, "optional": _optional,
+    "zero_inflated": _zero_inflated,
 }
 
 
@@ -373,6 +388,9 @@ def spec_from_estimator(est: Estimator) -> Any:
         missing = _missing_spec(est.missing)
         if missing != [None, _NAN]:
             node["missing"] = missing
+        extra["pseudo_count"] = est.pseudo_count
+    elif isinstance(est, ZeroInflatedEstimator):
+        node = {"zero_inflated": spec_from_estimator(est.inner)}
         extra["pseudo_count"] = est.pseudo_count
     else:
         raise SpecError(f"no spec kind for a {type(est).__name__}")

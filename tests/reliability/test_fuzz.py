@@ -47,6 +47,7 @@ from mixfold import (
     StudentTEstimator,
     VonMisesEstimator,
     WeibullEstimator,
+    ZeroInflatedEstimator,
 )
 
 from .models import parameter_arrays
@@ -136,6 +137,10 @@ LEAVES = [
     ("StudentT", StudentTEstimator, st.floats(-1e6, 1e6)),
     ("StudentTFixedNu", lambda: StudentTEstimator(nu=1.5), st.floats(-1e6, 1e6)),
     ("Weibull", WeibullEstimator, st.floats(1e-6, 1e6)),
+    ("ZeroInflatedPoisson", lambda: ZeroInflatedEstimator(PoissonEstimator()),
+     st.integers(0, 60)),
+    ("ZeroInflatedNegativeBinomial", lambda: ZeroInflatedEstimator(NegativeBinomialEstimator()),
+     st.integers(0, 10**6)),
 ]
 
 

@@ -30,6 +30,7 @@ from mixfold.families.sequence import SequenceDistribution, SequenceEstimator
 from mixfold.families.student_t import StudentTDistribution, StudentTEstimator
 from mixfold.families.von_mises import VonMisesDistribution, VonMisesEstimator
 from mixfold.families.weibull import WeibullDistribution, WeibullEstimator
+from mixfold.families.zero_inflated import ZeroInflatedDistribution, ZeroInflatedEstimator
 
 __all__ = [
     "Accumulator", "AccumulatorFactory", "ArrayEncoded", "Distribution", "Encoded", "Encoder",
@@ -45,7 +46,7 @@ __all__ = [
     "NegativeBinomialDistribution", "NegativeBinomialEstimator", "BetaDistribution",
     "BetaEstimator", "DirichletDistribution", "DirichletEstimator", "MultinomialDistribution",
     "MultinomialEstimator", "StudentTDistribution", "StudentTEstimator", "WeibullDistribution",
-    "WeibullEstimator",
+    "WeibullEstimator", "ZeroInflatedDistribution", "ZeroInflatedEstimator",
     "OptionalDistribution", "OptionalEstimator", "PoissonDistribution", "PoissonEstimator",
     "SequenceDistribution", "SequenceEstimator", "VonMisesDistribution", "VonMisesEstimator",
 ]

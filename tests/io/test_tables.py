@@ -76,8 +76,10 @@ def test_parquet_metadata_sees_nulls_and_negatives_in_any_row_group(tmp_path):
     assert pq.ParquetFile(path).num_row_groups == 5
     assert column_specs(path) == {"count": "poisson", "shift": "gaussian",
                                   "text": {"optional": "categorical"}}
-    # the first block alone would miss both
-    assert column_specs(RowBlocks.parquet(path)) == {"count": "poisson", "shift": "poisson",
+    # the first block alone would miss both (and sees 0..199 spread far beyond a Poisson's
+    # variance, which the metadata cannot tell)
+    assert column_specs(RowBlocks.parquet(path)) == {"count": "negative_binomial",
+                                                     "shift": "negative_binomial",
                                                      "text": "categorical"}
 
 
@@ -137,3 +139,28 @@ def test_a_path_is_read_into_memory_for_resident_backends(tmp_path, frame):
     pd.testing.assert_frame_equal(joined, frame)
     with pytest.raises(ValueError, match="backend must be one of"):
         as_fit_input(path, est, backend="gpu-cluster")
+
+
+def test_overdispersed_counts_and_proportions_get_their_families(tmp_path):
+    rng = np.random.default_rng(1)
+    n = 2000
+    frame = pd.DataFrame({
+        "claims": rng.negative_binomial(0.5, 0.05, n),     # variance ~ 40 times the mean
+        "visits": rng.poisson(4.0, n),
+        "share": rng.beta(2.0, 5.0, n),
+        "ratio": rng.uniform(0.0, 2.0, n),
+    })
+    frame.loc[3, "share"] = np.nan
+    want = {"claims": "negative_binomial", "visits": "poisson", "share": {"optional": "beta"},
+            "ratio": "gaussian"}
+    assert column_specs(frame) == want
+    assert column_specs(pa.Table.from_pandas(frame, preserve_index=False)) == want
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
+    # Parquet metadata holds ranges but no variances: counts stay Poisson there
+    assert column_specs(path) == {**want, "claims": "poisson"}
+    frame.loc[7, "share"] = 1.0  # a value at the edge: not a Beta's
+    assert column_specs(frame)["share"] == {"optional": "gaussian"}
+    spec = estimator_from_spec(record_spec(frame.drop(columns="share")))
+    fit = mixfold.optimize(frame.drop(columns="share"), spec, progress=False)
+    assert fit.fields["claims"].r == pytest.approx(0.5, rel=0.15)

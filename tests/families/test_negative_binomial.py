@@ -22,10 +22,6 @@ def test_log_density_matches_scipy(r, p, rng):
     atol = 1e-12 * max(1.0, special.gammaln(r) + abs(r * np.log(p)))
     np.testing.assert_allclose(got, ref.logpmf(x), rtol=1e-10, atol=atol)
     assert not np.isnan(got).any()
-    stacked = NegativeBinomialDistribution.stack_log_density([d, NegativeBinomialDistribution(
-        1.5, 0.2)], enc)
-    np.testing.assert_allclose(stacked[:, 0], got, rtol=1e-13)
-    np.testing.assert_allclose(stacked[:, 1], stats.nbinom(1.5, 0.2).logpmf(x), rtol=1e-10)
 
 
 def test_parameters_are_checked_and_counts_are_required():

@@ -26,9 +26,6 @@ def test_log_density_is_the_scipy_mixture_with_a_point_mass(inner, ref, p_zero):
     with np.errstate(divide="ignore"):
         want = np.log(p_zero * (x == 0) + (1 - p_zero) * ref.pmf(x))
     np.testing.assert_allclose(d.seq_log_density(enc), want, rtol=1e-12, atol=1e-12)
-    other = ZeroInflatedDistribution(type(inner)._from_params(inner._params()), 0.6)
-    stacked = ZeroInflatedDistribution.stack_log_density([d, other], enc)
-    np.testing.assert_allclose(stacked[:, 0], want, rtol=1e-12, atol=1e-12)
 
 
 def test_inner_must_be_a_count_family():

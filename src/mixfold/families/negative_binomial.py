@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import SeedsFromPoints, StackedScoring
+from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafEstimator, ModelStatsAccumulator, NumericEncoder
@@ -23,7 +22,7 @@ __all__ = ["NegativeBinomialDistribution", "NegativeBinomialEstimator",
 
 
 @family("NegativeBinomial")
-class NegativeBinomialDistribution(Distribution, StackedScoring, SeedsFromPoints):
+class NegativeBinomialDistribution(Distribution, SeedsFromPoints):
     """Negative binomial with ``r`` > 0 and success probability ``p`` in (0, 1]:
     ``P(x) = Gamma(x + r) / (Gamma(r) x!) p**r (1 - p)**x``, mean ``r (1 - p) / p``, variance
     ``mean / p`` (``p = 1`` is the point mass at 0). It is a Poisson whose rate is
@@ -49,25 +48,13 @@ class NegativeBinomialDistribution(Distribution, StackedScoring, SeedsFromPoints
         return self.r * (1.0 - self.p) / self.p
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        return self._log_density(enc.values, log_factorial(enc.values))
-
-    def _log_density(self, x: np.ndarray, log_x_factorial: np.ndarray) -> np.ndarray:
+        x = enc.values
         # the two log-gammas first: they nearly cancel when r is large
         out = gammaln(x + self.r) - gammaln(self.r)
         out += xlog1py(x, -self.p)  # 0 * log(0) = 0: p = 1 is the point mass at 0
         out += self.r * np.log(self.p)
-        out -= log_x_factorial
+        out -= log_factorial(x)
         return out
-
-    @classmethod
-    def stack_log_density(cls, components: Sequence[NegativeBinomialDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
-        """Log-densities of all K components at once, (n_rows, K) in Fortran order."""
-        base = log_factorial(enc.values)
-        out = np.empty((len(components), enc.values.shape[0]))
-        for k, c in enumerate(components):  # a loop over components, vectorized over rows
-            out[k] = c._log_density(enc.values, base)
-        return out.T
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

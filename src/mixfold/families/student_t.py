@@ -3,12 +3,11 @@ degrees of freedom (scipy's ``t(nu, loc=mu, scale=sqrt(sigma2))``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import SeedsFromPoints, StackedScoring
+from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafEstimator, ModelStatsAccumulator, NumericEncoder
@@ -20,7 +19,7 @@ __all__ = ["StudentTDistribution", "StudentTEstimator", "StudentTAccumulator"]
 
 
 @family("StudentT")
-class StudentTDistribution(Distribution, StackedScoring, SeedsFromPoints):
+class StudentTDistribution(Distribution, SeedsFromPoints):
     """Student's t with location ``mu``, squared scale ``sigma2`` > 0 and ``nu`` > 0 degrees of
     freedom: a Gaussian ``N(mu, sigma2 / u)`` whose precision scale ``u`` is
     Gamma(``nu / 2``, rate ``nu / 2``), which is how its estimator fits it.
@@ -52,12 +51,6 @@ class StudentTDistribution(Distribution, StackedScoring, SeedsFromPoints):
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         return self.log_norm - 0.5 * (self.nu + 1.0) * np.log1p(
             self.scaled_squares(enc.values) / self.nu)
-
-    @classmethod
-    def stack_log_density(cls, components: Sequence[StudentTDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
-        """Log-densities of all K components at once, (n_rows, K)."""
-        return np.stack([c.seq_log_density(enc) for c in components], axis=1)
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import SeedsFromPoints, StackedScoring
+from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafEstimator, ModelStatsAccumulator, NumericEncoder
@@ -26,7 +25,7 @@ EULER_GAMMA = 0.5772156649015329
 
 
 @family("Weibull")
-class WeibullDistribution(Distribution, StackedScoring, SeedsFromPoints):
+class WeibullDistribution(Distribution, SeedsFromPoints):
     """Weibull with density ``k / lam (x / lam)**(k-1) exp(-(x / lam)**k)`` for x > 0.
 
     >>> d = WeibullDistribution(1.5, 2.0)
@@ -46,12 +45,6 @@ class WeibullDistribution(Distribution, StackedScoring, SeedsFromPoints):
         log_z = np.log(enc.values) - np.log(self.scale)
         return np.log(self.shape / self.scale) + (self.shape - 1.0) * log_z \
             - np.exp(self.shape * log_z)
-
-    @classmethod
-    def stack_log_density(cls, components: Sequence[WeibullDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
-        """Log-densities of all K components at once, (n_rows, K)."""
-        return np.stack([c.seq_log_density(enc) for c in components], axis=1)
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

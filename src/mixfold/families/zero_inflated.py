@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import StackedScoring
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import NumericEncoder
@@ -27,7 +25,7 @@ def _check_counts(encoder: Encoder, what: str) -> None:
 
 
 @family("ZeroInflated")
-class ZeroInflatedDistribution(Distribution, StackedScoring):
+class ZeroInflatedDistribution(Distribution):
     """A count that is a structural zero with probability ``p_zero``, else drawn from
     ``inner`` (a count family): ``p(0) = p_zero + (1 - p_zero) inner(0)``,
     ``p(x) = (1 - p_zero) inner(x)`` for x > 0.
@@ -60,31 +58,6 @@ class ZeroInflatedDistribution(Distribution, StackedScoring):
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         return self.log_density_from_inner(enc, self.inner.seq_log_density(enc, precision))
-
-    @classmethod
-    def stack_log_density(cls, components: Sequence[ZeroInflatedDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
-        """Log-densities of all K components at once, (n_rows, K), the inner families scored
-        in one stacked call when they stack (:meth:`can_stack`), else one by one."""
-        inners = [c.inner for c in components]
-        kind = type(inners[0])
-        if all(type(c) is kind for c in inners) and issubclass(kind, StackedScoring) \
-                and kind.can_stack(inners):
-            inner = kind.stack_log_density(inners, enc, precision)
-        else:
-            inner = np.stack([c.seq_log_density(enc, precision) for c in inners], axis=1)
-        out = inner + np.array([c.log_p_inner for c in components])
-        zero = enc.values == 0
-        log_p_zero = np.array([c.log_p_zero for c in components])
-        out[zero] = np.logaddexp(log_p_zero, out[zero])
-        return out
-
-    @classmethod
-    def can_stack(cls, components: Sequence[ZeroInflatedDistribution]) -> bool:
-        inners = [c.inner for c in components]
-        kind = type(inners[0])
-        return all(type(c) is kind for c in inners) and issubclass(kind, StackedScoring) \
-            and kind.can_stack(inners)
 
     def encoder(self) -> Encoder:
         return self.inner.encoder()

@@ -16,7 +16,10 @@ that ties parameters across the tree):
 - leaves, value = an object of the estimator's options (may be ``{}``): ``gaussian``,
   ``diagonal_gaussian`` [dim], ``multivariate_gaussian`` [dim], ``categorical`` [levels,
   pseudo_count], ``poisson``, ``exponential``, ``gamma``, ``binomial`` [n, required],
-  ``bernoulli``, ``geometric``, ``log_gaussian``, ``von_mises`` (and each estimator's floors);
+  ``bernoulli``, ``geometric``, ``log_gaussian``, ``von_mises``, ``negative_binomial`` [max_r,
+  min_mean], ``beta`` [max_concentration], ``dirichlet`` [dim, max_concentration],
+  ``multinomial`` [levels, pseudo_count, trials], ``student_t`` [nu: fixed, else estimated,
+  start_nu, max_nu], ``weibull`` [max_shape] (and each estimator's floors);
 - ``mixture``: a list of component specs, or one spec repeated ``k`` times [k, pseudo_count];
 - ``hidden_markov``: a list of emission specs, or one spec repeated ``states`` times [states,
   pseudo_count, terminal];
@@ -26,7 +29,9 @@ that ties parameters across the tree):
 - ``composite``: a list of factor specs (tuple rows, or columns of a 2-D array in order);
 - ``sequence``: the item spec [length: a spec of the length law];
 - ``optional``: the inner spec [missing: the values that mean missing, JSON ``null`` for None and
-  ``"NaN"`` for a float NaN; default ``[null, "NaN"]``; pseudo_count].
+  ``"NaN"`` for a float NaN; default ``[null, "NaN"]``; pseudo_count];
+- ``zero_inflated``: the inner spec, a count family (``poisson``, ``negative_binomial``,
+  ``binomial``) [pseudo_count].
 
 :func:`estimator_from_spec` builds the estimator; :func:`spec_from_estimator` writes the canonical
 spec of one (shortest form: bare names for default leaves, ``k``/``states`` for repeated
@@ -56,13 +61,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mixfold.families import (BernoulliEstimator, BinomialEstimator, CategoricalEstimator,
-                              CompositeEstimator, DiagonalGaussianEstimator, Estimator,
+from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimator,
+                              CategoricalEstimator, CompositeEstimator,
+                              DiagonalGaussianEstimator, DirichletEstimator, Estimator,
                               ExponentialEstimator, GammaEstimator, GaussianEstimator,
                               GeometricEstimator, HiddenMarkovEstimator, LogGaussianEstimator,
-                              MixtureEstimator, MultivariateGaussianEstimator, OptionalEstimator,
-                              PoissonEstimator, RecordEstimator, SequenceEstimator,
-                              VonMisesEstimator)
+                              MixtureEstimator, MultinomialEstimator,
+                              MultivariateGaussianEstimator, NegativeBinomialEstimator,
+                              OptionalEstimator, PoissonEstimator, RecordEstimator,
+                              SequenceEstimator, StudentTEstimator, VonMisesEstimator,
+                              WeibullEstimator, ZeroInflatedEstimator)
+from mixfold.errors import ParameterError
 from mixfold.families.optional import MissingMarkers
 
 __all__ = ["SpecError", "NoDefault", "LeftOut", "estimator_from_spec", "spec_from_estimator",
@@ -82,6 +91,12 @@ LEAF_KINDS: dict[str, type[Estimator]] = {
     "geometric": GeometricEstimator,
     "log_gaussian": LogGaussianEstimator,
     "von_mises": VonMisesEstimator,
+    "negative_binomial": NegativeBinomialEstimator,
+    "beta": BetaEstimator,
+    "dirichlet": DirichletEstimator,
+    "multinomial": MultinomialEstimator,
+    "student_t": StudentTEstimator,
+    "weibull": WeibullEstimator,
 }
 #: Combinator kinds and the options each takes beside its kind key.
 COMBINATOR_KINDS: dict[str, tuple[str, ...]] = {
@@ -91,6 +106,7 @@ COMBINATOR_KINDS: dict[str, tuple[str, ...]] = {
     "composite": ("keys",),
     "sequence": ("length", "keys"),
     "optional": ("missing", "pseudo_count", "keys"),
+    "zero_inflated": ("pseudo_count", "keys"),
 }
 #: ``"*": AUTO`` in a record: every other column with the family its type suggests.
 AUTO = "auto"
@@ -327,9 +343,20 @@ def _optional(body: Any, options: Mapping[str, Any], here: str, path: str,
         raise SpecError(str(err), path) from None
 
 
+def _zero_inflated(body: Any, options: Mapping[str, Any], here: str, path: str,
+                   columns: Mapping[str, Any] | None) -> Estimator:
+    inner = _build(body, here, None)
+    pseudo_count, keys = _number(options, "pseudo_count", path), _keys(options, path)
+    try:
+        return ZeroInflatedEstimator(inner, pseudo_count, keys)
+    except ParameterError as err:  # an inner family not over counts
+        raise SpecError(str(err), here) from None
+
+
 _COMBINATORS: dict[str, Callable[..., Estimator]] = {
     "mixture": _mixture, "hidden_markov": _hidden_markov, "record": _record,
     "composite": _composite, "sequence": _sequence, "optional": _optional,
+    "zero_inflated": _zero_inflated,
 }
 
 
@@ -371,6 +398,9 @@ def spec_from_estimator(est: Estimator) -> Any:
         missing = _missing_spec(est.missing)
         if missing != [None, _NAN]:
             node["missing"] = missing
+        extra["pseudo_count"] = est.pseudo_count
+    elif isinstance(est, ZeroInflatedEstimator):
+        node = {"zero_inflated": spec_from_estimator(est.inner)}
         extra["pseudo_count"] = est.pseudo_count
     else:
         raise SpecError(f"no spec kind for a {type(est).__name__}")

@@ -159,3 +159,28 @@ def test_an_identifier_column_is_left_out_of_auto_with_a_note(tmp_path):
     out = CliRunner().invoke(main, ["spec", str(tmp_path / "f.csv")])
     assert out.exit_code == 0 and json.loads(out.stdout) == {"record": {"x": "gaussian"}}
     assert "note: column 'id' looks like an identifier" in out.stderr
+
+
+def test_overdispersed_counts_and_proportions_get_their_families(tmp_path):
+    rng = np.random.default_rng(1)
+    n = 2000
+    frame = pd.DataFrame({
+        "claims": rng.negative_binomial(0.5, 0.05, n),     # variance ~ 40 times the mean
+        "visits": rng.poisson(4.0, n),
+        "share": rng.beta(2.0, 5.0, n),
+        "ratio": rng.uniform(0.0, 2.0, n),
+    })
+    frame.loc[3, "share"] = np.nan
+    want = {"claims": "negative_binomial", "visits": "poisson", "share": {"optional": "beta"},
+            "ratio": "gaussian"}
+    assert column_specs(frame) == want
+    assert column_specs(pa.Table.from_pandas(frame, preserve_index=False)) == want
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
+    # Parquet metadata holds ranges but no variances: counts stay Poisson there
+    assert column_specs(path) == {**want, "claims": "poisson"}
+    frame.loc[7, "share"] = 1.0  # a value at the edge: not a Beta's
+    assert column_specs(frame)["share"] == {"optional": "gaussian"}
+    spec = estimator_from_spec(record_spec(frame.drop(columns="share")))
+    fit = mixfold.optimize(frame.drop(columns="share"), spec, progress=False)
+    assert fit.fields["claims"].r == pytest.approx(0.5, rel=0.15)

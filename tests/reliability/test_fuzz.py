@@ -21,12 +21,14 @@ from hypothesis import strategies as st
 import mixfold
 from mixfold import (
     BernoulliEstimator,
+    BetaEstimator,
     BinomialEstimator,
     CategoricalDistribution,
     CategoricalEstimator,
     CompositeEstimator,
     DataError,
     DiagonalGaussianEstimator,
+    DirichletEstimator,
     ExponentialEstimator,
     GammaEstimator,
     GaussianEstimator,
@@ -34,13 +36,18 @@ from mixfold import (
     HiddenMarkovEstimator,
     LogGaussianEstimator,
     MixtureEstimator,
+    MultinomialEstimator,
     MultivariateGaussianEstimator,
+    NegativeBinomialEstimator,
     NumericalError,
     OptionalEstimator,
     PoissonEstimator,
     RecordEstimator,
     SequenceEstimator,
+    StudentTEstimator,
     VonMisesEstimator,
+    WeibullEstimator,
+    ZeroInflatedEstimator,
 )
 
 from .models import parameter_arrays
@@ -125,6 +132,15 @@ LEAVES = [
     ("Binomial", lambda: BinomialEstimator(10), st.integers(0, 10)),
     ("Bernoulli", BernoulliEstimator, st.sampled_from([0, 1, True, False, 0.0, 1.0])),
     ("Categorical", CategoricalEstimator, st.sampled_from(["a", "b", 3, ("t", 1), 2.5])),
+    ("NegativeBinomial", NegativeBinomialEstimator, st.integers(0, 10**6)),
+    ("Beta", BetaEstimator, st.floats(1e-12, 1 - 1e-12)),
+    ("StudentT", StudentTEstimator, st.floats(-1e6, 1e6)),
+    ("StudentTFixedNu", lambda: StudentTEstimator(nu=1.5), st.floats(-1e6, 1e6)),
+    ("Weibull", WeibullEstimator, st.floats(1e-6, 1e6)),
+    ("ZeroInflatedPoisson", lambda: ZeroInflatedEstimator(PoissonEstimator()),
+     st.integers(0, 60)),
+    ("ZeroInflatedNegativeBinomial", lambda: ZeroInflatedEstimator(NegativeBinomialEstimator()),
+     st.integers(0, 10**6)),
 ]
 
 
@@ -152,6 +168,36 @@ def test_fuzz_vector_rows(make, examples):
     def run(rows):
         outcome(rows, make())
         outcome(rows, MixtureEstimator([make(), make()]))
+
+    run()
+
+
+compositions = st.lists(st.floats(1e-9, 1e3), min_size=3, max_size=3).map(
+    lambda v: [x / sum(v) for x in v])
+
+
+@SIZES
+def test_fuzz_composition_rows(examples):
+    ragged = st.one_of(compositions, vectors, st.lists(st.floats(0, 1), max_size=4), weird)
+
+    @fuzz(st.one_of(corrupted(compositions, min_size=1), st.lists(ragged, max_size=12)), examples)
+    def run(rows):
+        outcome(rows, DirichletEstimator())
+        outcome(rows, MixtureEstimator([DirichletEstimator(), DirichletEstimator()]))
+
+    run()
+
+
+bags = st.one_of(st.lists(st.sampled_from(["a", "b", 3, ("t", 1)]), max_size=5),
+                 st.dictionaries(st.sampled_from(["a", "b", 3]), st.integers(0, 10**6), max_size=3))
+
+
+@SIZES
+def test_fuzz_bag_rows(examples):
+    @fuzz(st.one_of(corrupted(bags), st.lists(st.one_of(bags, weird), max_size=12)), examples)
+    def run(rows):
+        outcome(rows, MultinomialEstimator())
+        outcome(rows, MixtureEstimator([MultinomialEstimator(), MultinomialEstimator()]))
 
     run()
 

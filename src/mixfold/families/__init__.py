@@ -3,6 +3,7 @@ Estimator; the roles themselves are in :mod:`mixfold.families._protocol`."""
 
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, ArrayEncoded, Distribution,
                                         Encoded, Encoder, Estimator, InitRandom, Sampler)
+from mixfold.families.beta import BetaDistribution, BetaEstimator
 from mixfold.families.bernoulli import BernoulliDistribution, BernoulliEstimator
 from mixfold.families.binomial import BinomialDistribution, BinomialEstimator
 from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
@@ -10,6 +11,7 @@ from mixfold.families.composite import (CompositeDistribution, CompositeEstimato
                                         RecordDistribution, RecordEstimator)
 from mixfold.families.diagonal_gaussian import (DiagonalGaussianDistribution,
                                                 DiagonalGaussianEstimator)
+from mixfold.families.dirichlet import DirichletDistribution, DirichletEstimator
 from mixfold.families.exponential import ExponentialDistribution, ExponentialEstimator
 from mixfold.families.gamma import GammaDistribution, GammaEstimator
 from mixfold.families.gaussian import GaussianDistribution, GaussianEstimator
@@ -19,10 +21,16 @@ from mixfold.families.log_gaussian import LogGaussianDistribution, LogGaussianEs
 from mixfold.families.mixture import MixtureDistribution, MixtureEstimator
 from mixfold.families.multivariate_gaussian import (MultivariateGaussianDistribution,
                                                     MultivariateGaussianEstimator)
+from mixfold.families.multinomial import MultinomialDistribution, MultinomialEstimator
+from mixfold.families.negative_binomial import (NegativeBinomialDistribution,
+                                                NegativeBinomialEstimator)
 from mixfold.families.optional import OptionalDistribution, OptionalEstimator
 from mixfold.families.poisson import PoissonDistribution, PoissonEstimator
 from mixfold.families.sequence import SequenceDistribution, SequenceEstimator
+from mixfold.families.student_t import StudentTDistribution, StudentTEstimator
 from mixfold.families.von_mises import VonMisesDistribution, VonMisesEstimator
+from mixfold.families.weibull import WeibullDistribution, WeibullEstimator
+from mixfold.families.zero_inflated import ZeroInflatedDistribution, ZeroInflatedEstimator
 
 __all__ = [
     "Accumulator", "AccumulatorFactory", "ArrayEncoded", "Distribution", "Encoded", "Encoder",
@@ -35,6 +43,10 @@ __all__ = [
     "GeometricEstimator", "HiddenMarkovDistribution", "HiddenMarkovEstimator",
     "LogGaussianDistribution", "LogGaussianEstimator", "MixtureDistribution",
     "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
+    "NegativeBinomialDistribution", "NegativeBinomialEstimator", "BetaDistribution",
+    "BetaEstimator", "DirichletDistribution", "DirichletEstimator", "MultinomialDistribution",
+    "MultinomialEstimator", "StudentTDistribution", "StudentTEstimator", "WeibullDistribution",
+    "WeibullEstimator", "ZeroInflatedDistribution", "ZeroInflatedEstimator",
     "OptionalDistribution", "OptionalEstimator", "PoissonDistribution", "PoissonEstimator",
     "SequenceDistribution", "SequenceEstimator", "VonMisesDistribution", "VonMisesEstimator",
 ]

@@ -24,6 +24,7 @@ from mixfold.families._protocol import (
 )
 
 __all__ = ["NumericEncoder", "VectorEncoder", "LeafAccumulator", "WeightedSumAccumulator",
+           "ModelStatsAccumulator",
            "LeafEstimator", "to_float_array"]
 
 
@@ -39,6 +40,7 @@ _DOMAINS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
     "count": (lambda x: _is_integral(x) & (x >= 0), "an integer >= 0"),
     "positive_count": (lambda x: _is_integral(x) & (x >= 1), "an integer >= 1"),
     "binary": (lambda x: (x == 0) | (x == 1), "0 or 1 (or a bool)"),
+    "unit_interval": (lambda x: (x > 0) & (x < 1), "a number in (0, 1)"),
 }
 
 
@@ -320,3 +322,21 @@ class LeafEstimator(Estimator):
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if v is not None)
         return f"{type(self).__name__}({opts})"
+
+
+class ModelStatsAccumulator(LeafAccumulator):
+    """A leaf whose E-step statistics depend on the current parameters (the posterior of a
+    latent scale, derivatives around the current shape): the E-step adds rows through
+    ``_add_model(values, weights, model)``; initialisation, which has no model yet, through
+    ``_add`` (moments the estimator starts from)."""
+
+    @abstractmethod
+    def _add_model(self, values: np.ndarray, weights: np.ndarray, model: Any) -> None:
+        """Add weighted statistics of the encoded values under ``model``."""
+
+    def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
+                   precision: str = "float64") -> None:
+        if resolve_precision(precision).compensated:
+            self.seq_update_dd(enc, weights, np.zeros_like(weights), model)  # raises: no dd sums
+        self._add_model(enc.values, weights, model)
+        return None

@@ -7,13 +7,17 @@ A column's type picks the family it gets when a spec says ``"*": "auto"`` (or wh
 column type                   default spec node
 ============================  ==========================================================
 boolean                       ``"bernoulli"``
-integer, all values >= 0      ``"poisson"`` (counts); all distinct (an identifier, at
-                              least 20 rows): left out, with a note
+integer, all values >= 0      ``"poisson"`` (counts), or ``"negative_binomial"`` when the
+                              variance is more than :data:`FAR_OVERDISPERSION` times the mean;
+                              all distinct (an identifier, at least 20 rows): left out, with a
+                              note
 integer with negative values  ``"gaussian"``
-floating point                ``"gaussian"``
+floating point                ``"gaussian"``, or ``"beta"`` when every value is in (0, 1)
 text, categorical             ``"categorical"``
 ============================  ==========================================================
 
+The variance of a count column is read from pandas, Arrow and Spark columns, not from Parquet
+metadata (which holds only minima and maxima: a Parquet count column stays ``"poisson"``).
 A column that holds missing values (None, NaN, nulls) gets ``{"optional": <that node>}``. Other
 types (dates, nested lists) have no default: name the column's family in the spec (the default
 is only an error if the spec uses it).
@@ -42,7 +46,11 @@ from mixfold.io.readers import (RowBlocks, _files, _is_arrow_table, _is_pandas_f
 from mixfold.spec import LeftOut, NoDefault, SpecError
 
 __all__ = ["default_spec", "column_specs", "record_spec", "read_data", "as_fit_input",
-           "collect_rows", "FILE_KINDS"]
+           "collect_rows", "FILE_KINDS", "FAR_OVERDISPERSION"]
+
+#: A count column whose variance exceeds its mean this many times is negative binomial: a
+#: Poisson's variance is its mean, and a few Poisson segments rarely spread ten times as much.
+FAR_OVERDISPERSION = 10.0
 
 #: File suffixes :func:`read_data` reads, and what it makes of them.
 FILE_KINDS = {".parquet": "Parquet row groups", ".csv": "CSV chunks", ".npy": "a NumPy array"}
@@ -55,15 +63,21 @@ ID_MIN_ROWS = 20
 
 
 def default_spec(kind: str, *, has_missing: bool = False, min_value: Any = None,
-                 name: str = "column", distinct_rows: int = 0) -> Any:
+                 name: str = "column", max_value: Any = None, mean: Any = None,
+                 variance: Any = None, distinct_rows: int = 0) -> Any:
     """The spec node for a column of ``kind`` ("bool", "int", "float", "text"); any other type
     name gives a :class:`~mixfold.spec.NoDefault` node, which fails with a :class:`SpecError`
-    only if the spec uses it (a column the spec names itself may have any type). An integer
-    column whose ``distinct_rows`` (>= 20) are all distinct is an identifier: a
+    only if the spec uses it (a column the spec names itself may have any type). The present
+    values' ``min_value``, ``max_value``, ``mean`` and ``variance`` refine it where known. An
+    integer column whose ``distinct_rows`` (>= 20) are all distinct is an identifier: a
     :class:`~mixfold.spec.LeftOut` node, which ``"*": "auto"`` skips.
 
     >>> default_spec("int", min_value=0), default_spec("int", min_value=-3)
     ('poisson', 'gaussian')
+    >>> default_spec("int", min_value=0, mean=4.0, variance=90.0)
+    'negative_binomial'
+    >>> default_spec("float", min_value=0.02, max_value=0.97)
+    'beta'
     >>> default_spec("text", has_missing=True)
     {'optional': 'categorical'}
     """
@@ -72,12 +86,27 @@ def default_spec(kind: str, *, has_missing: bool = False, min_value: Any = None,
                        f"are distinct integers): left out; name it in the spec to model it")
     if kind == "int":
         node: Any = "gaussian" if min_value is not None and min_value < 0 else "poisson"
+        if node == "poisson" and _far_overdispersed(mean, variance):
+            node = "negative_binomial"
+    elif kind == "float" and _known(min_value) and _known(max_value) \
+            and 0 < min_value and max_value < 1:
+        node = "beta"
     elif kind in _KIND_SPEC:
         node = _KIND_SPEC[kind]
     else:
         return NoDefault(f"column {name!r} of type {kind} has no default family: name its "
                          f"family in the spec")
     return {"optional": node} if has_missing else node
+
+
+def _known(v: Any) -> bool:
+    """Whether a column statistic was computed (not None, not NaN)."""
+    return v is not None and v == v
+
+
+def _far_overdispersed(mean: Any, variance: Any) -> bool:
+    return _known(mean) and _known(variance) and mean > 0 \
+        and variance > FAR_OVERDISPERSION * mean
 
 
 def _pandas_kind(series: Any) -> str:
@@ -156,10 +185,14 @@ def column_specs(data: Any) -> dict[str, Any]:
             if mixed is not None:
                 out[str(name)] = mixed
                 continue
-            low = present.min() if kind == "int" and len(present) else None
+            moments: dict[str, Any] = {}
+            if kind in ("int", "float") and len(present):
+                moments = {"min_value": present.min(), "max_value": present.max()}
+                if kind == "int" and len(present) > 1:
+                    moments.update(mean=float(present.mean()), variance=float(present.var()))
             distinct = len(col) if kind == "int" and col.is_unique else 0
             out[str(name)] = default_spec(kind, has_missing=bool(col.isna().any()),
-                                          min_value=low, name=str(name), distinct_rows=distinct)
+                                          name=str(name), distinct_rows=distinct, **moments)
         return out
     if _is_arrow_table(data):
         import pyarrow.compute as pc
@@ -168,11 +201,16 @@ def column_specs(data: Any) -> dict[str, Any]:
         for i, field in enumerate(data.schema):
             col = data.column(i)
             kind = _arrow_kind(field.type)
-            low = pc.min(col).as_py() if kind == "int" else None
+            moments = {}
+            if kind in ("int", "float"):
+                moments = {"min_value": pc.min(col).as_py(), "max_value": pc.max(col).as_py()}
+                if kind == "int":
+                    moments.update(mean=pc.mean(col).as_py(),
+                                   variance=pc.variance(col, ddof=1).as_py())
             distinct = len(col) if kind == "int" and pc.count_distinct(col).as_py() == len(col) \
                 else 0
-            out[field.name] = default_spec(kind, has_missing=col.null_count > 0, min_value=low,
-                                           name=field.name, distinct_rows=distinct)
+            out[field.name] = default_spec(kind, has_missing=col.null_count > 0,
+                                           name=field.name, distinct_rows=distinct, **moments)
         return out
     if _is_spark_frame(data):
         return _spark_specs(data)
@@ -201,6 +239,8 @@ def _parquet_specs(path: Path) -> dict[str, Any]:
 
     nulls: dict[str, int] = {}
     lows: dict[str, Any] = {}
+    highs: dict[str, Any] = {}
+    no_range: set[str] = set()  # a row group without a minimum and maximum
     schema = None
     for f in _files(path, ".parquet"):
         pf = pq.ParquetFile(f)
@@ -214,15 +254,23 @@ def _parquet_specs(path: Path) -> dict[str, Any]:
                 stats = chunk.statistics
                 if stats is None or not stats.has_null_count:
                     nulls[name] = nulls.get(name, 0) + 1  # unknown: assume it may be missing
+                    no_range.add(name)
                     continue
                 nulls[name] = nulls.get(name, 0) + stats.null_count
-                if stats.has_min_max and isinstance(stats.min, (int, np.integer)):
+                if stats.has_min_max and isinstance(stats.min, (int, float, np.number)):
                     lows[name] = min(lows.get(name, stats.min), stats.min)
+                    highs[name] = max(highs.get(name, stats.max), stats.max)
+                elif group.num_rows > stats.null_count:
+                    no_range.add(name)
         pf.close()
-    return {field.name: default_spec(_arrow_kind(field.type),
-                                     has_missing=nulls.get(field.name, 0) > 0,
-                                     min_value=lows.get(field.name), name=field.name)
-            for field in schema}
+    out = {}
+    for field in schema:
+        name, kind = field.name, _arrow_kind(field.type)
+        low = lows.get(name) if kind == "int" or name not in no_range else None
+        high = highs.get(name) if name not in no_range else None
+        out[name] = default_spec(kind, has_missing=nulls.get(name, 0) > 0, min_value=low,
+                                 max_value=high, name=name)
+    return out
 
 
 def _spark_specs(frame: Any) -> dict[str, Any]:
@@ -231,10 +279,17 @@ def _spark_specs(frame: Any) -> dict[str, Any]:
     fields = frame.schema.fields
     kinds = {f.name: _spark_kind(f.dataType.simpleString()) for f in fields}
     aggs = [F.sum(F.col(n).isNull().cast("long")).alias(f"n_{i}") for i, n in enumerate(kinds)]
-    aggs += [F.min(F.col(n)).alias(f"m_{i}") for i, n in enumerate(kinds) if kinds[n] == "int"]
-    row = frame.agg(*aggs).collect()[0].asDict()  # one job: null counts and integer minima
+    numbers = [(i, n) for i, n in enumerate(kinds) if kinds[n] in ("int", "float")]
+    aggs += [F.min(F.col(n)).alias(f"m_{i}") for i, n in numbers]
+    aggs += [F.max(F.col(n)).alias(f"x_{i}") for i, n in numbers]
+    aggs += [f(F.col(n)).alias(f"{tag}_{i}") for i, n in numbers if kinds[n] == "int"
+             for tag, f in (("a", F.mean), ("v", F.var_samp))]
+    # one job: null counts, ranges of numbers, moments of counts
+    row = frame.agg(*aggs).collect()[0].asDict()
     return {n: default_spec(k, has_missing=bool(row[f"n_{i}"]), min_value=row.get(f"m_{i}"),
-                            name=n) for i, (n, k) in enumerate(kinds.items())}
+                            max_value=row.get(f"x_{i}"), mean=row.get(f"a_{i}"),
+                            variance=row.get(f"v_{i}"), name=n)
+            for i, (n, k) in enumerate(kinds.items())}
 
 
 def _is_spark_frame(x: Any) -> bool:

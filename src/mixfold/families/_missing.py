@@ -1,0 +1,195 @@
+"""Vector rows with missing entries (NaN, missing at random): the encoded rows, their
+missingness patterns, and the Gaussian marginals and conditionals the vector Gaussians score
+and accumulate them with.
+
+Rows are grouped by which entries they miss; everything that depends on the pattern (a block of
+the precision matrix, its inverse and log-determinant) is computed once per pattern, batched
+over the patterns that miss the same number of entries, and gathered onto the rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from mixfold.compute.encoded import ArrayEncoded, Encoded
+from mixfold.compute.logspace import LOG_2PI
+from mixfold.errors import ParameterError
+from mixfold.precision import BandSupportError, is_native
+
+__all__ = ["MaskedRows", "MissingPatterns", "MissingGroup", "has_missing", "gaussian_marginals",
+           "fill_for_points", "require_native", "check_missing_flag"]
+
+#: Widest vector whose missingness pattern packs into one int64 code (faster to group).
+PACKED_CODE_BITS = 62
+
+
+class MissingGroup(NamedTuple):
+    """The patterns that miss ``r`` entries: ``index`` (P_r, r) the missing coordinates of each,
+    ``rows`` (n_r,) the rows with one of them, ``local`` (n_r,) each row's pattern in ``index``."""
+
+    r: int
+    index: np.ndarray
+    rows: np.ndarray
+    local: np.ndarray
+
+
+class MissingPatterns:
+    """The missingness of a block of rows (n_rows, D) grouped by pattern.
+
+    ``observed`` (n_rows, D) is 1.0 where an entry is present, 0.0 where it is missing;
+    ``zero_filled`` the rows with missing entries set to 0; ``n_missing`` (n_rows,) the count
+    per row; ``groups`` one :class:`MissingGroup` per count of missing entries above 0.
+
+    >>> p = MissingPatterns(np.array([[1.0, np.nan], [np.nan, np.nan], [2.0, np.nan], [3.0, 4.0]]))
+    >>> p.n_missing.tolist(), [(g.r, g.index.tolist(), g.rows.tolist()) for g in p.groups]
+    ([1, 2, 1, 0], [(1, [[1]], [0, 2]), (2, [[0, 1]], [1])])
+    """
+
+    def __init__(self, x: np.ndarray):
+        missing = np.isnan(x)
+        n, d = x.shape
+        self.dim = d
+        self.complete = not missing.any()
+        self.observed = (~missing).astype(np.float64)
+        self.zero_filled = np.where(missing, 0.0, x)
+        self.groups: list[MissingGroup] = []
+        if self.complete:
+            self.n_missing = np.zeros(n, dtype=np.int64)
+            return
+        if d <= PACKED_CODE_BITS:
+            codes = missing.astype(np.int64) @ (np.int64(1) << np.arange(d, dtype=np.int64))
+            unique, row_pattern = np.unique(codes, return_inverse=True)
+            masks = ((unique[:, None] >> np.arange(d)) & 1).astype(bool)
+        else:
+            masks, row_pattern = np.unique(missing, axis=0, return_inverse=True)
+        row_pattern = row_pattern.reshape(-1)
+        counts = masks.sum(axis=1)
+        self.n_missing = counts[row_pattern]
+        for r in np.unique(counts[counts > 0]):
+            patterns = np.flatnonzero(counts == r)
+            local_of = np.full(masks.shape[0], -1)
+            local_of[patterns] = np.arange(patterns.size)
+            rows = np.flatnonzero(self.n_missing == r)
+            index = np.nonzero(masks[patterns])[1].reshape(patterns.size, int(r))
+            self.groups.append(MissingGroup(int(r), index, rows, local_of[row_pattern[rows]]))
+
+    @property
+    def n_all_missing(self) -> int:
+        """Rows with every entry missing."""
+        return int((self.n_missing == self.dim).sum())
+
+
+class MaskedRows(ArrayEncoded):
+    """Vector rows (n_rows, D) that may miss entries (NaN), from an encoder that allows them.
+
+    Its :attr:`patterns` are computed once per block of rows and shared by every component
+    that scores or accumulates the block.
+    """
+
+    __slots__ = ("_patterns",)
+
+    def __init__(self, values: np.ndarray, start: int = 0):
+        super().__init__(values, start)
+        self._patterns: MissingPatterns | None = None
+
+    @property
+    def patterns(self) -> MissingPatterns:
+        if self._patterns is None:
+            self._patterns = MissingPatterns(self.values)
+        return self._patterns
+
+    def rows(self, begin: int, end: int) -> MaskedRows:
+        return MaskedRows(self.values[begin:end], self.start + begin)
+
+    def take(self, indices: np.ndarray) -> MaskedRows:
+        return MaskedRows(self.values[indices], 0)
+
+    def with_starts(self, starts: Iterator[int]) -> MaskedRows:
+        return MaskedRows(self.values, next(starts))
+
+    @classmethod
+    def concat(cls, parts: Sequence[Encoded]) -> MaskedRows:
+        return MaskedRows(np.concatenate([p.values for p in parts]), parts[0].start)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the patterns are recomputed where rows land
+        return MaskedRows, (self.values, self.start)
+
+    def __repr__(self) -> str:
+        return f"MaskedRows(shape={self.values.shape})"
+
+
+def has_missing(enc: Encoded) -> bool:
+    """Whether ``enc`` holds rows that miss an entry (one type check for complete data)."""
+    return isinstance(enc, MaskedRows) and not enc.patterns.complete
+
+
+def gaussian_marginals(mu: np.ndarray, precision_cholesky: np.ndarray,
+                       log_det_precision_cholesky: float, patterns: MissingPatterns
+                       ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Under N(mu, cov) with ``U U^T = cov^-1`` (``U`` upper triangular), for every row:
+    the log-density of its observed entries (array (n_rows,)), the row with its missing
+    entries filled by their conditional means given the observed ones (n_rows, D), and per
+    group of :attr:`MissingPatterns.groups` the conditional covariances of the missing
+    entries (P_r, r, r).
+
+    With ``L = cov^-1``, missing ``m`` and observed ``o``: the conditional covariance is
+    ``L_mm^-1``, the conditional mean ``mu_m - L_mm^-1 L_mo (x_o - mu_o)``, and since the
+    conditional term vanishes at that mean, the marginal's quadratic form is the joint one
+    at the filled row, with ``log det cov_oo = log det cov + log det L_mm``.
+    """
+    u = precision_cholesky
+    centred = (patterns.zero_filled - mu) * patterns.observed  # 0 where missing
+    filled = centred.copy()
+    log_det_mm = np.zeros(centred.shape[0])
+    covs = []
+    if patterns.groups:
+        lam = u @ u.T
+        grad = centred @ lam  # L_mo (x_o - mu_o) on the missing coordinates
+        for g in patterns.groups:
+            lam_mm = lam[g.index[:, :, None], g.index[:, None, :]]
+            chol = np.linalg.cholesky(lam_mm)
+            cov = np.linalg.inv(lam_mm)
+            covs.append(0.5 * (cov + np.swapaxes(cov, 1, 2)))
+            cols = g.index[g.local]
+            shift = np.einsum("nij,nj->ni", covs[-1][g.local], grad[g.rows[:, None], cols])
+            filled[g.rows[:, None], cols] = -shift
+            log_det_mm[g.rows] = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)[
+                g.local]
+    y = filled @ u
+    quad = np.einsum("ij,ij->i", y, y)
+    n_observed = patterns.observed.sum(axis=1)
+    log_p = log_det_precision_cholesky - 0.5 * (n_observed * LOG_2PI + quad + log_det_mm)
+    if patterns.groups and patterns.groups[-1].r == patterns.dim:  # nothing observed: 1
+        log_p[patterns.groups[-1].rows] = 0.0
+    filled += mu
+    return log_p, filled, covs
+
+
+def fill_for_points(enc: Encoded) -> np.ndarray:
+    """The rows as points for k-means seeding: a missing entry takes its column's mean over
+    the rows that have it (0 for a column missing everywhere)."""
+    x = enc.values
+    if not has_missing(enc):
+        return x
+    p = enc.patterns
+    seen = p.observed.sum(axis=0)
+    means = np.divide(p.zero_filled.sum(axis=0), seen, out=np.zeros(x.shape[1]), where=seen > 0)
+    return np.where(p.observed > 0, x, means)
+
+
+def check_missing_flag(missing: Any) -> bool:
+    """``missing`` as a bool; anything else raises ParameterError."""
+    if not isinstance(missing, (bool, np.bool_)):
+        raise ParameterError(f"missing must be True or False, got {missing!r}")
+    return bool(missing)
+
+
+def require_native(precision: str, family: str) -> None:
+    """Rows with missing entries are scored in float64 / float32 only: a band (fp8, bfloat16,
+    float16, dd) raises rather than scoring them otherwise."""
+    if not is_native(precision):
+        raise BandSupportError(f"precision {precision!r} cannot run {family} rows with missing "
+                               f"entries: they are scored and accumulated in float64")

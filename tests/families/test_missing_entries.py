@@ -11,7 +11,7 @@ from scipy import stats
 import mixfold
 from mixfold import (CategoricalDistribution, CategoricalEstimator, DataError,
                      HiddenMarkovDistribution, HiddenMarkovEstimator, MissingEntriesWarning,
-                     MixtureDistribution, MixtureEstimator, ParameterError, RecordDistribution,
+                     MixtureEstimator, ParameterError, RecordDistribution,
                      RecordEstimator)
 from mixfold.families._leaf import VectorEncoder
 from mixfold.families._missing import MaskedRows, MissingPatterns

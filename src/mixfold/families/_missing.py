@@ -9,31 +9,39 @@ over the patterns that miss the same number of entries, and gathered onto the ro
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from mixfold.compute.encoded import ArrayEncoded, Encoded
 from mixfold.compute.logspace import LOG_2PI
+from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.errors import ParameterError
 from mixfold.precision import BandSupportError, is_native
 
-__all__ = ["MaskedRows", "MissingPatterns", "MissingGroup", "has_missing", "gaussian_marginals",
-           "fill_for_points", "require_native", "check_missing_flag"]
+__all__ = ["MaskedRows", "MissingPatterns", "MissingGroup", "has_missing", "Conditionals",
+           "gaussian_conditionals", "add_weighted_outer", "fill_for_points", "require_native",
+           "check_missing_flag"]
 
 #: Widest vector whose missingness pattern packs into one int64 code (faster to group).
 PACKED_CODE_BITS = 62
+#: Rows per block of the (rows, D) @ (D, D) products, one BLAS thread per block: a narrow
+#: product gains nothing from BLAS's own threads, and the blocks run on the row threads.
+GEMM_BLOCK_ROWS = 16384
 
 
 class MissingGroup(NamedTuple):
     """The patterns that miss ``r`` entries: ``index`` (P_r, r) the missing coordinates of each,
-    ``rows`` (n_r,) the rows with one of them, ``local`` (n_r,) each row's pattern in ``index``."""
+    ``rows`` (n_r,) the rows with one of them, ``local`` (n_r,) each row's pattern in ``index``,
+    ``cols`` (n_r, r) each row's missing coordinates."""
 
     r: int
     index: np.ndarray
     rows: np.ndarray
     local: np.ndarray
+    cols: np.ndarray
 
 
 class MissingPatterns:
@@ -74,7 +82,20 @@ class MissingPatterns:
             local_of[patterns] = np.arange(patterns.size)
             rows = np.flatnonzero(self.n_missing == r)
             index = np.nonzero(masks[patterns])[1].reshape(patterns.size, int(r))
-            self.groups.append(MissingGroup(int(r), index, rows, local_of[row_pattern[rows]]))
+            local = local_of[row_pattern[rows]]
+            self.groups.append(MissingGroup(int(r), index, rows, local, index[local]))
+        self._conditionals: dict[int, tuple[weakref.ref, Conditionals]] = {}
+
+    def conditionals(self, dist: Any, compute: Callable[[], Conditionals]) -> Conditionals:
+        """``compute()``, kept while ``dist`` lives: a mixture scores a component, then adds
+        the same rows to its statistics with the same conditional expectations."""
+        hit = self._conditionals.get(id(dist))
+        if hit is not None and hit[0]() is dist:
+            return hit[1]
+        self._conditionals = {k: v for k, v in self._conditionals.items() if v[0]() is not None}
+        value = compute()
+        self._conditionals[id(dist)] = (weakref.ref(dist), value)
+        return value
 
     @property
     def n_all_missing(self) -> int:
@@ -126,14 +147,28 @@ def has_missing(enc: Encoded) -> bool:
     return isinstance(enc, MaskedRows) and not enc.patterns.complete
 
 
-def gaussian_marginals(mu: np.ndarray, precision_cholesky: np.ndarray,
-                       log_det_precision_cholesky: float, patterns: MissingPatterns
-                       ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Under N(mu, cov) with ``U U^T = cov^-1`` (``U`` upper triangular), for every row:
-    the log-density of its observed entries (array (n_rows,)), the row with its missing
-    entries filled by their conditional means given the observed ones (n_rows, D), and per
-    group of :attr:`MissingPatterns.groups` the conditional covariances of the missing
-    entries (P_r, r, r).
+class Conditionals(NamedTuple):
+    """What a Gaussian component makes of rows that miss entries: ``log_density`` (n_rows,) of
+    the observed entries; per group of :attr:`MissingPatterns.groups`, ``shifts`` (n_r, r) the
+    conditional means of the missing entries minus their means, and ``covs`` (P_r, r, r) the
+    conditional covariances of each pattern's missing block."""
+
+    log_density: np.ndarray
+    shifts: list[np.ndarray]
+    covs: list[np.ndarray]
+
+    def filled(self, mu: np.ndarray, patterns: MissingPatterns) -> np.ndarray:
+        """The rows (n_rows, D) with their missing entries at their conditional means."""
+        out = np.where(patterns.observed > 0, patterns.zero_filled, mu)
+        for g, shift in zip(patterns.groups, self.shifts):
+            out[g.rows[:, None], g.cols] += shift
+        return out
+
+
+def gaussian_conditionals(mu: np.ndarray, precision_cholesky: np.ndarray,
+                          log_det_precision_cholesky: float,
+                          patterns: MissingPatterns) -> Conditionals:
+    """The :class:`Conditionals` of the rows under N(mu, cov) with ``U U^T = cov^-1``.
 
     With ``L = cov^-1``, missing ``m`` and observed ``o``: the conditional covariance is
     ``L_mm^-1``, the conditional mean ``mu_m - L_mm^-1 L_mo (x_o - mu_o)``, and since the
@@ -141,31 +176,58 @@ def gaussian_marginals(mu: np.ndarray, precision_cholesky: np.ndarray,
     at the filled row, with ``log det cov_oo = log det cov + log det L_mm``.
     """
     u = precision_cholesky
-    centred = (patterns.zero_filled - mu) * patterns.observed  # 0 where missing
-    filled = centred.copy()
-    log_det_mm = np.zeros(centred.shape[0])
-    covs = []
+    n = patterns.zero_filled.shape[0]
+    centred = np.empty_like(patterns.zero_filled)
+    grad = np.empty_like(centred) if patterns.groups else None
+    lam = u @ u.T
+
+    def centre(lo: int, hi: int) -> None:
+        np.subtract(patterns.zero_filled[lo:hi], mu, out=centred[lo:hi])
+        centred[lo:hi] *= patterns.observed[lo:hi]  # 0 where missing
+        if grad is not None:  # L_mo (x_o - mu_o) on the missing coordinates
+            np.matmul(centred[lo:hi], lam, out=grad[lo:hi])
+
+    map_row_blocks(n, GEMM_BLOCK_ROWS, centre)
+    log_det_mm = np.zeros(n)
+    shifts, covs = [], []
     if patterns.groups:
-        lam = u @ u.T
-        grad = centred @ lam  # L_mo (x_o - mu_o) on the missing coordinates
         for g in patterns.groups:
             lam_mm = lam[g.index[:, :, None], g.index[:, None, :]]
             chol = np.linalg.cholesky(lam_mm)
             cov = np.linalg.inv(lam_mm)
-            covs.append(0.5 * (cov + np.swapaxes(cov, 1, 2)))
-            cols = g.index[g.local]
-            shift = np.einsum("nij,nj->ni", covs[-1][g.local], grad[g.rows[:, None], cols])
-            filled[g.rows[:, None], cols] = -shift
-            log_det_mm[g.rows] = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)[
-                g.local]
-    y = filled @ u
-    quad = np.einsum("ij,ij->i", y, y)
+            cov = 0.5 * (cov + np.swapaxes(cov, 1, 2))
+            # a tiny (r, r) matrix per row: a broadcast product beats batched matmul / einsum
+            shift = -(cov[g.local] * grad[g.rows[:, None], g.cols][:, None, :]).sum(axis=2)
+            centred[g.rows[:, None], g.cols] = shift
+            log_det = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
+            log_det_mm[g.rows] = log_det[g.local]
+            shifts.append(shift)
+            covs.append(cov)
+    quad = np.empty(n)
+
+    def whiten(lo: int, hi: int) -> None:
+        y = centred[lo:hi] @ u
+        np.einsum("ij,ij->i", y, y, out=quad[lo:hi])
+
+    map_row_blocks(n, GEMM_BLOCK_ROWS, whiten)
     n_observed = patterns.observed.sum(axis=1)
     log_p = log_det_precision_cholesky - 0.5 * (n_observed * LOG_2PI + quad + log_det_mm)
     if patterns.groups and patterns.groups[-1].r == patterns.dim:  # nothing observed: 1
         log_p[patterns.groups[-1].rows] = 0.0
-    filled += mu
-    return log_p, filled, covs
+    return Conditionals(log_p, shifts, covs)
+
+
+def add_weighted_outer(sum_x: np.ndarray, sum_xx: np.ndarray, x: np.ndarray,
+                       w: np.ndarray) -> None:
+    """``sum_x += w @ x`` and ``sum_xx += x^T (w x)``, block by block of rows on the row
+    threads, the blocks' sums added in block order (the same bits however many threads)."""
+    def block(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        xb, wb = x[lo:hi], w[lo:hi]
+        return wb @ xb, xb.T @ (wb[:, None] * xb)
+
+    for bx, bxx in map_row_blocks(x.shape[0], GEMM_BLOCK_ROWS, block):
+        sum_x += bx
+        sum_xx += bxx
 
 
 def fill_for_points(enc: Encoded) -> np.ndarray:

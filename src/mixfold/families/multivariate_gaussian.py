@@ -18,8 +18,9 @@ from mixfold.capabilities import (
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
-from mixfold.families._missing import (MissingPatterns, check_missing_flag, fill_for_points,
-                                       gaussian_marginals, has_missing, require_native)
+from mixfold.families._missing import (Conditionals, MissingPatterns, add_weighted_outer,
+                                       check_missing_flag, fill_for_points, gaussian_conditionals, has_missing,
+                                       require_native)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import cholesky, solve_triangular
 from mixfold.families.gaussian import warn_collapsed_variance
@@ -106,7 +107,7 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         if has_missing(enc):
             require_native(precision, "MultivariateGaussian")
-            return self.marginals(enc.patterns)[0]
+            return self.conditionals(enc.patterns).log_density
         if not is_native(precision):
             return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
@@ -116,14 +117,13 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         out = dt.type(-0.5) * np.einsum("ij,ij->i", y, y) - dt.type(norm)
         return out.astype(np.float64, copy=False)
 
-    def marginals(self, patterns: MissingPatterns
-                  ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        """For rows that may miss entries: the log-density of the observed coordinates
-        (n_rows,), the rows with missing entries filled by their conditional means (n_rows, D),
-        and the conditional covariances of each missing block
-        (:func:`~mixfold.families._missing.gaussian_marginals`)."""
-        return gaussian_marginals(self.mu, self.precision_cholesky,
-                                  self.log_det_precision_cholesky, patterns)
+    def conditionals(self, patterns: MissingPatterns) -> Conditionals:
+        """For rows that may miss entries: the log-density of the observed coordinates and the
+        conditional means and covariances of the missing ones
+        (:func:`~mixfold.families._missing.gaussian_conditionals`), computed once per block
+        of rows while this distribution lives."""
+        return patterns.conditionals(self, lambda: gaussian_conditionals(
+            self.mu, self.precision_cholesky, self.log_det_precision_cholesky, patterns))
 
     @classmethod
     def can_stack(cls, components: Sequence[MultivariateGaussianDistribution]) -> bool:
@@ -166,8 +166,8 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         start, stop = (0, len(components)) if units is None else units
         if has_missing(enc):
             require_native(precision, "MultivariateGaussian")
-            return np.stack([c.marginals(enc.patterns)[0] for c in components[start:stop]],
-                            axis=1)
+            return np.stack([c.conditionals(enc.patterns).log_density
+                             for c in components[start:stop]], axis=1)
         dt = native_dtype(precision)
         d = components[0].dim
         center = np.mean([c.mu for c in components], axis=0)
@@ -284,14 +284,15 @@ class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):
             return None
         require_native(precision, "MultivariateGaussian")
         p = enc.patterns
-        log_p, filled, covs = model.marginals(p)
+        cond = model.conditionals(p)
         w = np.where(p.n_missing < p.dim, weights, 0.0)
-        MultivariateGaussianAccumulator._add(self, filled, w)
-        for g, cov in zip(p.groups, covs):
+        self.weight += w.sum()
+        add_weighted_outer(self.sum_x, self.sum_xx, cond.filled(model.mu, p), w)
+        for g, cov in zip(p.groups, cond.covs):
             mass = np.bincount(g.local, weights=w[g.rows], minlength=cov.shape[0])
             np.add.at(self.sum_xx, (g.index[:, :, None], g.index[:, None, :]),
                       mass[:, None, None] * cov)
-        return log_p
+        return cond.log_density
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         """Seeded starts (no model yet): a missing entry takes its column's weighted mean over

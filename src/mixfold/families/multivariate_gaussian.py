@@ -19,8 +19,8 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._missing import (Conditionals, MissingPatterns, add_weighted_outer,
-                                       check_missing_flag, fill_for_points, gaussian_conditionals, has_missing,
-                                       require_native)
+                                       check_missing_flag, fill_for_points,
+                                       gaussian_conditionals, has_missing, require_native)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import cholesky, solve_triangular
 from mixfold.families.gaussian import warn_collapsed_variance

@@ -335,3 +335,16 @@ def test_model_files_and_specs_keep_missing(dist, tmp_path):
     est = dist.estimator()
     spec = spec_from_estimator(est)
     assert estimator_from_spec(spec).missing
+
+
+def test_a_mixture_in_a_band_refuses_rows_with_missing_entries_and_not_complete_rows(rng):
+    x = two_clusters(rng, n=400)
+    est = MixtureEstimator([MultivariateGaussianEstimator(missing=True)] * 2)
+    for precision in ("dd", "float16"):
+        with pytest.raises(BandSupportError, match="missing entries"):
+            mixfold.fit(remove_at_random(rng, x), est, max_iter=2, precision=precision,
+                        progress=False)
+    band = mixfold.fit(x, est, max_iter=3, tol=0.0, precision="dd", progress=False)
+    plain = mixfold.fit(x, MixtureEstimator([MultivariateGaussianEstimator()] * 2), max_iter=3,
+                        tol=0.0, precision="dd", progress=False)
+    np.testing.assert_allclose(band.log_likelihood, plain.log_likelihood, rtol=1e-13)

@@ -133,6 +133,8 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
     def band_log_density(self, enc: Encoded, ops: Any) -> Any:
         """``-(sum_j (z_j^2 / s2_j + log s2_j) + D log 2 pi) / 2``, every operation in the band
         of ``ops`` (one vectorized operation over the rows per coordinate)."""
+        if has_missing(enc):
+            require_native(ops.band, "DiagonalGaussian")
         terms = []
         for j in range(self.dim):
             s2 = ops.array(self.sigma2[j])

@@ -136,6 +136,8 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         band of ``ops``. ``U`` (upper triangular) enters the band as a parameter, computed once
         in float64 from ``cov``; the whitening ``y_m = sum_{j<=m} z_j U_jm`` is one vectorized
         operation over the rows per term."""
+        if has_missing(enc):
+            require_native(ops.band, "MultivariateGaussian")
         u = self.precision_cholesky
         z = [ops.sub(ops.array(enc.values[:, j]), ops.array(self.mu[j]))
              for j in range(self.dim)]
@@ -280,8 +282,7 @@ class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):
                    model: MultivariateGaussianDistribution,
                    precision: str = "float64") -> np.ndarray | None:
         if not has_missing(enc):
-            MultivariateGaussianAccumulator._add(self, enc.values, weights)
-            return None
+            return super().seq_update(enc, weights, model, precision)
         require_native(precision, "MultivariateGaussian")
         p = enc.patterns
         cond = model.conditionals(p)
@@ -294,16 +295,26 @@ class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):
                       mass[:, None, None] * cov)
         return cond.log_density
 
-    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
+    def seq_update_dd(self, enc: Encoded, w_hi: np.ndarray, w_lo: np.ndarray, model: Any,
+                      ops: Any = None) -> None:
+        if has_missing(enc):
+            require_native("dd", "MultivariateGaussian")
+        super().seq_update_dd(enc, w_hi, w_lo, model, ops)
+
+    def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: Any) -> None:
         """Seeded starts (no model yet): a missing entry takes its column's weighted mean over
         the rows that have it, and its square that column's variance besides."""
-        p = MissingPatterns(x)
-        seen = w @ p.observed
-        mean = np.divide(w @ p.zero_filled, seen, out=np.zeros_like(seen), where=seen > 0)
+        if not has_missing(enc):
+            super().seq_initialize(enc, weights, rng)
+            return
+        p = enc.patterns
+        seen = weights @ p.observed
+        mean = np.divide(weights @ p.zero_filled, seen, out=np.zeros_like(seen),
+                         where=seen > 0)
         spread = (p.zero_filled - mean) ** 2 * p.observed
-        var = np.divide(w @ spread, seen, out=np.zeros_like(seen), where=seen > 0)
-        w = np.where(p.n_missing < p.dim, w, 0.0)
-        MultivariateGaussianAccumulator._add(self, np.where(p.observed > 0, x, mean), w)
+        var = np.divide(weights @ spread, seen, out=np.zeros_like(seen), where=seen > 0)
+        w = np.where(p.n_missing < p.dim, weights, 0.0)
+        self._add(np.where(p.observed > 0, p.zero_filled, mean), w)
         self.sum_xx.flat[::p.dim + 1] += w @ ((1.0 - p.observed) * var)
 
     @staticmethod

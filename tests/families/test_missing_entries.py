@@ -11,7 +11,7 @@ from scipy import stats
 import mixfold
 from mixfold import (CategoricalDistribution, CategoricalEstimator, DataError,
                      HiddenMarkovDistribution, HiddenMarkovEstimator, MissingEntriesWarning,
-                     MixtureEstimator, ParameterError, RecordDistribution,
+                     MixtureDistribution, MixtureEstimator, ParameterError, RecordDistribution,
                      RecordEstimator)
 from mixfold.families._leaf import VectorEncoder
 from mixfold.families._missing import MaskedRows, MissingPatterns
@@ -348,3 +348,23 @@ def test_a_mixture_in_a_band_refuses_rows_with_missing_entries_and_not_complete_
     plain = mixfold.fit(x, MixtureEstimator([MultivariateGaussianEstimator()] * 2), max_iter=3,
                         tol=0.0, precision="dd", progress=False)
     np.testing.assert_allclose(band.log_likelihood, plain.log_likelihood, rtol=1e-13)
+
+
+def test_a_start_decides_how_its_rows_are_encoded(rng):
+    x = remove_at_random(rng, two_clusters(rng, n=400))
+    comps = [MultivariateGaussianDistribution(np.zeros(3), np.eye(3)),
+             MultivariateGaussianDistribution(np.full(3, 4.0), np.eye(3))]
+    start = MixtureDistribution(comps, [0.5, 0.5])
+    est = MixtureEstimator([MultivariateGaussianEstimator(missing=True)] * 2)
+    with pytest.raises(DataError, match="on the starting model"):
+        mixfold.fit(x, est, init=start, max_iter=2, progress=False)
+    flagged = MixtureDistribution([MultivariateGaussianDistribution(c.mu, c.cov, missing=True)
+                                   for c in comps], [0.5, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingEntriesWarning)
+        ours = mixfold.fit(x, est, init=flagged, max_iter=5, progress=False)
+        # a start made with missing=True opts in for an estimator made without it
+        plain = mixfold.fit(x, MixtureEstimator([MultivariateGaussianEstimator()] * 2),
+                            init=flagged, max_iter=5, progress=False)
+    assert np.diff(ours.log_likelihood).min() >= -1e-12
+    assert plain.log_likelihood == ours.log_likelihood

@@ -179,7 +179,8 @@ class VectorEncoder(Encoder):
             row, col = map(int, np.argwhere(~finite)[0])
             expected = "a finite number or NaN (missing)" if self.missing else "a finite number"
             hint = "" if self.missing or not np.isnan(x[row, col]) else \
-                " (a vector Gaussian's estimator takes NaN as missing with missing=True)"
+                " (NaN is a missing entry only with missing=True: on the estimator, and on the " \
+                "starting model when one is given)"
             raise DataError(f"expected {expected}, got {float(x[row, col])!r}{hint}", row=row,
                             path=(col,))
         if not self.missing:

@@ -390,8 +390,10 @@ class DiagonalGaussianEstimator(LeafEstimator):
         if not isinstance(encoder, VectorEncoder) or dim is None or self.dim not in (None, dim):
             raise ValueError(f"DiagonalGaussianEstimator(dim={self.dim}) needs a fitted "
                              f"VectorEncoder of that length, got {encoder!r}")
+        # rows encoded for a start made with missing=True may miss entries: so may the stats
+        missing = self.missing or encoder.missing
         return DiagonalGaussianEstimator(dim, self.reg_covar, self.min_variance, self.keys,
-                                         self.missing)
+                                         missing)
 
     def _new_accumulator(self) -> DiagonalGaussianAccumulator:
         if self.dim is None:

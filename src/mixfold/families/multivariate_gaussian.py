@@ -375,7 +375,9 @@ class MultivariateGaussianEstimator(LeafEstimator):
         if not isinstance(encoder, VectorEncoder) or dim is None or self.dim not in (None, dim):
             raise ValueError(f"MultivariateGaussianEstimator(dim={self.dim}) needs a fitted "
                              f"VectorEncoder of that length, got {encoder!r}")
-        return MultivariateGaussianEstimator(dim, self.reg_covar, self.keys, self.missing)
+        # rows encoded for a start made with missing=True may miss entries: so may the stats
+        missing = self.missing or encoder.missing
+        return MultivariateGaussianEstimator(dim, self.reg_covar, self.keys, missing)
 
     def _new_accumulator(self) -> MultivariateGaussianAccumulator:
         if self.dim is None:

@@ -368,3 +368,16 @@ def test_a_start_decides_how_its_rows_are_encoded(rng):
                             init=flagged, max_iter=5, progress=False)
     assert np.diff(ours.log_likelihood).min() >= -1e-12
     assert plain.log_likelihood == ours.log_likelihood
+
+
+def test_model_parallel_components_fit_the_same_bits(rng):
+    from mixfold.parallel.model_parallel import ModelParallelEstimator
+
+    x = remove_at_random(rng, two_clusters(rng, n=1000))
+    est = MixtureEstimator([MultivariateGaussianEstimator(missing=True)] * 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingEntriesWarning)
+        serial = mixfold.fit(x, est, max_iter=4, tol=0.0, progress=False)
+        threaded = mixfold.fit(x, ModelParallelEstimator(est, num_workers=2), max_iter=4,
+                               tol=0.0, progress=False)
+    assert threaded.log_likelihood == serial.log_likelihood

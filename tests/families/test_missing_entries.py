@@ -21,6 +21,7 @@ from mixfold.families.diagonal_gaussian import (DiagonalGaussianAccumulator,
 from mixfold.families.multivariate_gaussian import (MultivariateGaussianAccumulator,
                                                     MultivariateGaussianDistribution,
                                                     MultivariateGaussianEstimator)
+from mixfold.parallel.model_parallel import ModelParallelEstimator
 from mixfold.precision import BandSupportError
 from mixfold.spec import estimator_from_spec, spec_from_estimator
 
@@ -371,8 +372,6 @@ def test_a_start_decides_how_its_rows_are_encoded(rng):
 
 
 def test_model_parallel_components_fit_the_same_bits(rng):
-    from mixfold.parallel.model_parallel import ModelParallelEstimator
-
     x = remove_at_random(rng, two_clusters(rng, n=1000))
     est = MixtureEstimator([MultivariateGaussianEstimator(missing=True)] * 4)
     with warnings.catch_warnings():

@@ -8,7 +8,8 @@
 """
 
 from mixfold.errors import (CheckpointError, DataError, DataTypeError, DegenerateFitWarning,
-                            EMDecreaseWarning, ModelFileError, NumericalError, ParameterError)
+                            EMDecreaseWarning, MissingEntriesWarning, ModelFileError,
+                            NumericalError, ParameterError)
 from mixfold.families import *  # noqa: F403 - the families are the public API
 from mixfold.families import __all__ as _family_names
 from mixfold.fit import FitResult, IterationInfo, fit, optimize
@@ -20,5 +21,6 @@ __version__ = "0.1.0"
 __all__ = [
     "optimize", "fit", "FitResult", "IterationInfo", "save", "load", "RowBlocks", "OnlineEM",
     "DataError", "DataTypeError", "NumericalError", "ParameterError", "ModelFileError",
-    "EMDecreaseWarning", "DegenerateFitWarning", "CheckpointError", *_family_names,
+    "EMDecreaseWarning", "DegenerateFitWarning", "MissingEntriesWarning", "CheckpointError",
+    *_family_names,
 ]

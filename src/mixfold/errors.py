@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __all__ = ["DataError", "DataTypeError", "NumericalError", "ModelFileError", "EMDecreaseWarning",
-           "ParameterError", "CheckpointError", "DegenerateFitWarning"]
+           "ParameterError", "CheckpointError", "DegenerateFitWarning", "MissingEntriesWarning"]
 
 
 def _format_path(path: tuple) -> str:
@@ -67,6 +67,11 @@ class CheckpointError(ValueError):
 
 class EMDecreaseWarning(RuntimeWarning):
     """An EM step lowered the log-likelihood by more than round-off; the step was not accepted."""
+
+
+class MissingEntriesWarning(RuntimeWarning):
+    """Rows of a vector with missing entries (``missing=True``) miss every entry: they add
+    nothing to the vector's statistics (a mixture still counts them by its weights)."""
 
 
 class ParameterError(ValueError):

@@ -4,7 +4,8 @@ import numpy as np
 
 from mixfold import (CategoricalDistribution, CategoricalEstimator, CompositeEstimator,
                      GaussianDistribution, GaussianEstimator, MixtureDistribution,
-                     MixtureEstimator, RecordDistribution, RecordEstimator)
+                     MixtureEstimator, MultivariateGaussianEstimator, RecordDistribution,
+                     RecordEstimator)
 
 
 def gmm():
@@ -30,6 +31,15 @@ def records():
                                                                    "tol": 0.0}
 
 
+def missing_entries():
+    """A full-covariance mixture on rows with a fifth of their entries missing (NaN)."""
+    rng = np.random.default_rng(4)
+    rows = np.concatenate([rng.normal(0.0, 1.0, (1500, 3)), rng.normal(4.0, 0.7, (1500, 3))])
+    rows[rng.random(rows.shape) < 0.2] = np.nan
+    return rows, MixtureEstimator([MultivariateGaussianEstimator(missing=True)] * 2), \
+        {"seed": 2, "max_iter": 8, "tol": 0.0}
+
+
 def tuples():
     rng = np.random.default_rng(2)
     rows = list(zip(rng.normal(0, 1, 2000).tolist(), rng.normal(3, 2, 2000).tolist()))
@@ -44,5 +54,5 @@ def gmm_model_parallel():
     return rows, ModelParallelEstimator(est, num_workers=2), options
 
 
-CASES = {"gmm": gmm, "records": records, "tuples": tuples,
+CASES = {"gmm": gmm, "records": records, "tuples": tuples, "missing_entries": missing_entries,
          "gmm_model_parallel": gmm_model_parallel}

@@ -43,7 +43,7 @@ def fit_case(case, **extra):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES, indirect=True)
-@pytest.mark.parametrize("case", ["gmm", "records"])
+@pytest.mark.parametrize("case", ["gmm", "records", "missing_entries"])
 def test_same_start_and_same_fit_as_local(engine, case):
     local_start = fit_case(case, max_iter=0).model
     local = fit_case(case)
@@ -98,7 +98,7 @@ def test_mp_worker_killed_mid_fit_is_restarted_and_the_result_is_unchanged():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["gmm", "records"])
+@pytest.mark.parametrize("case", ["gmm", "records", "missing_entries"])
 def test_mpi_spmd_fit_equals_local(tmp_path, case):
     out = tmp_path / "mpi.json"
     run_mpiexec(2, ["-m", "mpi4py", str(ROOT / "tests/backends/mpi_fit.py"), str(out), "2",

@@ -199,6 +199,20 @@ def test_fuzz_bag_rows(examples):
         outcome(rows, MultinomialEstimator())
         outcome(rows, MixtureEstimator([MultinomialEstimator(), MultinomialEstimator()]))
 
+
+holey = st.lists(st.one_of(st.floats(-1e3, 1e3), st.just(float("nan"))), min_size=3,
+                max_size=3)
+
+
+@SIZES
+@pytest.mark.parametrize("make", [DiagonalGaussianEstimator, MultivariateGaussianEstimator])
+def test_fuzz_vector_rows_with_missing_entries(make, examples):
+    @fuzz(st.one_of(corrupted(holey, min_size=1), st.lists(holey, min_size=1, max_size=12)),
+          examples)
+    def run(rows):
+        outcome(rows, make(missing=True))
+        outcome(rows, MixtureEstimator([make(missing=True), make(missing=True)]))
+
     run()
 
 

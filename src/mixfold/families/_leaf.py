@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.capabilities import CompensatedAccumulation
-from mixfold.errors import DataError, DataTypeError
+from mixfold.errors import DataError, DataTypeError, MissingEntriesWarning
 from mixfold.precision import BandSupportError, resolve_precision
 from mixfold.families._protocol import (
     Accumulator,
@@ -22,6 +22,7 @@ from mixfold.families._protocol import (
     Estimator,
     InitRandom,
 )
+from mixfold.families._missing import MaskedRows
 
 __all__ = ["NumericEncoder", "VectorEncoder", "LeafAccumulator", "WeightedSumAccumulator",
            "ModelStatsAccumulator",
@@ -149,10 +150,19 @@ def _raw(values: Any, row: int, fallback: np.ndarray) -> Any:
 
 
 class VectorEncoder(Encoder):
-    """Encodes a fixed-length vector of finite floats per row into an array (n_rows, dim)."""
+    """Encodes a fixed-length vector of finite floats per row into an array (n_rows, dim).
 
-    def __init__(self, dim: int):
+    With ``missing=True`` an entry may also be NaN (missing at random): the rows are encoded
+    as :class:`~mixfold.families._missing.MaskedRows`, and rows with every entry missing are
+    counted in a :class:`~mixfold.MissingEntriesWarning`.
+
+    >>> VectorEncoder(2, missing=True).encode([[1.0, float("nan")], [2.0, 3.0]])
+    MaskedRows(shape=(2, 2))
+    """
+
+    def __init__(self, dim: int, missing: bool = False):
         self.dim = int(dim)
+        self.missing = bool(missing)
 
     def encode(self, values: Any) -> ArrayEncoded:
         if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
@@ -182,10 +192,24 @@ class VectorEncoder(Encoder):
             raise DataTypeError(f"expected rows of length {self.dim}, got an array of shape "
                                 f"{x.shape}")
         finite = np.isfinite(x)
+        if self.missing:
+            finite |= np.isnan(x)
         if not finite.all():
             row, col = map(int, np.argwhere(~finite)[0])
-            raise DataError(f"expected a finite number, got {x[row, col]!r}", row=row, path=(col,))
-        return ArrayEncoded(np.ascontiguousarray(x))
+            expected = "a finite number or NaN (missing)" if self.missing else "a finite number"
+            hint = "" if self.missing or not np.isnan(x[row, col]) else \
+                " (NaN is a missing entry only with missing=True: on the estimator, and on the " \
+                "starting model when one is given)"
+            raise DataError(f"expected {expected}, got {float(x[row, col])!r}{hint}", row=row,
+                            path=(col,))
+        if not self.missing:
+            return ArrayEncoded(np.ascontiguousarray(x))
+        empty = int(np.isnan(x).all(axis=1).sum()) if x.shape[1] else 0
+        if empty:
+            warnings.warn(f"{empty} of {x.shape[0]} rows have every entry of the vector "
+                          f"missing: they add nothing to its statistics", MissingEntriesWarning,
+                          stacklevel=2)
+        return MaskedRows(np.ascontiguousarray(x))
 
     def merge(self, other: Encoder) -> VectorEncoder:
         if isinstance(other, _VectorEncoder):  # a shard that had no rows to learn from
@@ -193,7 +217,7 @@ class VectorEncoder(Encoder):
         return super().merge(other)
 
     def __repr__(self) -> str:
-        return f"VectorEncoder({self.dim})"
+        return f"VectorEncoder({self.dim}{', missing=True' if self.missing else ''})"
 
 
 class _VectorEncoder(VectorEncoder):
@@ -206,15 +230,16 @@ class _VectorEncoder(VectorEncoder):
     VectorEncoder(3)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, missing: bool = False) -> None:
         self.dim = None
+        self.missing = bool(missing)
 
     def fit(self, values: Any) -> VectorEncoder:
         if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
             if values.ndim == 1:
-                return VectorEncoder(1)
+                return VectorEncoder(1, self.missing)
             if values.ndim == 2 and values.shape[1] > 0:
-                return VectorEncoder(values.shape[1])
+                return VectorEncoder(values.shape[1], self.missing)
             raise DataTypeError(f"expected rows of vectors, got an array of shape {values.shape}")
         rows = iter(values)
         try:
@@ -223,7 +248,7 @@ class _VectorEncoder(VectorEncoder):
             return self
         if _ndim(first) != 1 or len(first) == 0:
             raise DataTypeError(f"expected a non-empty vector, got {_describe(first)}", row=0)
-        return VectorEncoder(len(first))
+        return VectorEncoder(len(first), self.missing)
 
     def encode(self, values: Any) -> ArrayEncoded:
         raise ValueError("this VectorEncoder has no length yet: call fit(values) first")
@@ -234,7 +259,7 @@ class _VectorEncoder(VectorEncoder):
         return super().merge(other)
 
     def __repr__(self) -> str:
-        return "VectorEncoder(None)"
+        return f"VectorEncoder(None{', missing=True' if self.missing else ''})"
 
 
 def _ndim(r: Any) -> int:

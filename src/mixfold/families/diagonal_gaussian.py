@@ -19,6 +19,8 @@ from mixfold.capabilities import (
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
+from mixfold.families._missing import (MissingPatterns, check_missing_flag, fill_for_points,
+                                       has_missing, require_native)
 from mixfold.compute.linear import LinearTerms, centred_gaussian, uncentred_moments
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import warn_collapsed_variance
@@ -26,7 +28,7 @@ from mixfold.precision import resolve_precision, log_density_in_band, native_dty
 from mixfold.precision.compensated import add_weighted_moments
 
 __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
-           "DiagonalGaussianAccumulator"]
+           "DiagonalGaussianAccumulator", "MissingDiagonalGaussianAccumulator"]
 
 
 def _vector(name: str, value: Any) -> np.ndarray:
@@ -74,15 +76,24 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
     """Gaussian with mean vector ``mu`` and per-coordinate variances ``sigma2`` (both length D).
 
     Rows are vectors of length D (array of shape (n_rows, D), or a sequence of sequences).
+    With ``missing=True`` (what ``DiagonalGaussianEstimator(missing=True)`` fits) an entry may
+    be NaN, missing at random: a row is scored by the density of its observed coordinates.
 
     >>> d = DiagonalGaussianDistribution([0.0, 1.0], [1.0, 4.0])
     >>> round(d.log_density([0.5, 0.0]), 6)
     -2.781024
     >>> d.sampler(0).sample(3).shape
     (3, 2)
+    >>> m = DiagonalGaussianDistribution([0.0, 1.0], [1.0, 4.0], missing=True)
+    >>> round(m.log_density([float("nan"), 0.0]), 6)
+    -1.737086
     """
 
-    def __init__(self, mu: Sequence[float] | np.ndarray, sigma2: Sequence[float] | np.ndarray):
+    #: model files leave ``missing`` out when it is False
+    optional_params = ("missing",)
+
+    def __init__(self, mu: Sequence[float] | np.ndarray, sigma2: Sequence[float] | np.ndarray,
+                 missing: bool = False):
         self.mu = _vector("mu", mu)
         self.sigma2 = _vector("sigma2", sigma2)
         if self.sigma2.shape != self.mu.shape:
@@ -92,6 +103,7 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
             raise ParameterError(f"mu must be finite, got {self.mu.tolist()}")
         if not (np.isfinite(self.sigma2).all() and (self.sigma2 > 0).all()):
             raise ParameterError(f"sigma2 must be finite and > 0, got {self.sigma2.tolist()}")
+        self.missing = check_missing_flag(missing)
 
     @property
     def dim(self) -> int:
@@ -99,6 +111,9 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
         return self.mu.size
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if has_missing(enc):
+            require_native(precision, "DiagonalGaussian")
+            return self.observed_log_density(enc.patterns)
         if not resolve_precision(precision).native:
             return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
@@ -108,9 +123,18 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
         out = dt.type(-0.5) * (z @ (1.0 / self.sigma2).astype(dt)) - dt.type(norm)
         return out.astype(np.float64, copy=False)
 
+    def observed_log_density(self, patterns: MissingPatterns) -> np.ndarray:
+        """Log-density of every row's observed coordinates (the missing ones integrate to 1),
+        array of shape (n_rows,); 0 for a row with every entry missing."""
+        z = (patterns.zero_filled - self.mu) * patterns.observed
+        return -0.5 * ((z * z) @ (1.0 / self.sigma2)
+                       + patterns.observed @ (np.log(self.sigma2) + LOG_2PI))
+
     def band_log_density(self, enc: Encoded, ops: Any) -> Any:
         """``-(sum_j (z_j^2 / s2_j + log s2_j) + D log 2 pi) / 2``, every operation in the band
         of ``ops`` (one vectorized operation over the rows per coordinate)."""
+        if has_missing(enc):
+            require_native(ops.band, "DiagonalGaussian")
         terms = []
         for j in range(self.dim):
             s2 = ops.array(self.sigma2[j])
@@ -134,6 +158,10 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
         the bits of the full call (model-parallel workers score ranges apart).
         """
         start, stop = (0, len(components)) if units is None else units
+        if has_missing(enc):
+            require_native(precision, "DiagonalGaussian")
+            return np.stack([c.observed_log_density(enc.patterns)
+                             for c in components[start:stop]], axis=1)
         out = np.empty((stop - start, enc.n_rows), dtype=native_dtype(precision))
         _centred_scores(components, np.zeros(len(components)), enc.values, precision, start,
                         stop, out)
@@ -141,14 +169,16 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:
-        """The rows as points (n_rows, D) for k-means++ seeding."""
-        return enc.values
+        """The rows as points (n_rows, D) for k-means++ seeding (a missing entry: its column's
+        mean)."""
+        return fill_for_points(enc)
 
     def encoder(self) -> Encoder:
-        return VectorEncoder(self.dim)
+        return VectorEncoder(self.dim, self.missing)
 
     def estimator(self, **options: Any) -> DiagonalGaussianEstimator:
         options.setdefault("dim", self.dim)
+        options.setdefault("missing", self.missing)
         return DiagonalGaussianEstimator(**options)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -158,11 +188,12 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
         return 2 * self.mu.size
 
     def _params(self) -> dict[str, Any]:
-        return {"mu": self.mu.tolist(), "sigma2": self.sigma2.tolist()}
+        params = {"mu": self.mu.tolist(), "sigma2": self.sigma2.tolist()}
+        return {**params, "missing": True} if self.missing else params
 
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> DiagonalGaussianDistribution:
-        return cls(p["mu"], p["sigma2"])
+        return cls(p["mu"], p["sigma2"], p.get("missing", False))
 
     def decomposition(self) -> Decomposition:
         """Atomic: D coordinates to score and accumulate per row."""
@@ -261,6 +292,57 @@ class DiagonalGaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatur
             acc.sum_xx += resp[:, k] @ xx
 
 
+class MissingDiagonalGaussianAccumulator(DiagonalGaussianAccumulator):
+    """Statistics of rows that may miss entries: per coordinate, the sum of the weights of the
+    rows that have it, and the weighted sums of its values and squares (each length D). A
+    missing coordinate drops out of its sums: with independent coordinates the observed ones
+    carry all there is to learn (the M-step is exact for the observed-data likelihood)."""
+
+    def __init__(self, dim: int, keys: str | None = None):
+        super().__init__(dim, keys)
+        self.weight = np.zeros(dim)
+
+    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
+        seen = ~np.isnan(x)
+        x0 = np.where(seen, x, 0.0)
+        self.weight += w @ seen
+        self.sum_x += w @ x0
+        self.sum_xx += w @ (x0 * x0)
+
+    def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
+                   precision: str = "float64") -> None:
+        if has_missing(enc):
+            require_native(precision, "DiagonalGaussian")
+        return super().seq_update(enc, weights, model, precision)
+
+    @staticmethod
+    def linear_terms(accs: Sequence[DiagonalGaussianAccumulator],
+                     components: Sequence[DiagonalGaussianDistribution],
+                     enc: Encoded) -> LinearTerms | None:
+        """The fused E-step's terms for complete rows (``None`` for rows that miss entries:
+        the mixture then scores, normalises and adds in three steps); a component's mass
+        adds to every coordinate's weight."""
+        if has_missing(enc):
+            return None
+        return DiagonalGaussianAccumulator.linear_terms(accs, components, enc)
+
+    @staticmethod
+    def stack_update(accs: Sequence[DiagonalGaussianAccumulator], enc: Encoded,
+                     resp: np.ndarray) -> None:
+        """Add rows to K accumulators at once, column by column; a missing coordinate adds to
+        none of its sums."""
+        if not has_missing(enc):
+            DiagonalGaussianAccumulator.stack_update(accs, enc, resp)
+            return
+        p = enc.patterns
+        x0 = p.zero_filled
+        xx = x0 * x0
+        for k, acc in enumerate(accs):
+            acc.weight += resp[:, k] @ p.observed
+            acc.sum_x += resp[:, k] @ x0
+            acc.sum_xx += resp[:, k] @ xx
+
+
 class DiagonalGaussianEstimator(LeafEstimator):
     """M-step for :class:`DiagonalGaussianDistribution`.
 
@@ -269,6 +351,11 @@ class DiagonalGaussianEstimator(LeafEstimator):
     ``GaussianMixture(covariance_type="diag")`` does, and ``min_variance`` floors them. With no
     weight at all the estimate is the standard normal ``DiagonalGaussianDistribution(0, 1)`` in D
     dimensions.
+
+    ``missing=True`` lets entries be NaN (missing at random; without it a NaN is a
+    :class:`~mixfold.DataError`): a missing coordinate drops out of that coordinate's sums, so
+    each coordinate is estimated from the rows that have it (a coordinate no row has gets mean
+    0 and variance 1). It cannot run in the ``dd`` band.
 
     >>> import mixfold
     >>> x = DiagonalGaussianDistribution([1.0, -2.0], [0.5, 3.0]).sampler(1).sample(20000)
@@ -281,7 +368,7 @@ class DiagonalGaussianEstimator(LeafEstimator):
     distribution_class = DiagonalGaussianDistribution
 
     def __init__(self, dim: int | None = None, reg_covar: float = 1e-6,
-                 min_variance: float = 1e-12, keys: str | None = None):
+                 min_variance: float = 1e-12, keys: str | None = None, missing: bool = False):
         super().__init__(keys)
         if dim is not None and not (isinstance(dim, (int, np.integer)) and dim >= 1):
             raise ValueError(f"dim must be None or an integer >= 1, got {dim!r}")
@@ -291,25 +378,35 @@ class DiagonalGaussianEstimator(LeafEstimator):
         self.dim = None if dim is None else int(dim)
         self.reg_covar = float(reg_covar)
         self.min_variance = float(min_variance)
+        self.missing = check_missing_flag(missing)
 
     def encoder(self) -> VectorEncoder:
-        return _VectorEncoder() if self.dim is None else VectorEncoder(self.dim)
+        if self.dim is None:
+            return _VectorEncoder(self.missing)
+        return VectorEncoder(self.dim, self.missing)
 
     def bind(self, encoder: Encoder) -> DiagonalGaussianEstimator:
         dim = getattr(encoder, "dim", None)
         if not isinstance(encoder, VectorEncoder) or dim is None or self.dim not in (None, dim):
             raise ValueError(f"DiagonalGaussianEstimator(dim={self.dim}) needs a fitted "
                              f"VectorEncoder of that length, got {encoder!r}")
-        return DiagonalGaussianEstimator(dim, self.reg_covar, self.min_variance, self.keys)
+        # rows encoded for a start made with missing=True may miss entries: so may the stats
+        missing = self.missing or encoder.missing
+        return DiagonalGaussianEstimator(dim, self.reg_covar, self.min_variance, self.keys,
+                                         missing)
 
     def _new_accumulator(self) -> DiagonalGaussianAccumulator:
         if self.dim is None:
             raise ValueError("DiagonalGaussianEstimator has no dim: give dim= or let optimize "
                              "learn it when it encodes the data")
+        if self.missing:
+            return MissingDiagonalGaussianAccumulator(self.dim, self.keys)
         return DiagonalGaussianAccumulator(self.dim, self.keys)
 
     def estimate(self, nobs: float, stats: Any) -> DiagonalGaussianDistribution:
         (weight, sum_x, sum_xx), _ = stats
+        if self.missing:
+            return self._estimate_observed(weight, sum_x, sum_xx)
         s0 = float(weight[0])
         if s0 <= 0:
             return DiagonalGaussianDistribution(np.zeros(sum_x.size), np.ones(sum_x.size))
@@ -322,3 +419,19 @@ class DiagonalGaussianEstimator(LeafEstimator):
             warn_collapsed_variance(raw[j], var[j], s0, mu[j],
                                     f" in dimension {j} ({collapsed.size} of {raw.size})")
         return DiagonalGaussianDistribution(mu, var)
+
+    def _estimate_observed(self, weight: np.ndarray, sum_x: np.ndarray,
+                           sum_xx: np.ndarray) -> DiagonalGaussianDistribution:
+        """Each coordinate from the rows that have it (per-coordinate weights)."""
+        seen = weight > 0
+        s = np.where(seen, weight, 1.0)
+        mu = np.where(seen, sum_x / s, 0.0)
+        raw = np.where(seen, sum_xx / s - mu * mu, 1.0)
+        var = np.maximum(np.maximum(raw, 0.0) + self.reg_covar, self.min_variance)
+        var[~seen] = 1.0
+        collapsed = np.flatnonzero(seen & (raw <= max(self.reg_covar, self.min_variance)))
+        if collapsed.size:
+            j = int(collapsed[0])
+            warn_collapsed_variance(raw[j], var[j], weight[j], mu[j],
+                                    f" in dimension {j} ({collapsed.size} of {raw.size})")
+        return DiagonalGaussianDistribution(mu, var, missing=True)

@@ -18,6 +18,9 @@ from mixfold.capabilities import (
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
+from mixfold.families._missing import (Conditionals, MissingPatterns, add_weighted_outer,
+                                       check_missing_flag, fill_for_points,
+                                       gaussian_conditionals, has_missing, require_native)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import cholesky, solve_triangular
 from mixfold.families.gaussian import warn_collapsed_variance
@@ -26,7 +29,7 @@ from mixfold.precision.compensated import add_weighted_moments
 from mixfold.compute.scratch import scratch
 
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
-           "MultivariateGaussianAccumulator"]
+           "MultivariateGaussianAccumulator", "MissingMultivariateGaussianAccumulator"]
 
 
 #: How far from symmetric (relative to the largest entry) a given covariance may be.
@@ -54,15 +57,26 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
     Scoring uses the upper-triangular precision Cholesky factor ``U`` (``U U^T = cov^-1``):
     ``log p(x) = -|(x - mu) U|^2 / 2 + sum log diag U - D log(2 pi) / 2``.
 
+    With ``missing=True`` (what ``MultivariateGaussianEstimator(missing=True)`` fits) an entry
+    may be NaN, missing at random: a row is scored by the marginal density of its observed
+    coordinates. Such components score one at a time in a mixture (their E-step needs each
+    component's conditional expectations).
+
     >>> d = MultivariateGaussianDistribution([0.0, 1.0], [[2.0, 0.5], [0.5, 1.0]])
     >>> round(d.log_density([0.5, 0.0]), 6)
     -2.903399
     >>> d.sampler(0).sample(3).shape
     (3, 2)
+    >>> m = MultivariateGaussianDistribution([0.0, 1.0], [[2.0, 0.5], [0.5, 1.0]], missing=True)
+    >>> round(m.log_density([0.5, float("nan")]), 6)  # N(0, 2) at 0.5
+    -1.328012
     """
 
+    #: model files leave ``missing`` out when it is False
+    optional_params = ("missing",)
+
     def __init__(self, mu: Sequence[float] | np.ndarray,
-                 cov: Sequence[Sequence[float]] | np.ndarray):
+                 cov: Sequence[Sequence[float]] | np.ndarray, missing: bool = False):
         mu_arr = _array("mu", mu, 1)
         cov_arr = _array("cov", cov, 2)
         d = mu_arr.size
@@ -81,6 +95,7 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         self.cov_cholesky = cov_chol
         self.precision_cholesky = solve_triangular(cov_chol, np.eye(d), lower=True).T
         self.log_det_precision_cholesky = float(np.log(np.diag(self.precision_cholesky)).sum())
+        self.missing = check_missing_flag(missing)
         for a in (self.mu, self.cov, self.cov_cholesky, self.precision_cholesky):
             a.setflags(write=False)
 
@@ -90,6 +105,9 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         return self.mu.size
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if has_missing(enc):
+            require_native(precision, "MultivariateGaussian")
+            return self.conditionals(enc.patterns).log_density
         if not resolve_precision(precision).native:
             return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
@@ -99,11 +117,27 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         out = dt.type(-0.5) * np.einsum("ij,ij->i", y, y) - dt.type(norm)
         return out.astype(np.float64, copy=False)
 
+    def conditionals(self, patterns: MissingPatterns) -> Conditionals:
+        """For rows that may miss entries: the log-density of the observed coordinates and the
+        conditional means and covariances of the missing ones
+        (:func:`~mixfold.families._missing.gaussian_conditionals`), computed once per block
+        of rows while this distribution lives."""
+        return patterns.conditionals(self, lambda: gaussian_conditionals(
+            self.mu, self.precision_cholesky, self.log_det_precision_cholesky, patterns))
+
+    @classmethod
+    def can_stack(cls, components: Sequence[MultivariateGaussianDistribution]) -> bool:
+        """Components fitted with missing entries do not stack: their update reads each
+        component's parameters (conditional expectations), one component at a time."""
+        return not any(c.missing for c in components)
+
     def band_log_density(self, enc: Encoded, ops: Any) -> Any:
         """``-(|(x - mu) U|^2 + D log 2 pi - 2 sum log diag U) / 2`` with every operation in the
         band of ``ops``. ``U`` (upper triangular) enters the band as a parameter, computed once
         in float64 from ``cov``; the whitening ``y_m = sum_{j<=m} z_j U_jm`` is one vectorized
         operation over the rows per term."""
+        if has_missing(enc):
+            require_native(ops.band, "MultivariateGaussian")
         u = self.precision_cholesky
         z = [ops.sub(ops.array(enc.values[:, j]), ops.array(self.mu[j]))
              for j in range(self.dim)]
@@ -131,10 +165,14 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         are stacked with it, so ``units=(start, stop)`` computes only those columns with the
         bits of the full call (model-parallel workers score ranges apart).
         """
+        start, stop = (0, len(components)) if units is None else units
+        if has_missing(enc):
+            require_native(precision, "MultivariateGaussian")
+            return np.stack([c.conditionals(enc.patterns).log_density
+                             for c in components[start:stop]], axis=1)
         dt = native_dtype(precision)
         d = components[0].dim
         center = np.mean([c.mu for c in components], axis=0)
-        start, stop = (0, len(components)) if units is None else units
         n = enc.n_rows
         xc = np.subtract(enc.values, center, dtype=dt, out=scratch("mvg.xc", (n, d), dt))
         out = np.empty((stop - start, n), dtype=dt)
@@ -154,14 +192,16 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:
-        """The rows as points (n_rows, D) for k-means++ seeding."""
-        return enc.values
+        """The rows as points (n_rows, D) for k-means++ seeding (a missing entry: its column's
+        mean)."""
+        return fill_for_points(enc)
 
     def encoder(self) -> Encoder:
-        return VectorEncoder(self.dim)
+        return VectorEncoder(self.dim, self.missing)
 
     def estimator(self, **options: Any) -> MultivariateGaussianEstimator:
         options.setdefault("dim", self.dim)
+        options.setdefault("missing", self.missing)
         return MultivariateGaussianEstimator(**options)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -171,11 +211,12 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         return self.mu.size + self.mu.size * (self.mu.size + 1) // 2
 
     def _params(self) -> dict[str, Any]:
-        return {"mu": self.mu.tolist(), "cov": self.cov.tolist()}
+        params = {"mu": self.mu.tolist(), "cov": self.cov.tolist()}
+        return {**params, "missing": True} if self.missing else params
 
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> MultivariateGaussianDistribution:
-        return cls(p["mu"], p["cov"])
+        return cls(p["mu"], p["cov"], p.get("missing", False))
 
     def decomposition(self) -> Decomposition:
         """Atomic: whitening a row by the D x D precision factor (and its outer product in the
@@ -230,6 +271,64 @@ class MultivariateGaussianAccumulator(LeafAccumulator, StackedUpdate, Compensate
                 acc.sum_xx += xb.T @ rx
 
 
+class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):
+    """The statistics of :class:`MultivariateGaussianAccumulator` (same payload) from rows that
+    may miss entries, by exact EM (Ghahramani and Jordan, 1994): a missing block enters the
+    sums by its conditional mean given the row's observed entries under the current
+    component, and its outer products gain the conditional covariance. Rows with every entry
+    missing add nothing."""
+
+    def seq_update(self, enc: Encoded, weights: np.ndarray,
+                   model: MultivariateGaussianDistribution,
+                   precision: str = "float64") -> np.ndarray | None:
+        if not has_missing(enc):
+            return super().seq_update(enc, weights, model, precision)
+        require_native(precision, "MultivariateGaussian")
+        p = enc.patterns
+        cond = model.conditionals(p)
+        w = np.where(p.n_missing < p.dim, weights, 0.0)
+        self.weight += w.sum()
+        add_weighted_outer(self.sum_x, self.sum_xx, cond.filled(model.mu, p), w)
+        for g, cov in zip(p.groups, cond.covs):
+            mass = np.bincount(g.local, weights=w[g.rows], minlength=cov.shape[0])
+            np.add.at(self.sum_xx, (g.index[:, :, None], g.index[:, None, :]),
+                      mass[:, None, None] * cov)
+        return cond.log_density
+
+    def seq_update_dd(self, enc: Encoded, w_hi: np.ndarray, w_lo: np.ndarray, model: Any,
+                      ops: Any = None) -> None:
+        if has_missing(enc):
+            require_native("dd", "MultivariateGaussian")
+        super().seq_update_dd(enc, w_hi, w_lo, model, ops)
+
+    def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: Any) -> None:
+        """Seeded starts (no model yet): a missing entry takes its column's weighted mean over
+        the rows that have it, and its square that column's variance besides."""
+        if not has_missing(enc):
+            super().seq_initialize(enc, weights, rng)
+            return
+        p = enc.patterns
+        seen = weights @ p.observed
+        mean = np.divide(weights @ p.zero_filled, seen, out=np.zeros_like(seen),
+                         where=seen > 0)
+        spread = (p.zero_filled - mean) ** 2 * p.observed
+        var = np.divide(weights @ spread, seen, out=np.zeros_like(seen), where=seen > 0)
+        w = np.where(p.n_missing < p.dim, weights, 0.0)
+        self._add(np.where(p.observed > 0, p.zero_filled, mean), w)
+        self.sum_xx.flat[::p.dim + 1] += w @ ((1.0 - p.observed) * var)
+
+    @staticmethod
+    def stack_update(accs: Sequence[MultivariateGaussianAccumulator], enc: Encoded,
+                     resp: np.ndarray) -> None:
+        """Complete rows only: rows that miss entries need each component's parameters, which
+        a stacked update does not see (a start made with ``missing=True`` never stacks)."""
+        if has_missing(enc):
+            raise ValueError("rows with missing entries reached a stacked update of "
+                             "MultivariateGaussian components made with missing=False: give "
+                             "the starting model missing=True")
+        MultivariateGaussianAccumulator.stack_update(accs, enc, resp)
+
+
 class MultivariateGaussianEstimator(LeafEstimator):
     """M-step for :class:`MultivariateGaussianDistribution`.
 
@@ -238,6 +337,11 @@ class MultivariateGaussianEstimator(LeafEstimator):
     ``GaussianMixture(covariance_type="full")`` does, so a component on fewer than D + 1 distinct
     rows stays positive definite. With no weight at all the estimate is the standard normal
     ``MultivariateGaussianDistribution(0, I)`` in D dimensions.
+
+    ``missing=True`` lets entries be NaN (missing at random; without it a NaN is a
+    :class:`~mixfold.DataError`): the E-step fills a row's missing block with its conditional
+    mean given the observed entries and adds the conditional covariance to the outer products
+    (exact EM). It cannot run in the ``dd`` band.
 
     >>> import mixfold
     >>> truth = MultivariateGaussianDistribution([1.0, -2.0], [[1.0, 0.6], [0.6, 2.0]])
@@ -250,7 +354,8 @@ class MultivariateGaussianEstimator(LeafEstimator):
     accumulator_class = MultivariateGaussianAccumulator
     distribution_class = MultivariateGaussianDistribution
 
-    def __init__(self, dim: int | None = None, reg_covar: float = 1e-6, keys: str | None = None):
+    def __init__(self, dim: int | None = None, reg_covar: float = 1e-6, keys: str | None = None,
+                 missing: bool = False):
         super().__init__(keys)
         if dim is not None and not (isinstance(dim, (int, np.integer)) and dim >= 1):
             raise ValueError(f"dim must be None or an integer >= 1, got {dim!r}")
@@ -258,21 +363,28 @@ class MultivariateGaussianEstimator(LeafEstimator):
             raise ValueError(f"reg_covar must be >= 0, got {reg_covar!r}")
         self.dim = None if dim is None else int(dim)
         self.reg_covar = float(reg_covar)
+        self.missing = check_missing_flag(missing)
 
     def encoder(self) -> VectorEncoder:
-        return _VectorEncoder() if self.dim is None else VectorEncoder(self.dim)
+        if self.dim is None:
+            return _VectorEncoder(self.missing)
+        return VectorEncoder(self.dim, self.missing)
 
     def bind(self, encoder: Encoder) -> MultivariateGaussianEstimator:
         dim = getattr(encoder, "dim", None)
         if not isinstance(encoder, VectorEncoder) or dim is None or self.dim not in (None, dim):
             raise ValueError(f"MultivariateGaussianEstimator(dim={self.dim}) needs a fitted "
                              f"VectorEncoder of that length, got {encoder!r}")
-        return MultivariateGaussianEstimator(dim, self.reg_covar, self.keys)
+        # rows encoded for a start made with missing=True may miss entries: so may the stats
+        missing = self.missing or encoder.missing
+        return MultivariateGaussianEstimator(dim, self.reg_covar, self.keys, missing)
 
     def _new_accumulator(self) -> MultivariateGaussianAccumulator:
         if self.dim is None:
             raise ValueError("MultivariateGaussianEstimator has no dim: give dim= or let "
                              "optimize learn it when it encodes the data")
+        if self.missing:
+            return MissingMultivariateGaussianAccumulator(self.dim, self.keys)
         return MultivariateGaussianAccumulator(self.dim, self.keys)
 
     def estimate(self, nobs: float, stats: Any) -> MultivariateGaussianDistribution:
@@ -280,7 +392,7 @@ class MultivariateGaussianEstimator(LeafEstimator):
         s0 = float(weight[0])
         d = sum_x.size
         if s0 <= 0:
-            return MultivariateGaussianDistribution(np.zeros(d), np.eye(d))
+            return MultivariateGaussianDistribution(np.zeros(d), np.eye(d), self.missing)
         mu = sum_x / s0
         cov = sum_xx / s0 - np.outer(mu, mu)
         cov = 0.5 * (cov + cov.T)  # the GEMM sums are symmetric only up to rounding
@@ -290,4 +402,4 @@ class MultivariateGaussianEstimator(LeafEstimator):
             warn_collapsed_variance(cov[j, j], cov[j, j] + self.reg_covar, s0, mu[j],
                                     f" in dimension {j} ({collapsed.size} of {d})")
         cov.flat[::d + 1] += self.reg_covar
-        return MultivariateGaussianDistribution(mu, cov)
+        return MultivariateGaussianDistribution(mu, cov, self.missing)

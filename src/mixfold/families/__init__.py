@@ -34,8 +34,9 @@ __all__ = [
     "RecordEstimator", "ExponentialDistribution", "ExponentialEstimator", "GammaDistribution",
     "GammaEstimator", "GaussianDistribution", "GaussianEstimator", "GeometricDistribution",
     "GeometricEstimator", "HiddenMarkovDistribution", "HiddenMarkovEstimator",
-    "LDADistribution", "LDAEstimator", "LogGaussianDistribution", "LogGaussianEstimator", "MixtureDistribution",
-    "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
+    "LDADistribution", "LDAEstimator", "LogGaussianDistribution", "LogGaussianEstimator",
+    "MixtureDistribution", "MixtureEstimator", "MultivariateGaussianDistribution",
+    "MultivariateGaussianEstimator",
     "OptionalDistribution", "OptionalEstimator", "PoissonDistribution", "PoissonEstimator",
     "SequenceDistribution", "SequenceEstimator", "VonMisesDistribution", "VonMisesEstimator",
 ]

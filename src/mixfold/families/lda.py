@@ -692,14 +692,31 @@ class LDAEstimator(Estimator):
     (Minka's fixed point, from 1/K). ``eta``: the topic prior added to the expected counts
     (default 1/K, as scikit-learn). ``vocabulary=None`` learns the words when the data is
     encoded; ``unknown`` is the encoder's policy for words outside it. ``doc_iterations`` and
-    ``doc_tol`` bound each document's fixed point in the E-step.
+    ``doc_tol`` bound each document's fixed point in the E-step. ``n_documents`` scales the
+    expected counts to a corpus of that many documents (Hoffman, Blei & Bach's D, for
+    :class:`~mixfold.OnlineEM` over a corpus read in blocks, possibly several times); ``None``
+    keeps them as folded (batch EM).
+
+    Online variational Bayes (Hoffman et al. 2010) is the stepwise EM of
+    :class:`~mixfold.OnlineEM`: the running statistics per document are the exponentially
+    weighted average of the blocks' expected counts, and the M-step sets
+    ``lambda = eta + D * average``, Hoffman's update with the step sizes of ``OnlineEM``.
+
+    >>> import mixfold
+    >>> docs = [["apple", "pear"] * 5, ["cat", "dog"] * 5] * 50
+    >>> online = mixfold.OnlineEM(LDAEstimator(2, alpha=0.5, n_documents=100), init_rows=20)
+    >>> for i in range(0, 100, 20):
+    ...     online = online.partial_fit(docs[i:i + 20])
+    >>> sorted(sorted(w for w, _ in online.model.top_words(2)[k]) for k in range(2))
+    [['apple', 'pear'], ['cat', 'dog']]
     """
 
     distribution_class = LDADistribution
 
     def __init__(self, n_topics: int, alpha: float | None = None, eta: float | None = None,
                  vocabulary: Sequence[Any] | None = None, unknown: str = "error",
-                 doc_iterations: int = 100, doc_tol: float = 1e-3, keys: str | None = None):
+                 doc_iterations: int = 100, doc_tol: float = 1e-3,
+                 n_documents: float | None = None, keys: str | None = None):
         if not (isinstance(n_topics, (int, np.integer)) and not isinstance(n_topics, bool)
                 and n_topics >= 1):
             raise ValueError(f"n_topics must be an integer >= 1, got {n_topics!r}")
@@ -709,6 +726,8 @@ class LDAEstimator(Estimator):
             raise ValueError(f"eta must be None (1/n_topics) or a number > 0, got {eta!r}")
         if unknown not in _UNKNOWN:
             raise ValueError(f"unknown must be one of {_UNKNOWN}, got {unknown!r}")
+        if n_documents is not None and not (np.isfinite(n_documents) and n_documents > 0):
+            raise ValueError(f"n_documents must be None or a number > 0, got {n_documents!r}")
         self.n_topics = int(n_topics)
         self.alpha = None if alpha is None else float(alpha)
         self.eta = eta
@@ -716,6 +735,7 @@ class LDAEstimator(Estimator):
         self.unknown = unknown
         self.doc_iterations = int(doc_iterations)
         self.doc_tol = float(doc_tol)
+        self.n_documents = None if n_documents is None else float(n_documents)
         self.keys = keys
 
     def _eta(self) -> float:
@@ -728,7 +748,8 @@ class LDAEstimator(Estimator):
         if not isinstance(encoder, BagOfWordsEncoder) or encoder.vocabulary is None:
             raise ValueError(f"an LDA estimator needs a fitted BagOfWordsEncoder, got {encoder!r}")
         return LDAEstimator(self.n_topics, self.alpha, self.eta, encoder.vocabulary,
-                            self.unknown, self.doc_iterations, self.doc_tol, self.keys)
+                            self.unknown, self.doc_iterations, self.doc_tol, self.n_documents,
+                            self.keys)
 
     def _vocabulary(self) -> tuple:
         if self.vocabulary is None:
@@ -746,8 +767,14 @@ class LDAEstimator(Estimator):
 
     def initial_guess(self, sample: Encoded, weights: np.ndarray,
                       rng: InitRandom) -> LDADistribution:
-        """Topics drawn as scikit-learn draws them (Gamma(100, 1/100) per entry), seeded."""
-        topics = rng.generator().gamma(100.0, 0.01, (self.n_topics, len(self._vocabulary())))
+        """Topics drawn as scikit-learn draws them (Gamma(100, 1/100) per entry, seeded),
+        scaled by one plus the sample's weighted count of each word per topic, so that a
+        mixture's components start from the words of the rows that seed them."""
+        v = len(self._vocabulary())
+        topics = rng.generator().gamma(100.0, 0.01, (self.n_topics, v))
+        counts = np.bincount(sample.words, weights=sample.counts * weights[sample.doc_of_nonzero()],
+                             minlength=v)
+        topics *= 1.0 + counts / self.n_topics
         total = float(weights.sum())
         mean_length = float(weights @ sample.lengths()) / total if total > 0 else 100.0
         alpha = 1.0 / self.n_topics if self.alpha is None else self.alpha
@@ -763,6 +790,8 @@ class LDAEstimator(Estimator):
         else:
             alpha = np.full(k, 1.0 / k)
         mean_length = n_words / n_docs if n_docs > 0 else 100.0
+        if self.n_documents is not None and n_docs > 0:
+            topic_words = topic_words * (self.n_documents / n_docs)
         return self._model(self._eta() + topic_words, alpha, mean_length)
 
     def __repr__(self) -> str:

@@ -11,6 +11,9 @@ of :mod:`mixfold.families._hooks` (the executor knows no family class):
 - a node that folds each child once (``FoldsChildren``: Composite, Record, Sequence, Optional)
   hands its children's folds to the executor, which runs each worker's range of them (the cut
   node) or recurses into the one on the path; the node combines the results centrally.
+- a node that works on ranges of its units between central steps (``ScoresRanges``/
+  ``FoldsRanges``: LDA's topics): each step over topics runs range ``i`` on worker ``i``, the
+  normalisation over topics and each document's convergence are central.
 - a node whose units score columns (``ScoresColumns``/``FoldsColumns``: Mixture, HiddenMarkov):
   each worker scores its units' columns of one (rows x K) matrix, the node turns it into
   posteriors centrally (log-sum-exp, forward-backward), each worker adds the rows to its units.
@@ -33,10 +36,15 @@ log-Gaussians, Poissons, categoricals or diagonal Gaussians, or of records whose
 of those; one GEMM scores all K components of a row block, one sums them, and a GEMM over a
 range of components sums in another order) — split, it runs the three steps every mixture runs
 and agrees to rounding (1e-15 relative in float64). Unsplit, that fused E-step already runs
-its row blocks on every core of the process. One proviso, about the serial fold
-itself: it must run with the BLAS thread count the workers run with (OpenBLAS splits a long dot
-product over its threads, so the serial fold's last bits change with that count); the workers
-run ``cores // workers`` BLAS threads each, one on a 2-core machine.
+its row blocks on every core of the process. A second: a cut of a topic model (the TOPIC axis, LDA):
+every word's normaliser over the topics is the sum of the workers' partial sums over their
+topic ranges, so the variational parameters, and from them the statistics, agree with the
+serial fold to rounding (a few ulps per iteration of each document's fixed point; 1e-12
+relative after a fit of a few iterations), everything else per topic being the serial bits.
+One proviso, about the serial fold itself: it must run with the BLAS thread count the workers
+run with (OpenBLAS splits a long dot product over its threads, so the serial fold's last bits
+change with that count); the workers run ``cores // workers`` BLAS threads each, one on a
+2-core machine.
 
 Two entry points share the fold. ``optimize(data, est, backend="model_parallel")`` keeps the
 rows in this process and threads the model (:class:`ModelParallelEncodedData`).
@@ -78,8 +86,9 @@ from mixfold.decomposition import DecompAxis, decomposition_for
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom)
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsChildren,
-                                     FoldsColumns, ScoreChildren, ScoresChildren, ScoresColumns,
-                                     fold_serially, score_serially)
+                                     FoldsColumns, FoldsRanges, RunRanges, ScoreChildren,
+                                     ScoresChildren, ScoresColumns, ScoresRanges, fold_serially,
+                                     score_serially)
 from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
 from mixfold.parallel.resources import DeviceSpec, Resources
 from mixfold.precision import is_native
@@ -326,7 +335,8 @@ def model_parallel_fold(acc: Accumulator, model: Distribution, enc: Encoded, wei
             pool.close()
 
 
-_CUT_AXES = frozenset({DecompAxis.FACTOR, DecompAxis.COMPONENT, DecompAxis.STATE})
+_CUT_AXES = frozenset({DecompAxis.FACTOR, DecompAxis.COMPONENT, DecompAxis.STATE,
+                       DecompAxis.TOPIC})
 
 
 def _locate(model: Any, rest: str, cut: _Cut) -> tuple[int, int | None, str]:
@@ -353,6 +363,8 @@ def _fold(acc: Accumulator, model: Distribution, enc: Encoded, weights: np.ndarr
     """``acc.seq_update`` with the cut ``rest`` below this node threaded: the node's own hook
     runs its serial arithmetic, its units' folds run by :func:`_child_folds`."""
     k, index, below = _locate(model, rest, cut)
+    if index is None and isinstance(acc, FoldsRanges):
+        return acc.fold_ranges(enc, weights, model, precision, _range_runner(cut, pool))
     folds = _child_folds(index, below, cut, pool)
     if isinstance(acc, FoldsChildren):
         return acc.fold_children(enc, weights, model, precision, folds)
@@ -375,6 +387,8 @@ def _score(model: Distribution, enc: Encoded, precision: str, rest: str, cut: _C
     (what the fit computes for rows whose fold returned no log-densities, and what a mixture or
     HMM above the cut needs of the unit on the path)."""
     k, index, below = _locate(model, rest, cut)
+    if index is None and isinstance(model, ScoresRanges):
+        return model.score_ranges(enc, precision, _range_runner(cut, pool))
     if isinstance(model, ScoresChildren):
         return model.score_children(enc, precision, _child_scores(index, below, cut, pool))
     if isinstance(model, ScoresColumns):
@@ -395,6 +409,14 @@ def _columns(model: ScoresColumns, rows: Encoded, precision: str, k: int, index:
         model.score_columns(rows, precision, 0, k, scores,
                             _child_scores(index, rest, cut, pool))
     return scores
+
+
+def _range_runner(cut: _Cut, pool: WorkerPool) -> RunRanges:
+    """Each step over units of a node that works by ranges (a topic model): range ``i`` on
+    worker ``i``."""
+    def run(task: Callable[[int, int], Any]) -> list[Any]:
+        return pool.run([partial(task, a, b) for a, b in cut.ranges], cut.ranges)
+    return run
 
 
 def _child_folds(index: int | None, rest: str, cut: _Cut, pool: WorkerPool) -> FoldChildren:

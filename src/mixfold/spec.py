@@ -16,7 +16,8 @@ that ties parameters across the tree):
 - leaves, value = an object of the estimator's options (may be ``{}``): ``gaussian``,
   ``diagonal_gaussian`` [dim], ``multivariate_gaussian`` [dim], ``categorical`` [levels,
   pseudo_count], ``poisson``, ``exponential``, ``gamma``, ``binomial`` [n, required],
-  ``bernoulli``, ``geometric``, ``log_gaussian``, ``von_mises`` (and each estimator's floors);
+  ``bernoulli``, ``geometric``, ``log_gaussian``, ``von_mises`` (and each estimator's floors),
+  ``lda`` [n_topics, alpha, eta, vocabulary, unknown, doc_iterations, doc_tol, n_documents];
 - ``mixture``: a list of component specs, or one spec repeated ``k`` times [k, pseudo_count];
 - ``hidden_markov``: a list of emission specs, or one spec repeated ``states`` times [states,
   pseudo_count, terminal];
@@ -59,7 +60,8 @@ from typing import Any
 from mixfold.families import (BernoulliEstimator, BinomialEstimator, CategoricalEstimator,
                               CompositeEstimator, DiagonalGaussianEstimator, Estimator,
                               ExponentialEstimator, GammaEstimator, GaussianEstimator,
-                              GeometricEstimator, HiddenMarkovEstimator, LogGaussianEstimator,
+                              GeometricEstimator, HiddenMarkovEstimator, LDAEstimator,
+                              LogGaussianEstimator,
                               MixtureEstimator, MultivariateGaussianEstimator, OptionalEstimator,
                               PoissonEstimator, RecordEstimator, SequenceEstimator,
                               VonMisesEstimator)
@@ -82,6 +84,7 @@ LEAF_KINDS: dict[str, type[Estimator]] = {
     "geometric": GeometricEstimator,
     "log_gaussian": LogGaussianEstimator,
     "von_mises": VonMisesEstimator,
+    "lda": LDAEstimator,
 }
 #: Combinator kinds and the options each takes beside its kind key.
 COMBINATOR_KINDS: dict[str, tuple[str, ...]] = {

@@ -32,6 +32,7 @@ from mixfold import (
     GaussianEstimator,
     GeometricEstimator,
     HiddenMarkovEstimator,
+    LDAEstimator,
     LogGaussianEstimator,
     MixtureEstimator,
     MultivariateGaussianEstimator,
@@ -125,6 +126,9 @@ LEAVES = [
     ("Binomial", lambda: BinomialEstimator(10), st.integers(0, 10)),
     ("Bernoulli", BernoulliEstimator, st.sampled_from([0, 1, True, False, 0.0, 1.0])),
     ("Categorical", CategoricalEstimator, st.sampled_from(["a", "b", 3, ("t", 1), 2.5])),
+    ("LDA", lambda: LDAEstimator(2), st.one_of(
+        st.lists(st.sampled_from(["a", "b", "c", 7]), max_size=6), st.text(max_size=12),
+        st.dictionaries(st.sampled_from(["a", "b", "c"]), st.floats(0, 1e6), max_size=3))),
 ]
 
 

@@ -195,9 +195,15 @@ class BagOfWordsEncoder(Encoder):
         if self.vocabulary is not None:
             return self
         tokens, doc, _ = _bags(values)
-        found = dict.fromkeys(tokens)
-        for w in found:
-            _check_word(w, int(doc[tokens.index(w)]))  # only on distinct words
+        found: dict[Any, int] = {}  # each distinct word and where it first occurs
+        for i, w in enumerate(tokens):
+            try:
+                found.setdefault(w, i)
+            except TypeError:
+                raise DataTypeError(f"a word must be a string or an int, got "
+                                    f"{type(w).__name__}", row=int(doc[i])) from None
+        for w, i in found.items():
+            _check_word(w, int(doc[i]))
         if not found:  # nothing to learn here; merging with other shards' fits supplies it
             return self
         return BagOfWordsEncoder(_ordered_levels(list(found)), self.unknown)

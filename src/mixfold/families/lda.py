@@ -37,12 +37,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.special import digamma, gammaln, polygamma
 
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._hooks import FoldsRanges, RunRanges, ScoresRanges, whole_range
+from mixfold.families._scipy import csr_matrix, digamma, gammaln, polygamma
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family)
 from mixfold.families.categorical import _ordered_levels

@@ -477,10 +477,12 @@ class LDADistribution(Distribution, ScoresRanges):
         self._encoder = BagOfWordsEncoder(self.vocabulary, unknown)
         # exp(E[log beta]) shifted per word by its largest topic, so no word's column underflows
         # (the shift cancels in every ratio; the bound adds it back)
-        self._elog_beta = digamma(lam) - digamma(lam.sum(axis=1))[:, None]
-        self._shift = self._elog_beta.max(axis=0)
-        self._table = np.exp(self._elog_beta - self._shift)
-        self._per_word = self.topics_bound() / max(float(lam.sum() - k * v * eta), 1.0)
+        elog_beta = digamma(lam) - digamma(lam.sum(axis=1))[:, None]
+        self._shift = elog_beta.max(axis=0)
+        self._topics_bound = self._bound_of_topics(elog_beta)
+        np.subtract(elog_beta, self._shift, out=elog_beta)
+        self._table = np.exp(elog_beta, out=elog_beta)  # held with lambda: 2 x K x V floats
+        self._per_word = self._topics_bound / max(float(lam.sum() - k * v * eta), 1.0)
 
     @property
     def n_topics(self) -> int:
@@ -493,8 +495,11 @@ class LDADistribution(Distribution, ScoresRanges):
 
     def topics_bound(self) -> float:
         """The topics' ELBO term ``E[log p(beta | eta) - log q(beta | lambda)]``."""
+        return self._topics_bound
+
+    def _bound_of_topics(self, elog_beta: np.ndarray) -> float:
         lam, eta, v = self.topics, self.eta, self.topics.shape[1]
-        return float(((eta - lam) * self._elog_beta).sum() + (gammaln(lam) - gammaln(eta)).sum()
+        return float(((eta - lam) * elog_beta).sum() + (gammaln(lam) - gammaln(eta)).sum()
                      + (gammaln(v * eta) - gammaln(lam.sum(axis=1))).sum())
 
     # --- scoring ---

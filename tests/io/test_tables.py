@@ -137,3 +137,19 @@ def test_a_path_is_read_into_memory_for_resident_backends(tmp_path, frame):
     pd.testing.assert_frame_equal(joined, frame)
     with pytest.raises(ValueError, match="backend must be one of"):
         as_fit_input(path, est, backend="gpu-cluster")
+
+
+def test_token_lists_and_long_text_default_to_a_topic_model():
+    frame = pd.DataFrame({
+        "tokens": [["red", "apple"], ["green", "pear", "pie"]],
+        "review": ["a long review of the red apple pie that we ate", None],
+        "plan": ["free", "pro"]})
+    specs = column_specs(frame)
+    assert specs["tokens"] == {"lda": {"n_topics": 10}}
+    assert specs["review"] == {"optional": {"lda": {"n_topics": 10}}}
+    assert specs["plan"] == "categorical"
+    assert column_specs(pa.Table.from_pandas(frame, preserve_index=False)) == specs
+    model = mixfold.optimize(frame[["tokens", "plan"]],
+                             estimator_from_spec(record_spec(frame[["tokens", "plan"]])),
+                             max_iter=2, progress=False)
+    assert model.fields["tokens"].n_topics == 10

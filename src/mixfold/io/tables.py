@@ -11,7 +11,11 @@ integer, all values >= 0      ``"poisson"`` (counts)
 integer with negative values  ``"gaussian"``
 floating point                ``"gaussian"``
 text, categorical             ``"categorical"``
+token lists, long text        ``{"lda": {"n_topics": 10}}`` (a topic model)
 ============================  ==========================================================
+
+Text is long when its values hold :data:`LONG_TEXT_WORDS` words or more on average (in the first
+:data:`TEXT_SAMPLE` values); a column of lists of strings is a column of token lists.
 
 A column that holds missing values (None, NaN, nulls) gets ``{"optional": <that node>}``. Other
 types (dates, nested lists) have no default: name the column's family in the spec (the default
@@ -41,27 +45,50 @@ from mixfold.io.readers import (RowBlocks, _files, _is_arrow_table, _is_pandas_f
 from mixfold.spec import NoDefault, SpecError
 
 __all__ = ["default_spec", "column_specs", "record_spec", "read_data", "as_fit_input",
-           "collect_rows", "FILE_KINDS"]
+           "collect_rows", "FILE_KINDS", "LONG_TEXT_WORDS", "TEXT_SAMPLE"]
 
 #: File suffixes :func:`read_data` reads, and what it makes of them.
 FILE_KINDS = {".parquet": "Parquet row groups", ".csv": "CSV chunks", ".npy": "a NumPy array"}
 
 _KIND_SPEC = {"bool": "bernoulli", "float": "gaussian", "text": "categorical"}
+#: Topics of the default topic model of a column of documents.
+DEFAULT_TOPICS = 10
+#: Mean words per value from which a text column is documents (a topic model), not levels.
+LONG_TEXT_WORDS = 8
+#: Values read to tell documents from levels.
+TEXT_SAMPLE = 1000
+
+
+def _documents(values: Any) -> bool:
+    """Whether a sample of a text column's values are documents: token lists, or long text."""
+    seen = [v for v in values if v is not None and not (isinstance(v, float) and v != v)]
+    if not seen:
+        return False
+    if all(isinstance(v, (list, tuple, np.ndarray)) for v in seen):
+        return True
+    if not all(isinstance(v, str) for v in seen):
+        return False
+    return sum(len(v.split()) for v in seen) >= LONG_TEXT_WORDS * len(seen)
 
 
 def default_spec(kind: str, *, has_missing: bool = False, min_value: Any = None,
                  name: str = "column") -> Any:
-    """The spec node for a column of ``kind`` ("bool", "int", "float", "text"); any other type
-    name gives a :class:`~mixfold.spec.NoDefault` node, which fails with a :class:`SpecError`
-    only if the spec uses it (a column the spec names itself may have any type).
+    """The spec node for a column of ``kind`` ("bool", "int", "float", "text", "tokens" for
+    documents); any other type name gives a :class:`~mixfold.spec.NoDefault` node, which fails
+    with a :class:`SpecError` only if the spec uses it (a column the spec names itself may have
+    any type).
 
     >>> default_spec("int", min_value=0), default_spec("int", min_value=-3)
     ('poisson', 'gaussian')
     >>> default_spec("text", has_missing=True)
     {'optional': 'categorical'}
+    >>> default_spec("tokens")
+    {'lda': {'n_topics': 10}}
     """
     if kind == "int":
         node: Any = "gaussian" if min_value is not None and min_value < 0 else "poisson"
+    elif kind == "tokens":
+        node = {"lda": {"n_topics": DEFAULT_TOPICS}}
     elif kind in _KIND_SPEC:
         node = _KIND_SPEC[kind]
     else:
@@ -99,6 +126,9 @@ def _arrow_kind(pa_type: Any) -> str:
         return "float"
     if t.is_string(pa_type) or t.is_large_string(pa_type) or t.is_dictionary(pa_type):
         return "text"
+    if (t.is_list(pa_type) or t.is_large_list(pa_type)) and (
+            t.is_string(pa_type.value_type) or t.is_large_string(pa_type.value_type)):
+        return "tokens"
     return str(pa_type)
 
 
@@ -139,6 +169,8 @@ def column_specs(data: Any) -> dict[str, Any]:
         for name in data.columns:
             col = data[name]
             kind = _pandas_kind(col)
+            if kind == "text" and _documents(col.iloc[:TEXT_SAMPLE].tolist()):
+                kind = "tokens"
             present = col.dropna()
             low = present.min() if kind == "int" and len(present) else None
             out[str(name)] = default_spec(kind, has_missing=bool(col.isna().any()),
@@ -151,6 +183,8 @@ def column_specs(data: Any) -> dict[str, Any]:
         for i, field in enumerate(data.schema):
             col = data.column(i)
             kind = _arrow_kind(field.type)
+            if kind == "text" and _documents(col.slice(0, TEXT_SAMPLE).to_pylist()):
+                kind = "tokens"
             low = pc.min(col).as_py() if kind == "int" else None
             out[field.name] = default_spec(kind, has_missing=col.null_count > 0, min_value=low,
                                            name=field.name)

@@ -148,6 +148,8 @@ def test_batch_elbo_never_decreases_and_alpha_is_learnt(corpus):
     # the trace is the whole ELBO per document of the model it scored
     model = res.model
     assert isinstance(model.alpha, np.ndarray) and model.alpha.shape == (K,)
+    assert model.estimator().alpha is None  # a refit learns it again
+    assert LDADistribution(model.topics, 0.5).estimator().alpha == 0.5
 
 
 def test_learnt_alpha_maximises_the_dirichlet_objective():
@@ -308,3 +310,20 @@ def test_planner_cuts_topics_when_the_model_does_not_fit_one_device():
                        DeviceSpec("b", memory_bytes=whole // 4)))
     with pytest.raises(ValueError):
         decompose_model(m, small, n_data=10)
+
+
+def test_topic_cut_of_a_record_field(corpus):
+    _, docs = corpus
+    rows = [{"text": d, "plan": "ab"[i % 2]} for i, d in enumerate(docs[:200])]
+    est = RecordEstimator({"text": LDAEstimator(K, vocabulary=range(V)),
+                           "plan": CategoricalEstimator()})
+    model = mixfold.optimize(rows, est, max_iter=1, progress=False)
+    plan = decompose_model(model, Resources((DeviceSpec("a"), DeviceSpec("b"))),
+                           prefer_data_parallel=False)
+    assert (plan.path, plan.axis) == ("text", DecompAxis.TOPIC)
+    enc = model.encoder().encode(rows)
+    bound = model.estimator()
+    serial, cut = bound.accumulator_factory().make(), bound.accumulator_factory().make()
+    serial.seq_update(enc, np.ones(200), model)
+    model_parallel_fold(cut, model, enc, np.ones(200), plan)
+    np.testing.assert_allclose(cut.to_array(), serial.to_array(), rtol=1e-12, atol=1e-12)

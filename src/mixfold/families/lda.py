@@ -560,7 +560,8 @@ class LDADistribution(Distribution, ScoresRanges):
 
     def estimator(self, **options: Any) -> LDAEstimator:
         options.setdefault("n_topics", self.n_topics)
-        options.setdefault("alpha", self.alpha)
+        # a learnt (per-topic) alpha is learnt again by the refit
+        options.setdefault("alpha", None if isinstance(self.alpha, np.ndarray) else self.alpha)
         options.setdefault("eta", self.eta)
         options.setdefault("vocabulary", self.vocabulary)
         options.setdefault("unknown", self.unknown)

@@ -131,9 +131,9 @@ def test_topics_of_a_synthetic_corpus_are_recovered(corpus):
                            seed=1,
                            progress=False)
     tv = _tv_after_matching(fit.topic_word, truth.topic_word)
-    # 600 documents of ~60 words: each topic's words are seen ~9,000 times
-    assert tv.mean() < 0.08, tv
-    assert tv.max() < 0.15, tv
+    # 600 documents of ~60 words: each topic's words are seen ~9,000 times (measured: 0.017)
+    assert tv.mean() < 0.04, tv
+    assert tv.max() < 0.06, tv
 
 
 def test_batch_elbo_never_decreases_and_alpha_is_learnt(corpus):
@@ -162,13 +162,13 @@ def test_learnt_alpha_maximises_the_dirichlet_objective():
 def test_perplexity_within_one_percent_of_scikit_learn(corpus):
     sklearn = pytest.importorskip("sklearn.decomposition")
     _, docs = corpus
-    docs = docs[:300]
+    docs = docs[:200]
     x = _matrix(docs)
-    peer = sklearn.LatentDirichletAllocation(K, learning_method="batch", max_iter=15,
+    peer = sklearn.LatentDirichletAllocation(K, learning_method="batch", max_iter=10,
                                              random_state=5, doc_topic_prior=1 / K,
                                              topic_word_prior=1 / K).fit(x)
     start = np.random.RandomState(5).gamma(100.0, 0.01, (K, V))  # scikit-learn's first topics
-    ours = mixfold.optimize(docs, LDAEstimator(K, alpha=1 / K), max_iter=15, tol=0,
+    ours = mixfold.optimize(docs, LDAEstimator(K, alpha=1 / K), max_iter=10, tol=0,
                             init=LDADistribution(start, 1 / K, vocabulary=range(V)),
                             progress=False)
     assert ours.perplexity(docs) == pytest.approx(peer.perplexity(x), rel=0.01)
@@ -207,12 +207,12 @@ def test_field_of_a_record_and_component_of_a_mixture(tmp_path):
     beta[2:, 15:] += rng.dirichlet(np.full(15, 0.3), size=2) * 1e7
     a = LDADistribution(beta[:2], 0.3, vocabulary=range(30), mean_length=40)
     b = LDADistribution(beta[2:], 0.3, vocabulary=range(30), mean_length=40)
-    docs = a.sampler(1).sample(80) + b.sampler(2).sample(80)
-    mix = mixfold.optimize(docs, MixtureEstimator([LDAEstimator(2)] * 2), max_iter=10, n_init=3,
+    docs = a.sampler(1).sample(50) + b.sampler(2).sample(50)
+    mix = mixfold.optimize(docs, MixtureEstimator([LDAEstimator(2)] * 2), max_iter=6, n_init=3,
                            progress=False)
     labels = np.array([mix.posterior(d).argmax() for d in docs])
-    assert {labels[:80].mean(), labels[80:].mean()} == {0.0, 1.0}  # the best start separates
-    rows = [{"text": d, "plan": "ab"[i >= 80]} for i, d in enumerate(docs)]
+    assert {labels[:50].mean(), labels[50:].mean()} == {0.0, 1.0}  # the best start separates
+    rows = [{"text": d, "plan": "ab"[i >= 50]} for i, d in enumerate(docs)]
     rec = mixfold.optimize(rows, RecordEstimator({"text": LDAEstimator(3),
                                                   "plan": CategoricalEstimator()}),
                            max_iter=5, progress=False)

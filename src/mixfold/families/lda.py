@@ -17,7 +17,9 @@ Minka's fixed point for a Dirichlet.
 A row's log-density is its evidence lower bound (ELBO): the document's own terms plus its words'
 share of the topics' term ``E[log p(beta | eta) - log q(beta | lambda)]``, spread over the words
 the topics were fitted on; summed over the training corpus it is the whole ELBO, which batch
-variational EM never lowers. :meth:`LDADistribution.perplexity` is scikit-learn's:
+variational EM never lowers (each document solved to convergence). Inside a mixture the share
+of a component moves with its responsibilities, so there the fit's trace is a bound that EM
+climbs only approximately. :meth:`LDADistribution.perplexity` is scikit-learn's:
 ``exp(-(documents' bound + topics' term) / words)``.
 
 >>> import mixfold
@@ -703,7 +705,10 @@ class LDAEstimator(Estimator):
     (Minka's fixed point, from 1/K). ``eta``: the topic prior added to the expected counts
     (default 1/K, as scikit-learn). ``vocabulary=None`` learns the words when the data is
     encoded; ``unknown`` is the encoder's policy for words outside it. ``doc_iterations`` and
-    ``doc_tol`` bound each document's fixed point in the E-step. ``n_documents`` scales the
+    ``doc_tol`` bound each document's fixed point in the E-step (scikit-learn's defaults: an
+    E-step stopped that early may lower the bound by a hair near the optimum, which the fit
+    reports as a decrease; ``doc_tol=1e-8`` with a few thousand ``doc_iterations`` solves each
+    document fully, and batch EM then never lowers it). ``n_documents`` scales the
     expected counts to a corpus of that many documents (Hoffman, Blei & Bach's D, for
     :class:`~mixfold.OnlineEM` over a corpus read in blocks, possibly several times); ``None``
     keeps them as folded (batch EM).

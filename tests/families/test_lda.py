@@ -131,7 +131,7 @@ def test_topics_of_a_synthetic_corpus_are_recovered(corpus):
                            seed=1,
                            progress=False)
     tv = _tv_after_matching(fit.topic_word, truth.topic_word)
-    # 600 documents of ~60 words: each topic's words are seen ~9,000 times (measured: 0.017)
+    # 600 documents of ~60 words: each topic's words are seen ~9,000 times
     assert tv.mean() < 0.04, tv
     assert tv.max() < 0.06, tv
 

@@ -301,7 +301,7 @@ class _FixedPoint:
         n, k = enc.n_rows, model.n_topics
         self.alpha, self.counts = model.alpha_vector, enc.counts
         self.doc = enc.doc_of_nonzero()
-        sizes = np.diff(enc.offsets)
+        sizes = self.sizes = np.diff(enc.offsets)
         self.gamma = np.ones((n, k))
         self.gamma[sizes == 0] = self.alpha  # an empty document's posterior is its prior
         self.exp_theta = _exp_dirichlet(self.gamma)
@@ -310,7 +310,6 @@ class _FixedPoint:
         # the documents held (a superset of those still iterating), their nonzeros and columns
         self.docs = np.flatnonzero(sizes > 0)
         self.held_nz = np.arange(enc.words.shape[0])
-        self.held_doc = np.searchsorted(self.docs, self.doc)
         self.held_sizes = sizes[self.docs]
         self.cols = self.full
         self.iterating = np.ones(self.docs.shape[0], dtype=bool)
@@ -320,7 +319,9 @@ class _FixedPoint:
         self.full[a, b] = np.ascontiguousarray(self.table[a:b, self.words].T)
 
     def held_norm(self, a: int, b: int) -> np.ndarray:
-        return np.einsum("ik,ik->i", self.theta[self.held_doc, a:b], self.cols[a, b])
+        # each held document's row once per nonzero (a repeat copies blocks, a gather elements)
+        rows = np.repeat(self.theta[:, a:b], self.held_sizes, axis=0)
+        return np.einsum("ik,ik->i", rows, self.cols[a, b])
 
     def update(self, a: int, b: int) -> None:
         self.new[:, a:b] = self.alpha[a:b] + self.theta[:, a:b] * (self.ratio @ self.cols[a, b])
@@ -333,7 +334,8 @@ class _FixedPoint:
         return (a, b), self.cols[a, b][self.keep]
 
     def final_norm(self, a: int, b: int) -> np.ndarray:
-        return np.einsum("ik,ik->i", self.exp_theta[self.doc, a:b], self.full[a, b])
+        rows = np.repeat(self.exp_theta[:, a:b], self.sizes, axis=0)
+        return np.einsum("ik,ik->i", rows, self.full[a, b])
 
     def step(self, run: RunRanges, tol: float) -> bool:
         """One iteration of the held documents; whether any still iterates."""
@@ -359,7 +361,6 @@ class _FixedPoint:
             self.keep = np.repeat(iterating, self.held_sizes)
             self.docs, self.held_nz = self.docs[iterating], self.held_nz[self.keep]
             self.held_sizes = self.held_sizes[iterating]
-            self.held_doc = np.repeat(np.arange(self.docs.shape[0]), self.held_sizes)
             self.cols = dict(run(self.compact))
             self.iterating = np.ones(self.docs.shape[0], dtype=bool)
         return True

@@ -26,6 +26,8 @@ ROUND_TRIPS = [
      "pseudo_count": 0.1},
     {"sequence": "categorical", "length": "poisson"},
     {"composite": ["von_mises", "bernoulli", {"geometric": {"keys": "g"}}]},
+    {"record": {"text": {"lda": {"n_topics": 20, "alpha": 0.1, "unknown": "ignore"}},
+                "plan": "categorical"}},
 ]
 
 
@@ -39,7 +41,8 @@ def test_spec_round_trips_through_the_estimator(spec):
 
 def test_every_leaf_kind_builds_its_estimator():
     for kind, cls in LEAF_KINDS.items():
-        spec = {kind: {"n": 5}} if kind == "binomial" else kind
+        options = {"binomial": {"n": 5}, "lda": {"n_topics": 3}}
+        spec = {kind: options[kind]} if kind in options else kind
         assert type(estimator_from_spec(spec)) is cls
 
 

@@ -19,7 +19,8 @@ that ties parameters across the tree):
   ``bernoulli``, ``geometric``, ``log_gaussian``, ``von_mises``, ``negative_binomial`` [max_r,
   min_mean], ``beta`` [max_concentration], ``dirichlet`` [dim, max_concentration],
   ``multinomial`` [levels, pseudo_count, trials], ``student_t`` [nu: fixed, else estimated,
-  start_nu, max_nu], ``weibull`` [max_shape] (and each estimator's floors);
+  start_nu, max_nu], ``weibull`` [max_shape] (and each estimator's floors),
+  ``lda`` [n_topics, alpha, eta, vocabulary, unknown, doc_iterations, doc_tol, n_documents];
 - ``mixture``: a list of component specs, or one spec repeated ``k`` times [k, pseudo_count];
 - ``hidden_markov``: a list of emission specs, or one spec repeated ``states`` times [states,
   pseudo_count, terminal];
@@ -65,7 +66,8 @@ from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimat
                               CategoricalEstimator, CompositeEstimator,
                               DiagonalGaussianEstimator, DirichletEstimator, Estimator,
                               ExponentialEstimator, GammaEstimator, GaussianEstimator,
-                              GeometricEstimator, HiddenMarkovEstimator, LogGaussianEstimator,
+                              GeometricEstimator, HiddenMarkovEstimator, LDAEstimator,
+                              LogGaussianEstimator,
                               MixtureEstimator, MultinomialEstimator,
                               MultivariateGaussianEstimator, NegativeBinomialEstimator,
                               OptionalEstimator, PoissonEstimator, RecordEstimator,
@@ -97,6 +99,7 @@ LEAF_KINDS: dict[str, type[Estimator]] = {
     "multinomial": MultinomialEstimator,
     "student_t": StudentTEstimator,
     "weibull": WeibullEstimator,
+    "lda": LDAEstimator,
 }
 #: Combinator kinds and the options each takes beside its kind key.
 COMBINATOR_KINDS: dict[str, tuple[str, ...]] = {

@@ -3,9 +3,9 @@
 import numpy as np
 
 from mixfold import (CategoricalDistribution, CategoricalEstimator, CompositeEstimator,
-                     GaussianDistribution, GaussianEstimator, MixtureDistribution,
-                     MixtureEstimator, MultivariateGaussianEstimator, RecordDistribution,
-                     RecordEstimator)
+                     GaussianDistribution, GaussianEstimator, LDADistribution, LDAEstimator,
+                     MixtureDistribution, MixtureEstimator, MultivariateGaussianEstimator,
+                     RecordDistribution, RecordEstimator)
 
 
 def gmm():
@@ -46,6 +46,15 @@ def tuples():
     return rows, CompositeEstimator([GaussianEstimator(), GaussianEstimator()]), {"max_iter": 3}
 
 
+def lda():
+    """Documents from 4 known topics over 60 words, whose vocabulary each shard learns apart."""
+    rng = np.random.default_rng(4)
+    topics = rng.dirichlet(np.full(60, 0.1), size=4) * 1e7 + 1e-3
+    truth = LDADistribution(topics, 0.3, vocabulary=[f"w{i}" for i in range(60)],
+                            mean_length=30.0)
+    return truth.sampler(2).sample(400), LDAEstimator(4), {"seed": 1, "max_iter": 4, "tol": 0.0}
+
+
 def gmm_model_parallel():
     """The gmm case with its components threaded over 2 workers inside every shard."""
     from mixfold.parallel.model_parallel import ModelParallelEstimator
@@ -54,5 +63,14 @@ def gmm_model_parallel():
     return rows, ModelParallelEstimator(est, num_workers=2), options
 
 
-CASES = {"gmm": gmm, "records": records, "tuples": tuples, "missing_entries": missing_entries,
-         "gmm_model_parallel": gmm_model_parallel}
+def lda_model_parallel():
+    """The lda case with its topics cut over 2 workers inside every shard."""
+    from mixfold.parallel.model_parallel import ModelParallelEstimator
+
+    rows, est, options = lda()
+    return rows, ModelParallelEstimator(est, num_workers=2), options
+
+
+CASES = {"gmm": gmm, "records": records, "tuples": tuples, "lda": lda,
+         "missing_entries": missing_entries,
+         "gmm_model_parallel": gmm_model_parallel, "lda_model_parallel": lda_model_parallel}

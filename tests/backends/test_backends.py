@@ -43,7 +43,7 @@ def fit_case(case, **extra):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES, indirect=True)
-@pytest.mark.parametrize("case", ["gmm", "records", "missing_entries"])
+@pytest.mark.parametrize("case", ["gmm", "records", "missing_entries", "lda"])
 def test_same_start_and_same_fit_as_local(engine, case):
     local_start = fit_case(case, max_iter=0).model
     local = fit_case(case)

@@ -184,3 +184,19 @@ def test_overdispersed_counts_and_proportions_get_their_families(tmp_path):
     spec = estimator_from_spec(record_spec(frame.drop(columns="share")))
     fit = mixfold.optimize(frame.drop(columns="share"), spec, progress=False)
     assert fit.fields["claims"].r == pytest.approx(0.5, rel=0.15)
+
+
+def test_token_lists_and_long_text_default_to_a_topic_model():
+    frame = pd.DataFrame({
+        "tokens": [["red", "apple"], ["green", "pear", "pie"]],
+        "review": ["a long review of the red apple pie that we ate", None],
+        "plan": ["free", "pro"]})
+    specs = column_specs(frame)
+    assert specs["tokens"] == {"lda": {"n_topics": 10}}
+    assert specs["review"] == {"optional": {"lda": {"n_topics": 10}}}
+    assert specs["plan"] == "categorical"
+    assert column_specs(pa.Table.from_pandas(frame, preserve_index=False)) == specs
+    model = mixfold.optimize(frame[["tokens", "plan"]],
+                             estimator_from_spec(record_spec(frame[["tokens", "plan"]])),
+                             max_iter=2, progress=False)
+    assert model.fields["tokens"].n_topics == 10

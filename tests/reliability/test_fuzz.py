@@ -34,6 +34,7 @@ from mixfold import (
     GaussianEstimator,
     GeometricEstimator,
     HiddenMarkovEstimator,
+    LDAEstimator,
     LogGaussianEstimator,
     MixtureEstimator,
     MultinomialEstimator,
@@ -141,6 +142,9 @@ LEAVES = [
      st.integers(0, 60)),
     ("ZeroInflatedNegativeBinomial", lambda: ZeroInflatedEstimator(NegativeBinomialEstimator()),
      st.integers(0, 10**6)),
+    ("LDA", lambda: LDAEstimator(2), st.one_of(
+        st.lists(st.sampled_from(["a", "b", "c", 7]), max_size=6), st.text(max_size=12),
+        st.dictionaries(st.sampled_from(["a", "b", "c"]), st.floats(0, 1e6), max_size=3))),
 ]
 
 

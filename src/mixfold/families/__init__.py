@@ -17,6 +17,7 @@ from mixfold.families.gamma import GammaDistribution, GammaEstimator
 from mixfold.families.gaussian import GaussianDistribution, GaussianEstimator
 from mixfold.families.geometric import GeometricDistribution, GeometricEstimator
 from mixfold.families.hidden_markov import HiddenMarkovDistribution, HiddenMarkovEstimator
+from mixfold.families.lda import LDADistribution, LDAEstimator
 from mixfold.families.log_gaussian import LogGaussianDistribution, LogGaussianEstimator
 from mixfold.families.mixture import MixtureDistribution, MixtureEstimator
 from mixfold.families.multivariate_gaussian import (MultivariateGaussianDistribution,
@@ -41,7 +42,8 @@ __all__ = [
     "RecordEstimator", "ExponentialDistribution", "ExponentialEstimator", "GammaDistribution",
     "GammaEstimator", "GaussianDistribution", "GaussianEstimator", "GeometricDistribution",
     "GeometricEstimator", "HiddenMarkovDistribution", "HiddenMarkovEstimator",
-    "LogGaussianDistribution", "LogGaussianEstimator", "MixtureDistribution",
+    "LDADistribution", "LDAEstimator", "LogGaussianDistribution", "LogGaussianEstimator",
+    "MixtureDistribution",
     "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
     "NegativeBinomialDistribution", "NegativeBinomialEstimator", "BetaDistribution",
     "BetaEstimator", "DirichletDistribution", "DirichletEstimator", "MultinomialDistribution",

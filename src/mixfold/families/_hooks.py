@@ -13,6 +13,11 @@ work plus its own arithmetic around it. Two shapes cover every combinator:
   rows into columns of one (rows x K) matrix (any range of columns with the bits of the whole),
   the node turns the matrix into posteriors centrally, and each unit adds the rows with its
   column of posteriors (again any range of units apart).
+- :class:`ScoresRanges` / :class:`FoldsRanges` (LDA): the units (topics) are not distributions
+  of their own; the node's E-step alternates steps over ranges of units with central steps
+  (a topic model's normalisation over topics per word), and hands each range step to a
+  :data:`RunRanges` callback: :func:`whole_range` runs it once over every unit, an executor runs
+  it on each worker's range.
 
 >>> import numpy as np
 >>> from mixfold import GaussianDistribution, CompositeDistribution
@@ -52,6 +57,8 @@ class ChildScore(NamedTuple):
     rows: Encoded
 
 
+#: ``run(task) -> [task(start, stop) for each range of units]``, in the ranges' order
+RunRanges = Callable[[Callable[[int, int], Any]], list[Any]]
 #: ``fold(children, precision) -> [log-densities or None per child]``, in the children's order
 FoldChildren = Callable[[Sequence[ChildFold], str], list["np.ndarray | None"]]
 #: ``score(children, precision) -> [log-densities per child]``, in the children's order
@@ -66,6 +73,13 @@ def fold_serially(children: Sequence[ChildFold], precision: str) -> list[np.ndar
 def score_serially(children: Sequence[ChildScore], precision: str) -> list[np.ndarray]:
     """The serial :data:`ScoreChildren`: every child's ``seq_log_density``, in order."""
     return [c.dist.seq_log_density(c.rows, precision) for c in children]
+
+
+def whole_range(num_units: int) -> RunRanges:
+    """The serial :data:`RunRanges`: one task over units ``[0, num_units)``."""
+    def run(task: Callable[[int, int], Any]) -> list[Any]:
+        return [task(0, num_units)]
+    return run
 
 
 class FoldsChildren(ABC):
@@ -120,3 +134,23 @@ class FoldsColumns(ABC):
                     start: int, stop: int, fold: FoldChildren | None = None) -> None:
         """Add ``rows`` to units ``[start, stop)`` with posteriors ``resp``; any range gets the
         bits the whole gets; with ``fold``, the units' folds run through it."""
+
+
+class ScoresRanges(ABC):
+    """A distribution whose ``seq_log_density`` works on ranges of its units between central
+    steps (a topic model's topics)."""
+
+    @abstractmethod
+    def score_ranges(self, enc: Encoded, precision: str, run: RunRanges) -> np.ndarray:
+        """``seq_log_density``, each step over units run by ``run`` (``seq_log_density`` passes
+        :func:`whole_range`)."""
+
+
+class FoldsRanges(ABC):
+    """An accumulator whose ``seq_update`` works on ranges of the model's units between
+    central steps, each range adding to its own units' statistics."""
+
+    @abstractmethod
+    def fold_ranges(self, enc: Encoded, weights: np.ndarray, model: Any, precision: str,
+                    run: RunRanges) -> np.ndarray | None:
+        """``seq_update``, each step over units run by ``run``."""

@@ -14,10 +14,14 @@ integer, all values >= 0      ``"poisson"`` (counts), or ``"negative_binomial"``
 integer with negative values  ``"gaussian"``
 floating point                ``"gaussian"``, or ``"beta"`` when every value is in (0, 1)
 text, categorical             ``"categorical"``
+token lists, long text        ``{"lda": {"n_topics": 10}}`` (a topic model)
 ============================  ==========================================================
 
 The variance of a count column is read from pandas, Arrow and Spark columns, not from Parquet
 metadata (which holds only minima and maxima: a Parquet count column stays ``"poisson"``).
+Text is long when its values hold :data:`LONG_TEXT_WORDS` words or more on average (in the first
+:data:`TEXT_SAMPLE` values); a column of lists of strings is a column of token lists.
+
 A column that holds missing values (None, NaN, nulls) gets ``{"optional": <that node>}``. Other
 types (dates, nested lists) have no default: name the column's family in the spec (the default
 is only an error if the spec uses it).
@@ -46,7 +50,8 @@ from mixfold.io.readers import (RowBlocks, _files, _is_arrow_table, _is_pandas_f
 from mixfold.spec import LeftOut, NoDefault, SpecError
 
 __all__ = ["default_spec", "column_specs", "record_spec", "read_data", "as_fit_input",
-           "collect_rows", "FILE_KINDS", "FAR_OVERDISPERSION"]
+           "collect_rows", "FILE_KINDS", "FAR_OVERDISPERSION", "LONG_TEXT_WORDS",
+           "TEXT_SAMPLE"]
 
 #: A count column whose variance exceeds its mean this many times is negative binomial: a
 #: Poisson's variance is its mean, and a few Poisson segments rarely spread ten times as much.
@@ -56,6 +61,24 @@ FAR_OVERDISPERSION = 10.0
 FILE_KINDS = {".parquet": "Parquet row groups", ".csv": "CSV chunks", ".npy": "a NumPy array"}
 
 _KIND_SPEC = {"bool": "bernoulli", "float": "gaussian", "text": "categorical"}
+#: Topics of the default topic model of a column of documents.
+DEFAULT_TOPICS = 10
+#: Mean words per value from which a text column is documents (a topic model), not levels.
+LONG_TEXT_WORDS = 8
+#: Values read to tell documents from levels.
+TEXT_SAMPLE = 1000
+
+
+def _documents(values: Any) -> bool:
+    """Whether a sample of a text column's values are documents: token lists, or long text."""
+    seen = [v for v in values if v is not None and not (isinstance(v, float) and v != v)]
+    if not seen:
+        return False
+    if all(isinstance(v, (list, tuple, np.ndarray)) for v in seen):
+        return True
+    if not all(isinstance(v, str) for v in seen):
+        return False
+    return sum(len(v.split()) for v in seen) >= LONG_TEXT_WORDS * len(seen)
 
 
 #: An integer column of at least this many rows, all distinct, is taken for an identifier.
@@ -65,9 +88,10 @@ ID_MIN_ROWS = 20
 def default_spec(kind: str, *, has_missing: bool = False, min_value: Any = None,
                  name: str = "column", max_value: Any = None, mean: Any = None,
                  variance: Any = None, distinct_rows: int = 0) -> Any:
-    """The spec node for a column of ``kind`` ("bool", "int", "float", "text"); any other type
-    name gives a :class:`~mixfold.spec.NoDefault` node, which fails with a :class:`SpecError`
-    only if the spec uses it (a column the spec names itself may have any type). The present
+    """The spec node for a column of ``kind`` ("bool", "int", "float", "text", "tokens" for
+    documents); any other type name gives a :class:`~mixfold.spec.NoDefault` node, which fails
+    with a :class:`SpecError` only if the spec uses it (a column the spec names itself may have
+    any type). The present
     values' ``min_value``, ``max_value``, ``mean`` and ``variance`` refine it where known. An
     integer column whose ``distinct_rows`` (>= 20) are all distinct is an identifier: a
     :class:`~mixfold.spec.LeftOut` node, which ``"*": "auto"`` skips.
@@ -80,6 +104,8 @@ def default_spec(kind: str, *, has_missing: bool = False, min_value: Any = None,
     'beta'
     >>> default_spec("text", has_missing=True)
     {'optional': 'categorical'}
+    >>> default_spec("tokens")
+    {'lda': {'n_topics': 10}}
     """
     if kind == "int" and distinct_rows >= ID_MIN_ROWS and not has_missing:
         return LeftOut(f"column {name!r} looks like an identifier (its {distinct_rows} values "
@@ -91,6 +117,8 @@ def default_spec(kind: str, *, has_missing: bool = False, min_value: Any = None,
     elif kind == "float" and _known(min_value) and _known(max_value) \
             and 0 < min_value and max_value < 1:
         node = "beta"
+    elif kind == "tokens":
+        node = {"lda": {"n_topics": DEFAULT_TOPICS}}
     elif kind in _KIND_SPEC:
         node = _KIND_SPEC[kind]
     else:
@@ -138,6 +166,9 @@ def _arrow_kind(pa_type: Any) -> str:
         return "float"
     if t.is_string(pa_type) or t.is_large_string(pa_type) or t.is_dictionary(pa_type):
         return "text"
+    if (t.is_list(pa_type) or t.is_large_list(pa_type)) and (
+            t.is_string(pa_type.value_type) or t.is_large_string(pa_type.value_type)):
+        return "tokens"
     return str(pa_type)
 
 
@@ -180,6 +211,8 @@ def column_specs(data: Any) -> dict[str, Any]:
         for name in data.columns:
             col = data[name]
             kind = _pandas_kind(col)
+            if kind == "text" and _documents(col.iloc[:TEXT_SAMPLE].tolist()):
+                kind = "tokens"
             present = col.dropna()
             mixed = _mostly_numbers(present, str(name)) if kind == "text" else None
             if mixed is not None:
@@ -201,6 +234,8 @@ def column_specs(data: Any) -> dict[str, Any]:
         for i, field in enumerate(data.schema):
             col = data.column(i)
             kind = _arrow_kind(field.type)
+            if kind == "text" and _documents(col.slice(0, TEXT_SAMPLE).to_pylist()):
+                kind = "tokens"
             moments = {}
             if kind in ("int", "float"):
                 moments = {"min_value": pc.min(col).as_py(), "max_value": pc.max(col).as_py()}

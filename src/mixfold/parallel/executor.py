@@ -26,8 +26,9 @@ from mixfold.compute.row_blocks import blas_threads
 from mixfold.decomposition import DecompAxis, decomposition_for
 from mixfold.families._protocol import (Accumulator, Distribution, Encoded)
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsChildren,
-                                     FoldsColumns, ScoreChildren, ScoresChildren, ScoresColumns,
-                                     fold_serially, score_serially)
+                                     FoldsColumns, FoldsRanges, RunRanges, ScoreChildren,
+                                     ScoresChildren, ScoresColumns, ScoresRanges, fold_serially,
+                                     score_serially)
 from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
 from mixfold.parallel.resources import DeviceSpec, Resources
 from mixfold.precision import resolve_precision
@@ -275,7 +276,8 @@ def model_parallel_fold(acc: Accumulator, model: Distribution, enc: Encoded, wei
             pool.close()
 
 
-_CUT_AXES = frozenset({DecompAxis.FACTOR, DecompAxis.COMPONENT, DecompAxis.STATE})
+_CUT_AXES = frozenset({DecompAxis.FACTOR, DecompAxis.COMPONENT, DecompAxis.STATE,
+                       DecompAxis.TOPIC})
 
 
 def _locate(model: Any, rest: str, cut: _Cut) -> tuple[int, int | None, str]:
@@ -302,6 +304,8 @@ def _fold(acc: Accumulator, model: Distribution, enc: Encoded, weights: np.ndarr
     """``acc.seq_update`` with the cut ``rest`` below this node threaded: the node's own hook
     runs its serial arithmetic, its units' folds run by :func:`_child_folds`."""
     k, index, below = _locate(model, rest, cut)
+    if index is None and isinstance(acc, FoldsRanges):
+        return acc.fold_ranges(enc, weights, model, precision, _range_runner(cut, pool))
     folds = _child_folds(index, below, cut, pool)
     if isinstance(acc, FoldsChildren):
         return acc.fold_children(enc, weights, model, precision, folds)
@@ -324,6 +328,8 @@ def _score(model: Distribution, enc: Encoded, precision: str, rest: str, cut: _C
     (what the fit computes for rows whose fold returned no log-densities, and what a mixture or
     HMM above the cut needs of the unit on the path)."""
     k, index, below = _locate(model, rest, cut)
+    if index is None and isinstance(model, ScoresRanges):
+        return model.score_ranges(enc, precision, _range_runner(cut, pool))
     if isinstance(model, ScoresChildren):
         return model.score_children(enc, precision, _child_scores(index, below, cut, pool))
     if isinstance(model, ScoresColumns):
@@ -344,6 +350,14 @@ def _columns(model: ScoresColumns, rows: Encoded, precision: str, k: int, index:
         model.score_columns(rows, precision, 0, k, scores,
                             _child_scores(index, rest, cut, pool))
     return scores
+
+
+def _range_runner(cut: _Cut, pool: WorkerPool) -> RunRanges:
+    """Each step over units of a node that works by ranges (a topic model): range ``i`` on
+    worker ``i``."""
+    def run(task: Callable[[int, int], Any]) -> list[Any]:
+        return pool.run([partial(task, a, b) for a, b in cut.ranges], cut.ranges)
+    return run
 
 
 def _child_folds(index: int | None, rest: str, cut: _Cut, pool: WorkerPool) -> FoldChildren:

@@ -12,6 +12,9 @@ through the hooks of :mod:`mixfold.families._hooks` (the executor knows no famil
 - a node that folds each child once (``FoldsChildren``: Composite, Record, Sequence, Optional)
   hands its children's folds to the executor, which runs each worker's range of them (the cut
   node) or recurses into the one on the path; the node combines the results centrally.
+- a node that works on ranges of its units between central steps (``ScoresRanges``/
+  ``FoldsRanges``: LDA's topics): each step over topics runs range ``i`` on worker ``i``, the
+  normalisation over topics and each document's convergence are central.
 - a node whose units score columns (``ScoresColumns``/``FoldsColumns``: Mixture, HiddenMarkov):
   each worker scores its units' columns of one (rows x K) matrix, the node turns it into
   posteriors centrally (log-sum-exp, forward-backward), each worker adds the rows to its units.
@@ -34,10 +37,15 @@ log-Gaussians, Poissons, categoricals or diagonal Gaussians, or of records whose
 of those; one GEMM scores all K components of a row block, one sums them, and a GEMM over a
 range of components sums in another order) — split, it runs the three steps every mixture runs
 and agrees to rounding (1e-15 relative in float64). Unsplit, that fused E-step already runs
-its row blocks on every core of the process. One proviso, about the serial fold
-itself: it must run with the BLAS thread count the workers run with (OpenBLAS splits a long dot
-product over its threads, so the serial fold's last bits change with that count); the workers
-run ``cores // workers`` BLAS threads each, one on a 2-core machine.
+its row blocks on every core of the process. A second: a cut of a topic model (the TOPIC axis,
+LDA): every word's normaliser over the topics is the sum of the workers' partial sums over their
+topic ranges, so the variational parameters, and from them the statistics, agree with the
+serial fold to rounding (a few ulps per iteration of each document's fixed point; 1e-12
+relative after a fit of a few iterations), everything else per topic being the serial bits.
+One proviso, about the serial fold itself: it must run with the BLAS thread count the workers
+run with (OpenBLAS splits a long dot product over its threads, so the serial fold's last bits
+change with that count); the workers run ``cores // workers`` BLAS threads each, one on a
+2-core machine.
 
 Two entry points share the fold. ``optimize(data, est, backend="model_parallel")`` keeps the
 rows in this process and threads the model (:class:`ModelParallelEncodedData`).

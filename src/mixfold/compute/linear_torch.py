@@ -1,0 +1,375 @@
+"""The fused linear E-step on torch: the band engine of ``bfloat16``, ``float16``, ``float32``,
+``float64`` (and ``fp8`` on GPUs that have it) on ``cpu`` and ``cuda``.
+
+:class:`TorchFusedEStep` runs the steps of :class:`~mixfold.compute.linear.FusedEStep` -- layout,
+score, normalise, accumulate -- on torch tensors, with the plan of the same
+:class:`~mixfold.compute.linear.LinearTerms`:
+
+- the features ``z = [phi; 1]`` of a block are laid out in float32 (float64 for the float64 band)
+  by the families' own ``features``, rounded once to the band and kept on the device for the rest
+  of the fit when a handle keeps its rows (:mod:`mixfold.compute.feature_cache`): per iteration
+  only the model goes in and the statistics and log-densities come out;
+- the scoring GEMM ``coef @ z`` and the statistics GEMM ``z @ r.T`` take inputs in the band's
+  dtype and accumulate in float32, as tensor cores and AVX512_BF16 units do (on a CPU the result is
+  rounded once to the band; on a GPU it is handed back in float32; fp8 runs ``torch._scaled_mm``
+  with power-of-two scales per feature row);
+- each table's log-probabilities (rounded to the band) are gathered and added in float32, the
+  log-sum-exp over components and the weighted posteriors ``r`` are float32 (float64 in the
+  float64 band);
+- each block's statistics are added up in float64 on the device and handed back once; the
+  M-step runs in float64 as always.
+
+:func:`fused_linear_fold` picks the engine a precision names: this one for ``torch``, NumPy's
+:func:`~mixfold.compute.linear.linear_fold` for the native bands.
+
+>>> import numpy as np
+>>> from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
+>>> from mixfold.families._protocol import ArrayEncoded
+>>> accs = [PoissonAccumulator() for _ in range(2)]
+>>> comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
+>>> enc = ArrayEncoded(np.array([0, 1, 7, 9]))
+>>> terms = PoissonAccumulator.linear_terms(accs, comps, enc)
+>>> mass, lse = fused_linear_fold([terms], np.log([0.5, 0.5]), enc, np.ones(4), "float32@cpu")
+>>> mass.round(3).tolist(), round(float(mass.sum()), 5)
+([1.955, 2.045], 4.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from mixfold.compute.encoded import Encoded
+from mixfold.compute.feature_cache import cache_for
+from mixfold.compute.linear import (FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR, LinearTerms,
+                                    block_rows, linear_fold)
+from mixfold.compute.row_blocks import map_row_blocks
+from mixfold.precision.bands import resolve_precision
+from mixfold.precision.gpu import torch_device_available
+from mixfold.precision.support import BandSupportError
+
+__all__ = ["TorchFusedEStep", "fused_linear_fold", "fused_linear_mixture", "GPU_BLOCK_ROWS",
+           "FP8_MAX", "fp8_supported", "one_torch_thread"]
+
+#: Rows per block on a GPU: long kernels hide the launches; K=16 float32 scores take 256 MiB.
+GPU_BLOCK_ROWS = 1 << 22
+#: The largest finite e4m3 value: fp8 inputs are scaled by powers of two to stay below it.
+FP8_MAX = 448.0
+#: GEMM dimensions of ``torch._scaled_mm`` are padded to a multiple of this.
+FP8_ALIGN = 16
+#: The engine's dtype names per band (torch attributes).
+_TORCH_DTYPES = {"fp8": "float8_e4m3fn", "bfloat16": "bfloat16", "float16": "float16",
+                 "float32": "float32", "float64": "float64"}
+
+
+def _torch() -> Any:
+    import torch  # an optional engine: imported when a torch precision first runs
+
+    return torch
+
+
+@contextmanager
+def one_torch_thread(torch: Any) -> Iterator[None]:
+    """torch's CPU operations on one thread within: the row threads run blocks side by side,
+    as NumPy's BLAS runs on one thread each (OpenMP teams on busy cores wait on each other)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def fp8_supported(device: str) -> bool:
+    """Whether ``device`` runs fp8 (e4m3) GEMMs: a CUDA device of compute capability 8.9 or
+    later (Ada, Hopper) with ``torch._scaled_mm``.
+
+    >>> fp8_supported("cpu")
+    False
+    """
+    if not device.startswith("cuda") or not torch_device_available(device):
+        return False
+    torch = _torch()
+    return hasattr(torch, "_scaled_mm") and \
+        torch.cuda.get_device_capability(torch.device(device)) >= (8, 9)
+
+
+class TorchFusedEStep:
+    """One fold of the fused linear E-step on a torch device (see the module): its plan for a
+    chunk, then per row block :meth:`layout`, :meth:`score`, :meth:`normalise` and
+    :meth:`accumulate`; :meth:`run` folds every block and hands the statistics to the terms.
+    Returns from :meth:`run` are as :func:`~mixfold.compute.linear.linear_fold`'s."""
+
+    def __init__(self, terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
+                 weights: np.ndarray, precision: str) -> None:
+        p = resolve_precision(precision)
+        torch = self.torch = _torch()
+        if not torch_device_available(p.device):
+            raise RuntimeError(f"precision {str(p)!r} runs through torch on {p.device!r}, which "
+                               f"this machine does not have (torch {torch.__version__}, CUDA "
+                               f"available: {torch.cuda.is_available()})")
+        if p.band == "fp8" and not fp8_supported(p.device):
+            raise BandSupportError(f"precision {str(p)!r}: device {p.device!r} has no fp8 (e4m3) "
+                                   f"GEMM (it needs a CUDA device of compute capability 8.9 or "
+                                   f"later and torch._scaled_mm); run bfloat16 there instead")
+        if p.band not in _TORCH_DTYPES:
+            raise BandSupportError(f"precision {str(p)!r}: the fused torch E-step runs "
+                                   f"{sorted(_TORCH_DTYPES)}, not {p.band!r}")
+        self.band, self.device = p.band, torch.device(p.device)
+        self.on_gpu = self.device.type == "cuda"
+        self.dtype = getattr(torch, _TORCH_DTYPES[p.band])
+        # a CPU without a float16 unit: float16 inputs are kept as float32 values (rounded to
+        # float16) and multiplied in float32, which also keeps block sums within float16's range
+        self.store = torch.float32 if (p.band == "float16" and not self.on_gpu) else self.dtype
+        wide = p.band == "float64"
+        # log-sum-exp and posteriors: float32, float64 in the float64 band
+        self.work = torch.float64 if wide else torch.float32
+        self.host_dt = np.dtype(np.float64 if wide else np.float32)
+        # what sits at the floor keeps exp(floor): far below the resolution of the row's total
+        # (at least 1), in every band
+        self.floor = FLOAT64_SCORE_FLOOR if wide else FLOAT32_SCORE_FLOOR
+        self.terms, self.weights, self.n_rows = terms, weights, enc.n_rows
+        k = self.k = len(log_weights)
+        self.offsets = np.concatenate([[0], np.cumsum([t.n_features for t in terms])]).astype(int)
+        self.f = int(self.offsets[-1])
+        # the largest peak (when every term has one) taken off inside the scoring GEMM keeps the
+        # band's scores small; each row's own maximum is still taken off before the exp
+        bounded = all(t.peak is not None for t in terms)
+        self.shift = float(np.max(log_weights + sum(t.peak for t in terms))) if bounded else 0.0
+        const = sum(t.const for t in terms) + log_weights - self.shift
+        coef = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1)
+        self.tables = [(t.codes, self._to_band(t.table).to(self.work), t.table.shape[1])
+                       for t in terms if t.table is not None]
+        self.block = GPU_BLOCK_ROWS if self.on_gpu else block_rows(k, np.float32)
+        if self.band == "fp8":
+            self._plan_fp8(coef)
+        else:
+            self.coef = self._to_band(coef)
+        self.kept = self._kept_features(enc)
+
+    def _to_band(self, a: np.ndarray) -> Any:
+        """``a`` on the device, rounded once to the band (from float64)."""
+        t = self.torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64), device=self.device)
+        if self.band == "fp8":
+            return t.clamp(-FP8_MAX, FP8_MAX).to(self.dtype)
+        return t.to(self.dtype).to(self.store)
+
+    def _kept_features(self, enc: Encoded) -> dict[Any, Any] | None:
+        """The feature cache's store of this fold's blocks on the device (by first row), when
+        every term says what its features depend on."""
+        if any(t.key is None or t.source is None for t in self.terms):
+            return None
+        width = self.f + 1 + (self.f + 1 if self.band == "fp8" else 0)
+        # device memory is not the host's: a GPU's features take no host budget
+        nbytes = 0 if self.on_gpu else width * self.store.itemsize * self.n_rows
+        key = ("linear_torch", self.band, str(self.device), self.block,
+               tuple(t.key for t in self.terms))
+        return cache_for(key, [t.source for t in self.terms], nbytes, enc.nbytes)
+
+    # -- the steps of a block ------------------------------------------------------------------
+
+    def run(self) -> tuple[np.ndarray, np.ndarray]:
+        """Fold every block; (posterior mass per component, per-row log-density). A GPU takes
+        its large blocks one after the other; a CPU's blocks run on the row threads
+        (:func:`~mixfold.compute.row_blocks.map_row_blocks`), each torch call on one thread."""
+        lse = self.torch.empty(self.n_rows, dtype=self.work, device=self.device)
+
+        def fold_block(lo: int, hi: int) -> tuple[Any, list[Any]]:
+            z, w, codes = self.layout(lo, hi)
+            r = self.normalise(self.score(z, codes), w, lse[lo:hi])
+            return self.accumulate(z, r, codes)
+
+        if self.on_gpu:
+            folded = [fold_block(lo, min(self.n_rows, lo + self.block))
+                      for lo in range(0, self.n_rows, self.block)]
+        else:
+            with one_torch_thread(self.torch):
+                folded = map_row_blocks(self.n_rows, self.block, fold_block)
+        return self.collect(folded, lse)
+
+    def layout(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
+        """The features ``z`` (F + 1, rows) of rows [lo, hi) in the band, their weights and each
+        table's codes, all on the device: kept from an earlier fold when they were."""
+        kept = self.kept
+        got = None if kept is None else kept.get(lo)
+        if got is None:
+            got = self._device_rows(lo, hi)
+            if kept is not None:
+                kept[lo] = got
+        z, codes = got
+        # the weights may change between folds (a planned or online fit): they go in each time
+        w = self.torch.as_tensor(self.weights[lo:hi], device=self.device).to(self.work)
+        return z, w, codes
+
+    def _device_rows(self, lo: int, hi: int) -> tuple[Any, list[Any]]:
+        m, f = hi - lo, self.f
+        host = np.empty((1, f + 1, m), self.host_dt)
+        for t, off in zip(self.terms, self.offsets):
+            if t.features is not None:
+                t.features(lo, hi, host[:, off:off + t.n_features])
+        host[0, f] = 1.0
+        torch = self.torch
+        z = torch.from_numpy(host[0]).to(self.device)
+        codes = [torch.as_tensor(c[lo:hi], device=self.device).long().clamp_(0, v - 1)
+                 for c, _, v in self.tables]
+        if self.band == "fp8":
+            return self._fp8_layout(z), codes
+        return z.to(self.dtype).to(self.store), codes
+
+    def score(self, z: Any, codes: list[Any]) -> Any:
+        """The weighted scores (K, rows) of a block, minus the shift, in the working dtype."""
+        scores = self._fp8_score(z) if self.band == "fp8" else self._gemm(self.coef, z)
+        for (_, table, _), c in zip(self.tables, codes):
+            scores += table[:, c]
+        return scores
+
+    def normalise(self, scores: Any, w: Any, lse: Any) -> Any:
+        """Log-sum-exp over the components into ``lse`` (less the shift); returns the weighted
+        posteriors (K, rows). A row every component scores -inf gets no posterior and a
+        log-density of -inf."""
+        torch = self.torch
+        top = scores.amax(dim=0)
+        dead = ~torch.isfinite(top)
+        top = torch.where(dead, torch.zeros_like(top), top)
+        scores -= top
+        scores.clamp_(min=self.floor)  # no subnormal is formed (they are slow to compute with)
+        scores.exp_()
+        total = scores.sum(dim=0)
+        torch.log(total, out=lse)
+        lse += top
+        # (a dead row's total is 0: an infinite total gives it posteriors 0, not NaN)
+        scale = w / torch.where(dead, torch.full_like(total, float("inf")), total)
+        scores *= scale
+        return scores
+
+    def accumulate(self, z: Any, r: Any, codes: list[Any]) -> tuple[Any, list[Any]]:
+        """Every feature sum and the mass (one GEMM ``z @ r.T``, (F + 1, K)) and each table's
+        counts (K, V), in float64."""
+        torch = self.torch
+        if self.band == "fp8":
+            sums = self._fp8_statistics(z, r)
+        else:
+            sums = self._statistics_gemm(z, r.to(self.dtype).to(self.store).t())
+        counts = []
+        for (_, _, v), c in zip(self.tables, codes):
+            part = torch.zeros((self.k, v), dtype=self.work, device=self.device)
+            part.index_add_(1, c, r)
+            counts.append(part.to(torch.float64))
+        return sums, counts
+
+    def _gemm(self, a: Any, b: Any) -> Any:
+        """``a @ b`` (inputs in the band) with float32 accumulation, in the working dtype: handed
+        back in float32 by a GPU, rounded once to bfloat16 by a CPU (which has no float32
+        output); float16 on a CPU is float32 arithmetic on float16 values."""
+        torch = self.torch
+        if self.on_gpu and self.dtype in (torch.bfloat16, torch.float16):
+            return torch.mm(a, b, out_dtype=torch.float32)
+        return torch.mm(a, b).to(self.work)
+
+    def _statistics_gemm(self, z: Any, rt: Any) -> Any:
+        """``z @ r.T`` (inputs in the band) summed in float32 and handed back in float64: a
+        CPU's bfloat16 GEMM would round each block's sums to the band, so a CPU multiplies the
+        band's values in float32 there."""
+        torch = self.torch
+        if self.on_gpu or self.store == torch.float64:
+            return self._gemm(z, rt).to(torch.float64)
+        return torch.mm(z.float(), rt.float()).to(torch.float64)
+
+    def collect(self, folded: list[tuple[Any, list[Any]]], lse: Any
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """The blocks' statistics added up in float64 in block order (on the device) and
+        handed to the terms; (mass, per-row log-density) in float64."""
+        sums = folded[0][0]
+        counts = folded[0][1]
+        for s, c in folded[1:]:
+            sums = sums + s
+            counts = [a + b for a, b in zip(counts, c)]
+        sums_h = sums.t().cpu().numpy()  # (K, rows of z)
+        mass = sums_h[:, self.f].copy()
+        table_counts = iter([c.cpu().numpy() for c in counts])
+        for t, off in zip(self.terms, self.offsets):
+            t.add_sums(sums_h[:, off:off + t.n_features], mass,
+                       None if t.table is None else next(table_counts))
+        out = lse.to(self.torch.float64).cpu().numpy()
+        out += self.shift
+        for t in self.terms:
+            if t.base is not None:
+                out += t.base
+        return mass, out
+
+    # -- fp8 (e4m3) through torch._scaled_mm ---------------------------------------------------
+
+    def _plan_fp8(self, coef: np.ndarray) -> None:
+        """The coefficients (float32, padded to ``_scaled_mm``'s multiples); each block scales
+        them by its features' scales."""
+        torch = self.torch
+        self.fp = -(-(self.f + 1) // FP8_ALIGN) * FP8_ALIGN
+        self.kp = -(-self.k // FP8_ALIGN) * FP8_ALIGN
+        padded = np.zeros((self.kp, self.fp))
+        padded[:self.k, :self.f + 1] = coef
+        self.coef = torch.as_tensor(padded, dtype=torch.float32, device=self.device)
+        self.one = torch.ones((), dtype=torch.float32, device=self.device)
+
+    def _pow2_scale(self, amax: Any) -> Any:
+        """The power of two that brings ``amax`` within e4m3's range (exact to divide by)."""
+        torch = self.torch
+        return torch.exp2(torch.ceil(torch.log2(amax.clamp_min(1e-30) / FP8_MAX)))
+
+    def _fp8_layout(self, z: Any) -> tuple[Any, Any, int, Any]:
+        """z (F + 1, rows) as fp8, each feature row divided by a power of two that fits it in
+        e4m3's range, in both layouts ``_scaled_mm`` reads -- (rows, Fp) for the scoring GEMM,
+        (Fp, rows) for the statistics -- rows padded with zeros; with the scales (Fp,)."""
+        torch = self.torch
+        f1, m = z.shape
+        mp = -(-m // FP8_ALIGN) * FP8_ALIGN
+        scaled = torch.zeros((self.fp, mp), dtype=torch.float32, device=self.device)
+        scaled[:f1, :m] = z
+        scale = self._pow2_scale(scaled.abs().amax(dim=1))
+        scaled /= scale[:, None]
+        wide = scaled.to(self.dtype)
+        return wide.t().contiguous(), wide, m, scale
+
+    def _fp8_score(self, z: Any) -> Any:
+        rows_fp, _, m, scale = z
+        coef = self.coef * scale  # the features' scales move into the coefficients
+        c_scale = self._pow2_scale(coef.abs().amax())
+        coef8 = (coef / c_scale).to(self.dtype)
+        # (rows, Fp) @ (Fp, Kp), the second operand column-major as _scaled_mm reads it
+        out = self.torch._scaled_mm(rows_fp, coef8.t(), scale_a=self.one, scale_b=c_scale,
+                                    out_dtype=self.torch.float32)
+        return out[:m, :self.k].t().contiguous()
+
+    def _fp8_statistics(self, z: Any, r: Any) -> Any:
+        torch = self.torch
+        _, fp_rows, m, scale = z
+        rp = torch.zeros((self.kp, fp_rows.shape[1]), dtype=torch.float32, device=self.device)
+        rp[:self.k, :m] = r
+        r_scale = self._pow2_scale(rp.abs().amax())
+        r8 = (rp / r_scale).to(self.dtype)
+        out = torch._scaled_mm(fp_rows, r8.t(), scale_a=self.one, scale_b=r_scale,
+                               out_dtype=torch.float32)  # (Fp, Kp)
+        return (out.to(torch.float64) * scale.to(torch.float64)[:, None])[:self.f + 1, :self.k]
+
+
+def fused_linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
+                      weights: np.ndarray, precision: str = "float64"
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """The fused mixture E-step on the engine ``precision`` names: torch
+    (:class:`TorchFusedEStep`) or NumPy (:func:`~mixfold.compute.linear.linear_fold`).
+    Returns (posterior mass per component, per-row log-density)."""
+    if resolve_precision(precision).engine == "torch":
+        return TorchFusedEStep(terms, log_weights, enc, weights, precision).run()
+    return linear_fold(terms, log_weights, enc, weights, precision)
+
+
+def fused_linear_mixture(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+                         enc: Encoded, weights: np.ndarray, precision: str = "float64"
+                         ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`~mixfold.compute.linear.fold_linear_mixture` on the engine ``precision`` names;
+    ``None`` when the components' parameters fall outside the form."""
+    terms = type(accs[0]).linear_terms(accs, components, enc)
+    return None if terms is None else fused_linear_fold([terms], log_weights, enc, weights,
+                                                        precision)

@@ -356,6 +356,13 @@ def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None
     click.echo(decomposition.describe())
     workers = [Worker.from_device(d) for d in resources.devices]  # calibrated rates kept
     hetero = plan_heterogeneous(workers, n_rows, target_rel_error=target_rel_error)
+    measured = [b for b in BANDS if any(b in d.band_throughput for d in resources.devices)]
+    if measured:
+        click.echo("")
+        click.echo("measured rows per second (Resources.calibrate; - not measured)")
+        click.echo(_table(["device"] + measured,
+                          [[d.name] + [f"{d.band_throughput[b]:.4g}" if b in d.band_throughput
+                                       else "-" for b in measured] for d in resources.devices]))
     click.echo("")
     click.echo(f"heterogeneous plan (tree-reduce depth {hetero.reduce_depth})")
     click.echo(_table(["worker", "rows", "precision", "throughput"],

@@ -162,12 +162,14 @@ class TorchFusedEStep:
         every term says what its features depend on."""
         if any(t.key is None or t.source is None for t in self.terms):
             return None
-        width = self.f + 1 + (self.f + 1 if self.band == "fp8" else 0)
+        width = self.f + 1 + (self.f + 1 if self.band == "fp8" else 0) + 1  # (+ the weight)
         # device memory is not the host's: a GPU's features take no host budget
         nbytes = 0 if self.on_gpu else width * self.store.itemsize * self.n_rows
         key = ("linear_torch", self.band, str(self.device), self.block,
                tuple(t.key for t in self.terms))
-        return cache_for(key, [t.source for t in self.terms], nbytes, enc.nbytes)
+        # the row weights stay on the device too: kept with the features of the same weights
+        return cache_for(key, [t.source for t in self.terms] + [self.weights], nbytes,
+                         enc.nbytes)
 
     # -- the steps of a block ------------------------------------------------------------------
 
@@ -192,19 +194,17 @@ class TorchFusedEStep:
 
     def layout(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
         """The features ``z`` (F + 1, rows) of rows [lo, hi) in the band, their weights and each
-        table's codes, all on the device: kept from an earlier fold when they were."""
+        table's codes, all on the device: kept from an earlier fold (of the same rows and
+        weights) when they were."""
         kept = self.kept
         got = None if kept is None else kept.get(lo)
         if got is None:
             got = self._device_rows(lo, hi)
             if kept is not None:
                 kept[lo] = got
-        z, codes = got
-        # the weights may change between folds (a planned or online fit): they go in each time
-        w = self.torch.as_tensor(self.weights[lo:hi], device=self.device).to(self.work)
-        return z, w, codes
+        return got
 
-    def _device_rows(self, lo: int, hi: int) -> tuple[Any, list[Any]]:
+    def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
         m, f = hi - lo, self.f
         host = np.empty((1, f + 1, m), self.host_dt)
         for t, off in zip(self.terms, self.offsets):
@@ -215,9 +215,10 @@ class TorchFusedEStep:
         z = torch.from_numpy(host[0]).to(self.device)
         codes = [torch.as_tensor(c[lo:hi], device=self.device).long().clamp_(0, v - 1)
                  for c, _, v in self.tables]
+        w = torch.as_tensor(self.weights[lo:hi], device=self.device).to(self.work)
         if self.band == "fp8":
-            return self._fp8_layout(z), codes
-        return z.to(self.dtype).to(self.store), codes
+            return self._fp8_layout(z), w, codes
+        return z.to(self.dtype).to(self.store), w, codes
 
     def score(self, z: Any, codes: list[Any]) -> Any:
         """The weighted scores (K, rows) of a block, minus the shift, in the working dtype."""

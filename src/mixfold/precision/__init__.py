@@ -25,15 +25,16 @@ from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, PLANNED, UNIT_ROU
                                      check_bands, check_precision, is_native, most_accurate,
                                      native_dtype, parse_precision)
 from mixfold.precision.engines import band_ops
-from mixfold.precision.error import (predicted_relative_error, relative_error,
-                                     statistics_error_bound)
+from mixfold.precision.error import (fused_statistics_bound, predicted_relative_error,
+                                     relative_error, statistics_error_bound)
 from mixfold.precision.support import BandSupportError, log_density_in_band, require_band
 
 __all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "Precision",
            "resolve_precision", "check_precision",
            "check_bands", "native_dtype", "parse_precision", "band_of", "is_native",
            "most_accurate",
-           "predicted_relative_error", "statistics_error_bound", "relative_error",
+           "predicted_relative_error", "statistics_error_bound", "fused_statistics_bound",
+           "relative_error",
            "BandSupportError",
            "log_density_in_band", "require_band", "band_ops"]
 

@@ -218,3 +218,20 @@ def test_calibration_times_the_gpu_with_torch():
                                 min_seconds=0.05).devices[0].band_throughput
     assert set(rates) == {"bfloat16", "float32", "float64"}
     assert resolve_precision("bfloat16@cuda:0").engine == "torch"
+
+
+def test_the_fp8_layout_and_scales_give_the_emulators_accuracy(monkeypatch):
+    """fp8's GEMMs (torch._scaled_mm, power-of-two scales per feature row, padded operands) run
+    here on the CPU's own _scaled_mm: the gate that keeps fp8 to CUDA devices with an fp8 unit is
+    opened for this test only, so the layout's arithmetic is checked without a GPU."""
+    from mixfold.compute import linear_torch
+
+    if not hasattr(torch, "_scaled_mm"):
+        pytest.skip("this torch has no _scaled_mm")
+    monkeypatch.setattr(linear_torch, "fp8_supported", lambda device: True)
+    model = _diagonal_mixture()
+    enc = model.encoder().encode(model.sampler(1).sample(3000))
+    got = _errors(model, enc, "fp8@cpu")
+    emulated = _errors(model, enc, "fp8@emulated")
+    assert 1e-3 < got <= fused_statistics_bound("fp8", estep_op_count(model), enc.n_rows, 32768)
+    assert got <= 4 * emulated

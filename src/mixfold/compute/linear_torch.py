@@ -36,6 +36,7 @@ score, normalise, accumulate -- on torch tensors, with the plan of the same
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -121,9 +122,11 @@ class TorchFusedEStep:
         self.band, self.device = p.band, torch.device(p.device)
         self.on_gpu = self.device.type == "cuda"
         self.dtype = getattr(torch, _TORCH_DTYPES[p.band])
-        # a CPU without a float16 unit: float16 inputs are kept as float32 values (rounded to
-        # float16) and multiplied in float32, which also keeps block sums within float16's range
-        self.store = torch.float32 if (p.band == "float16" and not self.on_gpu) else self.dtype
+        # a CPU's GEMMs of bfloat16/float16 inputs: widened to float32 and multiplied there, which
+        # is what a unit that accumulates in float32 computes (torch has no float32 output of a
+        # reduced-precision GEMM on a CPU, and rounding each block's sums to the band would
+        # cost more accuracy than the band's inputs do)
+        self.widen = not self.on_gpu and p.band in ("bfloat16", "float16")
         wide = p.band == "float64"
         # log-sum-exp and posteriors: float32, float64 in the float64 band
         self.work = torch.float64 if wide else torch.float32
@@ -149,13 +152,16 @@ class TorchFusedEStep:
         else:
             self.coef = self._to_band(coef)
         self.kept = self._kept_features(enc)
+        self.may_die = any(not np.isfinite(t.table).all() for t in terms if t.table is not None)
+        self.buffers = threading.local()
 
     def _to_band(self, a: np.ndarray) -> Any:
         """``a`` on the device, rounded once to the band (from float64)."""
         t = self.torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64), device=self.device)
         if self.band == "fp8":
             return t.clamp(-FP8_MAX, FP8_MAX).to(self.dtype)
-        return t.to(self.dtype).to(self.store)
+        t = t.to(self.dtype)
+        return t.to(self.torch.float32) if self.widen else t
 
     def _kept_features(self, enc: Encoded) -> dict[Any, Any] | None:
         """The feature cache's store of this fold's blocks on the device (by first row), when
@@ -164,7 +170,7 @@ class TorchFusedEStep:
             return None
         width = self.f + 1 + (self.f + 1 if self.band == "fp8" else 0) + 1  # (+ the weight)
         # device memory is not the host's: a GPU's features take no host budget
-        nbytes = 0 if self.on_gpu else width * self.store.itemsize * self.n_rows
+        nbytes = 0 if self.on_gpu else width * self.dtype.itemsize * self.n_rows
         key = ("linear_torch", self.band, str(self.device), self.block,
                tuple(t.key for t in self.terms))
         # the row weights stay on the device too: kept with the features of the same weights
@@ -181,16 +187,29 @@ class TorchFusedEStep:
 
         def fold_block(lo: int, hi: int) -> tuple[Any, list[Any]]:
             z, w, codes = self.layout(lo, hi)
-            r = self.normalise(self.score(z, codes), w, lse[lo:hi])
-            return self.accumulate(z, r, codes)
+            buffers = self.block_buffers(hi - lo)
+            r = self.normalise(self.score(z, codes, buffers), w, lse[lo:hi], buffers)
+            return self.accumulate(z, r, codes, buffers)
 
         if self.on_gpu:
-            folded = [fold_block(lo, min(self.n_rows, lo + self.block))
-                      for lo in range(0, self.n_rows, self.block)]
-        else:
-            with one_torch_thread(self.torch):
-                folded = map_row_blocks(self.n_rows, self.block, fold_block)
-        return self.collect(folded, lse)
+            return self.collect([fold_block(lo, min(self.n_rows, lo + self.block))
+                                 for lo in range(0, self.n_rows, self.block)], lse)
+        with one_torch_thread(self.torch):
+            return self.collect(map_row_blocks(self.n_rows, self.block, fold_block), lse)
+
+    def block_buffers(self, m: int) -> dict[str, Any]:
+        """This thread's buffers for an m-row block, taken once per fold: outputs written in
+        place (a CPU's large new tensors are fresh pages from the system at every call)."""
+        got = self.buffers.__dict__.get(m)
+        if got is None:
+            torch, k, dev = self.torch, self.k, self.device
+            got = self.buffers.__dict__[m] = {
+                "band": torch.empty((k, m), dtype=self.dtype, device=dev),
+                "scores": torch.empty((k, m), dtype=self.work, device=dev),
+                "top": torch.empty(m, dtype=self.work, device=dev),
+                "total": torch.empty(m, dtype=self.work, device=dev),
+                "z32": torch.empty((self.f + 1, m), dtype=torch.float32, device=dev)}
+        return got
 
     def layout(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
         """The features ``z`` (F + 1, rows) of rows [lo, hi) in the band, their weights and each
@@ -218,42 +237,53 @@ class TorchFusedEStep:
         w = torch.as_tensor(self.weights[lo:hi], device=self.device).to(self.work)
         if self.band == "fp8":
             return self._fp8_layout(z), w, codes
-        return z.to(self.dtype).to(self.store), w, codes
+        return z.to(self.dtype), w, codes
 
-    def score(self, z: Any, codes: list[Any]) -> Any:
+    def score(self, z: Any, codes: list[Any], buffers: dict[str, Any]) -> Any:
         """The weighted scores (K, rows) of a block, minus the shift, in the working dtype."""
-        scores = self._fp8_score(z) if self.band == "fp8" else self._gemm(self.coef, z)
+        if self.band == "fp8":
+            scores = self._fp8_score(z)
+        elif self.widen:  # (z widened once per block: the statistics GEMM reads it too)
+            scores = self.torch.mm(self.coef, buffers["z32"].copy_(z), out=buffers["scores"])
+        else:
+            scores = self._gemm(self.coef, z, buffers["scores"])
         for (_, table, _), c in zip(self.tables, codes):
             scores += table[:, c]
         return scores
 
-    def normalise(self, scores: Any, w: Any, lse: Any) -> Any:
+    def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
         """Log-sum-exp over the components into ``lse`` (less the shift); returns the weighted
-        posteriors (K, rows). A row every component scores -inf gets no posterior and a
-        log-density of -inf."""
+        posteriors (K, rows), in ``scores``. A row every component scores -inf gets no
+        posterior and a log-density of -inf."""
         torch = self.torch
-        top = scores.amax(dim=0)
-        dead = ~torch.isfinite(top)
-        top = torch.where(dead, torch.zeros_like(top), top)
+        top = torch.amax(scores, dim=0, out=buffers["top"])
+        dead = None
+        if self.may_die:  # a -inf in a table can leave a row that no component scores
+            dead = ~torch.isfinite(top)
+            top.masked_fill_(dead, 0.0)
         scores -= top
         scores.clamp_(min=self.floor)  # no subnormal is formed (they are slow to compute with)
-        scores.exp_()
-        total = scores.sum(dim=0)
+        if self.on_gpu:
+            scores.exp_()
+        else:  # NumPy's vectorised exp on the tensor's own memory: torch's CPU exp is scalar
+            np.exp(scores.numpy(), out=scores.numpy())
+        total = torch.sum(scores, dim=0, out=buffers["total"])
         torch.log(total, out=lse)
         lse += top
-        # (a dead row's total is 0: an infinite total gives it posteriors 0, not NaN)
-        scale = w / torch.where(dead, torch.full_like(total, float("inf")), total)
-        scores *= scale
+        if dead is not None:  # an infinite total gives a dead row posteriors 0, not NaN
+            total.masked_fill_(dead, float("inf"))
+        scores *= torch.div(w, total, out=total)
         return scores
 
-    def accumulate(self, z: Any, r: Any, codes: list[Any]) -> tuple[Any, list[Any]]:
+    def accumulate(self, z: Any, r: Any, codes: list[Any], buffers: dict[str, Any]
+                   ) -> tuple[Any, list[Any]]:
         """Every feature sum and the mass (one GEMM ``z @ r.T``, (F + 1, K)) and each table's
         counts (K, V), in float64."""
         torch = self.torch
         if self.band == "fp8":
             sums = self._fp8_statistics(z, r)
         else:
-            sums = self._statistics_gemm(z, r.to(self.dtype).to(self.store).t())
+            sums = self._statistics_gemm(z, r, buffers)
         counts = []
         for (_, _, v), c in zip(self.tables, codes):
             part = torch.zeros((self.k, v), dtype=self.work, device=self.device)
@@ -261,23 +291,25 @@ class TorchFusedEStep:
             counts.append(part.to(torch.float64))
         return sums, counts
 
-    def _gemm(self, a: Any, b: Any) -> Any:
-        """``a @ b`` (inputs in the band) with float32 accumulation, in the working dtype: handed
-        back in float32 by a GPU, rounded once to bfloat16 by a CPU (which has no float32
-        output); float16 on a CPU is float32 arithmetic on float16 values."""
+    def _gemm(self, a: Any, b: Any, out: Any) -> Any:
+        """``a @ b`` (inputs in the band) with float32 accumulation, into ``out`` in the working
+        dtype (a GPU hands reduced-precision products back in float32)."""
         torch = self.torch
         if self.on_gpu and self.dtype in (torch.bfloat16, torch.float16):
-            return torch.mm(a, b, out_dtype=torch.float32)
-        return torch.mm(a, b).to(self.work)
+            return torch.mm(a, b, out_dtype=torch.float32, out=out)
+        return torch.mm(a, b, out=out)
 
-    def _statistics_gemm(self, z: Any, rt: Any) -> Any:
-        """``z @ r.T`` (inputs in the band) summed in float32 and handed back in float64: a
-        CPU's bfloat16 GEMM would round each block's sums to the band, so a CPU multiplies the
-        band's values in float32 there."""
+    def _statistics_gemm(self, z: Any, r: Any, buffers: dict[str, Any]) -> Any:
+        """``z @ r.T`` with z and r in the band, summed in float32 and handed back in float64
+        (F + 1, K): r rounded to the band (in place where a CPU multiplies in float32)."""
         torch = self.torch
-        if self.on_gpu or self.store == torch.float64:
-            return self._gemm(z, rt).to(torch.float64)
-        return torch.mm(z.float(), rt.float()).to(torch.float64)
+        if self.dtype == self.work:  # float32, float64: r is in the band already
+            return torch.mm(z, r.t()).to(torch.float64)
+        r_band = buffers["band"].copy_(r)
+        if self.on_gpu:
+            return torch.mm(z, r_band.t(), out_dtype=torch.float32).to(torch.float64)
+        r.copy_(r_band)
+        return torch.mm(buffers["z32"], r.t()).to(torch.float64)
 
     def collect(self, folded: list[tuple[Any, list[Any]]], lse: Any
                 ) -> tuple[np.ndarray, np.ndarray]:

@@ -36,6 +36,7 @@ score, normalise, accumulate -- on torch tensors, with the plan of the same
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -53,10 +54,13 @@ from mixfold.precision.gpu import torch_device_available
 from mixfold.precision.support import BandSupportError
 
 __all__ = ["TorchFusedEStep", "fused_linear_fold", "fused_linear_mixture", "GPU_BLOCK_ROWS",
+           "GPU_CHUNK_ROWS",
            "FP8_MAX", "fp8_supported", "one_torch_thread"]
 
 #: Rows per block on a GPU: long kernels hide the launches; K=16 float32 scores take 256 MiB.
 GPU_BLOCK_ROWS = 1 << 22
+#: Rows per chunk a fold hands a GPU: each chunk costs a plan and a copy back to the host.
+GPU_CHUNK_ROWS = 1 << 26
 #: The largest finite e4m3 value: fp8 inputs are scaled by powers of two to stay below it.
 FP8_MAX = 448.0
 #: GEMM dimensions of ``torch._scaled_mm`` are padded to a multiple of this.
@@ -82,6 +86,17 @@ def one_torch_thread(torch: Any) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@functools.cache
+def _float32_output(torch: Any, device_type: str) -> bool:
+    """Whether ``torch.mm(..., out_dtype=torch.float32)`` runs bfloat16 inputs on the device type
+    (CUDA in recent torch; never a CPU)."""
+    a = torch.ones((16, 16), dtype=torch.bfloat16, device=device_type)
+    try:
+        return torch.mm(a, a, out_dtype=torch.float32).dtype == torch.float32
+    except (TypeError, RuntimeError, NotImplementedError):
+        return False
 
 
 def fp8_supported(device: str) -> bool:
@@ -207,8 +222,9 @@ class TorchFusedEStep:
                 "band": torch.empty((k, m), dtype=self.dtype, device=dev),
                 "scores": torch.empty((k, m), dtype=self.work, device=dev),
                 "top": torch.empty(m, dtype=self.work, device=dev),
-                "total": torch.empty(m, dtype=self.work, device=dev),
-                "z32": torch.empty((self.f + 1, m), dtype=torch.float32, device=dev)}
+                "total": torch.empty(m, dtype=self.work, device=dev)}
+            if self.widen:
+                got["z32"] = torch.empty((self.f + 1, m), dtype=torch.float32, device=dev)
         return got
 
     def layout(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
@@ -294,10 +310,17 @@ class TorchFusedEStep:
     def _gemm(self, a: Any, b: Any, out: Any) -> Any:
         """``a @ b`` (inputs in the band) with float32 accumulation, into ``out`` in the working
         dtype (a GPU hands reduced-precision products back in float32)."""
+        if self.on_gpu and self.dtype != self.work:
+            return out.copy_(self._mm_float32(a, b))
+        return self.torch.mm(a, b, out=out)
+
+    def _mm_float32(self, a: Any, b: Any) -> Any:
+        """A GPU's ``a @ b`` of band inputs, accumulated and handed back in float32: torch's
+        ``out_dtype`` where this torch has it, else the band's values multiplied in float32."""
         torch = self.torch
-        if self.on_gpu and self.dtype in (torch.bfloat16, torch.float16):
-            return torch.mm(a, b, out_dtype=torch.float32, out=out)
-        return torch.mm(a, b, out=out)
+        if _float32_output(torch, self.device.type):
+            return torch.mm(a, b, out_dtype=torch.float32)
+        return torch.mm(a.float(), b.float())
 
     def _statistics_gemm(self, z: Any, r: Any, buffers: dict[str, Any]) -> Any:
         """``z @ r.T`` with z and r in the band, summed in float32 and handed back in float64
@@ -307,7 +330,7 @@ class TorchFusedEStep:
             return torch.mm(z, r.t()).to(torch.float64)
         r_band = buffers["band"].copy_(r)
         if self.on_gpu:
-            return torch.mm(z, r_band.t(), out_dtype=torch.float32).to(torch.float64)
+            return self._mm_float32(z, r_band.t()).to(torch.float64)
         r.copy_(r_band)
         return torch.mm(buffers["z32"], r.t()).to(torch.float64)
 

@@ -23,7 +23,7 @@ from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DegenerateFitWarning, NumericalError, ParameterError
-from mixfold.compute.linear_torch import fused_linear_mixture
+from mixfold.compute.linear_torch import GPU_CHUNK_ROWS, fused_linear_mixture
 from mixfold.precision import resolve_precision, band_ops, log_density_in_band, require_band
 from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
@@ -499,6 +499,8 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
         ``chunk_rows`` at a time."""
         self._unfused_rows = chunk_rows
         p = resolve_precision(precision)
+        if self.folds_on_torch(model) and p.engine == "torch" and p.device.startswith("cuda"):
+            return max(chunk_rows, GPU_CHUNK_ROWS)
         if self.folds_on_torch(model) and (p.native or p.engine == "torch"):
             return max(chunk_rows, FUSED_CHUNK_ROWS)
         return chunk_rows

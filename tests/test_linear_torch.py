@@ -235,3 +235,16 @@ def test_the_fp8_layout_and_scales_give_the_emulators_accuracy(monkeypatch):
     emulated = _errors(model, enc, "fp8@emulated")
     assert 1e-3 < got <= fused_statistics_bound("fp8", estep_op_count(model), enc.n_rows, 32768)
     assert got <= 4 * emulated
+
+
+def test_full_covariance_mixtures_run_on_torch_element_by_element():
+    """A full-covariance mixture is not linear in few features: torch runs its E-step element
+    by element in the band (precision.gpu.TorchOps), and the fit stays near float64's."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.normal(-2, 1, (500, 3)), rng.normal(2, 1, (500, 3))])
+    est = mixfold.MixtureEstimator([mixfold.MultivariateGaussianEstimator()] * 2)
+    ref = mixfold.optimize(x, est, seed=0, max_iter=15, progress=False)
+    fit = mixfold.optimize(x, est, seed=0, max_iter=15, progress=False, precision="float16@cpu")
+    enc = ref.encoder().encode(x)
+    want, got = ref.seq_log_density(enc).sum(), fit.seq_log_density(enc).sum()
+    assert abs(got - want) / abs(want) <= FIT_DISTANCE["float16"]

@@ -13,8 +13,8 @@ Traceback (most recent call last):
 ...
 mixfold.precision.support.BandSupportError: precision 'bfloat16' cannot run the Poisson family: \
 its E-step runs in float32/float64 only (bands fp8, bfloat16, float16 and dd run Gaussian, \
-DiagonalGaussian, MultivariateGaussian and mixtures of them; torch precisions also run mixtures of \
-families linear in their features)
+DiagonalGaussian, MultivariateGaussian and mixtures of them; torch precisions also fold (fit) \
+mixtures of families linear in their features)
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def require_band(model: Any, precision: str) -> None:
             f"precision {precision!r} cannot run the {', '.join(missing)} {which}: its E-step "
             f"runs in float32/float64 only (bands fp8, bfloat16, float16 and dd run Gaussian, "
             f"DiagonalGaussian, MultivariateGaussian and mixtures of them; torch precisions also "
-            f"run mixtures of families linear in their features)")
+            f"fold (fit) mixtures of families linear in their features)")
 
 
 def log_density_in_band(dist: Any, enc: Any, precision: str) -> np.ndarray:

@@ -248,3 +248,19 @@ def test_full_covariance_mixtures_run_on_torch_element_by_element():
     enc = ref.encoder().encode(x)
     want, got = ref.seq_log_density(enc).sum(), fit.seq_log_density(enc).sum()
     assert abs(got - want) / abs(want) <= FIT_DISTANCE["float16"]
+
+
+def test_an_impossible_level_gets_no_posterior_and_a_dead_row_is_named():
+    comps = [mixfold.CategoricalDistribution({"a": 1.0, "b": 0.0, "c": 0.0}),
+             mixfold.CategoricalDistribution({"a": 0.5, "b": 0.5, "c": 0.0})]
+    mix = mixfold.MixtureDistribution(comps, [0.5, 0.5])
+    enc = mix.encoder().encode(["a", "b", "b", "a"])
+    for precision in ("bfloat16", "float32@cpu"):
+        acc = mix.estimator().accumulator_factory().make()
+        fold_rows(acc, enc, np.ones(4), mix, precision, 1 << 18)
+        assert acc.components[0].counts.tolist()[1] == 0.0  # exactly: no mass where p = 0
+        assert acc.counts.sum() == pytest.approx(4.0, rel=1e-2)
+    dead = mix.encoder().encode(["a", "c"])
+    with pytest.raises(mixfold.errors.NumericalError, match="row 1"):
+        fold_rows(mix.estimator().accumulator_factory().make(), dead, np.ones(2), mix,
+                  "bfloat16", 1 << 18)

@@ -146,9 +146,11 @@ class TorchFusedEStep:
         # log-sum-exp and posteriors: float32, float64 in the float64 band
         self.work = torch.float64 if wide else torch.float32
         self.host_dt = np.dtype(np.float64 if wide else np.float32)
-        # what sits at the floor keeps exp(floor): far below the resolution of the row's total
-        # (at least 1), in every band
+        # scores are floored before the exp and exp(floor) taken off after: what sat at the
+        # floor (a -inf of a table included) is then exactly 0, as in the NumPy fold
         self.floor = FLOAT64_SCORE_FLOOR if wide else FLOAT32_SCORE_FLOOR
+        floor = torch.full((1,), self.floor, dtype=self.work, device=self.device)
+        self.floor_exp = float((floor.exp_() if self.on_gpu else np.exp(floor.numpy()))[0])
         self.terms, self.weights, self.n_rows = terms, weights, enc.n_rows
         k = self.k = len(log_weights)
         self.offsets = np.concatenate([[0], np.cumsum([t.n_features for t in terms])]).astype(int)
@@ -283,6 +285,7 @@ class TorchFusedEStep:
             scores.exp_()
         else:  # NumPy's vectorised exp on the tensor's own memory: torch's CPU exp is scalar
             np.exp(scores.numpy(), out=scores.numpy())
+        scores -= self.floor_exp
         total = torch.sum(scores, dim=0, out=buffers["total"])
         torch.log(total, out=lse)
         lse += top

@@ -264,3 +264,24 @@ def test_an_impossible_level_gets_no_posterior_and_a_dead_row_is_named():
     with pytest.raises(mixfold.errors.NumericalError, match="row 1"):
         fold_rows(mix.estimator().accumulator_factory().make(), dead, np.ones(2), mix,
                   "bfloat16", 1 << 18)
+
+
+def test_the_command_line_takes_an_engine_in_the_precision(tmp_path):
+    from click.testing import CliRunner
+
+    from mixfold.cli import main
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "x.npy", np.vstack([rng.normal(0, 1, (200, 2)),
+                                           rng.normal(5, 1, (200, 2))]))
+    spec = '{"mixture": "diagonal_gaussian", "k": 2}'
+    for precision in ("bfloat16@cpu", "bfloat16@emulated", "float16"):
+        out = CliRunner().invoke(main, ["fit", str(tmp_path / "x.npy"), "--model", spec,
+                                        "--precision", precision, "--out",
+                                        str(tmp_path / "m.json"), "--no-progress"])
+        assert out.exit_code == 0, out.output
+        model = mixfold.load(tmp_path / "m.json")
+        assert sorted(round(c.mu[0]) for c in model.components) == [0, 5]
+    bad = CliRunner().invoke(main, ["fit", str(tmp_path / "x.npy"), "--model", spec,
+                                    "--precision", "float32@emulated"])
+    assert bad.exit_code == 2 and "the emulator runs bands" in bad.output

@@ -44,7 +44,7 @@ from mixfold.parallel.heterogeneous import Worker, plan_heterogeneous
 from mixfold.parallel.model_decomposition import decompose_model
 from mixfold.parallel.resources import Resources
 from mixfold.plots import plot_plan_timeline
-from mixfold.precision import BANDS
+from mixfold.precision import BANDS, resolve_precision
 from mixfold.spec import estimator_from_spec, load_spec
 
 __all__ = ["main", "CLIError"]
@@ -68,6 +68,14 @@ def _one_line(err: BaseException) -> str:
     if isinstance(err, KeyError):
         text = f"missing key {text}"
     return " ".join(text.split())
+
+
+def _checked_precision(value: str) -> str:
+    """``--precision`` as a precision name, or a usage error saying what is accepted."""
+    try:
+        return str(resolve_precision(value))
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
 
 
 def _reports_bad_input(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -138,8 +146,11 @@ def _blocks(data: Any, model: Distribution) -> Iterator[Any]:
 @click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Workers for the mp, spark, dask and ray backends.")
-@click.option("--precision", type=click.Choice(BANDS), default="float64", show_default=True,
-              help="Precision band of the E-step (statistics are always float64).")
+@click.option("--precision", default="float64", show_default=True, metavar="BAND[@DEVICE]",
+              callback=lambda _ctx, _param, value: _checked_precision(value),
+              help=f"Precision of the E-step: a band ({', '.join(BANDS)}), on a torch device "
+                   f"('bfloat16@cuda', 'float32@cpu') or on the emulator, the accuracy "
+                   f"reference ('bfloat16@emulated'); statistics are always float64.")
 @click.option("--max-iter", type=click.IntRange(min=0), default=100, show_default=True)
 @click.option("--tol", type=click.FloatRange(min=0), default=1e-6, show_default=True,
               help="Stop when the relative change of the mean log-likelihood is below this.")

@@ -10,9 +10,10 @@ score, normalise, accumulate -- on torch tensors, with the plan of the same
   of the fit when a handle keeps its rows (:mod:`mixfold.compute.feature_cache`): per iteration
   only the model goes in and the statistics and log-densities come out;
 - the scoring GEMM ``coef @ z`` and the statistics GEMM ``z @ r.T`` take inputs in the band's
-  dtype and accumulate in float32, as tensor cores and AVX512_BF16 units do (on a CPU the result is
-  rounded once to the band; on a GPU it is handed back in float32; fp8 runs ``torch._scaled_mm``
-  with power-of-two scales per feature row);
+  dtype and accumulate in float32, handing back float32, as tensor cores and AVX512_BF16 units
+  do (a GPU through ``torch.mm(out_dtype=float32)``; a CPU, for which torch has no such output,
+  multiplies the band's values widened to float32; fp8 runs ``torch._scaled_mm`` with
+  power-of-two scales per feature row);
 - each table's log-probabilities (rounded to the band) are gathered and added in float32, the
   log-sum-exp over components and the weighted posteriors ``r`` are float32 (float64 in the
   float64 band);

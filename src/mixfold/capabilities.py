@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
-           "LinearInFeatures", "CompensatedAccumulation"]
+           "LinearInFeatures", "CompensatedAccumulation", "FoldsOnTorch"]
 
 
 class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
@@ -121,6 +121,16 @@ class FusedFold(ABC):
                    ) -> tuple[np.ndarray, np.ndarray] | None:
         """(posterior mass per component, per-row log-density), or ``None`` when these
         parameters fall outside the fused form (the mixture then runs its three steps)."""
+
+
+class FoldsOnTorch(ABC):
+    """Folds a model on the torch band engine (the fused linear E-step,
+    :mod:`mixfold.compute.linear_torch`) when the model's form allows: asked before any row is
+    folded, so a model neither it nor the element-by-element path runs is refused up front."""
+
+    @abstractmethod
+    def folds_on_torch(self, model: Any) -> bool:
+        """Whether this accumulator's fold of ``model`` goes through the torch engine."""
 
 
 class LinearInFeatures(_ReadsRows):

@@ -50,7 +50,7 @@ from mixfold.parallel.model_decomposition import decompose_model
 from mixfold.parallel.resources import Resources
 from mixfold.plots import plot_plan_timeline
 from mixfold.plots import plot_model_selection
-from mixfold.precision import BANDS
+from mixfold.precision import BANDS, resolve_precision
 from mixfold.spec import LeftOut, estimator_from_spec, load_spec
 
 __all__ = ["main", "CLIError"]
@@ -77,6 +77,14 @@ def _one_line(err: BaseException) -> str:
     if isinstance(err, KeyError):
         text = f"missing key {text}"
     return " ".join(text.split())
+
+
+def _checked_precision(value: str) -> str:
+    """``--precision`` as a precision name, or a usage error saying what is accepted."""
+    try:
+        return str(resolve_precision(value))
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
 
 
 def _reports_bad_input(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -147,8 +155,11 @@ def _blocks(data: Any, model: Distribution) -> Iterator[Any]:
 @click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Workers for the mp, spark, dask and ray backends.")
-@click.option("--precision", type=click.Choice(BANDS), default="float64", show_default=True,
-              help="Precision band of the E-step (statistics are always float64).")
+@click.option("--precision", default="float64", show_default=True, metavar="BAND[@DEVICE]",
+              callback=lambda _ctx, _param, value: _checked_precision(value),
+              help=f"Precision of the E-step: a band ({', '.join(BANDS)}), on a torch device "
+                   f"('bfloat16@cuda', 'float32@cpu') or on the emulator, the accuracy "
+                   f"reference ('bfloat16@emulated'); statistics are always float64.")
 @click.option("--max-iter", type=click.IntRange(min=0), default=100, show_default=True)
 @click.option("--tol", type=click.FloatRange(min=0), default=1e-6, show_default=True,
               help="Stop when the relative change of the mean log-likelihood is below this.")
@@ -538,6 +549,13 @@ def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None
     click.echo(decomposition.describe())
     workers = [Worker.from_device(d) for d in resources.devices]  # calibrated rates kept
     hetero = plan_heterogeneous(workers, n_rows, target_rel_error=target_rel_error)
+    measured = [b for b in BANDS if any(b in d.band_throughput for d in resources.devices)]
+    if measured:
+        click.echo("")
+        click.echo("measured rows per second (Resources.calibrate; - not measured)")
+        click.echo(_table(["device"] + measured,
+                          [[d.name] + [f"{d.band_throughput[b]:.4g}" if b in d.band_throughput
+                                       else "-" for b in measured] for d in resources.devices]))
     click.echo("")
     click.echo(f"heterogeneous plan (tree-reduce depth {hetero.reduce_depth})")
     click.echo(_table(["worker", "rows", "precision", "throughput"],

@@ -24,7 +24,8 @@ def check_measured(res, names, model):
     assert [d.name for d in res.devices] == names
     assert res.calibrated_work == subtree_work(model)
     for d in res.devices:
-        assert set(d.band_throughput) == set(BANDS)  # every band runs on a CPU now
+        # every band a real engine runs on a CPU (fp8's only CPU engine is the emulator)
+        assert set(d.band_throughput) == set(BANDS) - {"fp8"}
         assert d.throughput == d.band_throughput["float64"] > 1e3
 
 

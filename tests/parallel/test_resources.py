@@ -83,8 +83,9 @@ def test_calibrate_measures_the_real_e_step_on_every_core():
     res = Resources.local().calibrate(model, rows, min_seconds=0.01)
     assert res.calibrated_work == subtree_work(model) == 4 + 4 * 3
     for d in res.devices:
-        # every band runs on a CPU (fp8/bf16/fp16 emulated, dd double-double): all measured
-        assert set(d.band_throughput) == set(BANDS)
+        # every band a real engine runs here is measured (bf16/fp16 torch, dd double-double);
+        # fp8's only CPU engine is the emulator, the accuracy reference: never timed
+        assert set(d.band_throughput) == set(BANDS) - {"fp8"}
         assert d.throughput == d.band_throughput["float64"]
         assert 1e3 < d.throughput < 1e9  # rows per second of a 4 x 3 diagonal mixture
     whole = Resources((DeviceSpec("cpu", precisions=("float64",)),)).calibrate(

@@ -15,7 +15,7 @@ DTYPES = {"fp8": ml_dtypes.float8_e4m3fn, "bfloat16": ml_dtypes.bfloat16, "float
 
 @pytest.mark.parametrize("band", ["fp8", "bfloat16", "float16"])
 def test_each_operation_is_the_bands_correctly_rounded_result(band, rng):
-    ops, dt = band_ops(band), DTYPES[band]
+    ops, dt = band_ops(f"{band}@emulated"), DTYPES[band]
     a = rng.uniform(-20, 20, 500).astype(dt).astype(np.float64)
     b = rng.uniform(0.5, 20, 500).astype(dt).astype(np.float64)
     for got, exact in ((ops.add(a, b), a + b), (ops.sub(a, b), a - b), (ops.mul(a, b), a * b),
@@ -33,7 +33,7 @@ def test_fp8_saturates_instead_of_overflowing_to_nan():
 def test_gaussian_log_density_runs_every_step_in_float16(rng):
     d = GaussianDistribution(0.3, 2.5)
     x = rng.normal(0, 2, 1000)
-    got = d.seq_log_density(d.encoder().encode(x), "float16")
+    got = d.seq_log_density(d.encoder().encode(x), "float16@emulated")
     # independent reference: NumPy's own float16 arithmetic, step by step
     h = np.float16
     s2, z = h(2.5), x.astype(h) - h(0.3)
@@ -81,7 +81,7 @@ def test_torch_runs_the_same_band_arithmetic_on_its_cpu_device(band, rng):
     pytest.importorskip("torch")
     m = _mixture()
     enc = m.encoder().encode(m.sampler(1).sample(2000))
-    reference = band if band != "float32" else "float32"
+    reference = f"{band}@emulated" if band in DTYPES else band
     got = m.seq_log_density(enc, f"{band}@cpu")
     want = m.seq_log_density(enc, reference)
     u = mixfold.precision.UNIT_ROUNDOFF[band]
@@ -108,7 +108,7 @@ def test_gpu_bands_match_the_cpu_emulation(band):
     enc = m.encoder().encode(x)
     u = mixfold.precision.UNIT_ROUNDOFF[band]
     got = m.seq_log_density(enc, f"{band}@cuda")
-    want = m.seq_log_density(enc, band)
+    want = m.seq_log_density(enc, f"{band}@emulated" if band in DTYPES else band)
     np.testing.assert_allclose(got, want, rtol=max(64 * u, 1e-28), atol=max(64 * u, 1e-28))
     fit = mixfold.optimize(x, mixfold.MixtureEstimator([mixfold.GaussianEstimator()] * 3),
                            precision=f"{band}@cuda", max_iter=5, seed=0, progress=False)

@@ -1,5 +1,6 @@
 """A precision is resolved once into a value whose attributes the code asks."""
 
+import importlib.util
 import pickle
 
 import numpy as np
@@ -11,11 +12,29 @@ from mixfold.precision import BANDS, PLANNED, UNIT_ROUNDOFF, Precision, resolve_
 @pytest.mark.parametrize("band", BANDS)
 def test_every_band_resolves_to_its_attributes(band):
     p = resolve_precision(band)
-    assert isinstance(p, Precision) and p == band and p.band == band and p.device is None
+    assert isinstance(p, Precision) and p == band and p.band == band
+    # a bare band runs on the fastest real engine here: torch on this CPU for bf16/fp16
+    assert p.device == ("cpu" if p.engine == "torch" else None)
     assert p.native == (band in ("float32", "float64"))
     assert p.dtype == (np.dtype(band) if p.native else None)
     assert p.compensated == (band == "dd") and not p.planned
     assert p.unit_roundoff == UNIT_ROUNDOFF[band]
+
+
+def test_each_name_resolves_to_its_engine():
+    torch_here = importlib.util.find_spec("torch") is not None
+    want = {"float64": ("numpy", None), "float32": ("numpy", None), "dd": ("numpy", None),
+            "fp8": ("emulated", None),
+            "bfloat16": ("torch", "cpu") if torch_here else ("emulated", None),
+            "float16": ("torch", "cpu") if torch_here else ("emulated", None),
+            "bfloat16@emulated": ("emulated", None), "fp8@emulated": ("emulated", None),
+            "float32@cpu": ("torch", "cpu"), "bfloat16@cuda:1": ("torch", "cuda:1")}
+    for name, (engine, device) in want.items():
+        p = resolve_precision(name)
+        assert (p.engine, p.device, p.native) == (engine, device, engine == "numpy"
+                                                  and p.band != "dd"), name
+    with pytest.raises(ValueError, match="the emulator runs bands"):
+        resolve_precision("float32@emulated")
 
 
 def test_a_device_precision_is_never_native_and_names_its_device():

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from mixfold.capabilities import FoldsOnTorch
 from mixfold.compute.encoded import Encoded, InitRandom
 from mixfold.errors import NumericalError
 from mixfold.precision.bands import resolve_precision
@@ -59,7 +60,9 @@ def fold_rows(acc: Folds | None, enc: Encoded, weights: np.ndarray, model: Score
     """
     precision = resolve_precision(precision)
     if not precision.native:
-        require_band(model, precision)
+        if not (precision.engine == "torch" and isinstance(acc, FoldsOnTorch)
+                and acc.folds_on_torch(model)):
+            require_band(model, precision)
         if precision.compensated:
             return fold_rows_total(acc, enc, weights, model, precision, chunk_rows).hi
     total = 0.0

@@ -11,7 +11,7 @@ from mixfold.capabilities import FusedFold, LinearInFeatures, StackedScoring, St
 from mixfold.compute.row_blocks import run_each
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError
-from mixfold.compute.linear import linear_fold
+from mixfold.compute.linear_torch import fused_linear_fold
 from mixfold.families.mixture import _stackable, stack_columns
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsChildren,
                                      ScoreChildren, ScoresChildren, fold_serially,
@@ -379,7 +379,7 @@ class FactorAccumulator(FoldsChildren, Accumulator, StackedUpdate, FusedFold):
             if field_terms is None:
                 return None
             terms.append(field_terms)
-        return linear_fold(terms, log_weights, enc, weights, precision)
+        return fused_linear_fold(terms, log_weights, enc, weights, precision)
 
     @staticmethod
     def stack_update(accs: Sequence[FactorAccumulator], enc: Encoded, resp: np.ndarray) -> None:

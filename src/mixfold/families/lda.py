@@ -47,7 +47,7 @@ from mixfold.families._scipy import csr_matrix, digamma, gammaln, polygamma
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family)
 from mixfold.families.categorical import _ordered_levels
-from mixfold.precision import BandSupportError, band_of
+from mixfold.precision import BandSupportError, resolve_precision
 
 __all__ = ["LDADistribution", "LDAEstimator", "LDAAccumulator", "BagOfWordsEncoder",
            "BagOfWordsEncoded", "TopicUnit"]
@@ -403,7 +403,7 @@ def _pieces(enc: BagOfWordsEncoded, n_topics: int) -> Iterator[tuple[int, int]]:
 
 
 def _native(precision: str) -> None:
-    if band_of(precision) != "float64":
+    if resolve_precision(precision).dtype != np.float64:
         raise BandSupportError(f"precision {precision!r} cannot run LDA: its variational E-step "
                                f"runs in float64 only")
 

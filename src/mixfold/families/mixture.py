@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 
 from mixfold.capabilities import (
+    FoldsOnTorch,
     FusedFold,
     LinearInFeatures,
     RunsInBands,
@@ -22,7 +23,7 @@ from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DegenerateFitWarning, NumericalError, ParameterError
-from mixfold.compute.linear import fold_linear_mixture
+from mixfold.compute.linear_torch import GPU_CHUNK_ROWS, fused_linear_mixture
 from mixfold.precision import resolve_precision, band_ops, log_density_in_band, require_band
 from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
@@ -430,7 +431,7 @@ def scatter_samples(parts: Sequence[tuple[np.ndarray, Any]], n: int) -> Any:
 # Accumulator and estimator
 
 
-class MixtureAccumulator(FoldsColumns, Accumulator):
+class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
     """Statistics: the posterior mass of each component, and each component's accumulator."""
 
     def __init__(self, components: Sequence[Accumulator], slots: tuple[int, ...] | None,
@@ -452,7 +453,7 @@ class MixtureAccumulator(FoldsColumns, Accumulator):
         if stackable and issubclass(cls, FusedFold):
             self._stack_fold = cls.stack_fold
         elif stackable and issubclass(cls, LinearInFeatures):
-            self._stack_fold = fold_linear_mixture
+            self._stack_fold = fused_linear_mixture
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.counts]
@@ -460,17 +461,24 @@ class MixtureAccumulator(FoldsColumns, Accumulator):
     def children(self) -> Sequence[Accumulator]:
         return self.components
 
+    def folds_on_torch(self, model: MixtureDistribution) -> bool:
+        return self._stack_fold is not None and model._stack is not None
+
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
                    precision: str = "float64") -> np.ndarray:
-        if not resolve_precision(precision).native:
+        p = resolve_precision(precision)
+        fused = self.folds_on_torch(model)
+        if not p.native and not (fused and p.engine == "torch"):
             return self._band_update(enc, weights, model, precision)
-        if self._stack_fold is not None and model._stack is not None:
+        if fused:
             folded = self._stack_fold(self.components, model.components, model.log_weights,
                                       enc, weights, precision)
             if folded is not None:  # None: the family's fused pass does not cover this model
                 mass, lse = folded
                 self.counts += mass
                 return lse
+        if not p.native:  # the torch engine, parameters outside the fused form
+            return self._band_update(enc, weights, model, precision)
         if enc.n_rows <= self._unfused_rows:
             return self._update_in_three_steps(enc, weights, model, precision)
         # a chunk sized for the fused pass: the three steps take the rows the fold asked for
@@ -495,8 +503,10 @@ class MixtureAccumulator(FoldsColumns, Accumulator):
         pass decline (a Poisson of rate 0), the rows go through the three steps
         ``chunk_rows`` at a time."""
         self._unfused_rows = chunk_rows
-        if (self._stack_fold is not None and model._stack is not None
-                and resolve_precision(precision).native):
+        p = resolve_precision(precision)
+        if self.folds_on_torch(model) and p.engine == "torch" and p.device.startswith("cuda"):
+            return max(chunk_rows, GPU_CHUNK_ROWS)
+        if self.folds_on_torch(model) and (p.native or p.engine == "torch"):
             return max(chunk_rows, FUSED_CHUNK_ROWS)
         return chunk_rows
 

@@ -49,8 +49,9 @@ __all__ = ["Worker", "WorkerAssignment", "HeterogeneousPlan", "plan_heterogeneou
 
 #: Relative speed of each band against float64 on a device kind, used only for a worker whose
 #: band was not measured (``Resources.calibrate`` measures them): GPUs double their rate per
-#: halving of the word (tensor cores); CPUs run float32 natively, double-double at about a tenth
-#: of float64, and fp8/bf16/fp16 only by emulation (much slower than float64).
+#: halving of the word (tensor cores); CPUs run float32 natively and double-double at about a
+#: tenth of float64; an unmeasured fp8/bf16/fp16 on a CPU is taken as slow (whether the CPU has
+#: a unit for it -- AVX512_BF16 -- only a measurement says), so it is planned only once measured.
 NOMINAL_SPEEDUP: dict[str, dict[str, float]] = {
     "gpu": {"fp8": 8.0, "bfloat16": 4.0, "float16": 4.0, "float32": 2.0, "float64": 1.0,
             "dd": 0.1},

@@ -31,10 +31,12 @@ import numpy as np
 
 from mixfold.backends import backend_name
 from mixfold.backends._shard import require
+from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
 from mixfold.decomposition import subtree_work
 from mixfold.families._protocol import Distribution, Encoded
-from mixfold.precision import BANDS, check_bands
+from mixfold.precision import BANDS, check_bands, resolve_precision
+from mixfold.precision.gpu import torch_device_available
 
 __all__ = ["DeviceSpec", "Resources", "DEVICE_KINDS", "measure_rows_per_second"]
 
@@ -217,11 +219,15 @@ class Resources:
         (``seq_update`` of the model's accumulator over the encoded sample, chunk by chunk) is
         timed for at least ``min_seconds`` and the best rate kept, in rows per second: it goes to
         ``band_throughput``, and ``throughput`` becomes the float64 rate (else the most accurate
-        band measured). Bands the E-step cannot run yet (see :mod:`mixfold.precision`) stay
-        unmeasured and are measured here as soon as it can.
+        band measured). Each band is timed on the real engine that runs it on that device
+        (:func:`measure_rows_per_second`): on a CPU, NumPy for float32/float64/dd and torch for
+        bfloat16/float16; on a GPU, torch. Bands no real engine runs there (fp8 on a CPU, whose
+        only engine is the emulator) and bands the E-step cannot run stay unmeasured, so the
+        planner never gives them rows on their nominal speed alone.
 
         Where the timing runs: without ``engine``, devices of this machine (``cpu:<core>``, each
-        timed pinned to its core; ``cpu`` for the whole machine); with a Dask ``Client``, on every
+        timed pinned to its core; ``cpu`` for the whole machine; ``gpu:<i>`` on ``cuda:<i>``
+        when torch sees it); with a Dask ``Client``, on every
         worker; with an MPI communicator, on every rank (call it on all ranks); with a
         SparkSession or SparkContext, in one barrier task per slot. A device that cannot be
         reached raises, since measured and declared speeds do not mix.
@@ -250,11 +256,15 @@ class Resources:
             out = {}
             for d in self.devices:
                 core = _core_of(d.name)
+                gpu = _cuda_of(d)
                 if d.name == "cpu":
                     out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds)
                 elif core is not None and core in cores:
                     with _pinned(core):
                         out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds)
+                elif gpu is not None and torch_device_available(gpu):
+                    measure_rows_per_second(model, enc, bands, min_seconds / 10, gpu)
+                    out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds, gpu)
             return out
         kind = backend_name(engine)
         if kind == "dask":
@@ -298,20 +308,27 @@ def _with_rates(d: DeviceSpec, rates: Mapping[str, float]) -> DeviceSpec:
 
 
 def measure_rows_per_second(model: Distribution, enc: Encoded, bands: tuple[str, ...],
-                            min_seconds: float) -> dict[str, float]:
-    """Rows per second of ``model``'s E-step over ``enc`` here, per band it can run.
+                            min_seconds: float, device: str | None = None) -> dict[str, float]:
+    """Rows per second of ``model``'s E-step over ``enc`` here, per band it can run, each on
+    the real engine that runs it: NumPy or torch on this CPU (``device=None``; a bare band
+    names the fastest engine here), torch on ``device`` (``"cuda:0"``: ``"<band>@cuda:0"``).
 
-    Each band's fold over all of ``enc`` is repeated for at least ``min_seconds``; the fastest
-    repetition counts (the least disturbed by other work). A band the E-step rejects with a
-    ``ValueError`` is left out; float64 must run.
+    Each band's fold over all of ``enc`` is repeated for at least ``min_seconds``, its features
+    kept as a fit keeps them; the fastest repetition counts (the least disturbed by other work).
+    A band the E-step rejects with a ``ValueError``, or that only the element-by-element
+    emulator runs (the accuracy reference, never planned), is left out; float64 must run.
     """
     factory = model.estimator().accumulator_factory()
     weights = np.ones(enc.n_rows)
+    cache = FeatureCache.for_rows(enc.nbytes)
     out = {}
     for band in bands:
+        precision = resolve_precision(band if device is None else f"{band}@{device}")
+        if precision.engine == "emulated":
+            continue
         probe = min(enc.n_rows, 64)
         try:
-            fold_rows(factory.make(), enc.rows(0, probe), weights[:probe], model, band,
+            fold_rows(factory.make(), enc.rows(0, probe), weights[:probe], model, precision,
                       DEFAULT_CHUNK_ROWS)
         except ValueError:
             if band == "float64":
@@ -320,9 +337,10 @@ def measure_rows_per_second(model: Distribution, enc: Encoded, bands: tuple[str,
         best, spent = math.inf, 0.0
         while spent < min_seconds:
             acc = factory.make()
-            t = time.perf_counter()
-            fold_rows(acc, enc, weights, model, band, DEFAULT_CHUNK_ROWS)
-            elapsed = time.perf_counter() - t
+            with cache.active():
+                t = time.perf_counter()
+                fold_rows(acc, enc, weights, model, precision, DEFAULT_CHUNK_ROWS)
+                elapsed = time.perf_counter() - t
             best, spent = min(best, elapsed), spent + elapsed
         out[band] = enc.n_rows / max(best, 1e-9)
     return out
@@ -355,6 +373,14 @@ def _local_cores() -> list[int]:
     if hasattr(os, "sched_getaffinity"):
         return sorted(os.sched_getaffinity(0))
     return list(range(os.cpu_count() or 1))
+
+
+def _cuda_of(d: DeviceSpec) -> str | None:
+    """The torch device of a GPU device of this machine (``gpu:<i>`` or ``cuda:<i>``)."""
+    prefix, _, rest = d.name.partition(":")
+    if d.kind != "gpu" or prefix not in ("gpu", "cuda") or not (rest.isdigit() or not rest):
+        return None
+    return f"cuda:{rest or 0}"
 
 
 def _core_of(name: str) -> int | None:

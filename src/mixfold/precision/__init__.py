@@ -2,11 +2,17 @@
 
 Bands, least to most accurate: ``fp8`` (e4m3), ``bfloat16``, ``float16``, ``float32``,
 ``float64`` and ``dd`` (double-double), each with its unit roundoff in :data:`UNIT_ROUNDOFF`.
-Every family runs ``float64`` and ``float32`` natively on a CPU. Gaussian, DiagonalGaussian,
-MultivariateGaussian and mixtures of them also run the other bands, as a real execution in which
-every arithmetic step is rounded to the band (:mod:`~mixfold.precision.emulation`: exact rounding
-through ``ml_dtypes`` on a CPU, torch on a device with ``precision="<band>@cuda"``,
-:mod:`~mixfold.precision.gpu`). Sufficient statistics are accumulated in float64 (a float32
+Every family runs ``float64`` and ``float32`` natively on a CPU. Each band is run by an engine
+(``Precision.engine``): mixtures of families linear in their features (Gaussian, diagonal
+Gaussian, Poisson, categorical, log-Gaussian, records of them) run bfloat16, float16, float32 and
+float64 on torch (:mod:`~mixfold.compute.linear_torch`: the fused E-step's GEMMs in the band with
+float32 accumulation), on this CPU (``"bfloat16"``, ``"bfloat16@cpu"``) or a GPU
+(``"bfloat16@cuda"``, and fp8 where the GPU has it). Gaussian, DiagonalGaussian,
+MultivariateGaussian and mixtures of them also run every band element by element, every
+arithmetic step rounded to the band: torch's dtypes on a device (:mod:`~mixfold.precision.gpu`)
+or the emulator, the accuracy reference (``"bfloat16@emulated"``,
+:mod:`~mixfold.precision.emulation`: exact rounding through ``ml_dtypes``). Sufficient
+statistics are accumulated in float64 (a float32
 fused mixture E-step, :mod:`~mixfold.compute.linear`, first sums up to 2,048 rows in float32,
 one GEMM, then adds those partial sums in float64) -- or, for ``dd``, in double-double
 (:mod:`~mixfold.precision.compensated`), so that they no longer depend on how rows are chunked
@@ -25,15 +31,16 @@ from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, PLANNED, UNIT_ROU
                                      check_bands, check_precision, is_native, most_accurate,
                                      native_dtype, parse_precision)
 from mixfold.precision.engines import band_ops
-from mixfold.precision.error import (predicted_relative_error, relative_error,
-                                     statistics_error_bound)
+from mixfold.precision.error import (fused_statistics_bound, predicted_relative_error,
+                                     relative_error, statistics_error_bound)
 from mixfold.precision.support import BandSupportError, log_density_in_band, require_band
 
 __all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "Precision",
            "resolve_precision", "check_precision",
            "check_bands", "native_dtype", "parse_precision", "band_of", "is_native",
            "most_accurate",
-           "predicted_relative_error", "statistics_error_bound", "relative_error",
+           "predicted_relative_error", "statistics_error_bound", "fused_statistics_bound",
+           "relative_error",
            "BandSupportError",
            "log_density_in_band", "require_band", "band_ops"]
 

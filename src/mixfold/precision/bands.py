@@ -1,9 +1,13 @@
 """The precision bands, their unit roundoff, and how a precision is named.
 
-A precision is a band name (``"float16"``) or a band on a torch device (``"float16@cuda"``).
-:func:`resolve_precision` turns the name into a :class:`Precision` once -- its band, its device,
-whether the families' NumPy paths run it and whether statistics accumulate compensated -- and
-code below asks those attributes instead of comparing names.
+A precision is a band name (``"float16"``), a band on a torch device (``"float16@cuda"``,
+``"bfloat16@cpu"``) or a band on the element-by-element emulator, the accuracy reference
+(``"bfloat16@emulated"``). :func:`resolve_precision` turns the name into a :class:`Precision`
+once -- its band, its device, the engine that runs it, whether the families' NumPy paths run it
+and whether statistics accumulate compensated -- and code below asks those attributes instead of
+comparing names. A bare reduced band means the fastest real engine this machine has for it:
+torch on this CPU for ``bfloat16`` and ``float16`` (the emulator when torch is not installed);
+``fp8`` has no CPU unit and runs on the emulator unless a device is named.
 
 >>> parse_precision("bfloat16@cuda:1")
 ('bfloat16', 'cuda:1')
@@ -13,6 +17,7 @@ code below asks those attributes instead of comparing names.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,7 +25,7 @@ import numpy as np
 __all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "Precision",
            "resolve_precision", "check_precision",
            "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate",
-           "check_bands"]
+           "check_bands", "ENGINES", "EMULATED"]
 
 #: Bands from least to most accurate.
 BANDS: tuple[str, ...] = ("fp8", "bfloat16", "float16", "float32", "float64", "dd")
@@ -46,6 +51,17 @@ FLOAT32_PARTIAL_ROWS = 2048
 
 _NATIVE = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 
+#: The engines that run a band: NumPy (float32/float64 and double-double on this CPU), torch
+#: (``"<band>@<device>"``, and bare bfloat16/float16), the element-by-element emulator.
+ENGINES = ("numpy", "torch", "emulated")
+
+#: The device name of the emulator (``"bfloat16@emulated"``): every operation rounded to the
+#: band through ``ml_dtypes``; the accuracy reference, never a fast path.
+EMULATED = "emulated"
+
+#: The bands the emulator runs (float32, float64 and dd run exactly in NumPy).
+_EMULATED_BANDS = ("fp8", "bfloat16", "float16")
+
 
 def parse_precision(precision: str) -> tuple[str, str | None]:
     """(band, torch device or None) of a precision name; rejects unknown bands."""
@@ -55,7 +71,10 @@ def parse_precision(precision: str) -> tuple[str, str | None]:
     band, sep, device = precision.partition("@")
     if band not in UNIT_ROUNDOFF or (sep and not device):
         raise ValueError(f"precision must be one of {list(BANDS)} (optionally '@<device>', e.g. "
-                         f"'float16@cuda'), got {precision!r}")
+                         f"'float16@cuda', or '@emulated'), got {precision!r}")
+    if device == EMULATED and band not in _EMULATED_BANDS:
+        raise ValueError(f"the emulator runs bands {list(_EMULATED_BANDS)} ({band!r} runs "
+                         f"exactly in NumPy: precision {band!r}), got {precision!r}")
     return band, (device or None)
 
 
@@ -120,7 +139,9 @@ class Precision(str):
     It is still the name the user wrote (a ``str`` equal to it, so options, messages and model
     files keep the spelling), with the decisions the code needs as attributes:
 
-    - ``band``: one of :data:`BANDS`; ``device``: a torch device or ``None`` (this CPU);
+    - ``band``: one of :data:`BANDS`; ``device``: a torch device or ``None`` (this CPU in NumPy,
+      or the emulator);
+    - ``engine``: what runs it, one of :data:`ENGINES`;
     - ``native``: the families' own NumPy paths run it (float32/float64 on the CPU);
     - ``dtype``: their NumPy dtype (``None`` when not native);
     - ``compensated``: statistics and the log-likelihood accumulate in double-double (``dd``),
@@ -131,14 +152,18 @@ class Precision(str):
     >>> p == "float32", p.band, p.native, p.dtype, p.compensated
     (True, 'float32', True, dtype('float32'), False)
     >>> q = resolve_precision("bfloat16@cuda")
-    >>> q.band, q.device, q.native, q.dtype
-    ('bfloat16', 'cuda', False, None)
+    >>> q.band, q.device, q.engine, q.native, q.dtype
+    ('bfloat16', 'cuda', 'torch', False, None)
+    >>> e = resolve_precision("bfloat16@emulated")
+    >>> e.band, e.device, e.engine
+    ('bfloat16', None, 'emulated')
     >>> resolve_precision("dd").compensated, resolve_precision(PLANNED).planned
     (True, True)
     """
 
     band: str
     device: str | None
+    engine: str
     native: bool
     dtype: np.dtype | None
     compensated: bool
@@ -166,15 +191,33 @@ def resolve_precision(precision: str | None) -> Precision:
         return found
     value = Precision(name)
     if name == PLANNED:
-        value.band, value.device, value.planned = PLANNED, None, True
+        value.band, value.device, value.planned, value.engine = PLANNED, None, True, "numpy"
         value.native, value.dtype, value.compensated, value.unit_roundoff = \
             False, None, False, float("nan")
     else:
         band, device = parse_precision(name)
-        value.band, value.device, value.planned = band, device, False
-        value.native = device is None and band in _NATIVE
+        engine = _engine_for(band, device)
+        if device == EMULATED:
+            device = None
+        elif device is None and engine == "torch":
+            device = "cpu"
+        value.band, value.device, value.planned, value.engine = band, device, False, engine
+        value.native = engine == "numpy" and band in _NATIVE
         value.dtype = _NATIVE[band] if value.native else None
         value.compensated = band == "dd"
         value.unit_roundoff = UNIT_ROUNDOFF[band]
     _RESOLVED[name] = value
     return value
+
+
+def _engine_for(band: str, device: str | None) -> str:
+    """The engine of ``band`` named with ``device`` (see :data:`ENGINES`)."""
+    if device == EMULATED:
+        return "emulated"
+    if device is not None:
+        return "torch"
+    if band in ("float32", "float64", "dd"):
+        return "numpy"
+    if band == "fp8" or importlib.util.find_spec("torch") is None:
+        return "emulated"
+    return "torch"

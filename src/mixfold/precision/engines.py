@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from mixfold.precision.bands import check_precision, parse_precision
+from mixfold.precision.bands import resolve_precision
 from mixfold.precision.emulation import BandOps, DoubleDoubleOps, RoundedOps
 from mixfold.precision.gpu import TorchOps
 
@@ -15,14 +15,17 @@ __all__ = ["band_ops"]
 
 @functools.cache
 def band_ops(precision: str) -> BandOps:
-    """The arithmetic namespace that runs ``precision`` (a band, or ``"<band>@<device>"``).
+    """The arithmetic namespace that runs ``precision`` (a band, ``"<band>@<device>"`` or
+    ``"<band>@emulated"``), element by element: the torch engine's dtypes on its device, the
+    emulator's rounding, or double-double.
 
     Plain ``float32``/``float64`` run natively in the families' own NumPy paths and have no
     namespace here on a CPU; with a device (``"float32@cuda"``) they run through torch.
     """
-    band, device = parse_precision(check_precision(precision))
-    if device is not None:
-        return TorchOps(band, device)
+    p = resolve_precision(precision)
+    band = p.band
+    if p.engine == "torch":
+        return TorchOps(band, p.device)
     if band == "dd":
         return DoubleDoubleOps()
     if band in ("float32", "float64"):

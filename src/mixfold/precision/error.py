@@ -18,7 +18,8 @@ import numpy as np
 
 from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, UNIT_ROUNDOFF, band_of
 
-__all__ = ["predicted_relative_error", "statistics_error_bound", "relative_error"]
+__all__ = ["predicted_relative_error", "statistics_error_bound", "fused_statistics_bound",
+           "relative_error"]
 
 
 def predicted_relative_error(band: str, op_count: float) -> float:
@@ -46,6 +47,25 @@ def statistics_error_bound(band: str, op_count: float, n_rows: int) -> float:
     if band == "float32":
         bound += max(min(int(n_rows), FLOAT32_PARTIAL_ROWS) - 1, 0) * UNIT_ROUNDOFF["float32"]
     return bound
+
+
+def fused_statistics_bound(band: str, op_count: float, n_rows: int, inner_rows: int) -> float:
+    """The stated bound on the relative error of the statistics of the torch engine's fused
+    E-step (:mod:`mixfold.compute.linear_torch`): the chain's ``op_count * u``, the features and
+    the posteriors rounded to the band once each (``2u``), the statistics GEMM's float32
+    accumulation over its inner dimension of ``inner_rows`` rows (a block; float64 in the
+    float64 band), then the blocks' sums added in float64.
+
+    >>> b = fused_statistics_bound("bfloat16", 10, 10**6, 32768)
+    >>> b == 12 * 2.0 ** -8 + 32767 * 2.0 ** -24 + (10**6 // 32768) * 2.0 ** -53
+    True
+    """
+    band = band_of(band)
+    inner = max(min(int(n_rows), int(inner_rows)) - 1, 0)
+    blocks = max(-(-int(n_rows) // max(int(inner_rows), 1)) - 1, 0)
+    accumulate = UNIT_ROUNDOFF["float64" if band == "float64" else "float32"]
+    return ((float(op_count) + 2) * UNIT_ROUNDOFF[band] + inner * accumulate
+            + blocks * UNIT_ROUNDOFF["float64"])
 
 
 def relative_error(value: np.ndarray, reference: np.ndarray) -> float:

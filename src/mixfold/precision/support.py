@@ -13,7 +13,8 @@ Traceback (most recent call last):
 ...
 mixfold.precision.support.BandSupportError: precision 'bfloat16' cannot run the Poisson family: \
 its E-step runs in float32/float64 only (bands fp8, bfloat16, float16 and dd run Gaussian, \
-DiagonalGaussian, MultivariateGaussian and mixtures of them)
+DiagonalGaussian, MultivariateGaussian and mixtures of them; torch precisions also fold (fit) \
+mixtures of families linear in their features)
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def require_band(model: Any, precision: str) -> None:
         raise BandSupportError(
             f"precision {precision!r} cannot run the {', '.join(missing)} {which}: its E-step "
             f"runs in float32/float64 only (bands fp8, bfloat16, float16 and dd run Gaussian, "
-            f"DiagonalGaussian, MultivariateGaussian and mixtures of them)")
+            f"DiagonalGaussian, MultivariateGaussian and mixtures of them; torch precisions also "
+            f"fold (fit) mixtures of families linear in their features)")
 
 
 def log_density_in_band(dist: Any, enc: Any, precision: str) -> np.ndarray:

@@ -1,0 +1,435 @@
+"""The fused linear E-step on torch: the band engine of ``bfloat16``, ``float16``, ``float32``,
+``float64`` (and ``fp8`` on GPUs that have it) on ``cpu`` and ``cuda``.
+
+:class:`TorchFusedEStep` runs the steps of :class:`~mixfold.compute.linear.FusedEStep` -- layout,
+score, normalise, accumulate -- on torch tensors, with the plan of the same
+:class:`~mixfold.compute.linear.LinearTerms`:
+
+- the features ``z = [phi; 1]`` of a block are laid out in float32 (float64 for the float64 band)
+  by the families' own ``features``, rounded once to the band and kept on the device for the rest
+  of the fit when a handle keeps its rows (:mod:`mixfold.compute.feature_cache`): per iteration
+  only the model goes in and the statistics and log-densities come out;
+- the scoring GEMM ``coef @ z`` and the statistics GEMM ``z @ r.T`` take inputs in the band's
+  dtype and accumulate in float32, handing back float32, as tensor cores and AVX512_BF16 units
+  do (a GPU through ``torch.mm(out_dtype=float32)``; a CPU, for which torch has no such output,
+  multiplies the band's values widened to float32; fp8 runs ``torch._scaled_mm`` with
+  power-of-two scales per feature row);
+- each table's log-probabilities (rounded to the band) are gathered and added in float32, the
+  log-sum-exp over components and the weighted posteriors ``r`` are float32 (float64 in the
+  float64 band);
+- each block's statistics are added up in float64 on the device and handed back once; the
+  M-step runs in float64 as always.
+
+:func:`fused_linear_fold` picks the engine a precision names: this one for ``torch``, NumPy's
+:func:`~mixfold.compute.linear.linear_fold` for the native bands.
+
+>>> import numpy as np
+>>> from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
+>>> from mixfold.families._protocol import ArrayEncoded
+>>> accs = [PoissonAccumulator() for _ in range(2)]
+>>> comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
+>>> enc = ArrayEncoded(np.array([0, 1, 7, 9]))
+>>> terms = PoissonAccumulator.linear_terms(accs, comps, enc)
+>>> mass, lse = fused_linear_fold([terms], np.log([0.5, 0.5]), enc, np.ones(4), "float32@cpu")
+>>> mass.round(3).tolist(), round(float(mass.sum()), 5)
+([1.955, 2.045], 4.0)
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from mixfold.compute.encoded import Encoded
+from mixfold.compute.feature_cache import cache_for
+from mixfold.compute.linear import (FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR, LinearTerms,
+                                    block_rows, linear_fold)
+from mixfold.compute.row_blocks import map_row_blocks
+from mixfold.precision.bands import resolve_precision
+from mixfold.precision.gpu import torch_device_available
+from mixfold.precision.support import BandSupportError
+
+__all__ = ["TorchFusedEStep", "fused_linear_fold", "fused_linear_mixture", "GPU_BLOCK_ROWS",
+           "GPU_CHUNK_ROWS",
+           "FP8_MAX", "fp8_supported", "one_torch_thread"]
+
+#: Rows per block on a GPU: long kernels hide the launches; K=16 float32 scores take 256 MiB.
+GPU_BLOCK_ROWS = 1 << 22
+#: Rows per chunk a fold hands a GPU: each chunk costs a plan and a copy back to the host.
+GPU_CHUNK_ROWS = 1 << 26
+#: The largest finite e4m3 value: fp8 inputs are scaled by powers of two to stay below it.
+FP8_MAX = 448.0
+#: GEMM dimensions of ``torch._scaled_mm`` are padded to a multiple of this.
+FP8_ALIGN = 16
+#: The engine's dtype names per band (torch attributes).
+_TORCH_DTYPES = {"fp8": "float8_e4m3fn", "bfloat16": "bfloat16", "float16": "float16",
+                 "float32": "float32", "float64": "float64"}
+
+
+def _torch() -> Any:
+    import torch  # an optional engine: imported when a torch precision first runs
+
+    return torch
+
+
+@contextmanager
+def one_torch_thread(torch: Any) -> Iterator[None]:
+    """torch's CPU operations on one thread within: the row threads run blocks side by side,
+    as NumPy's BLAS runs on one thread each (OpenMP teams on busy cores wait on each other)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@functools.cache
+def _float32_output(torch: Any, device_type: str) -> bool:
+    """Whether ``torch.mm(..., out_dtype=torch.float32)`` runs bfloat16 inputs on the device type
+    (CUDA in recent torch; never a CPU)."""
+    a = torch.ones((16, 16), dtype=torch.bfloat16, device=device_type)
+    try:
+        return torch.mm(a, a, out_dtype=torch.float32).dtype == torch.float32
+    except (TypeError, RuntimeError, NotImplementedError):
+        return False
+
+
+def fp8_supported(device: str) -> bool:
+    """Whether ``device`` runs fp8 (e4m3) GEMMs: a CUDA device of compute capability 8.9 or
+    later (Ada, Hopper) with ``torch._scaled_mm``.
+
+    >>> fp8_supported("cpu")
+    False
+    """
+    if not device.startswith("cuda") or not torch_device_available(device):
+        return False
+    torch = _torch()
+    return hasattr(torch, "_scaled_mm") and \
+        torch.cuda.get_device_capability(torch.device(device)) >= (8, 9)
+
+
+class TorchFusedEStep:
+    """One fold of the fused linear E-step on a torch device (see the module): its plan for a
+    chunk, then per row block :meth:`layout`, :meth:`score`, :meth:`normalise` and
+    :meth:`accumulate`; :meth:`run` folds every block and hands the statistics to the terms.
+    Returns from :meth:`run` are as :func:`~mixfold.compute.linear.linear_fold`'s."""
+
+    def __init__(self, terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
+                 weights: np.ndarray, precision: str) -> None:
+        p = resolve_precision(precision)
+        torch = self.torch = _torch()
+        if not torch_device_available(p.device):
+            raise RuntimeError(f"precision {str(p)!r} runs through torch on {p.device!r}, which "
+                               f"this machine does not have (torch {torch.__version__}, CUDA "
+                               f"available: {torch.cuda.is_available()})")
+        if p.band == "fp8" and not fp8_supported(p.device):
+            raise BandSupportError(f"precision {str(p)!r}: device {p.device!r} has no fp8 (e4m3) "
+                                   f"GEMM (it needs a CUDA device of compute capability 8.9 or "
+                                   f"later and torch._scaled_mm); run bfloat16 there instead")
+        if p.band not in _TORCH_DTYPES:
+            raise BandSupportError(f"precision {str(p)!r}: the fused torch E-step runs "
+                                   f"{sorted(_TORCH_DTYPES)}, not {p.band!r}")
+        self.band, self.device = p.band, torch.device(p.device)
+        self.on_gpu = self.device.type == "cuda"
+        self.dtype = getattr(torch, _TORCH_DTYPES[p.band])
+        # a CPU's GEMMs of bfloat16/float16 inputs: widened to float32 and multiplied there, which
+        # is what a unit that accumulates in float32 computes (torch has no float32 output of a
+        # reduced-precision GEMM on a CPU, and rounding each block's sums to the band would
+        # cost more accuracy than the band's inputs do)
+        self.widen = not self.on_gpu and p.band in ("bfloat16", "float16")
+        wide = p.band == "float64"
+        # log-sum-exp and posteriors: float32, float64 in the float64 band
+        self.work = torch.float64 if wide else torch.float32
+        self.host_dt = np.dtype(np.float64 if wide else np.float32)
+        # scores are floored before the exp and exp(floor) taken off after: what sat at the
+        # floor (a -inf of a table included) is then exactly 0, as in the NumPy fold
+        self.floor = FLOAT64_SCORE_FLOOR if wide else FLOAT32_SCORE_FLOOR
+        floor = torch.full((1,), self.floor, dtype=self.work, device=self.device)
+        self.floor_exp = float((floor.exp_() if self.on_gpu else np.exp(floor.numpy()))[0])
+        self.terms, self.weights, self.n_rows = terms, weights, enc.n_rows
+        k = self.k = len(log_weights)
+        self.offsets = np.concatenate([[0], np.cumsum([t.n_features for t in terms])]).astype(int)
+        self.f = int(self.offsets[-1])
+        # the largest peak (when every term has one) taken off inside the scoring GEMM keeps the
+        # band's scores small; each row's own maximum is still taken off before the exp
+        bounded = all(t.peak is not None for t in terms)
+        self.shift = float(np.max(log_weights + sum(t.peak for t in terms))) if bounded else 0.0
+        const = sum(t.const for t in terms) + log_weights - self.shift
+        coef = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1)
+        self.tables = [(t.codes, self._to_band(t.table).to(self.work), t.table.shape[1])
+                       for t in terms if t.table is not None]
+        self.block = GPU_BLOCK_ROWS if self.on_gpu else block_rows(k, np.float32)
+        if self.band == "fp8":
+            self._plan_fp8(coef)
+        else:
+            self.coef = self._to_band(coef)
+        self.kept = self._kept_features(enc)
+        self.may_die = any(not np.isfinite(t.table).all() for t in terms if t.table is not None)
+        self.buffers = threading.local()
+
+    def _to_band(self, a: np.ndarray) -> Any:
+        """``a`` on the device, rounded once to the band (from float64)."""
+        t = self.torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64), device=self.device)
+        if self.band == "fp8":
+            return t.clamp(-FP8_MAX, FP8_MAX).to(self.dtype)
+        t = t.to(self.dtype)
+        return t.to(self.torch.float32) if self.widen else t
+
+    def _kept_features(self, enc: Encoded) -> dict[Any, Any] | None:
+        """The feature cache's store of this fold's blocks on the device (by first row), when
+        every term says what its features depend on."""
+        if any(t.key is None or t.source is None for t in self.terms):
+            return None
+        width = self.f + 1 + (self.f + 1 if self.band == "fp8" else 0) + 1  # (+ the weight)
+        # device memory is not the host's: a GPU's features take no host budget
+        nbytes = 0 if self.on_gpu else width * self.dtype.itemsize * self.n_rows
+        key = ("linear_torch", self.band, str(self.device), self.block,
+               tuple(t.key for t in self.terms))
+        # the row weights stay on the device too: kept with the features of the same weights
+        return cache_for(key, [t.source for t in self.terms] + [self.weights], nbytes,
+                         enc.nbytes)
+
+    # -- the steps of a block ------------------------------------------------------------------
+
+    def run(self) -> tuple[np.ndarray, np.ndarray]:
+        """Fold every block; (posterior mass per component, per-row log-density). A GPU takes
+        its large blocks one after the other; a CPU's blocks run on the row threads
+        (:func:`~mixfold.compute.row_blocks.map_row_blocks`), each torch call on one thread."""
+        lse = self.torch.empty(self.n_rows, dtype=self.work, device=self.device)
+
+        def fold_block(lo: int, hi: int) -> tuple[Any, list[Any]]:
+            z, w, codes = self.layout(lo, hi)
+            buffers = self.block_buffers(hi - lo)
+            r = self.normalise(self.score(z, codes, buffers), w, lse[lo:hi], buffers)
+            return self.accumulate(z, r, codes, buffers)
+
+        if self.on_gpu:
+            return self.collect([fold_block(lo, min(self.n_rows, lo + self.block))
+                                 for lo in range(0, self.n_rows, self.block)], lse)
+        with one_torch_thread(self.torch):
+            return self.collect(map_row_blocks(self.n_rows, self.block, fold_block), lse)
+
+    def block_buffers(self, m: int) -> dict[str, Any]:
+        """This thread's buffers for an m-row block, taken once per fold: outputs written in
+        place (a CPU's large new tensors are fresh pages from the system at every call)."""
+        got = self.buffers.__dict__.get(m)
+        if got is None:
+            torch, k, dev = self.torch, self.k, self.device
+            got = self.buffers.__dict__[m] = {
+                "band": torch.empty((k, m), dtype=self.dtype, device=dev),
+                "scores": torch.empty((k, m), dtype=self.work, device=dev),
+                "top": torch.empty(m, dtype=self.work, device=dev),
+                "total": torch.empty(m, dtype=self.work, device=dev)}
+            if self.widen:
+                got["z32"] = torch.empty((self.f + 1, m), dtype=torch.float32, device=dev)
+        return got
+
+    def layout(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
+        """The features ``z`` (F + 1, rows) of rows [lo, hi) in the band, their weights and each
+        table's codes, all on the device: kept from an earlier fold (of the same rows and
+        weights) when they were."""
+        kept = self.kept
+        got = None if kept is None else kept.get(lo)
+        if got is None:
+            got = self._device_rows(lo, hi)
+            if kept is not None:
+                kept[lo] = got
+        return got
+
+    def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
+        m, f = hi - lo, self.f
+        host = np.empty((1, f + 1, m), self.host_dt)
+        for t, off in zip(self.terms, self.offsets):
+            if t.features is not None:
+                t.features(lo, hi, host[:, off:off + t.n_features])
+        host[0, f] = 1.0
+        torch = self.torch
+        z = torch.from_numpy(host[0]).to(self.device)
+        codes = [torch.as_tensor(c[lo:hi], device=self.device).long().clamp_(0, v - 1)
+                 for c, _, v in self.tables]
+        w = torch.as_tensor(self.weights[lo:hi], device=self.device).to(self.work)
+        if self.band == "fp8":
+            return self._fp8_layout(z), w, codes
+        return z.to(self.dtype), w, codes
+
+    def score(self, z: Any, codes: list[Any], buffers: dict[str, Any]) -> Any:
+        """The weighted scores (K, rows) of a block, minus the shift, in the working dtype."""
+        if self.band == "fp8":
+            scores = self._fp8_score(z)
+        elif self.widen:  # (z widened once per block: the statistics GEMM reads it too)
+            scores = self.torch.mm(self.coef, buffers["z32"].copy_(z), out=buffers["scores"])
+        else:
+            scores = self._gemm(self.coef, z, buffers["scores"])
+        for (_, table, _), c in zip(self.tables, codes):
+            scores += table[:, c]
+        return scores
+
+    def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
+        """Log-sum-exp over the components into ``lse`` (less the shift); returns the weighted
+        posteriors (K, rows), in ``scores``. A row every component scores -inf gets no
+        posterior and a log-density of -inf."""
+        torch = self.torch
+        top = torch.amax(scores, dim=0, out=buffers["top"])
+        dead = None
+        if self.may_die:  # a -inf in a table can leave a row that no component scores
+            dead = ~torch.isfinite(top)
+            top.masked_fill_(dead, 0.0)
+        scores -= top
+        scores.clamp_(min=self.floor)  # no subnormal is formed (they are slow to compute with)
+        if self.on_gpu:
+            scores.exp_()
+        else:  # NumPy's vectorised exp on the tensor's own memory: torch's CPU exp is scalar
+            np.exp(scores.numpy(), out=scores.numpy())
+        scores -= self.floor_exp
+        total = torch.sum(scores, dim=0, out=buffers["total"])
+        torch.log(total, out=lse)
+        lse += top
+        if dead is not None:  # an infinite total gives a dead row posteriors 0, not NaN
+            total.masked_fill_(dead, float("inf"))
+        scores *= torch.div(w, total, out=total)
+        return scores
+
+    def accumulate(self, z: Any, r: Any, codes: list[Any], buffers: dict[str, Any]
+                   ) -> tuple[Any, list[Any]]:
+        """Every feature sum and the mass (one GEMM ``z @ r.T``, (F + 1, K)) and each table's
+        counts (K, V), in float64."""
+        torch = self.torch
+        if self.band == "fp8":
+            sums = self._fp8_statistics(z, r)
+        else:
+            sums = self._statistics_gemm(z, r, buffers)
+        counts = []
+        for (_, _, v), c in zip(self.tables, codes):
+            part = torch.zeros((self.k, v), dtype=self.work, device=self.device)
+            part.index_add_(1, c, r)
+            counts.append(part.to(torch.float64))
+        return sums, counts
+
+    def _gemm(self, a: Any, b: Any, out: Any) -> Any:
+        """``a @ b`` (inputs in the band) with float32 accumulation, into ``out`` in the working
+        dtype (a GPU hands reduced-precision products back in float32)."""
+        if self.on_gpu and self.dtype != self.work:
+            return out.copy_(self._mm_float32(a, b))
+        return self.torch.mm(a, b, out=out)
+
+    def _mm_float32(self, a: Any, b: Any) -> Any:
+        """A GPU's ``a @ b`` of band inputs, accumulated and handed back in float32: torch's
+        ``out_dtype`` where this torch has it, else the band's values multiplied in float32."""
+        torch = self.torch
+        if _float32_output(torch, self.device.type):
+            return torch.mm(a, b, out_dtype=torch.float32)
+        return torch.mm(a.float(), b.float())
+
+    def _statistics_gemm(self, z: Any, r: Any, buffers: dict[str, Any]) -> Any:
+        """``z @ r.T`` with z and r in the band, summed in float32 and handed back in float64
+        (F + 1, K): r rounded to the band (in place where a CPU multiplies in float32)."""
+        torch = self.torch
+        if self.dtype == self.work:  # float32, float64: r is in the band already
+            return torch.mm(z, r.t()).to(torch.float64)
+        r_band = buffers["band"].copy_(r)
+        if self.on_gpu:
+            return self._mm_float32(z, r_band.t()).to(torch.float64)
+        r.copy_(r_band)
+        return torch.mm(buffers["z32"], r.t()).to(torch.float64)
+
+    def collect(self, folded: list[tuple[Any, list[Any]]], lse: Any
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """The blocks' statistics added up in float64 in block order (on the device) and
+        handed to the terms; (mass, per-row log-density) in float64."""
+        sums = folded[0][0]
+        counts = folded[0][1]
+        for s, c in folded[1:]:
+            sums = sums + s
+            counts = [a + b for a, b in zip(counts, c)]
+        sums_h = sums.t().cpu().numpy()  # (K, rows of z)
+        mass = sums_h[:, self.f].copy()
+        table_counts = iter([c.cpu().numpy() for c in counts])
+        for t, off in zip(self.terms, self.offsets):
+            t.add_sums(sums_h[:, off:off + t.n_features], mass,
+                       None if t.table is None else next(table_counts))
+        out = lse.to(self.torch.float64).cpu().numpy()
+        out += self.shift
+        for t in self.terms:
+            if t.base is not None:
+                out += t.base
+        return mass, out
+
+    # -- fp8 (e4m3) through torch._scaled_mm ---------------------------------------------------
+
+    def _plan_fp8(self, coef: np.ndarray) -> None:
+        """The coefficients (float32, padded to ``_scaled_mm``'s multiples); each block scales
+        them by its features' scales."""
+        torch = self.torch
+        self.fp = -(-(self.f + 1) // FP8_ALIGN) * FP8_ALIGN
+        self.kp = -(-self.k // FP8_ALIGN) * FP8_ALIGN
+        padded = np.zeros((self.kp, self.fp))
+        padded[:self.k, :self.f + 1] = coef
+        self.coef = torch.as_tensor(padded, dtype=torch.float32, device=self.device)
+        self.one = torch.ones((), dtype=torch.float32, device=self.device)
+
+    def _pow2_scale(self, amax: Any) -> Any:
+        """The power of two that brings ``amax`` within e4m3's range (exact to divide by)."""
+        torch = self.torch
+        return torch.exp2(torch.ceil(torch.log2(amax.clamp_min(1e-30) / FP8_MAX)))
+
+    def _fp8_layout(self, z: Any) -> tuple[Any, Any, int, Any]:
+        """z (F + 1, rows) as fp8, each feature row divided by a power of two that fits it in
+        e4m3's range, in both layouts ``_scaled_mm`` reads -- (rows, Fp) for the scoring GEMM,
+        (Fp, rows) for the statistics -- rows padded with zeros; with the scales (Fp,)."""
+        torch = self.torch
+        f1, m = z.shape
+        mp = -(-m // FP8_ALIGN) * FP8_ALIGN
+        scaled = torch.zeros((self.fp, mp), dtype=torch.float32, device=self.device)
+        scaled[:f1, :m] = z
+        scale = self._pow2_scale(scaled.abs().amax(dim=1))
+        scaled /= scale[:, None]
+        wide = scaled.to(self.dtype)
+        return wide.t().contiguous(), wide, m, scale
+
+    def _fp8_score(self, z: Any) -> Any:
+        rows_fp, _, m, scale = z
+        coef = self.coef * scale  # the features' scales move into the coefficients
+        c_scale = self._pow2_scale(coef.abs().amax())
+        coef8 = (coef / c_scale).to(self.dtype)
+        # (rows, Fp) @ (Fp, Kp), the second operand column-major as _scaled_mm reads it
+        out = self.torch._scaled_mm(rows_fp, coef8.t(), scale_a=self.one, scale_b=c_scale,
+                                    out_dtype=self.torch.float32)
+        return out[:m, :self.k].t().contiguous()
+
+    def _fp8_statistics(self, z: Any, r: Any) -> Any:
+        torch = self.torch
+        _, fp_rows, m, scale = z
+        rp = torch.zeros((self.kp, fp_rows.shape[1]), dtype=torch.float32, device=self.device)
+        rp[:self.k, :m] = r
+        r_scale = self._pow2_scale(rp.abs().amax())
+        r8 = (rp / r_scale).to(self.dtype)
+        out = torch._scaled_mm(fp_rows, r8.t(), scale_a=self.one, scale_b=r_scale,
+                               out_dtype=torch.float32)  # (Fp, Kp)
+        return (out.to(torch.float64) * scale.to(torch.float64)[:, None])[:self.f + 1, :self.k]
+
+
+def fused_linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
+                      weights: np.ndarray, precision: str = "float64"
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """The fused mixture E-step on the engine ``precision`` names: torch
+    (:class:`TorchFusedEStep`) or NumPy (:func:`~mixfold.compute.linear.linear_fold`).
+    Returns (posterior mass per component, per-row log-density)."""
+    if resolve_precision(precision).engine == "torch":
+        return TorchFusedEStep(terms, log_weights, enc, weights, precision).run()
+    return linear_fold(terms, log_weights, enc, weights, precision)
+
+
+def fused_linear_mixture(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+                         enc: Encoded, weights: np.ndarray, precision: str = "float64"
+                         ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`~mixfold.compute.linear.fold_linear_mixture` on the engine ``precision`` names;
+    ``None`` when the components' parameters fall outside the form."""
+    terms = type(accs[0]).linear_terms(accs, components, enc)
+    return None if terms is None else fused_linear_fold([terms], log_weights, enc, weights,
+                                                        precision)

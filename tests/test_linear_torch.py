@@ -1,0 +1,287 @@
+"""The torch band engine of the fused linear E-step (mixfold.compute.linear_torch): every band
+on this CPU against the emulator and double-double, fits against float64, residency, refusals,
+calibration and planned execution; the CUDA tests skip without a device."""
+
+import numpy as np
+import pytest
+
+import mixfold
+from mixfold.compute.accuracy import estep_op_count, fold_statistics
+from mixfold.compute.feature_cache import FeatureCache
+from mixfold.compute.fold import fold_rows
+from mixfold.compute.linear import block_rows
+from mixfold.parallel.heterogeneous import Worker, plan_heterogeneous, workers_from
+from mixfold.parallel.resources import DeviceSpec, Resources
+from mixfold.precision import (BandSupportError, fused_statistics_bound, relative_error,
+                               resolve_precision)
+from mixfold.precision.gpu import torch_device_available
+
+torch = pytest.importorskip("torch")
+
+CUDA = torch_device_available("cuda")
+needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+
+#: The stated relative distance of a whole fit's log-likelihood (scored in float64) in a band
+#: from the float64 fit's, from the same start.
+FIT_DISTANCE = {"bfloat16": 1e-4, "float16": 1e-4, "float32": 1e-8, "float64": 1e-12}
+
+
+def _diagonal_mixture(k: int = 4, d: int = 3, seed: int = 0) -> mixfold.MixtureDistribution:
+    rng = np.random.default_rng(seed)
+    comps = [mixfold.DiagonalGaussianDistribution(rng.normal(0, 3, d), rng.uniform(0.5, 2, d))
+             for _ in range(k)]
+    return mixfold.MixtureDistribution(comps, np.full(k, 1.0 / k))
+
+
+def _errors(model, enc, precision, reference="dd"):
+    got, ref = fold_statistics(model, enc, precision), fold_statistics(model, enc, reference)
+    return max(relative_error(g, r) for g, r in zip(got, ref))
+
+
+@pytest.mark.parametrize("band", ["bfloat16", "float16", "float32", "float64"])
+def test_every_band_on_the_cpu_matches_the_emulator_within_its_bound(band):
+    model = _diagonal_mixture()
+    enc = model.encoder().encode(model.sampler(1).sample(3000))
+    bound = fused_statistics_bound(band, estep_op_count(model), enc.n_rows,
+                                   block_rows(4, np.float32))
+    torch_error = _errors(model, enc, f"{band}@cpu")
+    assert 0 < torch_error <= bound
+    if band in ("bfloat16", "float16"):  # the accuracy reference runs the same band
+        emulated = fold_statistics(model, enc, f"{band}@emulated")
+        got = fold_statistics(model, enc, f"{band}@cpu")
+        assert max(relative_error(g, e) for g, e in zip(got, emulated)) <= 2 * bound
+        assert torch_error > 1e-5  # the band really ran (not float64 in disguise)
+    # a bare reduced band is this engine
+    if band in ("bfloat16", "float16"):
+        assert fold_statistics(model, enc, band)[0].tolist() == \
+            fold_statistics(model, enc, f"{band}@cpu")[0].tolist()
+
+
+def test_families_linear_in_features_and_records_of_them_run_on_torch():
+    rng = np.random.default_rng(3)
+    counts = np.concatenate([rng.poisson(1.0, 800), rng.poisson(7.0, 700)])
+    pois = mixfold.MixtureDistribution([mixfold.PoissonDistribution(1.5),
+                                        mixfold.PoissonDistribution(6.0)], [0.5, 0.5])
+    enc = pois.encoder().encode(counts)
+    bound = fused_statistics_bound("float32", estep_op_count(pois), enc.n_rows, 32768)
+    assert _errors(pois, enc, "float32@cpu", "float64") <= bound
+    assert _errors(pois, enc, "bfloat16", "float64") <= \
+        fused_statistics_bound("bfloat16", estep_op_count(pois), enc.n_rows, 32768)
+    # a record of a categorical (a table: gathered and counted) and a Gaussian field
+    rec = [mixfold.CompositeDistribution([mixfold.CategoricalDistribution({"a": p, "b": 1 - p}),
+                                          mixfold.GaussianDistribution(mu, 1.0)])
+           for p, mu in ((0.8, -2.0), (0.3, 2.0))]
+    mix = mixfold.MixtureDistribution(rec, [0.4, 0.6])
+    enc = mix.encoder().encode(mix.sampler(2).sample(2000))
+    assert _errors(mix, enc, "float32@cpu", "float64") <= 1e-3
+    assert 1e-6 < _errors(mix, enc, "bfloat16", "float64") <= 0.1
+
+
+@pytest.mark.parametrize("band", ["bfloat16", "float16", "float32"])
+def test_a_whole_fit_ends_within_the_stated_distance_of_float64(band):
+    model = _diagonal_mixture()
+    x = model.sampler(1).sample(4000)
+    est = mixfold.MixtureEstimator([mixfold.DiagonalGaussianEstimator()] * 4)
+    ref = mixfold.optimize(x, est, seed=0, max_iter=30, progress=False)
+    fit = mixfold.optimize(x, est, seed=0, max_iter=30, progress=False, precision=f"{band}@cpu")
+    enc = ref.encoder().encode(x)
+    want, got = ref.seq_log_density(enc).sum(), fit.seq_log_density(enc).sum()
+    assert abs(got - want) / abs(want) <= FIT_DISTANCE[band]
+    assert fit.fit_result.precision == f"{band}@cpu"
+
+
+def test_features_stay_on_the_device_between_folds():
+    model = _diagonal_mixture()
+    enc = model.encoder().encode(model.sampler(1).sample(5000))
+    factory = model.estimator().accumulator_factory()
+    cache = FeatureCache.for_rows(enc.nbytes)
+    weights = np.ones(enc.n_rows)  # a handle's weights live as long as its rows
+    results = []
+    for _ in range(2):
+        acc = factory.make()
+        with cache.active():
+            ll = fold_rows(acc, enc, weights, model, "bfloat16", 1 << 18)
+        results.append((ll, [a.copy() for a in acc.arrays()]))
+        assert cache.kept_bytes > 0  # bfloat16 features (and weights) kept after the first
+    (ll0, s0), (ll1, s1) = results
+    assert ll0 == ll1 and all(np.array_equal(a, b) for a, b in zip(s0, s1))
+    # the kept blocks are torch tensors in the band
+    kept = [store for store, *_ in cache._entries.values()]
+    z = next(iter(kept[0].values()))[0]
+    assert isinstance(z, torch.Tensor) and z.dtype == torch.bfloat16
+
+
+def test_models_the_engine_cannot_run_are_refused_by_family_and_device():
+    with pytest.raises(BandSupportError, match="Poisson family"):
+        mixfold.optimize(np.arange(20) % 4, mixfold.PoissonEstimator(), precision="bfloat16",
+                         progress=False)
+    x = _diagonal_mixture().sampler(0).sample(200)
+    est = mixfold.MixtureEstimator([mixfold.DiagonalGaussianEstimator()] * 2)
+    if not CUDA:
+        with pytest.raises(BandSupportError, match="'fp8@cpu'.*'cpu' has no fp8"):
+            mixfold.optimize(x, est, precision="fp8@cpu", max_iter=2, progress=False)
+        with pytest.raises(RuntimeError, match="does not have"):
+            mixfold.optimize(x, est, precision="bfloat16@cuda", max_iter=2, progress=False)
+
+
+def test_calibration_measures_the_real_engines_and_the_planner_uses_them():
+    model = _diagonal_mixture()
+    sample = model.sampler(0).sample(4000)
+    resources = Resources((DeviceSpec("cpu", precisions=("fp8", "bfloat16", "float16",
+                                                         "float32", "float64")),))
+    rates = resources.calibrate(model, sample, min_seconds=0.02).devices[0].band_throughput
+    # fp8's only engine here is the emulator: never timed, never planned on a nominal speed
+    assert set(rates) == {"bfloat16", "float16", "float32", "float64"}
+    worker = workers_from(Resources((DeviceSpec("cpu", precisions=tuple(rates),
+                                                band_throughput=rates),)))[0]
+    assert worker.band_throughput == rates
+    plan = plan_heterogeneous([worker], 1000, target_rel_error=0.5, op_count=10)
+    fastest = max(rates, key=rates.get)
+    assert plan.assignments[0].precision == fastest and plan.assignments[0].measured_throughput
+    # float16 is planned only where it is faster than every more accurate band
+    if rates["float16"] < rates["float32"]:
+        assert plan.assignments[0].precision != "float16"
+
+
+def test_a_mixed_cpu_float64_and_cpu_bfloat16_plan_runs():
+    model = _diagonal_mixture()
+    x = model.sampler(1).sample(4000)
+    est = mixfold.MixtureEstimator([mixfold.DiagonalGaussianEstimator()] * 4)
+    pool = [Worker("exact", precisions=("float64",), band_throughput={"float64": 1.0}),
+            Worker("fast", precisions=("bfloat16",), band_throughput={"bfloat16": 3.0})]
+    fit = mixfold.optimize(x, est, resources=pool, precision="auto", seed=0, max_iter=30,
+                           progress=False)
+    plan = fit.fit_result.plan
+    assert [(a.precision, a.rows) for a in plan.assignments] == [("float64", 1000),
+                                                                 ("bfloat16", 3000)]
+    ref = mixfold.optimize(x, est, seed=0, max_iter=30, progress=False)
+    enc = ref.encoder().encode(x)
+    want, got = ref.seq_log_density(enc).sum(), fit.seq_log_density(enc).sum()
+    assert abs(got - want) / abs(want) <= FIT_DISTANCE["bfloat16"]
+
+
+def test_plan_shows_the_measured_rates(tmp_path):
+    from click.testing import CliRunner
+
+    from mixfold.cli import main
+
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"mixture": [{"gaussian": {}}, {"gaussian": {}}]}')
+    resources = Resources((DeviceSpec("cpu", precisions=("bfloat16", "float32", "float64"),
+                                      band_throughput={"bfloat16": 3e6, "float64": 1e6}),))
+    (tmp_path / "r.json").write_text(resources.to_json())
+    out = CliRunner().invoke(main, ["plan", "--model", str(spec), "--resources",
+                                    str(tmp_path / "r.json"), "--rows", "1000"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    at = lines.index("measured rows per second (Resources.calibrate; - not measured)")
+    assert lines[at + 1].split() == ["device", "bfloat16", "float64"]
+    assert lines[at + 2].split() == ["cpu", "3e+06", "1e+06"]
+
+
+# -- CUDA (skipped without a device; scripts/gpu_checks.sh runs them) ------------------------
+
+
+@needs_cuda
+@pytest.mark.parametrize("band", ["bfloat16", "float16", "float32", "float64"])
+def test_every_band_on_cuda_matches_the_emulator_within_its_bound(band):
+    model = _diagonal_mixture()
+    enc = model.encoder().encode(model.sampler(1).sample(20000))
+    bound = fused_statistics_bound(band, estep_op_count(model), enc.n_rows, enc.n_rows)
+    assert 0 < _errors(model, enc, f"{band}@cuda") <= bound
+    fit = mixfold.optimize(model.sampler(2).sample(20000),
+                           mixfold.MixtureEstimator([mixfold.DiagonalGaussianEstimator()] * 4),
+                           precision=f"{band}@cuda", max_iter=5, seed=0, progress=False)
+    assert fit.fit_result.precision == f"{band}@cuda"
+
+
+@needs_cuda
+def test_fp8_runs_on_a_device_that_has_it_or_is_refused_naming_it():
+    from mixfold.compute.linear_torch import fp8_supported
+
+    model = _diagonal_mixture()
+    enc = model.encoder().encode(model.sampler(1).sample(20000))
+    if not fp8_supported("cuda"):
+        with pytest.raises(BandSupportError, match="'cuda' has no fp8"):
+            fold_statistics(model, enc, "fp8@cuda")
+        return
+    bound = fused_statistics_bound("fp8", estep_op_count(model), enc.n_rows, enc.n_rows)
+    assert 1e-4 < _errors(model, enc, "fp8@cuda") <= bound
+
+
+@needs_cuda
+def test_calibration_times_the_gpu_with_torch():
+    model = _diagonal_mixture()
+    resources = Resources((DeviceSpec("gpu:0", kind="gpu",
+                                      precisions=("bfloat16", "float32", "float64")),))
+    rates = resources.calibrate(model, model.sampler(0).sample(20000),
+                                min_seconds=0.05).devices[0].band_throughput
+    assert set(rates) == {"bfloat16", "float32", "float64"}
+    assert resolve_precision("bfloat16@cuda:0").engine == "torch"
+
+
+def test_the_fp8_layout_and_scales_give_the_emulators_accuracy(monkeypatch):
+    """fp8's GEMMs (torch._scaled_mm, power-of-two scales per feature row, padded operands) run
+    here on the CPU's own _scaled_mm: the gate that keeps fp8 to CUDA devices with an fp8 unit is
+    opened for this test only, so the layout's arithmetic is checked without a GPU."""
+    from mixfold.compute import linear_torch
+
+    if not hasattr(torch, "_scaled_mm"):
+        pytest.skip("this torch has no _scaled_mm")
+    monkeypatch.setattr(linear_torch, "fp8_supported", lambda device: True)
+    model = _diagonal_mixture()
+    enc = model.encoder().encode(model.sampler(1).sample(3000))
+    got = _errors(model, enc, "fp8@cpu")
+    emulated = _errors(model, enc, "fp8@emulated")
+    assert 1e-3 < got <= fused_statistics_bound("fp8", estep_op_count(model), enc.n_rows, 32768)
+    assert got <= 4 * emulated
+
+
+def test_full_covariance_mixtures_run_on_torch_element_by_element():
+    """A full-covariance mixture is not linear in few features: torch runs its E-step element
+    by element in the band (precision.gpu.TorchOps), and the fit stays near float64's."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.normal(-2, 1, (500, 3)), rng.normal(2, 1, (500, 3))])
+    est = mixfold.MixtureEstimator([mixfold.MultivariateGaussianEstimator()] * 2)
+    ref = mixfold.optimize(x, est, seed=0, max_iter=15, progress=False)
+    fit = mixfold.optimize(x, est, seed=0, max_iter=15, progress=False, precision="float16@cpu")
+    enc = ref.encoder().encode(x)
+    want, got = ref.seq_log_density(enc).sum(), fit.seq_log_density(enc).sum()
+    assert abs(got - want) / abs(want) <= FIT_DISTANCE["float16"]
+
+
+def test_an_impossible_level_gets_no_posterior_and_a_dead_row_is_named():
+    comps = [mixfold.CategoricalDistribution({"a": 1.0, "b": 0.0, "c": 0.0}),
+             mixfold.CategoricalDistribution({"a": 0.5, "b": 0.5, "c": 0.0})]
+    mix = mixfold.MixtureDistribution(comps, [0.5, 0.5])
+    enc = mix.encoder().encode(["a", "b", "b", "a"])
+    for precision in ("bfloat16", "float32@cpu"):
+        acc = mix.estimator().accumulator_factory().make()
+        fold_rows(acc, enc, np.ones(4), mix, precision, 1 << 18)
+        assert acc.components[0].counts.tolist()[1] == 0.0  # exactly: no mass where p = 0
+        assert acc.counts.sum() == pytest.approx(4.0, rel=1e-2)
+    dead = mix.encoder().encode(["a", "c"])
+    with pytest.raises(mixfold.errors.NumericalError, match="row 1"):
+        fold_rows(mix.estimator().accumulator_factory().make(), dead, np.ones(2), mix,
+                  "bfloat16", 1 << 18)
+
+
+def test_the_command_line_takes_an_engine_in_the_precision(tmp_path):
+    from click.testing import CliRunner
+
+    from mixfold.cli import main
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "x.npy", np.vstack([rng.normal(0, 1, (200, 2)),
+                                           rng.normal(5, 1, (200, 2))]))
+    spec = '{"mixture": "diagonal_gaussian", "k": 2}'
+    for precision in ("bfloat16@cpu", "bfloat16@emulated", "float16"):
+        out = CliRunner().invoke(main, ["fit", str(tmp_path / "x.npy"), "--model", spec,
+                                        "--precision", precision, "--out",
+                                        str(tmp_path / "m.json"), "--no-progress"])
+        assert out.exit_code == 0, out.output
+        model = mixfold.load(tmp_path / "m.json")
+        assert sorted(round(c.mu[0]) for c in model.components) == [0, 5]
+    bad = CliRunner().invoke(main, ["fit", str(tmp_path / "x.npy"), "--model", spec,
+                                    "--precision", "float32@emulated"])
+    assert bad.exit_code == 2 and "the emulator runs bands" in bad.output

@@ -185,3 +185,12 @@ def test_spark_dataframe_with_a_weight_column(spark_session):
     est = mixfold.RecordEstimator({"x": mixfold.GaussianEstimator()})
     m = mixfold.optimize(df, est, backend="spark", weights="w", progress=False)
     assert m.fields["x"].mu == pytest.approx(np.average(x, weights=w), rel=1e-10)
+
+
+@pytest.mark.slow
+def test_backend_spark_by_name_leaves_a_running_session_running(spark_session):
+    rows, est, options = CASES["gmm"]()
+    named = mixfold.fit(rows, est, backend="spark", progress=False, **options)
+    assert named.final_log_likelihood == pytest.approx(fit_case("gmm").final_log_likelihood,
+                                                       rel=1e-10)
+    assert spark_session.range(3).count() == 3  # the user's session (and its JVM) still runs

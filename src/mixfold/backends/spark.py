@@ -25,7 +25,8 @@ from mixfold.errors import NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
 from mixfold.families.composite import RecordEncoder
 
-__all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session"]
+__all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session",
+           "running_or_new_session"]
 
 
 def local_spark_session(num_workers: int = 2, max_task_failures: int = 4) -> Any:
@@ -48,6 +49,18 @@ def local_spark_session(num_workers: int = 2, max_task_failures: int = 4) -> Any
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.python.worker.reuse", "true")
             .getOrCreate())
+
+
+def running_or_new_session(num_workers: int = 2) -> tuple[Any, bool]:
+    """(session, whether mixfold owns it): this process's active SparkSession, left running when
+    the fit ends (it is the user's), or a new local one that the fit stops."""
+    require("pyspark", "spark", "spark")
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    return local_spark_session(num_workers), True
 
 
 def stop_spark_session(session: Any) -> None:
@@ -134,8 +147,10 @@ class SparkEncodedData(ShardedEncodedData):
         gets the planned depth.
         """
         num_workers = checked_num_workers(num_workers, enc.n_rows)
-        owned = session is None
-        session = local_spark_session(num_workers or 2) if owned else session
+        if session is None:
+            session, owned = running_or_new_session(num_workers or 2)
+        else:
+            owned = False
         sc = getattr(session, "sparkContext", session)
         w = as_weights(weights, enc.n_rows)
         if plan is None:

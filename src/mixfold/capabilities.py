@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
-           "LinearInFeatures", "CompensatedAccumulation"]
+           "LinearInFeatures", "CompensatedAccumulation", "CentredStatistics"]
 
 
 class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
@@ -143,3 +143,28 @@ class CompensatedAccumulation(_ReadsRows):
     @abstractmethod
     def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
         """Add the rows ``x`` with weights ``w_hi + w_lo``, mirroring ``_add``."""
+
+
+class CentredStatistics(ABC):
+    """Sums its rows about a reference point carried in its payload (as ``sum w * c``, so the
+    additive reduce keeps it): the statistics do not depend on where the data sits. Rows added
+    without their model (a stacked update) are summed about the point :meth:`set_reference`
+    gave; statistics about two points are added only after :meth:`recentre`."""
+
+    @staticmethod
+    @abstractmethod
+    def stack_reference(components: Sequence[Any]) -> np.ndarray:
+        """The one reference point of accumulators whose rows are added under ``components``
+        together (the same whatever range of them is added)."""
+
+    @abstractmethod
+    def set_reference(self, point: np.ndarray) -> None:
+        """Sum the rows added from now on about ``point``."""
+
+    @abstractmethod
+    def reference(self) -> np.ndarray | None:
+        """The point the statistics are summed about (``None`` while they hold no weight)."""
+
+    @abstractmethod
+    def recentre(self, point: np.ndarray) -> None:
+        """Move the statistics to be about ``point`` (the same rows, another reference)."""

@@ -49,7 +49,7 @@ from mixfold.compute.logspace import LOG_2PI
 from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, native_dtype
 
 __all__ = ["LinearTerms", "linear_fold", "fold_linear_mixture", "block_rows",
-           "centred_gaussian", "uncentred_moments",
+           "centred_gaussian", "gaussian_centre", "uncentred_moments",
            "SCORE_BLOCK_BYTES", "MAX_FUSED_BLOCK_ROWS", "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR",
            "FLOAT64_SCORE_FLOOR",
            "ONE_HOT_LEVELS"]
@@ -135,19 +135,31 @@ def centred_gaussian(mu: np.ndarray, sigma2: np.ndarray
     [102.0]
     """
     prec = 1.0 / sigma2
-    k = mu.shape[0]
-    center = np.add.reduce(mu) / k
-    spread = np.sqrt(np.add.reduce(sigma2 + (mu - center) ** 2) / k)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        grid = np.exp2(np.ceil(np.log2(spread)))
-        snapped = np.round(center / grid) * grid
-    center = np.where(np.isfinite(snapped) & (grid > 0), snapped, center)
+    center = gaussian_centre(mu, sigma2)
     m = mu - center
     coef = np.concatenate([-0.5 * prec, m * prec], axis=1)
     d = mu.shape[1]
     const = -0.5 * ((m * m * prec).sum(axis=1) + d * LOG_2PI - np.log(prec).sum(axis=1))
     peak = -0.5 * (d * LOG_2PI + np.log(sigma2).sum(axis=1))
     return center, coef, const, peak
+
+
+def gaussian_centre(mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
+    """The centre (D,) of K Gaussians with independent coordinates (``mu``, ``sigma2`` of shape
+    (K, D)): the mean of the means rounded to a power-of-two grid no finer than the model's
+    spread (its components' variances and the variance of their means), so that it stays put
+    from one EM iteration to the next.
+
+    >>> gaussian_centre(np.array([[101.0], [103.3]]), np.array([[1.0], [4.0]])).tolist()
+    [102.0]
+    """
+    k = mu.shape[0]
+    center = np.add.reduce(mu) / k
+    spread = np.sqrt(np.add.reduce(sigma2 + (mu - center) ** 2) / k)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        grid = np.exp2(np.ceil(np.log2(spread)))
+        snapped = np.round(center / grid) * grid
+    return np.where(np.isfinite(snapped) & (grid > 0), snapped, center)
 
 
 def uncentred_moments(center: np.ndarray, mass: np.ndarray, s1: np.ndarray, s2: np.ndarray

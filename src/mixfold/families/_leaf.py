@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import CompensatedAccumulation
+from mixfold.capabilities import CentredStatistics, CompensatedAccumulation
 from mixfold.errors import DataError, DataTypeError
 from mixfold.precision import BandSupportError, band_of
 from mixfold.families._protocol import (
@@ -255,6 +255,8 @@ class LeafAccumulator(Accumulator):
         if precision != "float64" and band_of(precision) == "dd":
             self.seq_update_dd(enc, weights, np.zeros_like(weights), model)
             return None
+        if isinstance(self, CentredStatistics):
+            self.set_reference(self.stack_reference([model]))
         self._add(enc.values, weights)
         return None
 
@@ -265,6 +267,8 @@ class LeafAccumulator(Accumulator):
         if not isinstance(self, CompensatedAccumulation):
             raise BandSupportError(f"precision 'dd' cannot run {type(self).__name__}: it has no "
                                    f"double-double accumulation of its statistics")
+        if isinstance(self, CentredStatistics):
+            self.set_reference(self.stack_reference([model]))
         self._add_dd(enc.values, w_hi, w_lo)
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:

@@ -17,6 +17,7 @@ linear E-step (``LinearInFeatures``) and double-double statistics (``Compensated
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -24,6 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mixfold.capabilities import (
+    CentredStatistics,
     CompensatedAccumulation,
     FusedFold,
     LinearInFeatures,
@@ -39,7 +41,7 @@ __all__ = [
     "Distribution", "Sampler", "InitRandom", "family", "family_class", "as_weights",
     # optional capabilities a family declares by inheriting them (mixfold.capabilities)
     "StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
-    "LinearInFeatures", "CompensatedAccumulation",
+    "LinearInFeatures", "CompensatedAccumulation", "CentredStatistics",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -168,17 +170,31 @@ class Accumulator(ABC):
             pos += a.size
         return self
 
+    def align_references(self, other: Accumulator) -> Accumulator:
+        """Recentre every :class:`CentredStatistics` node of this tree on the reference of the
+        same node of ``other`` (same estimator tree), so that the two add up; returns self."""
+        if isinstance(self, CentredStatistics) and isinstance(other, CentredStatistics):
+            point = other.reference()
+            if point is not None:
+                self.recentre(point)
+        for mine, theirs in zip(self.children(), other.children(), strict=True):
+            mine.align_references(theirs)
+        return self
+
     def key_merge(self, pooled: dict[str, np.ndarray]) -> None:
         """Pool the statistics of keyed subtrees into ``pooled`` (key -> summed payload).
 
         A keyed node ties its whole subtree: every node with the same key gets the summed
         statistics, hence identical parameters. Keys below a keyed node are subsumed by it.
+        Statistics summed about a reference point are recentred on the pool's first.
         """
         if self.keys is not None:
             flat = self.to_array()
             if self.keys in pooled:
                 if pooled[self.keys].size != flat.size:
                     raise ValueError(f"nodes tied by key {self.keys!r} have different structures")
+                first = copy.deepcopy(self).from_array(pooled[self.keys])
+                flat = self.align_references(first).to_array()
                 pooled[self.keys] = pooled[self.keys] + flat
             else:
                 pooled[self.keys] = flat

@@ -18,8 +18,9 @@ from mixfold.capabilities import (
 )
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
+from mixfold.families._centred import CentredMoments, central_moments
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
-from mixfold.compute.linear import LinearTerms, centred_gaussian, uncentred_moments
+from mixfold.compute.linear import LinearTerms, centred_gaussian
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import is_native, log_density_in_band, native_dtype
@@ -201,33 +202,46 @@ def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weig
         out[j] += bias[c]
 
 
-class DiagonalGaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
-                                  CompensatedAccumulation):
-    """Statistics: sum of weights, weighted sum of the vectors and of their squares (length D)."""
+class DiagonalGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
+                                  LinearInFeatures, CompensatedAccumulation):
+    """Statistics about a reference point ``c`` (:class:`~mixfold.families._centred.CentredMoments`):
+    the sum of weights, and per coordinate the sums of ``w (x-c)``, ``w (x-c)^2`` and ``w c``."""
 
     def __init__(self, dim: int, keys: str | None = None):
         super().__init__(keys)
         self.weight = np.zeros(1)
         self.sum_x = np.zeros(dim)
         self.sum_xx = np.zeros(dim)
+        self.ref_mass = np.zeros(dim)
 
     def own_arrays(self) -> list[np.ndarray]:
-        return [self.weight, self.sum_x, self.sum_xx]
+        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
+
+    @staticmethod
+    def stack_reference(components: Sequence[DiagonalGaussianDistribution]) -> np.ndarray:
+        """The fused E-step's centre of these components
+        (:func:`~mixfold.compute.linear.gaussian_centre`)."""
+        return _centred_terms(components)[0]
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.weight += w.sum()
-        self.sum_x += w @ x
-        self.sum_xx += w @ (x * x)
+        c = self.point_for(x, w)
+        d = x - c
+        s0 = w.sum()
+        self.weight += s0
+        self.sum_x += w @ d
+        self.sum_xx += w @ (d * d)
+        self.ref_mass += s0 * c
 
     def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
-        add_weighted_moments(self, x, w_hi, w_lo)
+        add_weighted_moments(self, x, w_hi, w_lo, reference=self.point_for(x, w_hi))
 
     @staticmethod
     def linear_terms(accs: Sequence[DiagonalGaussianAccumulator],
                      components: Sequence[DiagonalGaussianDistribution],
                      enc: Encoded) -> LinearTerms:
         """The scores as :class:`~mixfold.compute.linear.LinearTerms` on the centred
-        features ``[(x-c)^2; x-c]`` (2D of them), centred on the mean of the means."""
+        features ``[(x-c)^2; x-c]`` (2D of them), centred on the mean of the means; the sums
+        stay about that centre."""
         center, coef, const, peak = _centred_terms(components)
         x, d = enc.values, enc.values.shape[1]
 
@@ -236,11 +250,12 @@ class DiagonalGaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatur
             np.square(out[:, d:], out=out[:, :d])  # np.square: faster than x * x, same bits
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
-            sum_x, sum_xx = uncentred_moments(center, mass, sums[:, d:], sums[:, :d])
-            for acc, w, sx, sxx in zip(accs, mass, sum_x, sum_xx):
+            for acc, w, sx, sxx in zip(accs, mass, sums[:, d:], sums[:, :d]):
+                acc.set_reference(center)
                 acc.weight += w
                 acc.sum_x += sx
                 acc.sum_xx += sxx
+                acc.ref_mass += w * center
 
         return LinearTerms(coef, const, features, add_sums, peak=peak, source=x,
                            key=("diagonal-gaussian", center.tobytes()))
@@ -250,15 +265,24 @@ class DiagonalGaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatur
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Column by column (``r_k @ x``, ``r_k @ x^2``): a component's sums do not depend on the
-        others in the call, so any range of components can be added apart with the same bits.
+        Column by column (``r_k @ (x-c)``, ``r_k @ (x-c)^2``): a component's sums do not depend
+        on the others in the call, so any range of components can be added apart with the same
+        bits. The rows are centred once per distinct reference point (one for a stack whose
+        references :meth:`stack_reference` set).
         """
         x = enc.values
-        xx = x * x
+        at = xc = xx = None
         for k, acc in enumerate(accs):
-            acc.weight += resp[:, k].sum()
-            acc.sum_x += resp[:, k] @ x
-            acc.sum_xx += resp[:, k] @ xx
+            r = resp[:, k]
+            c = acc.point_for(x, r)
+            if at is None or not np.array_equal(c, at):
+                at, xc = c, x - c
+                xx = xc * xc
+            s0 = r.sum()
+            acc.weight += s0
+            acc.sum_x += r @ xc
+            acc.sum_xx += r @ xx
+            acc.ref_mass += s0 * c
 
 
 class DiagonalGaussianEstimator(LeafEstimator):
@@ -309,12 +333,10 @@ class DiagonalGaussianEstimator(LeafEstimator):
         return DiagonalGaussianAccumulator(self.dim, self.keys)
 
     def estimate(self, nobs: float, stats: Any) -> DiagonalGaussianDistribution:
-        (weight, sum_x, sum_xx), _ = stats
-        s0 = float(weight[0])
-        if s0 <= 0:
-            return DiagonalGaussianDistribution(np.zeros(sum_x.size), np.ones(sum_x.size))
-        mu = sum_x / s0
-        raw = sum_xx / s0 - mu * mu
+        own, _ = stats
+        if not own[0][0] > 0:
+            return DiagonalGaussianDistribution(np.zeros(own[1].size), np.ones(own[1].size))
+        s0, mu, raw = central_moments(*own)
         var = np.maximum(np.maximum(raw, 0.0) + self.reg_covar, self.min_variance)
         collapsed = np.flatnonzero(raw <= max(self.reg_covar, self.min_variance))
         if collapsed.size:

@@ -19,8 +19,9 @@ from mixfold.capabilities import (
 )
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
+from mixfold.families._centred import CentredMoments, central_moments
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
-from mixfold.compute.linear import LinearTerms, centred_gaussian, uncentred_moments
+from mixfold.compute.linear import LinearTerms, centred_gaussian, gaussian_centre
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import is_native, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
@@ -108,30 +109,43 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
         return Decomposition.atomic(row_work=1.0, param_bytes=16)
 
 
-class GaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
+class GaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate, LinearInFeatures,
                           CompensatedAccumulation):
-    """Statistics: sum of weights, of weighted values and of weighted squares."""
+    """Statistics about a reference point ``c`` (:class:`~mixfold.families._centred.CentredMoments`):
+    the sum of weights, of ``w (x-c)``, of ``w (x-c)^2`` and of ``w c``, one float each."""
 
     def __init__(self, keys: str | None = None):
         super().__init__(keys)
-        self.sums = np.zeros(3)
+        self.weight, self.sum_x, self.sum_xx, self.ref_mass = (np.zeros(1) for _ in range(4))
 
     def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
+        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
+
+    @staticmethod
+    def stack_reference(components: Sequence[GaussianDistribution]) -> np.ndarray:
+        """The fused E-step's centre of these components (:func:`gaussian_centre`)."""
+        return gaussian_centre(np.array([[c.mu] for c in components]),
+                               np.array([[c.sigma2] for c in components]))
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        wx = w * x
-        self.sums += (w.sum(), wx.sum(), wx @ x)
+        c = self.point_for(x, w)
+        d = x - c[0]
+        wd = w * d
+        s0 = w.sum()
+        self.weight += s0
+        self.sum_x += wd.sum()
+        self.sum_xx += wd @ d
+        self.ref_mass += s0 * c
 
     def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
-        add_weighted_moments(self, x, w_hi, w_lo)
+        add_weighted_moments(self, x, w_hi, w_lo, reference=self.point_for(x, w_hi))
 
     @staticmethod
     def linear_terms(accs: Sequence[GaussianAccumulator],
                      components: Sequence[GaussianDistribution], enc: Encoded) -> LinearTerms:
         """The scores as :class:`~mixfold.compute.linear.LinearTerms` on the centred features
         ``[(x-c)^2, x-c]``, centred on the mean of the means (little cancels, even in float32
-        far from the origin)."""
+        far from the origin); the sums stay about that centre."""
         center, coef, const, peak = centred_gaussian(
             np.array([[c.mu] for c in components]), np.array([[c.sigma2] for c in components]))
         c0, x = float(center[0]), enc.values
@@ -142,9 +156,12 @@ class GaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
             np.square(out[:, 1], out=out[:, 0])
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
-            sum_x, sum_xx = uncentred_moments(center, mass, sums[:, 1:], sums[:, :1])
-            for acc, w, sx, sxx in zip(accs, mass, sum_x[:, 0], sum_xx[:, 0]):
-                acc.sums += (w, sx, sxx)
+            for acc, w, sxx, sx in zip(accs, mass, sums[:, 0], sums[:, 1]):
+                acc.set_reference(center)
+                acc.weight += w
+                acc.sum_x += sx
+                acc.sum_xx += sxx
+                acc.ref_mass += w * c0
 
         return LinearTerms(coef, const, features, add_sums, peak=peak, source=x,
                            key=("gaussian", c0))
@@ -154,13 +171,24 @@ class GaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
         Column by column, so any range of components can be added apart with the same bits;
-        the dot products are ``einsum`` loops, not BLAS calls (no thread wake-ups per column).
+        the rows are centred once per distinct reference point (one for a stack whose
+        references :meth:`stack_reference` set); the dot products are ``einsum`` loops, not
+        BLAS calls (no thread wake-ups per column).
         """
         x = enc.values
-        xx = x * x
+        at = d = dd = None
         for k, acc in enumerate(accs):
             r = resp[:, k]
-            acc.sums += (r.sum(), np.einsum("i,i->", x, r), np.einsum("i,i->", xx, r))
+            c = acc.point_for(x, r)
+            if at is None or c[0] != at:
+                at = c[0]
+                d = x - at
+                dd = d * d
+            s0 = r.sum()
+            acc.weight += s0
+            acc.sum_x += np.einsum("i,i->", d, r)
+            acc.sum_xx += np.einsum("i,i->", dd, r)
+            acc.ref_mass += s0 * c
 
 
 class GaussianEstimator(LeafEstimator):
@@ -193,12 +221,11 @@ class GaussianEstimator(LeafEstimator):
         return NumericEncoder("real")
 
     def estimate(self, nobs: float, stats: Any) -> GaussianDistribution:
-        (sums,), _ = stats
-        s0, s1, s2 = sums
-        if s0 <= 0:
+        own, _ = stats
+        if not own[0][0] > 0:
             return GaussianDistribution(0.0, 1.0)
-        mu = s1 / s0
-        raw = s2 / s0 - mu * mu
+        s0, mean, second = central_moments(*own)
+        mu, raw = float(mean[0]), float(second[0])
         var = max(max(raw, 0.0) + self.reg_covar, self.min_variance)
         if raw <= max(self.reg_covar, self.min_variance):
             warn_collapsed_variance(raw, var, s0, mu)

@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 
 from mixfold.capabilities import (
+    CentredStatistics,
     FusedFold,
     LinearInFeatures,
     RunsInBands,
@@ -28,6 +29,7 @@ from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
                                      ScoreChildren, ScoresColumns)
+from mixfold.families._centred import weighted_centre
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -578,8 +580,13 @@ class MixtureAccumulator(FoldsColumns, Accumulator):
 def add_unit_range(accs: Sequence[Accumulator], stack_update: Any, slots: tuple[int, ...] | None,
                    enc: Encoded, resp: np.ndarray, units: Sequence[Distribution], precision: str,
                    start: int, stop: int) -> None:
-    """Add rows weighted by ``resp[:, k]`` to the accumulators of units ``[start, stop)``."""
+    """Add rows weighted by ``resp[:, k]`` to the accumulators of units ``[start, stop)``
+    (a stacked update sums centred statistics about the point all the units share)."""
     if stack_update is not None:
+        if isinstance(accs[start], CentredStatistics):
+            point = accs[start].stack_reference(units)
+            for acc in accs[start:stop]:
+                acc.set_reference(point)
         stack_update(accs[start:stop], enc, resp[:, start:stop])
         return
     for k in range(start, stop):
@@ -729,8 +736,10 @@ class MixtureEstimator(Estimator):
 
 def kmeans_labels(points: np.ndarray, weights: np.ndarray, k: int, gen: np.random.Generator,
                   iterations: int) -> np.ndarray:
-    """Cluster labels of ``points`` (n, D): weighted k-means++ seeding then Lloyd's iterations."""
+    """Cluster labels of ``points`` (n, D): weighted k-means++ seeding then Lloyd's iterations,
+    on the points centred first (the expanded distances cancel nothing far from the origin)."""
     n = points.shape[0]
+    points = points - weighted_centre(points, weights)
     sq = np.einsum("ij,ij->i", points, points)
     p = weights / weights.sum()
     centers = [points[gen.choice(n, p=p)]]

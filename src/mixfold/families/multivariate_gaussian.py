@@ -17,6 +17,8 @@ from mixfold.capabilities import (
 )
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
+from mixfold.compute.linear import gaussian_centre
+from mixfold.families._centred import CentredMoments, central_moments
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import cholesky, solve_triangular
@@ -185,49 +187,73 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
                                     param_bytes=sum(a.nbytes for a in held))
 
 
-class MultivariateGaussianAccumulator(LeafAccumulator, StackedUpdate, CompensatedAccumulation):
-    """Statistics: sum of weights, weighted sum of the vectors (D) and of their outer products
-    (D x D)."""
+class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
+                                      CompensatedAccumulation):
+    """Statistics about a reference point ``c`` (:class:`~mixfold.families._centred.CentredMoments`):
+    the sum of weights, of ``w (x-c)`` (D), of the outer products ``w (x-c)(x-c)^T`` (D x D)
+    and of ``w c`` (D)."""
 
     def __init__(self, dim: int, keys: str | None = None):
         super().__init__(keys)
         self.weight = np.zeros(1)
         self.sum_x = np.zeros(dim)
         self.sum_xx = np.zeros((dim, dim))
+        self.ref_mass = np.zeros(dim)
 
     def own_arrays(self) -> list[np.ndarray]:
-        return [self.weight, self.sum_x, self.sum_xx]
+        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
+
+    @staticmethod
+    def stack_reference(components: Sequence[MultivariateGaussianDistribution]) -> np.ndarray:
+        """The mean of the components' means on a grid no finer than their spread
+        (:func:`~mixfold.compute.linear.gaussian_centre`)."""
+        return gaussian_centre(np.array([c.mu for c in components]),
+                               np.array([np.diagonal(c.cov) for c in components]))
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.weight += w.sum()
-        self.sum_x += w @ x
-        self.sum_xx += x.T @ (w[:, None] * x)
+        c = self.point_for(x, w)
+        d = x - c
+        s0 = w.sum()
+        self.weight += s0
+        self.sum_x += w @ d
+        self.sum_xx += d.T @ (w[:, None] * d)
+        self.ref_mass += s0 * c
 
     def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
-        add_weighted_moments(self, x, w_hi, w_lo, cross=True)
+        add_weighted_moments(self, x, w_hi, w_lo, cross=True,
+                             reference=self.point_for(x, w_hi))
 
     @staticmethod
     def stack_update(accs: Sequence[MultivariateGaussianAccumulator], enc: Encoded,
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Block by block of rows (the block stays in cache while every component reads it), then
-        component by component: ``r_k @ x`` and ``x.T @ (r_k x)``. A component's sums do not
-        depend on the others in the call, so any range of components can be added apart with
-        the same bits (a GEMM over K columns would sum the rows in a K-dependent order).
+        Block by block of rows (the block, centred once per distinct reference point, stays in
+        cache while every component reads it), then component by component: ``r_k @ (x-c)``
+        and ``(x-c).T @ (r_k (x-c))``. A component's sums do not depend on the others in the
+        call, so any range of components can be added apart with the same bits (a GEMM over K
+        columns would sum the rows in a K-dependent order).
         """
         x = enc.values
+        points = [acc.point_for(x, resp[:, k]) for k, acc in enumerate(accs)]
         step = max(256, (1 << 17) // x.shape[1])  # a block of rows and its weighted copy: ~2 MB
         for lo in range(0, x.shape[0], step):
-            xb = x[lo:lo + step]
             rb = resp[lo:lo + step]
+            xb = x[lo:lo + step]
             rx = scratch("mvg.rx", xb.shape)
-            for k, acc in enumerate(accs):
+            xc = scratch("mvg.xc_block", xb.shape)
+            at = None
+            for k, (acc, c) in enumerate(zip(accs, points)):
+                if at is None or not np.array_equal(c, at):
+                    at = c
+                    np.subtract(xb, c, out=xc)
                 r = rb[:, k]
-                acc.weight += r.sum()
-                acc.sum_x += r @ xb
-                np.multiply(r[:, None], xb, out=rx)
-                acc.sum_xx += xb.T @ rx
+                s0 = r.sum()
+                acc.weight += s0
+                acc.sum_x += r @ xc
+                np.multiply(r[:, None], xc, out=rx)
+                acc.sum_xx += xc.T @ rx
+                acc.ref_mass += s0 * c
 
 
 class MultivariateGaussianEstimator(LeafEstimator):
@@ -276,14 +302,11 @@ class MultivariateGaussianEstimator(LeafEstimator):
         return MultivariateGaussianAccumulator(self.dim, self.keys)
 
     def estimate(self, nobs: float, stats: Any) -> MultivariateGaussianDistribution:
-        (weight, sum_x, sum_xx), _ = stats
-        s0 = float(weight[0])
-        d = sum_x.size
-        if s0 <= 0:
+        own, _ = stats
+        d = own[1].size
+        if not own[0][0] > 0:
             return MultivariateGaussianDistribution(np.zeros(d), np.eye(d))
-        mu = sum_x / s0
-        cov = sum_xx / s0 - np.outer(mu, mu)
-        cov = 0.5 * (cov + cov.T)  # the GEMM sums are symmetric only up to rounding
+        s0, mu, cov = central_moments(*own)
         collapsed = np.flatnonzero(np.diagonal(cov) <= self.reg_covar)
         if collapsed.size:
             j = int(collapsed[0])

@@ -249,7 +249,8 @@ def test_a_block_with_an_outlier_is_scored_row_by_row_and_agrees_with_brute_forc
         else:  # float32 partial sums round relative to the sums of the absolute centred terms
             # (the centre lies within the means, 0..9): a sum that cancels is not known better
             scale = np.array([r.sum(), r @ (np.abs(x) + 9.0), r @ (np.abs(x) + 9.0) ** 2])
-            assert np.all(np.abs(raw_sums(comp_acc) - want) <= 1e-5 * scale), (raw_sums(comp_acc), want)
+            got = raw_sums(comp_acc)
+            assert np.all(np.abs(got - want) <= 1e-5 * scale), (got, want)
 
 
 @pytest.mark.parametrize("precision", ["float64", "float32"])

@@ -29,10 +29,10 @@ __all__ = ["CentredMoments", "central_moments", "weighted_centre"]
 def weighted_centre(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """A reference point for rows ``x`` (n,) or (n, D) with weights ``w``: their weighted mean
     (the first row when the weights sum to 0; the origin with no rows)."""
+    if len(x) == 0:
+        return np.zeros(x.shape[1] if x.ndim == 2 else 1)
     x2 = x.reshape(len(x), -1)
     total = float(w.sum())
-    if x2.shape[0] == 0:
-        return np.zeros(x2.shape[1])
     if not total > 0:
         return x2[0].copy()
     # the mean of rows whose absolute sum overflows is still within their range
@@ -100,3 +100,32 @@ class CentredMoments(CentredStatistics):
             self.sum_xx += d * (2.0 * self.sum_x + s0 * d)
         self.sum_x += s0 * d
         self.ref_mass[...] = s0 * point
+
+
+#: How a variance floor ``reg_covar`` is read: as is, or times the variance it floors.
+FLOOR_MODES = ("absolute", "relative")
+
+#: A covariance formed in float64 is known to a few hundred ulps of its diagonal: at least
+#: this much of each diagonal entry is added, so round-off alone never breaks its Cholesky.
+ROUNDOFF_FLOOR = 2.0 ** -40
+
+
+def check_floor_mode(mode: str) -> str:
+    """``mode`` if it is one of :data:`FLOOR_MODES`, else a ValueError naming them."""
+    if mode not in FLOOR_MODES:
+        raise ValueError(f"reg_covar_mode must be one of {FLOOR_MODES}, got {mode!r}")
+    return mode
+
+
+def variance_floor(variances: np.ndarray, reg_covar: float, mode: str) -> np.ndarray:
+    """What is added to each variance (or covariance diagonal entry): ``reg_covar`` itself
+    (``"absolute"``, scikit-learn's), or ``reg_covar`` times the variance (``"relative"``: the
+    floor scales with the data, so a fit in metres and the same fit in kilometres agree).
+
+    >>> variance_floor(np.array([4.0, 4e6]), 1e-6, "absolute").tolist()
+    [1e-06, 1e-06]
+    >>> variance_floor(np.array([4.0, 4e6]), 1e-6, "relative").tolist()
+    [4e-06, 4.0]
+    """
+    v = np.maximum(variances, 0.0)
+    return reg_covar * v if mode == "relative" else np.full_like(v, reg_covar)

@@ -129,6 +129,8 @@ class Accumulator(ABC):
         mine, theirs = self.arrays(), other.arrays()
         if len(mine) != len(theirs):
             raise ValueError("cannot combine accumulators of different estimator trees")
+        if _references_differ(self, other):  # (statistics about another point: moved first)
+            theirs = copy.deepcopy(other).align_references(self).arrays()
         for a, b in zip(mine, theirs):
             a += b
         return self
@@ -216,6 +218,17 @@ class Accumulator(ABC):
         self.key_merge(pooled)
         if pooled:
             self.key_replace(pooled)
+
+
+def _references_differ(mine: Accumulator, theirs: Accumulator) -> bool:
+    """Whether a :class:`CentredStatistics` node of ``theirs`` holds statistics about another
+    point than the same node of ``mine`` (both holding weight)."""
+    if isinstance(mine, CentredStatistics) and isinstance(theirs, CentredStatistics):
+        a, b = mine.reference(), theirs.reference()
+        if a is not None and b is not None and \
+                np.any(np.abs(a - b) > 8 * np.finfo(float).eps * np.abs(a)):
+            return True
+    return any(_references_differ(m, t) for m, t in zip(mine.children(), theirs.children()))
 
 
 class AccumulatorFactory:

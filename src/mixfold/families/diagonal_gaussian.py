@@ -18,7 +18,8 @@ from mixfold.capabilities import (
 )
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
-from mixfold.families._centred import CentredMoments, central_moments
+from mixfold.families._centred import (CentredMoments, central_moments, check_floor_mode,
+                                       variance_floor)
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.compute.linear import LinearTerms, centred_gaussian
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -204,8 +205,9 @@ def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weig
 
 class DiagonalGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
                                   LinearInFeatures, CompensatedAccumulation):
-    """Statistics about a reference point ``c`` (:class:`~mixfold.families._centred.CentredMoments`):
-    the sum of weights, and per coordinate the sums of ``w (x-c)``, ``w (x-c)^2`` and ``w c``."""
+    """Statistics about a reference point ``c``
+    (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, and per coordinate
+    the sums of ``w (x-c)``, ``w (x-c)^2`` and ``w c``."""
 
     def __init__(self, dim: int, keys: str | None = None):
         super().__init__(keys)
@@ -290,7 +292,8 @@ class DiagonalGaussianEstimator(LeafEstimator):
 
     ``dim`` is the vector length D; ``None`` learns it from the data when it is encoded.
     ``reg_covar`` is added to every estimated variance, as scikit-learn's
-    ``GaussianMixture(covariance_type="diag")`` does, and ``min_variance`` floors them. With no
+    ``GaussianMixture(covariance_type="diag")`` does (``reg_covar_mode="relative"``: times each
+    estimated variance, a floor on the data's own scale), and ``min_variance`` floors them. With no
     weight at all the estimate is the standard normal ``DiagonalGaussianDistribution(0, 1)`` in D
     dimensions.
 
@@ -305,7 +308,8 @@ class DiagonalGaussianEstimator(LeafEstimator):
     distribution_class = DiagonalGaussianDistribution
 
     def __init__(self, dim: int | None = None, reg_covar: float = 1e-6,
-                 min_variance: float = 1e-12, keys: str | None = None):
+                 min_variance: float = 1e-12, keys: str | None = None,
+                 reg_covar_mode: str = "absolute"):
         super().__init__(keys)
         if dim is not None and not (isinstance(dim, (int, np.integer)) and dim >= 1):
             raise ValueError(f"dim must be None or an integer >= 1, got {dim!r}")
@@ -315,6 +319,7 @@ class DiagonalGaussianEstimator(LeafEstimator):
         self.dim = None if dim is None else int(dim)
         self.reg_covar = float(reg_covar)
         self.min_variance = float(min_variance)
+        self.reg_covar_mode = check_floor_mode(reg_covar_mode)
 
     def encoder(self) -> VectorEncoder:
         return _VectorEncoder() if self.dim is None else VectorEncoder(self.dim)
@@ -324,7 +329,8 @@ class DiagonalGaussianEstimator(LeafEstimator):
         if not isinstance(encoder, VectorEncoder) or dim is None or self.dim not in (None, dim):
             raise ValueError(f"DiagonalGaussianEstimator(dim={self.dim}) needs a fitted "
                              f"VectorEncoder of that length, got {encoder!r}")
-        return DiagonalGaussianEstimator(dim, self.reg_covar, self.min_variance, self.keys)
+        return DiagonalGaussianEstimator(dim, self.reg_covar, self.min_variance, self.keys,
+                                         self.reg_covar_mode)
 
     def _new_accumulator(self) -> DiagonalGaussianAccumulator:
         if self.dim is None:
@@ -337,8 +343,9 @@ class DiagonalGaussianEstimator(LeafEstimator):
         if not own[0][0] > 0:
             return DiagonalGaussianDistribution(np.zeros(own[1].size), np.ones(own[1].size))
         s0, mu, raw = central_moments(*own)
-        var = np.maximum(np.maximum(raw, 0.0) + self.reg_covar, self.min_variance)
-        collapsed = np.flatnonzero(raw <= max(self.reg_covar, self.min_variance))
+        floor = variance_floor(raw, self.reg_covar, self.reg_covar_mode)
+        var = np.maximum(np.maximum(raw, 0.0) + floor, self.min_variance)
+        collapsed = np.flatnonzero(raw <= np.maximum(floor, self.min_variance))
         if collapsed.size:
             j = int(collapsed[0])
             warn_collapsed_variance(raw[j], var[j], s0, mu[j],

@@ -19,7 +19,8 @@ from mixfold.capabilities import (
 )
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._centred import CentredMoments, central_moments
+from mixfold.families._centred import (CentredMoments, central_moments, check_floor_mode,
+                                       variance_floor)
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.compute.linear import LinearTerms, centred_gaussian, gaussian_centre
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -111,8 +112,9 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
 
 class GaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate, LinearInFeatures,
                           CompensatedAccumulation):
-    """Statistics about a reference point ``c`` (:class:`~mixfold.families._centred.CentredMoments`):
-    the sum of weights, of ``w (x-c)``, of ``w (x-c)^2`` and of ``w c``, one float each."""
+    """Statistics about a reference point ``c``
+    (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, of ``w (x-c)``, of
+    ``w (x-c)^2`` and of ``w c``, one float each."""
 
     def __init__(self, keys: str | None = None):
         super().__init__(keys)
@@ -197,6 +199,10 @@ class GaussianEstimator(LeafEstimator):
     ``reg_covar`` is added to the estimated variance (as scikit-learn does) and ``min_variance``
     floors it, so a collapsing component never yields a zero variance; when the floor is what
     remains (the rows sit on one value) a :class:`~mixfold.DegenerateFitWarning` says so.
+    ``reg_covar_mode="relative"`` adds ``reg_covar`` times the estimated variance instead, a
+    floor on the data's own scale (:func:`~mixfold.families._centred.variance_floor`). The
+    statistics are summed about the model's mean, so the fit does not depend on where the
+    data sits.
 
     >>> import mixfold
     >>> x = GaussianDistribution(2.0, 9.0).sampler(1).sample(20000)
@@ -209,13 +215,14 @@ class GaussianEstimator(LeafEstimator):
     distribution_class = GaussianDistribution
 
     def __init__(self, reg_covar: float = 1e-6, min_variance: float = 1e-12,
-                 keys: str | None = None):
+                 keys: str | None = None, reg_covar_mode: str = "absolute"):
         super().__init__(keys)
         if reg_covar < 0 or min_variance <= 0:
             raise ValueError(f"reg_covar must be >= 0 and min_variance > 0, got {reg_covar!r}, "
                              f"{min_variance!r}")
         self.reg_covar = float(reg_covar)
         self.min_variance = float(min_variance)
+        self.reg_covar_mode = check_floor_mode(reg_covar_mode)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("real")
@@ -226,8 +233,9 @@ class GaussianEstimator(LeafEstimator):
             return GaussianDistribution(0.0, 1.0)
         s0, mean, second = central_moments(*own)
         mu, raw = float(mean[0]), float(second[0])
-        var = max(max(raw, 0.0) + self.reg_covar, self.min_variance)
-        if raw <= max(self.reg_covar, self.min_variance):
+        floor = float(variance_floor(np.array(raw), self.reg_covar, self.reg_covar_mode))
+        var = max(max(raw, 0.0) + floor, self.min_variance)
+        if raw <= max(floor, self.min_variance):
             warn_collapsed_variance(raw, var, s0, mu)
         return GaussianDistribution(mu, var)
 

@@ -18,7 +18,8 @@ from mixfold.capabilities import (
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.compute.linear import gaussian_centre
-from mixfold.families._centred import CentredMoments, central_moments
+from mixfold.families._centred import (ROUNDOFF_FLOOR, CentredMoments, central_moments,
+                                       check_floor_mode, variance_floor)
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import cholesky, solve_triangular
@@ -189,8 +190,9 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
 
 class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
                                       CompensatedAccumulation):
-    """Statistics about a reference point ``c`` (:class:`~mixfold.families._centred.CentredMoments`):
-    the sum of weights, of ``w (x-c)`` (D), of the outer products ``w (x-c)(x-c)^T`` (D x D)
+    """Statistics about a reference point ``c``
+    (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, of ``w (x-c)``
+    (D), of the outer products ``w (x-c)(x-c)^T`` (D x D)
     and of ``w c`` (D)."""
 
     def __init__(self, dim: int, keys: str | None = None):
@@ -262,8 +264,12 @@ class MultivariateGaussianEstimator(LeafEstimator):
     ``dim`` is the vector length D; ``None`` learns it from the data when it is encoded.
     ``reg_covar`` is added to the diagonal of the estimated covariance, as scikit-learn's
     ``GaussianMixture(covariance_type="full")`` does, so a component on fewer than D + 1 distinct
-    rows stays positive definite. With no weight at all the estimate is the standard normal
-    ``MultivariateGaussianDistribution(0, I)`` in D dimensions.
+    rows stays positive definite; ``reg_covar_mode="relative"`` adds ``reg_covar`` times each
+    diagonal entry instead (a floor on the data's own scale: a fit in metres and in kilometres
+    agree). Either way at least :data:`~mixfold.families._centred.ROUNDOFF_FLOOR` of each
+    diagonal entry is added, so collinear columns at a large scale stay positive definite. With
+    no weight at all the estimate is the standard normal ``MultivariateGaussianDistribution(0,
+    I)`` in D dimensions.
 
     >>> import mixfold
     >>> truth = MultivariateGaussianDistribution([1.0, -2.0], [[1.0, 0.6], [0.6, 2.0]])
@@ -276,7 +282,8 @@ class MultivariateGaussianEstimator(LeafEstimator):
     accumulator_class = MultivariateGaussianAccumulator
     distribution_class = MultivariateGaussianDistribution
 
-    def __init__(self, dim: int | None = None, reg_covar: float = 1e-6, keys: str | None = None):
+    def __init__(self, dim: int | None = None, reg_covar: float = 1e-6, keys: str | None = None,
+                 reg_covar_mode: str = "absolute"):
         super().__init__(keys)
         if dim is not None and not (isinstance(dim, (int, np.integer)) and dim >= 1):
             raise ValueError(f"dim must be None or an integer >= 1, got {dim!r}")
@@ -284,6 +291,7 @@ class MultivariateGaussianEstimator(LeafEstimator):
             raise ValueError(f"reg_covar must be >= 0, got {reg_covar!r}")
         self.dim = None if dim is None else int(dim)
         self.reg_covar = float(reg_covar)
+        self.reg_covar_mode = check_floor_mode(reg_covar_mode)
 
     def encoder(self) -> VectorEncoder:
         return _VectorEncoder() if self.dim is None else VectorEncoder(self.dim)
@@ -293,7 +301,7 @@ class MultivariateGaussianEstimator(LeafEstimator):
         if not isinstance(encoder, VectorEncoder) or dim is None or self.dim not in (None, dim):
             raise ValueError(f"MultivariateGaussianEstimator(dim={self.dim}) needs a fitted "
                              f"VectorEncoder of that length, got {encoder!r}")
-        return MultivariateGaussianEstimator(dim, self.reg_covar, self.keys)
+        return MultivariateGaussianEstimator(dim, self.reg_covar, self.keys, self.reg_covar_mode)
 
     def _new_accumulator(self) -> MultivariateGaussianAccumulator:
         if self.dim is None:
@@ -307,10 +315,15 @@ class MultivariateGaussianEstimator(LeafEstimator):
         if not own[0][0] > 0:
             return MultivariateGaussianDistribution(np.zeros(d), np.eye(d))
         s0, mu, cov = central_moments(*own)
-        collapsed = np.flatnonzero(np.diagonal(cov) <= self.reg_covar)
+        diag = np.diagonal(cov)
+        floor = variance_floor(diag, self.reg_covar, self.reg_covar_mode)
+        if self.reg_covar_mode == "relative":  # a collapsed column: the component's own scale
+            floor = np.where(diag > 0, floor, self.reg_covar * max(float(diag.max()), 1.0))
+        floor = np.maximum(floor, ROUNDOFF_FLOOR * np.maximum(diag, 0.0))
+        collapsed = np.flatnonzero(diag <= floor)
         if collapsed.size:
             j = int(collapsed[0])
-            warn_collapsed_variance(cov[j, j], cov[j, j] + self.reg_covar, s0, mu[j],
+            warn_collapsed_variance(cov[j, j], cov[j, j] + floor[j], s0, mu[j],
                                     f" in dimension {j} ({collapsed.size} of {d})")
-        cov.flat[::d + 1] += self.reg_covar
+        cov.flat[::d + 1] += floor
         return MultivariateGaussianDistribution(mu, cov)

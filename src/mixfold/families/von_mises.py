@@ -20,9 +20,35 @@ __all__ = ["VonMisesDistribution", "VonMisesEstimator", "VonMisesAccumulator",
            "von_mises_kappa_mle"]
 
 
+#: From this concentration on, ``log I0(kappa) - kappa`` is its asymptotic series (the first
+#: omitted term is below 3e-16 there) and a component is scored by the half-angle form.
+SERIES_KAPPA = 1e3
+
+#: ``((2j-1)!!)^2 / (j! 8^j)``, j = 1..4: ``I0(k) ~ e^k / sqrt(2 pi k) (1 + sum_j c_j / k^j)``.
+_I0_SERIES = (1.0 / 8.0, 9.0 / 128.0, 225.0 / 3072.0, 11025.0 / 98304.0)
+
+
+def log_norm_excess(kappa: np.ndarray | float) -> np.ndarray:
+    """``log(2 pi I0(kappa)) - kappa``, exact at any concentration: ``log i0e`` below
+    :data:`SERIES_KAPPA`, the asymptotic series of ``I0`` above (``I0(1e20)`` overflows and
+    ``log I0 - kappa`` formed as a difference is all cancellation).
+
+    >>> round(float(log_norm_excess(1e20)), 10)
+    -22.1069123967
+    """
+    k = np.asarray(kappa, dtype=np.float64)
+    small = np.minimum(k, SERIES_KAPPA)
+    large = np.maximum(k, SERIES_KAPPA)
+    inv = 1.0 / large
+    tail = inv * (_I0_SERIES[0] + inv * (_I0_SERIES[1] + inv * (_I0_SERIES[2]
+                                                                + inv * _I0_SERIES[3])))
+    series = LOG_2PI - 0.5 * np.log(2.0 * np.pi * large) + np.log1p(tail)
+    return np.where(k < SERIES_KAPPA, LOG_2PI + np.log(i0e(small)), series)
+
+
 def _log_norm(kappa: np.ndarray | float) -> np.ndarray:
     """log(2 pi I0(kappa)), without overflow: I0(kappa) = i0e(kappa) exp(kappa)."""
-    return LOG_2PI + np.log(i0e(kappa)) + kappa
+    return log_norm_excess(kappa) + kappa
 
 
 @family("VonMises")
@@ -54,7 +80,7 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
         x = enc.values.astype(dt, copy=False)
         # kappa (cos d - 1) as -2 kappa sin(d/2)^2: no cancellation for concentrated laws
         half = np.sin((x - dt.type(self.mu)) * dt.type(0.5))
-        out = dt.type(-2.0 * self.kappa) * half * half - dt.type(_log_norm(self.kappa) - self.kappa)
+        out = dt.type(-2.0 * self.kappa) * half * half - dt.type(log_norm_excess(self.kappa))
         return out.astype(np.float64, copy=False)
 
     @classmethod
@@ -74,6 +100,9 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
         out = np.multiply.outer(points[:, 0], coef[0])
         out += np.multiply.outer(points[:, 1], coef[1])
         out -= _log_norm(kappa).astype(dt)
+        for k in np.flatnonzero(kappa >= SERIES_KAPPA):  # kappa cos - kappa would cancel
+            half = np.sin((enc.values.astype(dt, copy=False) - dt.type(mu[k])) * dt.type(0.5))
+            out[:, k] = dt.type(-2.0 * kappa[k]) * half * half - dt.type(log_norm_excess(kappa[k]))
         return out
 
     @staticmethod

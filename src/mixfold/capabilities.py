@@ -29,7 +29,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
-           "LinearInFeatures", "CompensatedAccumulation", "CentredStatistics"]
+           "LinearInFeatures", "CompensatedAccumulation", "CentredStatistics",
+           "RelativeScoring"]
 
 
 class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
@@ -76,6 +77,18 @@ class StackedScoring(ABC):
     def can_stack(cls, components: Sequence[Any]) -> bool:
         """Whether these components stack (a combinator stacks when its children do)."""
         return True
+
+
+class RelativeScoring(ABC):
+    """Scores K components relative to each row's best without overflow: the posterior of a
+    row whose every log-density lies below the smallest float (x = 1e200 under Gaussians) is
+    still a distribution."""
+
+    @classmethod
+    @abstractmethod
+    def stack_relative_log_density(cls, components: Sequence[Any], enc: Any) -> np.ndarray:
+        """``log p_k(x) - a(x)`` of every row under every component, (n_rows, K), for some
+        per-row ``a(x)`` that keeps the values finite."""
 
 
 class SeedsFromPoints(ABC):

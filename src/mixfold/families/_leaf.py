@@ -255,7 +255,7 @@ class LeafAccumulator(Accumulator):
         if precision != "float64" and band_of(precision) == "dd":
             self.seq_update_dd(enc, weights, np.zeros_like(weights), model)
             return None
-        if isinstance(self, CentredStatistics):
+        if isinstance(self, CentredStatistics) and model is not None:
             self.set_reference(self.stack_reference([model]))
         self._add(enc.values, weights)
         return None
@@ -267,7 +267,7 @@ class LeafAccumulator(Accumulator):
         if not isinstance(self, CompensatedAccumulation):
             raise BandSupportError(f"precision 'dd' cannot run {type(self).__name__}: it has no "
                                    f"double-double accumulation of its statistics")
-        if isinstance(self, CentredStatistics):
+        if isinstance(self, CentredStatistics) and model is not None:
             self.set_reference(self.stack_reference([model]))
         self._add_dd(enc.values, w_hi, w_lo)
 

@@ -29,6 +29,7 @@ from mixfold.capabilities import (
     CompensatedAccumulation,
     FusedFold,
     LinearInFeatures,
+    RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
     StackedScoring,
@@ -41,7 +42,7 @@ __all__ = [
     "Distribution", "Sampler", "InitRandom", "family", "family_class", "as_weights",
     # optional capabilities a family declares by inheriting them (mixfold.capabilities)
     "StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
-    "LinearInFeatures", "CompensatedAccumulation", "CentredStatistics",
+    "LinearInFeatures", "CompensatedAccumulation", "CentredStatistics", "RelativeScoring",
 ]
 
 # ---------------------------------------------------------------------------------------------

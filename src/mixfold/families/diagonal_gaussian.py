@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.logspace import LOG_2PI
+from mixfold.compute.logspace import LOG_2PI, relative_quadratic_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
     LinearInFeatures,
+    RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
     StackedScoring,
@@ -72,7 +73,8 @@ def centred_transposed(rows: np.ndarray, center: np.ndarray, out: np.ndarray) ->
 
 
 @family("DiagonalGaussian")
-class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
+class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands,
+                                   RelativeScoring):
     """Gaussian with mean vector ``mu`` and per-coordinate variances ``sigma2`` (both length D).
 
     Rows are vectors of length D (array of shape (n_rows, D), or a sequence of sequences).
@@ -140,6 +142,17 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
         _centred_scores(components, np.zeros(len(components)), enc.values, precision, start,
                         stop, out)
         return out.T  # (n, K) in Fortran order: the log-sum-exp reduces contiguous columns
+
+    @classmethod
+    def stack_relative_log_density(cls, components: Sequence[DiagonalGaussianDistribution],
+                                   enc: Encoded) -> np.ndarray:
+        """Log-densities less each row's largest quadratic part, (n_rows, K), finite for any
+        finite row (:func:`~mixfold.compute.logspace.relative_quadratic_scores`)."""
+        mu = np.array([c.mu for c in components])
+        s2 = np.array([c.sigma2 for c in components])
+        z = (enc.values[:, None, :] - mu) / np.sqrt(s2)
+        const = -0.5 * (mu.shape[1] * LOG_2PI + np.log(s2).sum(axis=1))
+        return relative_quadratic_scores(z, const)
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

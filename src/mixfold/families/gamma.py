@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.capabilities import CentredStatistics, SeedsFromPoints
+from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import weighted_centre
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
@@ -42,6 +43,8 @@ class GammaDistribution(Distribution, SeedsFromPoints):
             raise ParameterError(f"scale must be finite and > 0, got {scale!r}")
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if self.shape >= LARGE_SHAPE:
+            return _large_shape_log_density(enc.values, self.shape, self.scale, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         norm = dt.type(gammaln(self.shape) + self.shape * np.log(self.scale))
@@ -77,6 +80,43 @@ class GammaDistribution(Distribution, SeedsFromPoints):
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> GammaDistribution:
         return cls(p["shape"], p["scale"])
+
+
+#: From this shape on, the log-density is taken in Stirling's form: ``(k - 1) log x``,
+#: ``x / theta``, ``log Gamma(k)`` and ``k log theta`` are each of order k log k and cancel.
+LARGE_SHAPE = 1e3
+
+
+def _log1p_minus(t: np.ndarray, log_ratio: np.ndarray, k: float) -> np.ndarray:
+    """``(k - 1) log(1 + t) - k t`` (``log_ratio`` = ``log(1 + t)``, taken from the logs so
+    that it holds far below the mean) without its cancellation near t = 0: there ``k`` times
+    the series of ``log(1 + t) - t``, less ``log1p(t)``."""
+    small = np.abs(t) < 0.1
+    ts = np.where(small, t, 0.0)
+    series = np.zeros_like(ts)
+    for j in range(24, 1, -1):  # -t^2/2 + t^3/3 - ...: what is left is below 1e-23 t^2
+        series = ts * (series + (-1.0) ** (j + 1) / j)
+    series *= ts
+    return np.where(small, k * series - np.log1p(ts), (k - 1.0) * log_ratio - k * t)
+
+
+def _large_shape_log_density(x: np.ndarray, k: float, theta: float,
+                             precision: str) -> np.ndarray:
+    """``log p(x)`` for shape ``k >= LARGE_SHAPE``: with ``y = x / theta = k (1 + t)``,
+    ``k (log(1+t) - t) - log(1+t) - log(2 pi k) / 2 - stirlerr(k) - log theta``, where
+    ``stirlerr(k) = log Gamma(k) - (k - 1/2) log k + k - log(2 pi) / 2``; each term is small.
+
+    >>> d = GammaDistribution(1e8, 1e-8)
+    >>> round(float(_large_shape_log_density(np.array([1.0]), d.shape, d.scale, "float64")[0]), 9)
+    8.291401838
+    """
+    x = np.asarray(x, dtype=np.float64)
+    t = x / (k * theta) - 1.0
+    stirlerr = (1.0 / 12.0 - (1.0 / 360.0 - 1.0 / (1260.0 * k * k)) / (k * k)) / k
+    with np.errstate(divide="ignore"):
+        log_ratio = np.log(x) - np.log(theta) - np.log(k)
+        out = _log1p_minus(t, log_ratio, k) - 0.5 * (LOG_2PI + np.log(k)) - stirlerr - np.log(theta)
+    return out.astype(native_dtype(precision)).astype(np.float64, copy=False)
 
 
 class GammaAccumulator(LeafAccumulator, CentredStatistics):
@@ -194,7 +234,7 @@ class GammaEstimator(LeafEstimator):
         log_gap = np.log(ratio / s0) - mean_log if ratio > 0 else 0.0
         log_mean = log_ref + mean_log + log_gap
         # no shape may leave a scale below the smallest float: mean / shape must stay > 0
-        cap = min(self.max_shape, max(1.0, np.exp(log_mean - SMALLEST_LOG_SCALE)))
+        cap = min(self.max_shape, max(1.0, np.exp(min(log_mean - SMALLEST_LOG_SCALE, 700.0))))
         shape = gamma_shape_mle(log_gap, cap)
         mean = np.exp(log_mean)
         if shape >= cap:

@@ -12,6 +12,7 @@ from mixfold.compute.logspace import LOG_2PI
 from mixfold.capabilities import (
     CompensatedAccumulation,
     LinearInFeatures,
+    RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
     StackedScoring,
@@ -31,7 +32,8 @@ __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator"]
 
 
 @family("Gaussian")
-class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
+class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands,
+                           RelativeScoring):
     """Gaussian with mean ``mu`` and variance ``sigma2``.
 
     >>> d = GaussianDistribution(1.0, 4.0)
@@ -80,6 +82,39 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
         out *= (-0.5 / s2).astype(dt)[:, None]
         out += (-0.5 * (LOG_2PI + np.log(s2))).astype(dt)[:, None]
         return out.T
+
+    @classmethod
+    def stack_relative_log_density(cls, components: Sequence[GaussianDistribution],
+                                   enc: Encoded) -> np.ndarray:
+        """Log-densities less a per-row constant, (n_rows, K), finite for any finite row.
+
+        Far out (``|x| > 1e100``) ``(x - mu_k)^2 / s2_k - (x - mu_b)^2 / s2_b`` (b the row's best
+        component) is taken as ``x^2`` times the gap of the coefficients of ``1, 1/x, 1/x^2``,
+        each a difference of parameters: two components of one variance still differ by their
+        means at x = 1e200, where ``x - mu`` no longer does.
+
+        >>> comps = [GaussianDistribution(0.0, 1.0), GaussianDistribution(1.0, 1.0)]
+        >>> enc = GaussianDistribution(0, 1).encoder().encode([1e200, 0.25])
+        >>> GaussianDistribution.stack_relative_log_density(comps, enc).round(4).tolist()
+        [[-1e+200, -0.9189], [-0.9502, -1.2002]]
+        """
+        mu = np.array([c.mu for c in components])
+        p = 1.0 / np.array([c.sigma2 for c in components])
+        const = -0.5 * (LOG_2PI - np.log(p))
+        x = enc.values[:, None]
+        near = np.abs(x) <= 1e100
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            out = -0.5 * (x - mu) ** 2 * p + const
+            inv = np.where(near, 0.0, 1.0 / x)
+            coef = (p, -2.0 * mu * p, mu * mu * p)  # of x^2 (x^0, x^-1, x^-2)
+
+            def gap(best: np.ndarray) -> np.ndarray:
+                return sum((c - c[best][:, None]) * inv ** i for i, c in enumerate(coef))
+
+            first = gap(np.zeros(len(x), dtype=int))
+            g = gap(np.argmin(first, axis=1))
+            far = np.where(g > 0, -0.5 * np.abs(x) * (np.abs(x) * g), 0.0) + const
+        return np.where(near, out, far)
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

@@ -13,6 +13,7 @@ from mixfold.capabilities import (
     CentredStatistics,
     FusedFold,
     LinearInFeatures,
+    RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
     StackedScoring,
@@ -323,7 +324,14 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
         if not is_native(precision):
             require_band(self, precision)
             return self.band_posterior_matrix(enc, band_ops(precision))[0]
-        return log_normalize_rows(self.component_log_densities(enc, precision))[0]
+        post, lse = log_normalize_rows(self.component_log_densities(enc, precision))
+        far = np.flatnonzero(lse == -np.inf)  # (x = 1e200: every log-density below -1e308)
+        if far.size and self._stack is not None and issubclass(self._stack, RelativeScoring):
+            with np.errstate(divide="ignore"):
+                scores = self._stack.stack_relative_log_density(self.components, enc.take(far)) \
+                    + np.log(self.weights)
+            post[far] = log_normalize_rows(scores)[0]
+        return post
 
     # -- the E-step in a precision band (see mixfold.precision.emulation) ---------------------
 

@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.logspace import LOG_2PI
+from mixfold.compute.logspace import LOG_2PI, relative_quadratic_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
+    RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
     StackedScoring,
@@ -49,7 +50,8 @@ def _array(name: str, value: Any, ndim: int) -> np.ndarray:
 
 
 @family("MultivariateGaussian")
-class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
+class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands,
+                                       RelativeScoring):
     """Gaussian with mean vector ``mu`` (length D) and covariance ``cov`` (D x D).
 
     ``cov`` must be symmetric (within a relative 1e-10, then symmetrised) and positive definite.
@@ -154,6 +156,17 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         out *= dt.type(-0.5)
         out += (const - 0.5 * d * LOG_2PI).astype(dt)[:, None]
         return out.T  # (n, K) in Fortran order: the log-sum-exp reduces contiguous columns
+
+    @classmethod
+    def stack_relative_log_density(cls, components: Sequence[MultivariateGaussianDistribution],
+                                   enc: Encoded) -> np.ndarray:
+        """Log-densities less each row's largest quadratic part, (n_rows, K), finite for any
+        finite row (:func:`~mixfold.compute.logspace.relative_quadratic_scores`)."""
+        x = enc.values
+        z = np.stack([(x - c.mu) @ c.precision_cholesky for c in components], axis=1)
+        const = np.array([c.log_det_precision_cholesky for c in components]) \
+            - 0.5 * x.shape[1] * LOG_2PI
+        return relative_quadratic_scores(z, const)
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

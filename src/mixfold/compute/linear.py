@@ -49,7 +49,7 @@ from mixfold.compute.logspace import LOG_2PI
 from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, native_dtype
 
 __all__ = ["LinearTerms", "linear_fold", "fold_linear_mixture", "block_rows",
-           "centred_gaussian", "gaussian_centre", "uncentred_moments",
+           "centred_gaussian", "gaussian_centre",
            "SCORE_BLOCK_BYTES", "MAX_FUSED_BLOCK_ROWS", "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR",
            "FLOAT64_SCORE_FLOOR",
            "ONE_HOT_LEVELS"]
@@ -160,19 +160,6 @@ def gaussian_centre(mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
         grid = np.exp2(np.ceil(np.log2(spread)))
         snapped = np.round(center / grid) * grid
     return np.where(np.isfinite(snapped) & (grid > 0), snapped, center)
-
-
-def uncentred_moments(center: np.ndarray, mass: np.ndarray, s1: np.ndarray, s2: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """(sum r x, sum r x^2), (K, D) each, from the centred sums ``s1 = sum r (x-c)`` and
-    ``s2 = sum r (x-c)^2`` (K, D) and the mass ``sum r`` (K,).
-
-    >>> [a.tolist() for a in uncentred_moments(np.array([2.0]), np.array([1.0]),
-    ...                                        np.array([[1.0]]), np.array([[1.0]]))]
-    [[[3.0]], [[9.0]]]
-    """
-    w = mass[:, None]
-    return s1 + center * w, s2 + 2.0 * center * s1 + center * center * w
 
 
 def block_rows(k: int, dtype: np.dtype | type) -> int:

@@ -291,7 +291,7 @@ class DiagonalGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate
             r = resp[:, k]
             c = acc.point_for(x, r)
             if at is None or not np.array_equal(c, at):
-                at, xc = c, x - c
+                at, xc = c, (x - c if np.any(c) else x)  # (about the origin: as they are)
                 xx = xc * xc
             s0 = r.sum()
             acc.weight += s0

@@ -219,7 +219,7 @@ class GaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate, Linear
             c = acc.point_for(x, r)
             if at is None or c[0] != at:
                 at = c[0]
-                d = x - at
+                d = x - at if at else x  # (about the origin: as they are)
                 dd = d * d
             s0 = r.sum()
             acc.weight += s0

@@ -27,6 +27,7 @@ from mixfold.families._scipy import cholesky, solve_triangular
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import is_native, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
+from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.scratch import scratch
 
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
@@ -251,13 +252,18 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
         """
         x = enc.values
         points = [acc.point_for(x, resp[:, k]) for k, acc in enumerate(accs)]
+        shared = all(np.array_equal(c, points[0]) for c in points)
+        if shared and not np.any(points[0]):
+            centred = x  # about the origin: nothing to subtract
+        elif shared:
+            centred = _centred_rows(x, points[0])
         step = max(256, (1 << 17) // x.shape[1])  # a block of rows and its weighted copy: ~2 MB
         for lo in range(0, x.shape[0], step):
             rb = resp[lo:lo + step]
             xb = x[lo:lo + step]
             rx = scratch("mvg.rx", xb.shape)
-            xc = scratch("mvg.xc_block", xb.shape)
-            at = None
+            xc = centred[lo:lo + step] if shared else scratch("mvg.xc_block", xb.shape)
+            at = points[0] if shared else None
             for k, (acc, c) in enumerate(zip(accs, points)):
                 if at is None or not np.array_equal(c, at):
                     at = c
@@ -269,6 +275,18 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
                 np.multiply(r[:, None], xc, out=rx)
                 acc.sum_xx += xc.T @ rx
                 acc.ref_mass += s0 * c
+
+
+def _centred_rows(x: np.ndarray, point: np.ndarray) -> np.ndarray:
+    """``x - point`` (n_rows, D), kept with the rows between EM iterations when the feature
+    cache has room (the point, a snapped centre, stays put from one iteration to the next)."""
+    store = cache_for(("mvg.centred", point.tobytes()), [x], x.nbytes, x.nbytes)
+    got = None if store is None else store.get(0)
+    if got is None:
+        got = x - point
+        if store is not None:
+            store[0] = got
+    return got
 
 
 class MultivariateGaussianEstimator(LeafEstimator):

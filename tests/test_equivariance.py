@@ -15,6 +15,7 @@ import mixfold
 from mixfold import (DiagonalGaussianDistribution, DiagonalGaussianEstimator,
                      ExponentialEstimator, GammaDistribution,
                      GammaEstimator, GaussianDistribution, GaussianEstimator,
+                     HiddenMarkovDistribution,
                      LogGaussianDistribution, LogGaussianEstimator, MixtureDistribution,
                      MixtureEstimator, MultivariateGaussianDistribution,
                      MultivariateGaussianEstimator, VonMisesDistribution, VonMisesEstimator)
@@ -128,6 +129,41 @@ def test_float32_mixture_fit_is_translation_equivariant_to_float32_resolution():
         np.testing.assert_allclose(cb.sigma2, ca.sigma2, rtol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["gaussian", "diagonal"])
+def test_hidden_markov_fit_is_translation_equivariant(kind):
+    # the emissions' statistics are summed about the stack's centre, like a mixture's
+    emission = GaussianDistribution if kind == "gaussian" else DiagonalGaussianDistribution
+    params = [(-1.0, 0.7), (2.5, 2.0)] if kind == "gaussian" else \
+        [([-1.0, 0.0], [0.7, 1.0]), ([2.5, 1.0], [2.0, 0.5])]
+    truth = HiddenMarkovDistribution([emission(*p) for p in params], [0.3, 0.7],
+                                     [[0.8, 0.2], [0.35, 0.65]])
+    seqs = truth.sampler(3, sample_length=40).sample(60)
+    offset = 1e9
+    base = [np.asarray(q) + offset - offset for q in seqs]
+    moved = [q + offset for q in base]
+    est = truth.estimator()
+    a = fit(base, est, init=truth, max_iter=15, tol=0.0).model
+    b = fit(moved, est, init=HiddenMarkovDistribution(
+        [emission(np.asarray(p[0]) + offset, p[1]) for p in params], [0.3, 0.7],
+        [[0.8, 0.2], [0.35, 0.65]]), max_iter=15, tol=0.0).model
+    np.testing.assert_allclose(b.transitions, a.transitions, atol=1e-6)
+    for ea, eb in zip(a.emissions, b.emissions):
+        close_shifted(eb.mu, ea.mu, offset, 1.0)
+        np.testing.assert_allclose(eb.sigma2, ea.sigma2, rtol=1e-6)
+
+
+def test_process_pool_fit_is_translation_equivariant():
+    # shards fold apart about the same point (the model's), so their payloads still add up
+    x = np.concatenate([rows(6, 600, 2), 5.0 + rows(7, 400, 2)])
+    base, moved = shifted(x, np.array([1e9, -1e9]))
+    est = MixtureEstimator([MultivariateGaussianEstimator()] * 2)
+    a = fit(base, est, seed=1, max_iter=20)
+    b = fit(moved, est, seed=1, max_iter=20, backend="mp", num_workers=2)
+    for ca, cb in zip(a.model.components, b.model.components):
+        close_shifted(cb.mu, ca.mu, np.array([1e9, -1e9]), 1.0)
+        np.testing.assert_allclose(cb.cov, ca.cov, rtol=1e-6, atol=1e-9)
+
+
 def test_online_em_is_translation_equivariant():
     # online EM averages statistics folded under successive models: each step's are about that
     # step's mean, so the running ones are moved onto it before they are averaged
@@ -191,6 +227,23 @@ def test_relative_floor_agrees_in_metres_and_kilometres():
     np.testing.assert_allclose(m.cov, km.cov * 1e6, rtol=1e-10)
     absolute = fit(x, MultivariateGaussianEstimator()).model  # reg_covar 1e-6 swamps 1e-8
     assert not np.allclose(absolute.cov * 1e6, m.cov, rtol=1e-3)
+
+
+@pytest.mark.parametrize("kappa", [2.0, 1e6, 1e12])
+def test_von_mises_concentration_is_recovered_at_any_size(kappa):
+    # 1 - rbar is summed from half-angle terms about the model's direction: at kappa = 1e12 a
+    # float rbar (1 - 5e-13) would hold it to 2e-4 only
+    x = VonMisesDistribution(1.0, kappa).sampler(4).sample(20000)
+    got = fit(x, VonMisesEstimator(max_kappa=1e20)).model
+    # the MLE from the sample itself, in mpmath
+    mpmath.mp.dps = 50
+    c = mpmath.fsum(mpmath.cos(mpmath.mpf(v) - 1) for v in x)
+    s = mpmath.fsum(mpmath.sin(mpmath.mpf(v) - 1) for v in x)
+    gap = float(1 - mpmath.sqrt(c * c + s * s) / len(x))
+    assert got.kappa == pytest.approx(kappa, rel=0.05)
+    want = mpmath.findroot(lambda k: mpmath.besseli(1, k) / mpmath.besseli(0, k) - (1 - gap),
+                           0.5 / gap if gap < 0.1 else kappa) if kappa < 1e5 else 0.5 / gap
+    assert got.kappa == pytest.approx(float(want), rel=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------

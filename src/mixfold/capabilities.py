@@ -167,8 +167,9 @@ class CentredStatistics(ABC):
     @staticmethod
     @abstractmethod
     def stack_reference(components: Sequence[Any]) -> np.ndarray:
-        """The one reference point of accumulators whose rows are added under ``components``
-        together (the same whatever range of them is added)."""
+        """The reference points (one per component, array of shape (K, D)) of accumulators
+        whose rows are added under ``components`` together: the same whatever range of them is
+        added (a Gaussian stack shares one point, its centre)."""
 
     @abstractmethod
     def set_reference(self, point: np.ndarray) -> None:

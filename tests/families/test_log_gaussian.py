@@ -118,8 +118,8 @@ def test_stacked_mixture_paths_equal_per_component_paths(rng):
     np.testing.assert_allclose(m.component_log_densities(enc), per_component, rtol=1e-12)
     resp = m.seq_posterior(enc) * rng.uniform(size=(300, 1))
     stacked = [LogGaussianAccumulator() for _ in range(2)]
-    for acc in stacked:  # a stacked update sums about the point the stack shares
-        acc.set_reference(LogGaussianAccumulator.stack_reference(m.components))
+    for acc, point in zip(stacked, LogGaussianAccumulator.stack_reference(m.components)):
+        acc.set_reference(point)  # a stacked update sums about the point the stack shares
     LogGaussianAccumulator.stack_update(stacked, enc, resp)
     for k, acc in enumerate(stacked):
         ref = LogGaussianAccumulator()

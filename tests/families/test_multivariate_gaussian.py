@@ -181,8 +181,8 @@ def test_stacked_update_equals_per_component_update(rng):
     enc = m.encoder().encode(rng.normal(0, 3, size=(400, 3)))
     resp = m.seq_posterior(enc) * rng.uniform(size=(400, 1))
     stacked = [MultivariateGaussianAccumulator(3) for _ in range(3)]
-    for acc in stacked:  # a stacked update sums about the point the stack shares
-        acc.set_reference(MultivariateGaussianAccumulator.stack_reference(m.components))
+    for acc, point in zip(stacked, MultivariateGaussianAccumulator.stack_reference(m.components)):
+        acc.set_reference(point)  # a stacked update sums about the point the stack shares
     MultivariateGaussianAccumulator.stack_update(stacked, enc, resp)
     for k, acc in enumerate(stacked):
         ref = MultivariateGaussianAccumulator(3)

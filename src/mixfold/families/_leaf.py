@@ -256,7 +256,7 @@ class LeafAccumulator(Accumulator):
             self.seq_update_dd(enc, weights, np.zeros_like(weights), model)
             return None
         if isinstance(self, CentredStatistics) and model is not None:
-            self.set_reference(self.stack_reference([model]))
+            self.set_reference(self.stack_reference([model])[0])
         self._add(enc.values, weights)
         return None
 
@@ -268,7 +268,7 @@ class LeafAccumulator(Accumulator):
             raise BandSupportError(f"precision 'dd' cannot run {type(self).__name__}: it has no "
                                    f"double-double accumulation of its statistics")
         if isinstance(self, CentredStatistics) and model is not None:
-            self.set_reference(self.stack_reference([model]))
+            self.set_reference(self.stack_reference([model])[0])
         self._add_dd(enc.values, w_hi, w_lo)
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:

@@ -235,8 +235,8 @@ class DiagonalGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate
     @staticmethod
     def stack_reference(components: Sequence[DiagonalGaussianDistribution]) -> np.ndarray:
         """The fused E-step's centre of these components
-        (:func:`~mixfold.compute.linear.gaussian_centre`)."""
-        return _centred_terms(components)[0]
+        (:func:`~mixfold.compute.linear.gaussian_centre`), for each."""
+        return np.repeat(_centred_terms(components)[0][None], len(components), axis=0)
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         c = self.point_for(x, w)

@@ -75,8 +75,8 @@ class ExponentialAccumulator(LeafAccumulator, CentredStatistics):
 
     @staticmethod
     def stack_reference(components: Sequence[ExponentialDistribution]) -> np.ndarray:
-        """The mean log of the components' means."""
-        return np.array([-np.mean([np.log(c.rate) for c in components])])
+        """The mean log of the components' means, for each."""
+        return np.full((len(components), 1), -np.mean([np.log(c.rate) for c in components]))
 
     def set_reference(self, point: np.ndarray) -> None:
         self._log_ref = float(np.reshape(point, -1)[0])

@@ -136,8 +136,9 @@ class GammaAccumulator(LeafAccumulator, CentredStatistics):
 
     @staticmethod
     def stack_reference(components: Sequence[GammaDistribution]) -> np.ndarray:
-        """The mean log of the components' means."""
-        return np.array([np.mean([np.log(c.shape) + np.log(c.scale) for c in components])])
+        """The mean log of the components' means, for each."""
+        point = np.mean([np.log(c.shape) + np.log(c.scale) for c in components])
+        return np.full((len(components), 1), point)
 
     def set_reference(self, point: np.ndarray) -> None:
         self._log_ref = float(np.reshape(point, -1)[0])

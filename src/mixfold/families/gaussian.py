@@ -160,9 +160,10 @@ class GaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate, Linear
 
     @staticmethod
     def stack_reference(components: Sequence[GaussianDistribution]) -> np.ndarray:
-        """The fused E-step's centre of these components (:func:`gaussian_centre`)."""
-        return gaussian_centre(np.array([[c.mu] for c in components]),
-                               np.array([[c.sigma2] for c in components]))
+        """The fused E-step's centre of these components (:func:`gaussian_centre`), for each."""
+        centre = gaussian_centre(np.array([[c.mu] for c in components]),
+                                 np.array([[c.sigma2] for c in components]))
+        return np.repeat(centre[None], len(components), axis=0)
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         c = self.point_for(x, w)

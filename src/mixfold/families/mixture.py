@@ -589,11 +589,11 @@ def add_unit_range(accs: Sequence[Accumulator], stack_update: Any, slots: tuple[
                    enc: Encoded, resp: np.ndarray, units: Sequence[Distribution], precision: str,
                    start: int, stop: int) -> None:
     """Add rows weighted by ``resp[:, k]`` to the accumulators of units ``[start, stop)``
-    (a stacked update sums centred statistics about the point all the units share)."""
+    (a stacked update sums centred statistics about the points the units give them)."""
     if stack_update is not None:
         if isinstance(accs[start], CentredStatistics):
-            point = accs[start].stack_reference(units)
-            for acc in accs[start:stop]:
+            points = accs[start].stack_reference(units)
+            for acc, point in zip(accs[start:stop], points[start:stop]):
                 acc.set_reference(point)
         stack_update(accs[start:stop], enc, resp[:, start:stop])
         return

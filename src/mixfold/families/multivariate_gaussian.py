@@ -222,9 +222,10 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
     @staticmethod
     def stack_reference(components: Sequence[MultivariateGaussianDistribution]) -> np.ndarray:
         """The mean of the components' means on a grid no finer than their spread
-        (:func:`~mixfold.compute.linear.gaussian_centre`)."""
-        return gaussian_centre(np.array([c.mu for c in components]),
-                               np.array([np.diagonal(c.cov) for c in components]))
+        (:func:`~mixfold.compute.linear.gaussian_centre`), for each."""
+        centre = gaussian_centre(np.array([c.mu for c in components]),
+                                 np.array([np.diagonal(c.cov) for c in components]))
+        return np.repeat(centre[None], len(components), axis=0)
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         c = self.point_for(x, w)

@@ -164,6 +164,20 @@ def test_process_pool_fit_is_translation_equivariant():
         np.testing.assert_allclose(cb.cov, ca.cov, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.parametrize("precision", ["float16", "bfloat16"])
+def test_emulated_band_fits_are_translation_equivariant_to_their_resolution(precision):
+    # a band scores the deviation x - mu rounded into it once: x = 1e8 itself overflows float16
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.standard_normal(600), 5.0 + rng.standard_normal(400)])
+    base, moved = shifted(x, 1e8)
+    est = MixtureEstimator([GaussianEstimator()] * 2)
+    a = fit(base, est, seed=1, max_iter=10, precision=precision).model
+    b = fit(moved, est, seed=1, max_iter=10, precision=precision).model
+    for ca, cb in zip(a.components, b.components):
+        close_shifted(cb.mu, ca.mu, 1e8, 1.0, rel=1e-2)
+        assert cb.sigma2 == pytest.approx(ca.sigma2, rel=1e-2)
+
+
 def test_online_em_is_translation_equivariant():
     # online EM averages statistics folded under successive models: each step's are about that
     # step's mean, so the running ones are moved onto it before they are averaged

@@ -63,9 +63,11 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
 
     def band_log_density(self, enc: Encoded, ops: Any) -> Any:
         """``-(z^2 / s2 + log 2 pi + log s2) / 2`` with every operation in the band of ``ops``
-        (a :class:`~mixfold.precision.emulation.BandOps`); the values stay in the band."""
+        (a :class:`~mixfold.precision.emulation.BandOps`); the values stay in the band. The
+        deviation ``z = x - mu`` enters the band rounded once from float64, so a band scores
+        rows far from the origin (x = 1e8 overflows float16) as it scores them near it."""
         s2 = ops.array(self.sigma2)
-        z = ops.sub(ops.array(enc.values), ops.array(self.mu))
+        z = ops.array(enc.values - self.mu)
         inner = ops.add(ops.div(ops.mul(z, z), s2), ops.add(ops.log_2pi, ops.log(s2)))
         return ops.mul(ops.array(-0.5), inner)
 

@@ -111,7 +111,7 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         in float64 from ``cov``; the whitening ``y_m = sum_{j<=m} z_j U_jm`` is one vectorized
         operation over the rows per term."""
         u = self.precision_cholesky
-        z = [ops.sub(ops.array(enc.values[:, j]), ops.array(self.mu[j]))
+        z = [ops.array(enc.values[:, j] - self.mu[j])  # rounded into the band once
              for j in range(self.dim)]
         squares = []
         for m in range(self.dim):

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mixfold
-from mixfold import (DiagonalGaussianDistribution, DiagonalGaussianEstimator,
+from mixfold import (BinomialEstimator, DiagonalGaussianDistribution, DiagonalGaussianEstimator,
                      ExponentialEstimator, GammaDistribution,
-                     GammaEstimator, GaussianDistribution, GaussianEstimator,
+                     GammaEstimator, GaussianDistribution, GaussianEstimator, GeometricEstimator,
                      HiddenMarkovDistribution,
                      LogGaussianDistribution, LogGaussianEstimator, MixtureDistribution,
                      MixtureEstimator, MultivariateGaussianDistribution,
@@ -363,6 +363,22 @@ def test_gamma_near_the_smallest_float():
         pytest.approx(1e-300, rel=1e-9)
     one = fit([1e-318] * 20, GammaEstimator()).model
     assert one.scale > 0 and one.shape * one.scale == pytest.approx(1e-318, rel=1e-3)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-315])
+def test_ratio_families_with_weights_near_the_smallest_float(scale):
+    # a component's responsibilities can be subnormal: Geometric and Binomial take ratios of
+    # two sums of the same weights (x >= 1 for a Geometric), so neither scale goes to 0
+    rng = np.random.default_rng(2)
+    for est, x in ((GeometricEstimator(), rng.geometric(0.2, 300).astype(float)),
+                   (BinomialEstimator(10), rng.binomial(10, 0.3, 300).astype(float))):
+        enc = est.encoder().encode(x)
+        w = rng.uniform(0.5, 1.5, 300)
+        plain, tiny = (est.accumulator_factory().make() for _ in range(2))
+        plain.seq_update(enc, w, None)
+        tiny.seq_update(enc, w * scale, None)
+        got = est.estimate(1.0, tiny.value()).p
+        assert 0 < got and got == pytest.approx(est.estimate(1.0, plain.value()).p, rel=1e-6)
 
 
 def test_von_mises_at_a_huge_concentration():

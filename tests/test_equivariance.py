@@ -178,6 +178,30 @@ def test_emulated_band_fits_are_translation_equivariant_to_their_resolution(prec
         assert cb.sigma2 == pytest.approx(ca.sigma2, rel=1e-2)
 
 
+def test_tied_components_pool_statistics_about_one_point():
+    # a seeded start sums each tied component about its own rows' mean: the pool moves them to
+    # one point before adding (else the sums of two references would be added as one)
+    x = np.concatenate([rows(11, 300), 4.0 + rows(12, 200)])
+    base, moved = shifted(x, 1e8)
+    est = MixtureEstimator([GaussianEstimator(keys="tied")] * 2)
+    a, b = fit(base, est, seed=1, max_iter=5).model, fit(moved, est, seed=1, max_iter=5).model
+    for ca, cb in zip(a.components, b.components):
+        close_shifted(cb.mu, ca.mu, 1e8, 1.0)
+        assert cb.sigma2 == pytest.approx(ca.sigma2, rel=1e-6)
+    assert a.components[0] == a.components[1]
+    assert a.components[0].sigma2 == pytest.approx(x.var(), rel=1e-6)
+    # two tied accumulators summed about different points pool to the moments of all rows
+    est = MixtureEstimator([GaussianEstimator(keys="tied")] * 2)
+    acc = est.accumulator_factory().make()
+    enc = GaussianEstimator().encoder().encode(moved)
+    acc.components[0].seq_update(enc.rows(0, 300), np.ones(300), GaussianDistribution(1e8, 1.0))
+    acc.components[1].seq_update(enc.rows(300, 500), np.ones(200),
+                                 GaussianDistribution(1e8 + 4.0, 1.0))
+    acc.tie_keys()
+    pooled = GaussianEstimator(reg_covar=0.0).estimate(500.0, acc.components[1].value())
+    assert pooled.sigma2 == pytest.approx(x.var(), rel=1e-9)
+
+
 def test_online_em_is_translation_equivariant():
     # online EM averages statistics folded under successive models: each step's are about that
     # step's mean, so the running ones are moved onto it before they are averaged

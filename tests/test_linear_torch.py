@@ -34,7 +34,8 @@ def _diagonal_mixture(k: int = 4, d: int = 3, seed: int = 0) -> mixfold.MixtureD
 
 
 def _errors(model, enc, precision, reference="dd"):
-    got, ref = fold_statistics(model, enc, precision), fold_statistics(model, enc, reference)
+    got = fold_statistics(model, enc, precision, raw=True)
+    ref = fold_statistics(model, enc, reference, raw=True)
     return max(relative_error(g, r) for g, r in zip(got, ref))
 
 
@@ -47,8 +48,8 @@ def test_every_band_on_the_cpu_matches_the_emulator_within_its_bound(band):
     torch_error = _errors(model, enc, f"{band}@cpu")
     assert 0 < torch_error <= bound
     if band in ("bfloat16", "float16"):  # the accuracy reference runs the same band
-        emulated = fold_statistics(model, enc, f"{band}@emulated")
-        got = fold_statistics(model, enc, f"{band}@cpu")
+        emulated = fold_statistics(model, enc, f"{band}@emulated", raw=True)
+        got = fold_statistics(model, enc, f"{band}@cpu", raw=True)
         assert max(relative_error(g, e) for g, e in zip(got, emulated)) <= 2 * bound
         assert torch_error > 1e-5  # the band really ran (not float64 in disguise)
     # a bare reduced band is this engine
@@ -234,7 +235,9 @@ def test_the_fp8_layout_and_scales_give_the_emulators_accuracy(monkeypatch):
     got = _errors(model, enc, "fp8@cpu")
     emulated = _errors(model, enc, "fp8@emulated")
     assert 1e-3 < got <= fused_statistics_bound("fp8", estep_op_count(model), enc.n_rows, 32768)
-    assert got <= 4 * emulated
+    # the emulator rounds each component's own deviation x - mu_k once; the fused GEMM rounds
+    # features about one centre shared by the components: within a few times its error
+    assert got <= 8 * emulated
 
 
 def test_full_covariance_mixtures_run_on_torch_element_by_element():

@@ -64,8 +64,8 @@ def test_payload_round_trips_exactly_and_has_fixed_size(parts):
     np.testing.assert_array_equal(copy.to_array(), flat)
     small = folded(est, model, *pieces[0])
     assert small.payload_size() == acc.payload_size() == flat.size
-    # weights (2) + per component: gaussian sums (3) + categorical counts (2)
-    assert flat.size == 2 + 2 * (3 + 2)
+    # weights (2) + per component: gaussian sums about a reference (4) + categorical counts (2)
+    assert flat.size == 2 + 2 * (4 + 2)
     with pytest.raises(ValueError, match="flat array"):
         copy.from_array(flat[:-1])
 

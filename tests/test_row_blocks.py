@@ -10,7 +10,7 @@ from threadpoolctl import threadpool_limits
 
 from mixfold.compute.row_blocks import map_row_blocks, row_threads
 from mixfold.families._protocol import ArrayEncoded
-from mixfold.compute.linear import MAX_FUSED_BLOCK_ROWS, fold_linear_mixture
+from mixfold.compute.linear import MAX_FUSED_BLOCK_ROWS, fold_linear_mixture, gaussian_centre
 from mixfold.families.diagonal_gaussian import (DiagonalGaussianAccumulator,
                                                 DiagonalGaussianDistribution)
 
@@ -45,7 +45,10 @@ def test_stacked_fold_equals_brute_force(problem):
                      axis=1) + log_w
     want_lse = logsumexp(joint, axis=1)
     resp = np.exp(joint - want_lse[:, None]) * w[:, None]
-    want = np.concatenate([np.concatenate([[r.sum()], r @ x, r @ (x * x)]) for r in resp.T])
+    c = gaussian_centre(np.array([c.mu for c in comps]), np.array([c.sigma2 for c in comps]))
+    xc = x - c  # the statistics are summed about the fold's centre, carried as sum w c
+    want = np.concatenate([np.concatenate([[r.sum()], r @ xc, r @ (xc * xc), r.sum() * c])
+                           for r in resp.T])
     np.testing.assert_allclose(lse, want_lse, rtol=1e-12)
     np.testing.assert_allclose(mass, resp.sum(axis=0), rtol=1e-12)
     np.testing.assert_allclose(flat, want, rtol=1e-10)
@@ -89,6 +92,6 @@ def test_float32_responsibilities_below_the_floor_are_exactly_zero():
     for precision in ("float64", "float32"):
         mass, lse, stats = stacked_fold(x, w, comps, log_w, precision)
         assert mass[1] == 0.0 and mass[0] == pytest.approx(len(x), rel=1e-6)
-        assert np.all(stats[7:] == 0.0)  # the far component's weight, sums and squares
+        assert np.all(stats[10:] == 0.0)  # the far component's weight, sums, squares, sum w c
         np.testing.assert_allclose(lse, norm.logpdf(x).sum(axis=1) + np.log(0.5),
                                    rtol=1e-12 if precision == "float64" else 1e-4)

@@ -217,7 +217,10 @@ def test_gaussian_hmm_fit_equals_hmmlearn_for_given_params(params):
         setattr(ref, name, value.copy())
     ours.fit(X, lengths)
     ref.fit(X, lengths)
-    assert ours.monitor_.iter == ref.monitor_.iter == 7
+    # ours stops early only at an exact fixed point (an iteration that changed no bit of the
+    # log-likelihood: tol=0), where hmmlearn's further iterations change nothing either
+    assert ref.monitor_.iter == 7 and (ours.monitor_.iter == 7 or (
+        ours.monitor_.iter < 7 and ours.model_.fit_result.stop_reason == "converged"))
     for name in ("startprob_", "transmat_", "means_"):
         np.testing.assert_allclose(getattr(ours, name), getattr(ref, name), atol=1e-12)
     np.testing.assert_allclose(ours.covars_, ref._covars_, atol=1e-12)

@@ -29,7 +29,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
-           "LinearInFeatures", "CompensatedAccumulation", "FoldsOnTorch"]
+           "LinearInFeatures", "CompensatedAccumulation", "FoldsOnTorch", "CentredStatistics",
+           "RelativeScoring"]
 
 
 class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
@@ -76,6 +77,18 @@ class StackedScoring(ABC):
     def can_stack(cls, components: Sequence[Any]) -> bool:
         """Whether these components stack (a combinator stacks when its children do)."""
         return True
+
+
+class RelativeScoring(ABC):
+    """Scores K components relative to each row's best without overflow: the posterior of a
+    row whose every log-density lies below the smallest float (x = 1e200 under Gaussians) is
+    still a distribution."""
+
+    @classmethod
+    @abstractmethod
+    def stack_relative_log_density(cls, components: Sequence[Any], enc: Any) -> np.ndarray:
+        """``log p_k(x) - a(x)`` of every row under every component, (n_rows, K), for some
+        per-row ``a(x)`` that keeps the values finite."""
 
 
 class SeedsFromPoints(ABC):
@@ -153,3 +166,29 @@ class CompensatedAccumulation(_ReadsRows):
     @abstractmethod
     def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
         """Add the rows ``x`` with weights ``w_hi + w_lo``, mirroring ``_add``."""
+
+
+class CentredStatistics(ABC):
+    """Sums its rows about a reference point carried in its payload (as ``sum w * c``, so the
+    additive reduce keeps it): the statistics do not depend on where the data sits. Rows added
+    without their model (a stacked update) are summed about the point :meth:`set_reference`
+    gave; statistics about two points are added only after :meth:`recentre`."""
+
+    @staticmethod
+    @abstractmethod
+    def stack_reference(components: Sequence[Any]) -> np.ndarray:
+        """The reference points (one per component, array of shape (K, D)) of accumulators
+        whose rows are added under ``components`` together: the same whatever range of them is
+        added (a Gaussian stack shares one point, its centre)."""
+
+    @abstractmethod
+    def set_reference(self, point: np.ndarray) -> None:
+        """Sum the rows added from now on about ``point``."""
+
+    @abstractmethod
+    def reference(self) -> np.ndarray | None:
+        """The point the statistics are summed about (``None`` while they hold no weight)."""
+
+    @abstractmethod
+    def recentre(self, point: np.ndarray) -> None:
+        """Move the statistics to be about ``point`` (the same rows, another reference)."""

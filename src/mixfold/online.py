@@ -237,6 +237,9 @@ class OnlineEM:
         acc.tie_keys()
         eta = step_size(self.n_rows_seen, enc.n_rows, self.step_exponent, self.step_offset)
         rate = acc.to_array() / weight
+        if self._stats is not None:  # statistics summed about last step's reference, moved
+            kept = self._estimator.accumulator_factory().make().from_array(self._stats)
+            self._stats = kept.align_references(acc).to_array()
         self._stats = rate if self._stats is None else (1.0 - eta) * self._stats + eta * rate
         self.n_rows_seen += enc.n_rows
         self.n_steps += 1

@@ -148,6 +148,8 @@ def _covariances_from(resp: np.ndarray, X: np.ndarray, reg_covar: float,
     """(weights, means, covariances) of the rows weighted by ``resp`` (n_samples, n_components),
     each covariance plus ``reg_covar`` on its diagonal, as scikit-learn's initialisation."""
     nk = resp.sum(axis=0) + 10 * np.finfo(resp.dtype).eps
+    origin = X.mean(axis=0)  # moments about the data's mean: nothing cancels far from 0
+    X = X - origin
     means = resp.T @ X / nk[:, None]
     d = X.shape[1]
     if covariance_type == "full":
@@ -161,7 +163,7 @@ def _covariances_from(resp: np.ndarray, X: np.ndarray, reg_covar: float,
         cov = resp.T @ (X * X) / nk[:, None] - means ** 2 + reg_covar
         if covariance_type == "spherical":
             cov = cov.mean(axis=1)
-    return nk / X.shape[0], means, cov
+    return nk / X.shape[0], means + origin, cov
 
 
 def _precisions(covariances: np.ndarray, covariance_type: str) -> np.ndarray:

@@ -121,12 +121,13 @@ def test_payload_round_trips_and_halves_combine_to_the_whole(rng):
     x = rng.gamma(2.0, 1.0, size=501)
     w = rng.uniform(0, 2, size=501)
     enc = GammaEstimator().encoder().encode(x)
+    unit = GammaDistribution(1.0, 1.0)  # sums about its mean, 1: the raw sums
     whole, first, second = (GammaAccumulator() for _ in range(3))
-    whole.seq_update(enc, w, None)
-    first.seq_update(enc.rows(0, 250), w[:250], None)
-    second.seq_update(enc.rows(250, 501), w[250:], None)
+    whole.seq_update(enc, w, unit)
+    first.seq_update(enc.rows(0, 250), w[:250], unit)
+    second.seq_update(enc.rows(250, 501), w[250:], unit)
     np.testing.assert_allclose(first.combine(second).to_array(), whole.to_array(), rtol=1e-12)
-    np.testing.assert_allclose(whole.to_array(), [w.sum(), w @ x, w @ np.log(x)], rtol=1e-12)
+    np.testing.assert_allclose(whole.to_array(), [w.sum(), w @ x, w @ np.log(x), 0.0], rtol=1e-12)
     copy = GammaAccumulator().from_array(whole.to_array())
     np.testing.assert_array_equal(copy.to_array(), whole.to_array())
 

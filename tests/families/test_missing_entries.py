@@ -128,6 +128,7 @@ def test_full_covariance_statistics_are_conditional_expectations(rng):
         cond = np.zeros((4, 4))
         cond[np.ix_(m, m)] = cov[np.ix_(m, m)] - gain @ cov[np.ix_(o, m)]
         s0, s1, s2 = s0 + wi, s1 + wi * filled, s2 + wi * (np.outer(filled, filled) + cond)
+    acc.recentre(np.zeros(4))  # the sums are kept about a reference point: read them raw
     assert acc.weight[0] == pytest.approx(s0, rel=1e-14)
     np.testing.assert_allclose(acc.sum_x, s1, rtol=1e-11)
     np.testing.assert_allclose(acc.sum_xx, s2, rtol=1e-11)
@@ -139,14 +140,16 @@ def test_diagonal_statistics_drop_missing_coordinates(rng):
     acc = DiagonalGaussianEstimator(3, missing=True).accumulator_factory().make()
     acc.seq_update(masked(x), w, None)
     seen = ~np.isnan(x)
+    acc.recentre(np.zeros(3))  # the sums are kept about a reference point: read them raw
     np.testing.assert_allclose(acc.weight, w @ seen, rtol=1e-14)
     np.testing.assert_allclose(acc.sum_x, w @ np.nan_to_num(x), rtol=1e-13)
     np.testing.assert_allclose(acc.sum_xx, w @ np.nan_to_num(x) ** 2, rtol=1e-13)
-    # the payload keeps a fixed size: 3 D for the diagonal, the complete layout for the full
-    assert acc.payload_size() == 9
+    # the payload keeps a fixed size: 4 D for the diagonal (weights, sums, squares and the
+    # reference, per coordinate), the complete layout for the full
+    assert acc.payload_size() == 12
     full = MultivariateGaussianEstimator(3, missing=True).accumulator_factory().make()
     assert full.payload_size() == MultivariateGaussianAccumulator(3).payload_size()
-    assert DiagonalGaussianAccumulator(3).payload_size() == 7
+    assert DiagonalGaussianAccumulator(3).payload_size() == 10
 
 
 # ---------------------------------------------------------------------------------------------

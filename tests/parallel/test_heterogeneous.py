@@ -113,15 +113,15 @@ def test_verification_measures_the_band_and_rejects_one_that_misses_the_budget()
     sample = model.sampler(0).sample(3000)
     fast = Worker("g", "gpu", ("bfloat16", "float16", "float64"),
                   band_throughput={"bfloat16": 10.0, "float16": 5.0, "float64": 1.0})
-    # a-priori (op_count 0.01) bfloat16 meets 3e-4; measured (torch on this CPU), it does not
-    # (~4e-4), float16 does (~2e-4)
-    blind = plan_heterogeneous([fast], 100, target_rel_error=3e-4, op_count=0.01)
+    # a-priori (op_count 0.01) bfloat16 meets 5e-4; measured (torch on this CPU), it does not
+    # (~6.6e-4), float16 does (~4.1e-4)
+    blind = plan_heterogeneous([fast], 100, target_rel_error=5e-4, op_count=0.01)
     assert blind.assignments[0].precision == "bfloat16"
     assert blind.assignments[0].measured_error is None
-    checked = plan_heterogeneous([fast], 100, target_rel_error=3e-4, op_count=0.01,
+    checked = plan_heterogeneous([fast], 100, target_rel_error=5e-4, op_count=0.01,
                                  verify=(model, sample))
     a = checked.assignments[0]
-    assert a.precision == "float16" and 0 < a.measured_error <= 3e-4
+    assert a.precision == "float16" and 0 < a.measured_error <= 5e-4
 
 
 def test_bad_plans_are_refused():

@@ -44,10 +44,11 @@ def _load_hmm_fold() -> Any:
     """The compiled forward-backward: machine code from numba's on-disk cache, compiled once per
     machine. Processes that start together (mp, Dask, Ray workers on one host) hold a file lock
     around the first load, so one compiles and the others then read its cache."""
-    # numba's OpenMP pool spins between calls by default; on a machine with more runnable
-    # threads than cores (BLAS threads, other processes) spinning threads stall each call, where
-    # sleeping ones cost a wake-up per call (read when libgomp starts: before the first kernel)
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    # numba's OpenMP threads spin between calls (300,000 spins by default): on a machine with
+    # more runnable threads than cores that spinning stalls every call, while sleeping at once
+    # costs a wake-up per parallel region; a short spin keeps both small (read when libgomp
+    # starts: before the first kernel)
+    os.environ.setdefault("GOMP_SPINCOUNT", "20000")
     if fcntl is None:
         from mixfold.compute.numba_kernels import hmm_fold
         return hmm_fold

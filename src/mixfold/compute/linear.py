@@ -49,7 +49,7 @@ from mixfold.compute.logspace import LOG_2PI
 from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, native_dtype
 
 __all__ = ["LinearTerms", "linear_fold", "fold_linear_mixture", "block_rows",
-           "centred_gaussian", "uncentred_moments",
+           "centred_gaussian", "gaussian_centre",
            "SCORE_BLOCK_BYTES", "MAX_FUSED_BLOCK_ROWS", "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR",
            "FLOAT64_SCORE_FLOOR",
            "ONE_HOT_LEVELS"]
@@ -135,13 +135,7 @@ def centred_gaussian(mu: np.ndarray, sigma2: np.ndarray
     [102.0]
     """
     prec = 1.0 / sigma2
-    k = mu.shape[0]
-    center = np.add.reduce(mu) / k
-    spread = np.sqrt(np.add.reduce(sigma2 + (mu - center) ** 2) / k)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        grid = np.exp2(np.ceil(np.log2(spread)))
-        snapped = np.round(center / grid) * grid
-    center = np.where(np.isfinite(snapped) & (grid > 0), snapped, center)
+    center = gaussian_centre(mu, sigma2)
     m = mu - center
     coef = np.concatenate([-0.5 * prec, m * prec], axis=1)
     d = mu.shape[1]
@@ -150,17 +144,22 @@ def centred_gaussian(mu: np.ndarray, sigma2: np.ndarray
     return center, coef, const, peak
 
 
-def uncentred_moments(center: np.ndarray, mass: np.ndarray, s1: np.ndarray, s2: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """(sum r x, sum r x^2), (K, D) each, from the centred sums ``s1 = sum r (x-c)`` and
-    ``s2 = sum r (x-c)^2`` (K, D) and the mass ``sum r`` (K,).
+def gaussian_centre(mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
+    """The centre (D,) of K Gaussians with independent coordinates (``mu``, ``sigma2`` of shape
+    (K, D)): the mean of the means rounded to a power-of-two grid no finer than the model's
+    spread (its components' variances and the variance of their means), so that it stays put
+    from one EM iteration to the next.
 
-    >>> [a.tolist() for a in uncentred_moments(np.array([2.0]), np.array([1.0]),
-    ...                                        np.array([[1.0]]), np.array([[1.0]]))]
-    [[[3.0]], [[9.0]]]
+    >>> gaussian_centre(np.array([[101.0], [103.3]]), np.array([[1.0], [4.0]])).tolist()
+    [102.0]
     """
-    w = mass[:, None]
-    return s1 + center * w, s2 + 2.0 * center * s1 + center * center * w
+    k = mu.shape[0]
+    center = np.add.reduce(mu) / k
+    spread = np.sqrt(np.add.reduce(sigma2 + (mu - center) ** 2) / k)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        grid = np.exp2(np.ceil(np.log2(spread)))
+        snapped = np.round(center / grid) * grid
+    return np.where(np.isfinite(snapped) & (grid > 0), snapped, center)
 
 
 def block_rows(k: int, dtype: np.dtype | type) -> int:

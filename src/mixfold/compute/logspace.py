@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["log_normalize_rows", "logsumexp_rows", "LOG_2PI"]
+__all__ = ["log_normalize_rows", "logsumexp_rows", "relative_quadratic_scores", "LOG_2PI"]
 
 #: log(2 pi) in float64, the constant of every Gaussian log-density.
 LOG_2PI = float(np.log(2.0 * np.pi))
@@ -48,3 +48,22 @@ def logsumexp_rows(scores: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore"):
         out = safe + np.log(np.exp(scores - safe[:, None]).sum(axis=1))
     return np.where(np.isfinite(top), out, top)
+
+
+def relative_quadratic_scores(z: np.ndarray, const: np.ndarray) -> np.ndarray:
+    """``-|z_k|^2 / 2 + const_k`` less its row's largest quadratic part, shape (n, K), from the
+    whitened deviations ``z`` (n, K, D): finite wherever ``z`` is, even when ``|z_k|^2``
+    overflows (|z| > 1e154): the squares are taken of ``z`` over its row's largest entry M and
+    their differences scaled back by M^2. Posteriors normalised from these are those of the
+    log-densities, for rows every component scores -inf too.
+
+    >>> relative_quadratic_scores(np.array([[[1e200], [2e200]]]), np.zeros(2)).tolist()
+    [[0.0, -inf]]
+    """
+    top = np.abs(z).max(axis=(1, 2))
+    top = np.where(top > 0, top, 1.0)
+    q = np.einsum("nkd,nkd->nk", z / top[:, None, None], z / top[:, None, None])
+    gap = q - q.min(axis=1, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        quad = np.where(gap > 0, -0.5 * top[:, None] * (top[:, None] * gap), 0.0)
+    return quad + const

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import CompensatedAccumulation
+from mixfold.capabilities import CentredStatistics, CompensatedAccumulation
 from mixfold.errors import DataError, DataTypeError, MissingEntriesWarning
 from mixfold.precision import BandSupportError, resolve_precision
 from mixfold.families._protocol import (
@@ -299,6 +299,8 @@ class LeafAccumulator(Accumulator):
         if resolve_precision(precision).compensated:
             self.seq_update_dd(enc, weights, np.zeros_like(weights), model)
             return None
+        if isinstance(self, CentredStatistics) and model is not None:
+            self.set_reference(self.stack_reference([model])[0])
         self._add(enc.values, weights)
         return None
 
@@ -309,6 +311,8 @@ class LeafAccumulator(Accumulator):
         if not isinstance(self, CompensatedAccumulation):
             raise BandSupportError(f"precision 'dd' cannot run {type(self).__name__}: it has no "
                                    f"double-double accumulation of its statistics")
+        if isinstance(self, CentredStatistics) and model is not None:
+            self.set_reference(self.stack_reference([model])[0])
         self._add_dd(enc.values, w_hi, w_lo)
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:

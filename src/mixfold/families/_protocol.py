@@ -18,6 +18,7 @@ linear E-step (``LinearInFeatures``) and double-double statistics (``Compensated
 from __future__ import annotations
 
 import functools
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -25,9 +26,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mixfold.capabilities import (
+    CentredStatistics,
     CompensatedAccumulation,
     FusedFold,
     LinearInFeatures,
+    RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
     StackedScoring,
@@ -40,7 +43,7 @@ __all__ = [
     "Distribution", "Sampler", "InitRandom", "family", "family_class", "as_weights", "is_na",
     # optional capabilities a family declares by inheriting them (mixfold.capabilities)
     "StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
-    "LinearInFeatures", "CompensatedAccumulation",
+    "LinearInFeatures", "CompensatedAccumulation", "CentredStatistics", "RelativeScoring",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -128,6 +131,8 @@ class Accumulator(ABC):
         mine, theirs = self.arrays(), other.arrays()
         if len(mine) != len(theirs):
             raise ValueError("cannot combine accumulators of different estimator trees")
+        if _references_differ(self, other):  # (statistics about another point: moved first)
+            theirs = copy.deepcopy(other).align_references(self).arrays()
         for a, b in zip(mine, theirs):
             a += b
         return self
@@ -169,17 +174,31 @@ class Accumulator(ABC):
             pos += a.size
         return self
 
+    def align_references(self, other: Accumulator) -> Accumulator:
+        """Recentre every :class:`CentredStatistics` node of this tree on the reference of the
+        same node of ``other`` (same estimator tree), so that the two add up; returns self."""
+        if isinstance(self, CentredStatistics) and isinstance(other, CentredStatistics):
+            point = other.reference()
+            if point is not None:
+                self.recentre(point)
+        for mine, theirs in zip(self.children(), other.children(), strict=True):
+            mine.align_references(theirs)
+        return self
+
     def key_merge(self, pooled: dict[str, np.ndarray]) -> None:
         """Pool the statistics of keyed subtrees into ``pooled`` (key -> summed payload).
 
         A keyed node ties its whole subtree: every node with the same key gets the summed
         statistics, hence identical parameters. Keys below a keyed node are subsumed by it.
+        Statistics summed about a reference point are recentred on the pool's first.
         """
         if self.keys is not None:
             flat = self.to_array()
             if self.keys in pooled:
                 if pooled[self.keys].size != flat.size:
                     raise ValueError(f"nodes tied by key {self.keys!r} have different structures")
+                first = copy.deepcopy(self).from_array(pooled[self.keys])
+                flat = self.align_references(first).to_array()
                 pooled[self.keys] = pooled[self.keys] + flat
             else:
                 pooled[self.keys] = flat
@@ -201,6 +220,17 @@ class Accumulator(ABC):
         self.key_merge(pooled)
         if pooled:
             self.key_replace(pooled)
+
+
+def _references_differ(mine: Accumulator, theirs: Accumulator) -> bool:
+    """Whether a :class:`CentredStatistics` node of ``theirs`` holds statistics about another
+    point than the same node of ``mine`` (both holding weight)."""
+    if isinstance(mine, CentredStatistics) and isinstance(theirs, CentredStatistics):
+        a, b = mine.reference(), theirs.reference()
+        if a is not None and b is not None and \
+                np.any(np.abs(a - b) > 8 * np.finfo(float).eps * np.abs(a)):
+            return True
+    return any(_references_differ(m, t) for m, t in zip(mine.children(), theirs.children()))
 
 
 class AccumulatorFactory:

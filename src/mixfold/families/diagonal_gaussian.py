@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.logspace import LOG_2PI
+from mixfold.compute.logspace import LOG_2PI, relative_quadratic_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
     LinearInFeatures,
+    RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
     StackedScoring,
@@ -18,10 +19,12 @@ from mixfold.capabilities import (
 )
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
+from mixfold.families._centred import (CentredMoments, central_moments, check_floor_mode,
+                                       variance_floor)
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._missing import (MissingPatterns, check_missing_flag, fill_for_points,
                                        has_missing, require_native)
-from mixfold.compute.linear import LinearTerms, centred_gaussian, uncentred_moments
+from mixfold.compute.linear import LinearTerms, centred_gaussian
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
@@ -72,7 +75,8 @@ def centred_transposed(rows: np.ndarray, center: np.ndarray, out: np.ndarray) ->
 
 
 @family("DiagonalGaussian")
-class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
+class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands,
+                                   RelativeScoring):
     """Gaussian with mean vector ``mu`` and per-coordinate variances ``sigma2`` (both length D).
 
     Rows are vectors of length D (array of shape (n_rows, D), or a sequence of sequences).
@@ -132,13 +136,14 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
 
     def band_log_density(self, enc: Encoded, ops: Any) -> Any:
         """``-(sum_j (z_j^2 / s2_j + log s2_j) + D log 2 pi) / 2``, every operation in the band
-        of ``ops`` (one vectorized operation over the rows per coordinate)."""
+        of ``ops`` (one vectorized operation over the rows per coordinate); each deviation
+        ``x_j - mu_j`` enters the band rounded once from float64 (rows far from the origin)."""
         if has_missing(enc):
             require_native(ops.band, "DiagonalGaussian")
         terms = []
         for j in range(self.dim):
             s2 = ops.array(self.sigma2[j])
-            z = ops.sub(ops.array(enc.values[:, j]), ops.array(self.mu[j]))
+            z = ops.array(enc.values[:, j] - self.mu[j])
             terms.append(ops.add(ops.div(ops.mul(z, z), s2), ops.log(s2)))
         norm = ops.mul(ops.array(float(self.dim)), ops.log_2pi)
         return ops.mul(ops.array(-0.5), ops.add(ops.total(terms), norm))
@@ -166,6 +171,17 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
         _centred_scores(components, np.zeros(len(components)), enc.values, precision, start,
                         stop, out)
         return out.T  # (n, K) in Fortran order: the log-sum-exp reduces contiguous columns
+
+    @classmethod
+    def stack_relative_log_density(cls, components: Sequence[DiagonalGaussianDistribution],
+                                   enc: Encoded) -> np.ndarray:
+        """Log-densities less each row's largest quadratic part, (n_rows, K), finite for any
+        finite row (:func:`~mixfold.compute.logspace.relative_quadratic_scores`)."""
+        mu = np.array([c.mu for c in components])
+        s2 = np.array([c.sigma2 for c in components])
+        z = (enc.values[:, None, :] - mu) / np.sqrt(s2)
+        const = -0.5 * (mu.shape[1] * LOG_2PI + np.log(s2).sum(axis=1))
+        return relative_quadratic_scores(z, const)
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:
@@ -232,33 +248,47 @@ def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weig
         out[j] += bias[c]
 
 
-class DiagonalGaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
-                                  CompensatedAccumulation):
-    """Statistics: sum of weights, weighted sum of the vectors and of their squares (length D)."""
+class DiagonalGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
+                                  LinearInFeatures, CompensatedAccumulation):
+    """Statistics about a reference point ``c``
+    (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, and per coordinate
+    the sums of ``w (x-c)``, ``w (x-c)^2`` and ``w c``."""
 
     def __init__(self, dim: int, keys: str | None = None):
         super().__init__(keys)
         self.weight = np.zeros(1)
         self.sum_x = np.zeros(dim)
         self.sum_xx = np.zeros(dim)
+        self.ref_mass = np.zeros(dim)
 
     def own_arrays(self) -> list[np.ndarray]:
-        return [self.weight, self.sum_x, self.sum_xx]
+        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
+
+    @staticmethod
+    def stack_reference(components: Sequence[DiagonalGaussianDistribution]) -> np.ndarray:
+        """The fused E-step's centre of these components
+        (:func:`~mixfold.compute.linear.gaussian_centre`), for each."""
+        return np.repeat(_centred_terms(components)[0][None], len(components), axis=0)
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.weight += w.sum()
-        self.sum_x += w @ x
-        self.sum_xx += w @ (x * x)
+        c = self.point_for(x, w)
+        d = x - c
+        s0 = w.sum()
+        self.weight += s0
+        self.sum_x += w @ d
+        self.sum_xx += w @ (d * d)
+        self.ref_mass += s0 * c
 
     def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
-        add_weighted_moments(self, x, w_hi, w_lo)
+        add_weighted_moments(self, x, w_hi, w_lo, reference=self.point_for(x, w_hi))
 
     @staticmethod
     def linear_terms(accs: Sequence[DiagonalGaussianAccumulator],
                      components: Sequence[DiagonalGaussianDistribution],
                      enc: Encoded) -> LinearTerms:
         """The scores as :class:`~mixfold.compute.linear.LinearTerms` on the centred
-        features ``[(x-c)^2; x-c]`` (2D of them), centred on the mean of the means."""
+        features ``[(x-c)^2; x-c]`` (2D of them), centred on the mean of the means; the sums
+        stay about that centre."""
         center, coef, const, peak = _centred_terms(components)
         x, d = enc.values, enc.values.shape[1]
 
@@ -267,11 +297,12 @@ class DiagonalGaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatur
             np.square(out[:, d:], out=out[:, :d])  # np.square: faster than x * x, same bits
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
-            sum_x, sum_xx = uncentred_moments(center, mass, sums[:, d:], sums[:, :d])
-            for acc, w, sx, sxx in zip(accs, mass, sum_x, sum_xx):
+            for acc, w, sx, sxx in zip(accs, mass, sums[:, d:], sums[:, :d]):
+                acc.set_reference(center)
                 acc.weight += w
                 acc.sum_x += sx
                 acc.sum_xx += sxx
+                acc.ref_mass += w * center
 
         return LinearTerms(coef, const, features, add_sums, peak=peak, source=x,
                            key=("diagonal-gaussian", center.tobytes()))
@@ -281,33 +312,68 @@ class DiagonalGaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatur
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Column by column (``r_k @ x``, ``r_k @ x^2``): a component's sums do not depend on the
-        others in the call, so any range of components can be added apart with the same bits.
+        Column by column (``r_k @ (x-c)``, ``r_k @ (x-c)^2``): a component's sums do not depend
+        on the others in the call, so any range of components can be added apart with the same
+        bits. The rows are centred once per distinct reference point (one for a stack whose
+        references :meth:`stack_reference` set).
         """
         x = enc.values
-        xx = x * x
+        at = xc = xx = None
         for k, acc in enumerate(accs):
-            acc.weight += resp[:, k].sum()
-            acc.sum_x += resp[:, k] @ x
-            acc.sum_xx += resp[:, k] @ xx
+            r = resp[:, k]
+            c = acc.point_for(x, r)
+            if at is None or not np.array_equal(c, at):
+                at, xc = c, (x - c if np.any(c) else x)  # (about the origin: as they are)
+                xx = xc * xc
+            s0 = r.sum()
+            acc.weight += s0
+            acc.sum_x += r @ xc
+            acc.sum_xx += r @ xx
+            acc.ref_mass += s0 * c
 
 
 class MissingDiagonalGaussianAccumulator(DiagonalGaussianAccumulator):
     """Statistics of rows that may miss entries: per coordinate, the sum of the weights of the
-    rows that have it, and the weighted sums of its values and squares (each length D). A
-    missing coordinate drops out of its sums: with independent coordinates the observed ones
-    carry all there is to learn (the M-step is exact for the observed-data likelihood)."""
+    rows that have it, and the weighted sums of its deviations from the reference point and
+    their squares, and the weighted reference (each length D). A missing coordinate drops out
+    of its sums: with independent coordinates the observed ones carry all there is to learn
+    (the M-step is exact for the observed-data likelihood)."""
 
     def __init__(self, dim: int, keys: str | None = None):
         super().__init__(dim, keys)
         self.weight = np.zeros(dim)
 
+    def reference(self) -> np.ndarray | None:
+        if not (self.weight > 0).any():
+            return None
+        return np.divide(self.ref_mass, self.weight, out=np.zeros_like(self.ref_mass),
+                         where=self.weight > 0)
+
+    def point_for(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        if self._point is None:
+            own = self.reference()
+            self._point = _observed_centre(x, w) if own is None else own
+        return self._point
+
+    def recentre(self, point: np.ndarray) -> None:
+        old = self.reference()
+        self._point = point = np.asarray(point, dtype=np.float64).reshape(self.sum_x.shape)
+        if old is None:
+            return
+        d = old - point  # per coordinate, over the rows that have it
+        self.sum_xx += d * (2.0 * self.sum_x + self.weight * d)
+        self.sum_x += self.weight * d
+        self.ref_mass[...] = self.weight * point
+
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         seen = ~np.isnan(x)
-        x0 = np.where(seen, x, 0.0)
-        self.weight += w @ seen
-        self.sum_x += w @ x0
-        self.sum_xx += w @ (x0 * x0)
+        c = self.point_for(x, w)
+        d = np.where(seen, x - c, 0.0)
+        mass = w @ seen
+        self.weight += mass
+        self.sum_x += w @ d
+        self.sum_xx += w @ (d * d)
+        self.ref_mass += mass * c
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
                    precision: str = "float64") -> None:
@@ -335,12 +401,24 @@ class MissingDiagonalGaussianAccumulator(DiagonalGaussianAccumulator):
             DiagonalGaussianAccumulator.stack_update(accs, enc, resp)
             return
         p = enc.patterns
-        x0 = p.zero_filled
-        xx = x0 * x0
+        seen = p.observed > 0
         for k, acc in enumerate(accs):
-            acc.weight += resp[:, k] @ p.observed
-            acc.sum_x += resp[:, k] @ x0
-            acc.sum_xx += resp[:, k] @ xx
+            r = resp[:, k]
+            c = acc.point_for(np.where(seen, p.zero_filled, np.nan), r)
+            d = np.where(seen, p.zero_filled - c, 0.0)
+            mass = r @ p.observed
+            acc.weight += mass
+            acc.sum_x += r @ d
+            acc.sum_xx += r @ (d * d)
+            acc.ref_mass += mass * c
+
+
+def _observed_centre(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per coordinate, the weighted mean of the rows that have it (0 where none does)."""
+    seen = ~np.isnan(x)
+    mass = w @ seen
+    total = w @ np.where(seen, x, 0.0)
+    return np.divide(total, mass, out=np.zeros_like(total), where=mass > 0)
 
 
 class DiagonalGaussianEstimator(LeafEstimator):
@@ -348,7 +426,8 @@ class DiagonalGaussianEstimator(LeafEstimator):
 
     ``dim`` is the vector length D; ``None`` learns it from the data when it is encoded.
     ``reg_covar`` is added to every estimated variance, as scikit-learn's
-    ``GaussianMixture(covariance_type="diag")`` does, and ``min_variance`` floors them. With no
+    ``GaussianMixture(covariance_type="diag")`` does (``reg_covar_mode="relative"``: times each
+    estimated variance, a floor on the data's own scale), and ``min_variance`` floors them. With no
     weight at all the estimate is the standard normal ``DiagonalGaussianDistribution(0, 1)`` in D
     dimensions.
 
@@ -368,7 +447,8 @@ class DiagonalGaussianEstimator(LeafEstimator):
     distribution_class = DiagonalGaussianDistribution
 
     def __init__(self, dim: int | None = None, reg_covar: float = 1e-6,
-                 min_variance: float = 1e-12, keys: str | None = None, missing: bool = False):
+                 min_variance: float = 1e-12, keys: str | None = None, missing: bool = False,
+                 reg_covar_mode: str = "absolute"):
         super().__init__(keys)
         if dim is not None and not (isinstance(dim, (int, np.integer)) and dim >= 1):
             raise ValueError(f"dim must be None or an integer >= 1, got {dim!r}")
@@ -379,6 +459,7 @@ class DiagonalGaussianEstimator(LeafEstimator):
         self.reg_covar = float(reg_covar)
         self.min_variance = float(min_variance)
         self.missing = check_missing_flag(missing)
+        self.reg_covar_mode = check_floor_mode(reg_covar_mode)
 
     def encoder(self) -> VectorEncoder:
         if self.dim is None:
@@ -393,7 +474,7 @@ class DiagonalGaussianEstimator(LeafEstimator):
         # rows encoded for a start made with missing=True may miss entries: so may the stats
         missing = self.missing or encoder.missing
         return DiagonalGaussianEstimator(dim, self.reg_covar, self.min_variance, self.keys,
-                                         missing)
+                                         missing, self.reg_covar_mode)
 
     def _new_accumulator(self) -> DiagonalGaussianAccumulator:
         if self.dim is None:
@@ -404,32 +485,33 @@ class DiagonalGaussianEstimator(LeafEstimator):
         return DiagonalGaussianAccumulator(self.dim, self.keys)
 
     def estimate(self, nobs: float, stats: Any) -> DiagonalGaussianDistribution:
-        (weight, sum_x, sum_xx), _ = stats
+        own, _ = stats
         if self.missing:
-            return self._estimate_observed(weight, sum_x, sum_xx)
-        s0 = float(weight[0])
-        if s0 <= 0:
-            return DiagonalGaussianDistribution(np.zeros(sum_x.size), np.ones(sum_x.size))
-        mu = sum_x / s0
-        raw = sum_xx / s0 - mu * mu
-        var = np.maximum(np.maximum(raw, 0.0) + self.reg_covar, self.min_variance)
-        collapsed = np.flatnonzero(raw <= max(self.reg_covar, self.min_variance))
+            return self._estimate_observed(*own)
+        if not own[0][0] > 0:
+            return DiagonalGaussianDistribution(np.zeros(own[1].size), np.ones(own[1].size))
+        s0, mu, raw = central_moments(*own)
+        floor = variance_floor(raw, self.reg_covar, self.reg_covar_mode)
+        var = np.maximum(np.maximum(raw, 0.0) + floor, self.min_variance)
+        collapsed = np.flatnonzero(raw <= np.maximum(floor, self.min_variance))
         if collapsed.size:
             j = int(collapsed[0])
             warn_collapsed_variance(raw[j], var[j], s0, mu[j],
                                     f" in dimension {j} ({collapsed.size} of {raw.size})")
         return DiagonalGaussianDistribution(mu, var)
 
-    def _estimate_observed(self, weight: np.ndarray, sum_x: np.ndarray,
-                           sum_xx: np.ndarray) -> DiagonalGaussianDistribution:
-        """Each coordinate from the rows that have it (per-coordinate weights)."""
+    def _estimate_observed(self, weight: np.ndarray, sum_x: np.ndarray, sum_xx: np.ndarray,
+                           ref_mass: np.ndarray) -> DiagonalGaussianDistribution:
+        """Each coordinate from the rows that have it (per-coordinate weights and reference)."""
         seen = weight > 0
         s = np.where(seen, weight, 1.0)
-        mu = np.where(seen, sum_x / s, 0.0)
-        raw = np.where(seen, sum_xx / s - mu * mu, 1.0)
-        var = np.maximum(np.maximum(raw, 0.0) + self.reg_covar, self.min_variance)
+        m = np.where(seen, sum_x / s, 0.0)
+        mu = np.where(seen, ref_mass / s + m, 0.0)
+        raw = np.where(seen, sum_xx / s - m * m, 1.0)
+        floor = variance_floor(raw, self.reg_covar, self.reg_covar_mode)
+        var = np.maximum(np.maximum(raw, 0.0) + floor, self.min_variance)
         var[~seen] = 1.0
-        collapsed = np.flatnonzero(seen & (raw <= max(self.reg_covar, self.min_variance)))
+        collapsed = np.flatnonzero(seen & (raw <= np.maximum(floor, self.min_variance)))
         if collapsed.size:
             j = int(collapsed[0])
             warn_collapsed_variance(raw[j], var[j], weight[j], mu[j],

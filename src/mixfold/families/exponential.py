@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafEstimator, NumericEncoder, WeightedSumAccumulator
+from mixfold.capabilities import CentredStatistics
+from mixfold.families._centred import weighted_centre
+from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import native_dtype
 
@@ -56,8 +59,48 @@ class ExponentialDistribution(Distribution):
         return cls(p["rate"])
 
 
-class ExponentialAccumulator(WeightedSumAccumulator):
-    """Statistics: sum of weights and of weighted values."""
+class ExponentialAccumulator(LeafAccumulator, CentredStatistics):
+    """Statistics about a reference scale ``c`` (the model's mean when rows are added under a
+    model, else the rows' mean): the sums of ``w``, ``w x / c`` and ``w log c``. The values
+    enter as ratios to ``c``, so their weighted sum neither underflows near the smallest float
+    nor overflows near the largest."""
+
+    def __init__(self, keys: str | None = None):
+        super().__init__(keys)
+        self.sums = np.zeros(3)
+        self._log_ref: float | None = None
+
+    def own_arrays(self) -> list[np.ndarray]:
+        return [self.sums]
+
+    @staticmethod
+    def stack_reference(components: Sequence[ExponentialDistribution]) -> np.ndarray:
+        """The mean log of the components' means, for each."""
+        return np.full((len(components), 1), -np.mean([np.log(c.rate) for c in components]))
+
+    def set_reference(self, point: np.ndarray) -> None:
+        self._log_ref = float(np.reshape(point, -1)[0])
+
+    def reference(self) -> np.ndarray | None:
+        return np.array([self.sums[2] / self.sums[0]]) if self.sums[0] > 0 else None
+
+    def recentre(self, point: np.ndarray) -> None:
+        old = self.reference()
+        self.set_reference(point)
+        if old is not None:
+            self.sums[1] *= np.exp(float(old[0]) - self._log_ref)
+            self.sums[2] = self.sums[0] * self._log_ref
+
+    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
+        if self._log_ref is None:
+            own = self.reference()
+            # the rows' mean, found without overflow as their largest times a mean ratio
+            top = float(x.max()) if x.size else 0.0
+            mean = top * float(weighted_centre(x / top, w)[0]) if top > 0 else 0.0
+            self._log_ref = float(own[0]) if own is not None else (
+                float(np.log(mean)) if mean > 0 else 0.0)
+        s0 = w.sum()
+        self.sums += (s0, w @ (x * np.exp(-self._log_ref)), s0 * self._log_ref)
 
 
 class ExponentialEstimator(LeafEstimator):
@@ -87,8 +130,11 @@ class ExponentialEstimator(LeafEstimator):
 
     def estimate(self, nobs: float, stats: Any) -> ExponentialDistribution:
         (sums,), _ = stats
-        s0, s1 = sums
-        if s0 <= 0:
+        s0, ratio, ref_mass = sums
+        if not s0 > 0:
             return ExponentialDistribution(1.0)
-        # s0 <= max_rate * s1 is the division-free form of s0 / s1 <= max_rate (s1 may be 0)
-        return ExponentialDistribution(s0 / s1 if s0 <= self.max_rate * s1 else self.max_rate)
+        # the rate s0 / (c ratio) in logs; ratio is 0 for rows that are all zero
+        log_rate = -ref_mass / s0 - np.log(ratio / s0) if ratio > 0 else np.inf
+        if log_rate >= np.log(self.max_rate):
+            return ExponentialDistribution(self.max_rate)
+        return ExponentialDistribution(float(np.exp(log_rate)))

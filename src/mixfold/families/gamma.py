@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import SeedsFromPoints
+from mixfold.capabilities import CentredStatistics, SeedsFromPoints
+from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import DegenerateFitWarning, ParameterError
+from mixfold.families._centred import weighted_centre
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
 from mixfold.precision import native_dtype
 
 __all__ = ["GammaDistribution", "GammaEstimator", "GammaAccumulator", "gamma_shape_mle"]
+
+#: log of the smallest scale a fit may give: a subnormal with 10 significant bits.
+SMALLEST_LOG_SCALE = float(np.log(2.0 ** -1064))
 
 
 @family("Gamma")
@@ -37,6 +43,8 @@ class GammaDistribution(Distribution, SeedsFromPoints):
             raise ParameterError(f"scale must be finite and > 0, got {scale!r}")
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if self.shape >= LARGE_SHAPE:
+            return _large_shape_log_density(enc.values, self.shape, self.scale, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         norm = dt.type(gammaln(self.shape) + self.shape * np.log(self.scale))
@@ -74,18 +82,88 @@ class GammaDistribution(Distribution, SeedsFromPoints):
         return cls(p["shape"], p["scale"])
 
 
-class GammaAccumulator(LeafAccumulator):
-    """Statistics: sum of weights, of weighted values and of weighted log-values."""
+#: From this shape on, the log-density is taken in Stirling's form: ``(k - 1) log x``,
+#: ``x / theta``, ``log Gamma(k)`` and ``k log theta`` are each of order k log k and cancel.
+LARGE_SHAPE = 1e3
+
+
+def _log1p_minus(t: np.ndarray, log_ratio: np.ndarray, k: float) -> np.ndarray:
+    """``(k - 1) log(1 + t) - k t`` (``log_ratio`` = ``log(1 + t)``, taken from the logs so
+    that it holds far below the mean) without its cancellation near t = 0: there ``k`` times
+    the series of ``log(1 + t) - t``, less ``log1p(t)``."""
+    small = np.abs(t) < 0.1
+    ts = np.where(small, t, 0.0)
+    series = np.zeros_like(ts)
+    for j in range(24, 1, -1):  # -t^2/2 + t^3/3 - ...: what is left is below 1e-23 t^2
+        series = ts * (series + (-1.0) ** (j + 1) / j)
+    series *= ts
+    return np.where(small, k * series - np.log1p(ts), (k - 1.0) * log_ratio - k * t)
+
+
+def _large_shape_log_density(x: np.ndarray, k: float, theta: float,
+                             precision: str) -> np.ndarray:
+    """``log p(x)`` for shape ``k >= LARGE_SHAPE``: with ``y = x / theta = k (1 + t)``,
+    ``k (log(1+t) - t) - log(1+t) - log(2 pi k) / 2 - stirlerr(k) - log theta``, where
+    ``stirlerr(k) = log Gamma(k) - (k - 1/2) log k + k - log(2 pi) / 2``; each term is small.
+
+    >>> d = GammaDistribution(1e8, 1e-8)
+    >>> round(float(_large_shape_log_density(np.array([1.0]), d.shape, d.scale, "float64")[0]), 9)
+    8.291401838
+    """
+    x = np.asarray(x, dtype=np.float64)
+    t = x / (k * theta) - 1.0
+    stirlerr = (1.0 / 12.0 - (1.0 / 360.0 - 1.0 / (1260.0 * k * k)) / (k * k)) / k
+    with np.errstate(divide="ignore"):
+        log_ratio = np.log(x) - np.log(theta) - np.log(k)
+        out = _log1p_minus(t, log_ratio, k) - 0.5 * (LOG_2PI + np.log(k)) - stirlerr - np.log(theta)
+    return out.astype(native_dtype(precision)).astype(np.float64, copy=False)
+
+
+class GammaAccumulator(LeafAccumulator, CentredStatistics):
+    """Statistics about a reference scale ``c`` (the model's mean when rows are added under a
+    model, else the rows' geometric mean): the sums of ``w``, ``w x / c``, ``w log(x / c)`` and
+    ``w log c``. The values enter as ratios to ``c``, so no product ``w x`` underflows for
+    values near the smallest float (nor overflows near the largest), and the log gap the shape
+    is read from is not a difference of two large logs."""
 
     def __init__(self, keys: str | None = None):
         super().__init__(keys)
-        self.sums = np.zeros(3)
+        self.sums = np.zeros(4)
+        self._log_ref: float | None = None
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.sums]
 
+    @staticmethod
+    def stack_reference(components: Sequence[GammaDistribution]) -> np.ndarray:
+        """The mean log of the components' means, for each."""
+        point = np.mean([np.log(c.shape) + np.log(c.scale) for c in components])
+        return np.full((len(components), 1), point)
+
+    def set_reference(self, point: np.ndarray) -> None:
+        self._log_ref = float(np.reshape(point, -1)[0])
+
+    def reference(self) -> np.ndarray | None:
+        return np.array([self.sums[3] / self.sums[0]]) if self.sums[0] > 0 else None
+
+    def recentre(self, point: np.ndarray) -> None:
+        old = self.reference()
+        self.set_reference(point)
+        if old is None:
+            return
+        shift = float(old[0]) - self._log_ref
+        self.sums[1] *= np.exp(shift)
+        self.sums[2] += self.sums[0] * shift
+        self.sums[3] = self.sums[0] * self._log_ref
+
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.sums += (w.sum(), w @ x, w @ np.log(x))
+        logs = np.log(x)
+        if self._log_ref is None:
+            own = self.reference()
+            self._log_ref = float(weighted_centre(logs, w)[0] if own is None else own[0])
+        r = self._log_ref
+        s0 = w.sum()
+        self.sums += (s0, w @ np.exp(logs - r), w @ (logs - r), s0 * r)
 
 
 def gamma_shape_mle(log_gap: float, max_shape: float = 1e8, max_iter: int = 50) -> float:
@@ -147,13 +225,22 @@ class GammaEstimator(LeafEstimator):
 
     def estimate(self, nobs: float, stats: Any) -> GammaDistribution:
         (sums,), _ = stats
-        s0, s1, s2 = sums
-        if s0 <= 0:
+        s0, ratio, log_ratio, ref_mass = sums
+        if not s0 > 0:
             return GammaDistribution(1.0, 1.0)
-        mean = s1 / s0
-        shape = gamma_shape_mle(np.log(mean) - s2 / s0, self.max_shape)
-        if shape >= self.max_shape:
-            warnings.warn(f"a Gamma shape reached its cap max_shape={self.max_shape:g}; rows of "
-                          f"total weight {s0:.6g} sit on (nearly) one value, {mean:.6g}",
-                          DegenerateFitWarning, stacklevel=2)
-        return GammaDistribution(shape, mean / shape)
+        log_ref = ref_mass / s0
+        mean_log = log_ratio / s0
+        # ratio / s0: a mean of x / c, near 1; it is 0 only when every w x / c underflowed (a
+        # weight near the smallest float): the rows' geometric mean is all that is known then
+        log_gap = np.log(ratio / s0) - mean_log if ratio > 0 else 0.0
+        log_mean = log_ref + mean_log + log_gap
+        # no shape may leave a scale below the smallest float: mean / shape must stay > 0
+        cap = min(self.max_shape, max(1.0, np.exp(min(log_mean - SMALLEST_LOG_SCALE, 700.0))))
+        shape = gamma_shape_mle(log_gap, cap)
+        mean = np.exp(log_mean)
+        if shape >= cap:
+            warnings.warn(f"a Gamma shape reached its cap {cap:g} (max_shape={self.max_shape:g}"
+                          f" or a scale at the smallest float); rows of total weight {s0:.6g} sit"
+                          f" on (nearly) one value, {mean:.6g}", DegenerateFitWarning,
+                          stacklevel=2)
+        return GammaDistribution(shape, float(np.exp(log_mean - np.log(shape))))

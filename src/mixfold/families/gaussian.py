@@ -12,6 +12,7 @@ from mixfold.compute.logspace import LOG_2PI
 from mixfold.capabilities import (
     CompensatedAccumulation,
     LinearInFeatures,
+    RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
     StackedScoring,
@@ -19,8 +20,10 @@ from mixfold.capabilities import (
 )
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
+from mixfold.families._centred import (CentredMoments, central_moments, check_floor_mode,
+                                       variance_floor)
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
-from mixfold.compute.linear import LinearTerms, centred_gaussian, uncentred_moments
+from mixfold.compute.linear import LinearTerms, centred_gaussian, gaussian_centre
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
@@ -29,7 +32,8 @@ __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator"]
 
 
 @family("Gaussian")
-class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
+class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands,
+                           RelativeScoring):
     """Gaussian with mean ``mu`` and variance ``sigma2``.
 
     >>> d = GaussianDistribution(1.0, 4.0)
@@ -59,9 +63,11 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
 
     def band_log_density(self, enc: Encoded, ops: Any) -> Any:
         """``-(z^2 / s2 + log 2 pi + log s2) / 2`` with every operation in the band of ``ops``
-        (a :class:`~mixfold.precision.emulation.BandOps`); the values stay in the band."""
+        (a :class:`~mixfold.precision.emulation.BandOps`); the values stay in the band. The
+        deviation ``z = x - mu`` enters the band rounded once from float64, so a band scores
+        rows far from the origin (x = 1e8 overflows float16) as it scores them near it."""
         s2 = ops.array(self.sigma2)
-        z = ops.sub(ops.array(enc.values), ops.array(self.mu))
+        z = ops.array(enc.values - self.mu)
         inner = ops.add(ops.div(ops.mul(z, z), s2), ops.add(ops.log_2pi, ops.log(s2)))
         return ops.mul(ops.array(-0.5), inner)
 
@@ -78,6 +84,39 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
         out *= (-0.5 / s2).astype(dt)[:, None]
         out += (-0.5 * (LOG_2PI + np.log(s2))).astype(dt)[:, None]
         return out.T
+
+    @classmethod
+    def stack_relative_log_density(cls, components: Sequence[GaussianDistribution],
+                                   enc: Encoded) -> np.ndarray:
+        """Log-densities less a per-row constant, (n_rows, K), finite for any finite row.
+
+        Far out (``|x| > 1e100``) ``(x - mu_k)^2 / s2_k - (x - mu_b)^2 / s2_b`` (b the row's best
+        component) is taken as ``x^2`` times the gap of the coefficients of ``1, 1/x, 1/x^2``,
+        each a difference of parameters: two components of one variance still differ by their
+        means at x = 1e200, where ``x - mu`` no longer does.
+
+        >>> comps = [GaussianDistribution(0.0, 1.0), GaussianDistribution(1.0, 1.0)]
+        >>> enc = GaussianDistribution(0, 1).encoder().encode([1e200, 0.25])
+        >>> GaussianDistribution.stack_relative_log_density(comps, enc).round(4).tolist()
+        [[-1e+200, -0.9189], [-0.9502, -1.2002]]
+        """
+        mu = np.array([c.mu for c in components])
+        p = 1.0 / np.array([c.sigma2 for c in components])
+        const = -0.5 * (LOG_2PI - np.log(p))
+        x = enc.values[:, None]
+        near = np.abs(x) <= 1e100
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            out = -0.5 * (x - mu) ** 2 * p + const
+            inv = np.where(near, 0.0, 1.0 / x)
+            coef = (p, -2.0 * mu * p, mu * mu * p)  # of x^2 (x^0, x^-1, x^-2)
+
+            def gap(best: np.ndarray) -> np.ndarray:
+                return sum((c - c[best][:, None]) * inv ** i for i, c in enumerate(coef))
+
+            first = gap(np.zeros(len(x), dtype=int))
+            g = gap(np.argmin(first, axis=1))
+            far = np.where(g > 0, -0.5 * np.abs(x) * (np.abs(x) * g), 0.0) + const
+        return np.where(near, out, far)
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:
@@ -108,30 +147,45 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
         return Decomposition.atomic(row_work=1.0, param_bytes=16)
 
 
-class GaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
+class GaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate, LinearInFeatures,
                           CompensatedAccumulation):
-    """Statistics: sum of weights, of weighted values and of weighted squares."""
+    """Statistics about a reference point ``c``
+    (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, of ``w (x-c)``, of
+    ``w (x-c)^2`` and of ``w c``, one float each."""
 
     def __init__(self, keys: str | None = None):
         super().__init__(keys)
-        self.sums = np.zeros(3)
+        self.weight, self.sum_x, self.sum_xx, self.ref_mass = (np.zeros(1) for _ in range(4))
 
     def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
+        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
+
+    @staticmethod
+    def stack_reference(components: Sequence[GaussianDistribution]) -> np.ndarray:
+        """The fused E-step's centre of these components (:func:`gaussian_centre`), for each."""
+        centre = gaussian_centre(np.array([[c.mu] for c in components]),
+                                 np.array([[c.sigma2] for c in components]))
+        return np.repeat(centre[None], len(components), axis=0)
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        wx = w * x
-        self.sums += (w.sum(), wx.sum(), wx @ x)
+        c = self.point_for(x, w)
+        d = x - c[0]
+        wd = w * d
+        s0 = w.sum()
+        self.weight += s0
+        self.sum_x += wd.sum()
+        self.sum_xx += wd @ d
+        self.ref_mass += s0 * c
 
     def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
-        add_weighted_moments(self, x, w_hi, w_lo)
+        add_weighted_moments(self, x, w_hi, w_lo, reference=self.point_for(x, w_hi))
 
     @staticmethod
     def linear_terms(accs: Sequence[GaussianAccumulator],
                      components: Sequence[GaussianDistribution], enc: Encoded) -> LinearTerms:
         """The scores as :class:`~mixfold.compute.linear.LinearTerms` on the centred features
         ``[(x-c)^2, x-c]``, centred on the mean of the means (little cancels, even in float32
-        far from the origin)."""
+        far from the origin); the sums stay about that centre."""
         center, coef, const, peak = centred_gaussian(
             np.array([[c.mu] for c in components]), np.array([[c.sigma2] for c in components]))
         c0, x = float(center[0]), enc.values
@@ -142,9 +196,12 @@ class GaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
             np.square(out[:, 1], out=out[:, 0])
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
-            sum_x, sum_xx = uncentred_moments(center, mass, sums[:, 1:], sums[:, :1])
-            for acc, w, sx, sxx in zip(accs, mass, sum_x[:, 0], sum_xx[:, 0]):
-                acc.sums += (w, sx, sxx)
+            for acc, w, sxx, sx in zip(accs, mass, sums[:, 0], sums[:, 1]):
+                acc.set_reference(center)
+                acc.weight += w
+                acc.sum_x += sx
+                acc.sum_xx += sxx
+                acc.ref_mass += w * c0
 
         return LinearTerms(coef, const, features, add_sums, peak=peak, source=x,
                            key=("gaussian", c0))
@@ -154,13 +211,24 @@ class GaussianAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures,
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
         Column by column, so any range of components can be added apart with the same bits;
-        the dot products are ``einsum`` loops, not BLAS calls (no thread wake-ups per column).
+        the rows are centred once per distinct reference point (one for a stack whose
+        references :meth:`stack_reference` set); the dot products are ``einsum`` loops, not
+        BLAS calls (no thread wake-ups per column).
         """
         x = enc.values
-        xx = x * x
+        at = d = dd = None
         for k, acc in enumerate(accs):
             r = resp[:, k]
-            acc.sums += (r.sum(), np.einsum("i,i->", x, r), np.einsum("i,i->", xx, r))
+            c = acc.point_for(x, r)
+            if at is None or c[0] != at:
+                at = c[0]
+                d = x - at if at else x  # (about the origin: as they are)
+                dd = d * d
+            s0 = r.sum()
+            acc.weight += s0
+            acc.sum_x += np.einsum("i,i->", d, r)
+            acc.sum_xx += np.einsum("i,i->", dd, r)
+            acc.ref_mass += s0 * c
 
 
 class GaussianEstimator(LeafEstimator):
@@ -169,6 +237,10 @@ class GaussianEstimator(LeafEstimator):
     ``reg_covar`` is added to the estimated variance (as scikit-learn does) and ``min_variance``
     floors it, so a collapsing component never yields a zero variance; when the floor is what
     remains (the rows sit on one value) a :class:`~mixfold.DegenerateFitWarning` says so.
+    ``reg_covar_mode="relative"`` adds ``reg_covar`` times the estimated variance instead, a
+    floor on the data's own scale (:func:`~mixfold.families._centred.variance_floor`). The
+    statistics are summed about the model's mean, so the fit does not depend on where the
+    data sits.
 
     >>> import mixfold
     >>> x = GaussianDistribution(2.0, 9.0).sampler(1).sample(20000)
@@ -181,26 +253,27 @@ class GaussianEstimator(LeafEstimator):
     distribution_class = GaussianDistribution
 
     def __init__(self, reg_covar: float = 1e-6, min_variance: float = 1e-12,
-                 keys: str | None = None):
+                 keys: str | None = None, reg_covar_mode: str = "absolute"):
         super().__init__(keys)
         if reg_covar < 0 or min_variance <= 0:
             raise ValueError(f"reg_covar must be >= 0 and min_variance > 0, got {reg_covar!r}, "
                              f"{min_variance!r}")
         self.reg_covar = float(reg_covar)
         self.min_variance = float(min_variance)
+        self.reg_covar_mode = check_floor_mode(reg_covar_mode)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("real")
 
     def estimate(self, nobs: float, stats: Any) -> GaussianDistribution:
-        (sums,), _ = stats
-        s0, s1, s2 = sums
-        if s0 <= 0:
+        own, _ = stats
+        if not own[0][0] > 0:
             return GaussianDistribution(0.0, 1.0)
-        mu = s1 / s0
-        raw = s2 / s0 - mu * mu
-        var = max(max(raw, 0.0) + self.reg_covar, self.min_variance)
-        if raw <= max(self.reg_covar, self.min_variance):
+        s0, mean, second = central_moments(*own)
+        mu, raw = float(mean[0]), float(second[0])
+        floor = float(variance_floor(np.array(raw), self.reg_covar, self.reg_covar_mode))
+        var = max(max(raw, 0.0) + floor, self.min_variance)
+        if raw <= max(floor, self.min_variance):
             warn_collapsed_variance(raw, var, s0, mu)
         return GaussianDistribution(mu, var)
 

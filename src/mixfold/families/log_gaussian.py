@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import SeedsFromPoints, StackedScoring
+from mixfold.capabilities import RelativeScoring, SeedsFromPoints, StackedScoring
 from mixfold.families._leaf import NumericEncoder
 from mixfold.compute.linear import LinearTerms
 from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
@@ -17,7 +17,7 @@ from mixfold.families.gaussian import GaussianAccumulator, GaussianDistribution,
 __all__ = ["LogGaussianDistribution", "LogGaussianEstimator", "LogGaussianAccumulator"]
 
 @family("LogGaussian")
-class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints):
+class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RelativeScoring):
     """Log-normal: ``log x`` is Gaussian with mean ``mu`` and variance ``sigma2``, for x > 0.
 
     The density of x includes the Jacobian ``1/x`` of the log transform.
@@ -45,6 +45,14 @@ class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints):
         out = GaussianDistribution.stack_log_density([c.log_law for c in components], y, precision)
         out -= y.values.astype(out.dtype, copy=False)[:, None]
         return out
+
+    @classmethod
+    def stack_relative_log_density(cls, components: Sequence[LogGaussianDistribution],
+                                   enc: Encoded) -> np.ndarray:
+        """The Gaussian's on ``log x`` (the Jacobian ``-log x`` is the same for every
+        component)."""
+        return GaussianDistribution.stack_relative_log_density(
+            [c.log_law for c in components], _log_encoded(enc))
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

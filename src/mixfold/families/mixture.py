@@ -11,8 +11,10 @@ import numpy as np
 
 from mixfold.capabilities import (
     FoldsOnTorch,
+    CentredStatistics,
     FusedFold,
     LinearInFeatures,
+    RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
     StackedScoring,
@@ -29,6 +31,7 @@ from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
                                      ScoreChildren, ScoresColumns)
+from mixfold.families._centred import weighted_centre
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -322,7 +325,14 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
         if not resolve_precision(precision).native:
             require_band(self, precision)
             return self.band_posterior_matrix(enc, band_ops(precision))[0]
-        return log_normalize_rows(self.component_log_densities(enc, precision))[0]
+        post, lse = log_normalize_rows(self.component_log_densities(enc, precision))
+        far = np.flatnonzero(lse == -np.inf)  # (x = 1e200: every log-density below -1e308)
+        if far.size and self._stack is not None and issubclass(self._stack, RelativeScoring):
+            with np.errstate(divide="ignore"):
+                scores = self._stack.stack_relative_log_density(self.components, enc.take(far)) \
+                    + np.log(self.weights)
+            post[far] = log_normalize_rows(scores)[0]
+        return post
 
     # -- the E-step in a precision band (see mixfold.precision.emulation) ---------------------
 
@@ -594,8 +604,13 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
 def add_unit_range(accs: Sequence[Accumulator], stack_update: Any, slots: tuple[int, ...] | None,
                    enc: Encoded, resp: np.ndarray, units: Sequence[Distribution], precision: str,
                    start: int, stop: int) -> None:
-    """Add rows weighted by ``resp[:, k]`` to the accumulators of units ``[start, stop)``."""
+    """Add rows weighted by ``resp[:, k]`` to the accumulators of units ``[start, stop)``
+    (a stacked update sums centred statistics about the points the units give them)."""
     if stack_update is not None:
+        if isinstance(accs[start], CentredStatistics):
+            points = accs[start].stack_reference(units)
+            for acc, point in zip(accs[start:stop], points[start:stop]):
+                acc.set_reference(point)
         stack_update(accs[start:stop], enc, resp[:, start:stop])
         return
     for k in range(start, stop):
@@ -745,8 +760,10 @@ class MixtureEstimator(Estimator):
 
 def kmeans_labels(points: np.ndarray, weights: np.ndarray, k: int, gen: np.random.Generator,
                   iterations: int) -> np.ndarray:
-    """Cluster labels of ``points`` (n, D): weighted k-means++ seeding then Lloyd's iterations."""
+    """Cluster labels of ``points`` (n, D): weighted k-means++ seeding then Lloyd's iterations,
+    on the points centred first (the expanded distances cancel nothing far from the origin)."""
     n = points.shape[0]
+    points = points - weighted_centre(points, weights)
     sq = np.einsum("ij,ij->i", points, points)
     p = weights / weights.sum()
     centers = [points[gen.choice(n, p=p)]]

@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.logspace import LOG_2PI
+from mixfold.compute.logspace import LOG_2PI, relative_quadratic_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
+    RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
     StackedScoring,
@@ -17,6 +18,9 @@ from mixfold.capabilities import (
 )
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
+from mixfold.compute.linear import gaussian_centre
+from mixfold.families._centred import (ROUNDOFF_FLOOR, CentredMoments, central_moments,
+                                       check_floor_mode, variance_floor)
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._missing import (Conditionals, MissingPatterns, add_weighted_outer,
                                        check_missing_flag, fill_for_points,
@@ -26,6 +30,7 @@ from mixfold.families._scipy import cholesky, solve_triangular
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
+from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.scratch import scratch
 
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
@@ -49,7 +54,8 @@ def _array(name: str, value: Any, ndim: int) -> np.ndarray:
 
 
 @family("MultivariateGaussian")
-class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands):
+class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands,
+                                       RelativeScoring):
     """Gaussian with mean vector ``mu`` (length D) and covariance ``cov`` (D x D).
 
     ``cov`` must be symmetric (within a relative 1e-10, then symmetrised) and positive definite.
@@ -139,7 +145,7 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         if has_missing(enc):
             require_native(ops.band, "MultivariateGaussian")
         u = self.precision_cholesky
-        z = [ops.sub(ops.array(enc.values[:, j]), ops.array(self.mu[j]))
+        z = [ops.array(enc.values[:, j] - self.mu[j])  # rounded into the band once
              for j in range(self.dim)]
         squares = []
         for m in range(self.dim):
@@ -190,6 +196,17 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         out += (const - 0.5 * d * LOG_2PI).astype(dt)[:, None]
         return out.T  # (n, K) in Fortran order: the log-sum-exp reduces contiguous columns
 
+    @classmethod
+    def stack_relative_log_density(cls, components: Sequence[MultivariateGaussianDistribution],
+                                   enc: Encoded) -> np.ndarray:
+        """Log-densities less each row's largest quadratic part, (n_rows, K), finite for any
+        finite row (:func:`~mixfold.compute.logspace.relative_quadratic_scores`)."""
+        x = enc.values
+        z = np.stack([(x - c.mu) @ c.precision_cholesky for c in components], axis=1)
+        const = np.array([c.log_det_precision_cholesky for c in components]) \
+            - 0.5 * x.shape[1] * LOG_2PI
+        return relative_quadratic_scores(z, const)
+
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:
         """The rows as points (n_rows, D) for k-means++ seeding (a missing entry: its column's
@@ -226,49 +243,92 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
                                     param_bytes=sum(a.nbytes for a in held))
 
 
-class MultivariateGaussianAccumulator(LeafAccumulator, StackedUpdate, CompensatedAccumulation):
-    """Statistics: sum of weights, weighted sum of the vectors (D) and of their outer products
-    (D x D)."""
+class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
+                                      CompensatedAccumulation):
+    """Statistics about a reference point ``c``
+    (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, of ``w (x-c)``
+    (D), of the outer products ``w (x-c)(x-c)^T`` (D x D)
+    and of ``w c`` (D)."""
 
     def __init__(self, dim: int, keys: str | None = None):
         super().__init__(keys)
         self.weight = np.zeros(1)
         self.sum_x = np.zeros(dim)
         self.sum_xx = np.zeros((dim, dim))
+        self.ref_mass = np.zeros(dim)
 
     def own_arrays(self) -> list[np.ndarray]:
-        return [self.weight, self.sum_x, self.sum_xx]
+        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
+
+    @staticmethod
+    def stack_reference(components: Sequence[MultivariateGaussianDistribution]) -> np.ndarray:
+        """The mean of the components' means on a grid no finer than their spread
+        (:func:`~mixfold.compute.linear.gaussian_centre`), for each."""
+        centre = gaussian_centre(np.array([c.mu for c in components]),
+                                 np.array([np.diagonal(c.cov) for c in components]))
+        return np.repeat(centre[None], len(components), axis=0)
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.weight += w.sum()
-        self.sum_x += w @ x
-        self.sum_xx += x.T @ (w[:, None] * x)
+        c = self.point_for(x, w)
+        d = x - c
+        s0 = w.sum()
+        self.weight += s0
+        self.sum_x += w @ d
+        self.sum_xx += d.T @ (w[:, None] * d)
+        self.ref_mass += s0 * c
 
     def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
-        add_weighted_moments(self, x, w_hi, w_lo, cross=True)
+        add_weighted_moments(self, x, w_hi, w_lo, cross=True,
+                             reference=self.point_for(x, w_hi))
 
     @staticmethod
     def stack_update(accs: Sequence[MultivariateGaussianAccumulator], enc: Encoded,
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Block by block of rows (the block stays in cache while every component reads it), then
-        component by component: ``r_k @ x`` and ``x.T @ (r_k x)``. A component's sums do not
-        depend on the others in the call, so any range of components can be added apart with
-        the same bits (a GEMM over K columns would sum the rows in a K-dependent order).
+        Block by block of rows (the block, centred once per distinct reference point, stays in
+        cache while every component reads it), then component by component: ``r_k @ (x-c)``
+        and ``(x-c).T @ (r_k (x-c))``. A component's sums do not depend on the others in the
+        call, so any range of components can be added apart with the same bits (a GEMM over K
+        columns would sum the rows in a K-dependent order).
         """
         x = enc.values
+        points = [acc.point_for(x, resp[:, k]) for k, acc in enumerate(accs)]
+        shared = all(np.array_equal(c, points[0]) for c in points)
+        if shared and not np.any(points[0]):
+            centred = x  # about the origin: nothing to subtract
+        elif shared:
+            centred = _centred_rows(x, points[0])
         step = max(256, (1 << 17) // x.shape[1])  # a block of rows and its weighted copy: ~2 MB
         for lo in range(0, x.shape[0], step):
-            xb = x[lo:lo + step]
             rb = resp[lo:lo + step]
+            xb = x[lo:lo + step]
             rx = scratch("mvg.rx", xb.shape)
-            for k, acc in enumerate(accs):
+            xc = centred[lo:lo + step] if shared else scratch("mvg.xc_block", xb.shape)
+            at = points[0] if shared else None
+            for k, (acc, c) in enumerate(zip(accs, points)):
+                if at is None or not np.array_equal(c, at):
+                    at = c
+                    np.subtract(xb, c, out=xc)
                 r = rb[:, k]
-                acc.weight += r.sum()
-                acc.sum_x += r @ xb
-                np.multiply(r[:, None], xb, out=rx)
-                acc.sum_xx += xb.T @ rx
+                s0 = r.sum()
+                acc.weight += s0
+                acc.sum_x += r @ xc
+                np.multiply(r[:, None], xc, out=rx)
+                acc.sum_xx += xc.T @ rx
+                acc.ref_mass += s0 * c
+
+
+def _centred_rows(x: np.ndarray, point: np.ndarray) -> np.ndarray:
+    """``x - point`` (n_rows, D), kept with the rows between EM iterations when the feature
+    cache has room (the point, a snapped centre, stays put from one iteration to the next)."""
+    store = cache_for(("mvg.centred", point.tobytes()), [x], x.nbytes, x.nbytes)
+    got = None if store is None else store.get(0)
+    if got is None:
+        got = x - point
+        if store is not None:
+            store[0] = got
+    return got
 
 
 class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):
@@ -287,8 +347,14 @@ class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):
         p = enc.patterns
         cond = model.conditionals(p)
         w = np.where(p.n_missing < p.dim, weights, 0.0)
-        self.weight += w.sum()
-        add_weighted_outer(self.sum_x, self.sum_xx, cond.filled(model.mu, p), w)
+        self.set_reference(self.stack_reference([model])[0])
+        filled = cond.filled(model.mu, p)
+        c = self.point_for(filled, w)
+        s0 = w.sum()
+        self.weight += s0
+        self.ref_mass += s0 * c
+        # about the reference point: the conditional covariances do not move with it
+        add_weighted_outer(self.sum_x, self.sum_xx, filled - c if np.any(c) else filled, w)
         for g, cov in zip(p.groups, cond.covs):
             mass = np.bincount(g.local, weights=w[g.rows], minlength=cov.shape[0])
             np.add.at(self.sum_xx, (g.index[:, :, None], g.index[:, None, :]),
@@ -335,8 +401,12 @@ class MultivariateGaussianEstimator(LeafEstimator):
     ``dim`` is the vector length D; ``None`` learns it from the data when it is encoded.
     ``reg_covar`` is added to the diagonal of the estimated covariance, as scikit-learn's
     ``GaussianMixture(covariance_type="full")`` does, so a component on fewer than D + 1 distinct
-    rows stays positive definite. With no weight at all the estimate is the standard normal
-    ``MultivariateGaussianDistribution(0, I)`` in D dimensions.
+    rows stays positive definite; ``reg_covar_mode="relative"`` adds ``reg_covar`` times each
+    diagonal entry instead (a floor on the data's own scale: a fit in metres and in kilometres
+    agree). Either way at least :data:`~mixfold.families._centred.ROUNDOFF_FLOOR` of each
+    diagonal entry is added, so collinear columns at a large scale stay positive definite. With
+    no weight at all the estimate is the standard normal ``MultivariateGaussianDistribution(0,
+    I)`` in D dimensions.
 
     ``missing=True`` lets entries be NaN (missing at random; without it a NaN is a
     :class:`~mixfold.DataError`): the E-step fills a row's missing block with its conditional
@@ -355,7 +425,7 @@ class MultivariateGaussianEstimator(LeafEstimator):
     distribution_class = MultivariateGaussianDistribution
 
     def __init__(self, dim: int | None = None, reg_covar: float = 1e-6, keys: str | None = None,
-                 missing: bool = False):
+                 missing: bool = False, reg_covar_mode: str = "absolute"):
         super().__init__(keys)
         if dim is not None and not (isinstance(dim, (int, np.integer)) and dim >= 1):
             raise ValueError(f"dim must be None or an integer >= 1, got {dim!r}")
@@ -364,6 +434,7 @@ class MultivariateGaussianEstimator(LeafEstimator):
         self.dim = None if dim is None else int(dim)
         self.reg_covar = float(reg_covar)
         self.missing = check_missing_flag(missing)
+        self.reg_covar_mode = check_floor_mode(reg_covar_mode)
 
     def encoder(self) -> VectorEncoder:
         if self.dim is None:
@@ -377,7 +448,8 @@ class MultivariateGaussianEstimator(LeafEstimator):
                              f"VectorEncoder of that length, got {encoder!r}")
         # rows encoded for a start made with missing=True may miss entries: so may the stats
         missing = self.missing or encoder.missing
-        return MultivariateGaussianEstimator(dim, self.reg_covar, self.keys, missing)
+        return MultivariateGaussianEstimator(dim, self.reg_covar, self.keys, missing,
+                                             self.reg_covar_mode)
 
     def _new_accumulator(self) -> MultivariateGaussianAccumulator:
         if self.dim is None:
@@ -388,18 +460,20 @@ class MultivariateGaussianEstimator(LeafEstimator):
         return MultivariateGaussianAccumulator(self.dim, self.keys)
 
     def estimate(self, nobs: float, stats: Any) -> MultivariateGaussianDistribution:
-        (weight, sum_x, sum_xx), _ = stats
-        s0 = float(weight[0])
-        d = sum_x.size
-        if s0 <= 0:
+        own, _ = stats
+        d = own[1].size
+        if not own[0][0] > 0:
             return MultivariateGaussianDistribution(np.zeros(d), np.eye(d), self.missing)
-        mu = sum_x / s0
-        cov = sum_xx / s0 - np.outer(mu, mu)
-        cov = 0.5 * (cov + cov.T)  # the GEMM sums are symmetric only up to rounding
-        collapsed = np.flatnonzero(np.diagonal(cov) <= self.reg_covar)
+        s0, mu, cov = central_moments(*own)
+        diag = np.diagonal(cov)
+        floor = variance_floor(diag, self.reg_covar, self.reg_covar_mode)
+        if self.reg_covar_mode == "relative":  # a collapsed column: the component's own scale
+            floor = np.where(diag > 0, floor, self.reg_covar * max(float(diag.max()), 1.0))
+        floor = np.maximum(floor, ROUNDOFF_FLOOR * np.maximum(diag, 0.0))
+        collapsed = np.flatnonzero(diag <= floor)
         if collapsed.size:
             j = int(collapsed[0])
-            warn_collapsed_variance(cov[j, j], cov[j, j] + self.reg_covar, s0, mu[j],
+            warn_collapsed_variance(cov[j, j], cov[j, j] + floor[j], s0, mu[j],
                                     f" in dimension {j} ({collapsed.size} of {d})")
-        cov.flat[::d + 1] += self.reg_covar
+        cov.flat[::d + 1] += floor
         return MultivariateGaussianDistribution(mu, cov, self.missing)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.compute.logspace import LOG_2PI
-from mixfold.capabilities import SeedsFromPoints, StackedScoring, StackedUpdate
+from mixfold.capabilities import CentredStatistics, SeedsFromPoints, StackedScoring, StackedUpdate
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -20,9 +20,35 @@ __all__ = ["VonMisesDistribution", "VonMisesEstimator", "VonMisesAccumulator",
            "von_mises_kappa_mle"]
 
 
+#: From this concentration on, ``log I0(kappa) - kappa`` is its asymptotic series (the first
+#: omitted term is below 3e-16 there) and a component is scored by the half-angle form.
+SERIES_KAPPA = 1e3
+
+#: ``((2j-1)!!)^2 / (j! 8^j)``, j = 1..4: ``I0(k) ~ e^k / sqrt(2 pi k) (1 + sum_j c_j / k^j)``.
+_I0_SERIES = (1.0 / 8.0, 9.0 / 128.0, 225.0 / 3072.0, 11025.0 / 98304.0)
+
+
+def log_norm_excess(kappa: np.ndarray | float) -> np.ndarray:
+    """``log(2 pi I0(kappa)) - kappa``, exact at any concentration: ``log i0e`` below
+    :data:`SERIES_KAPPA`, the asymptotic series of ``I0`` above (``I0(1e20)`` overflows and
+    ``log I0 - kappa`` formed as a difference is all cancellation).
+
+    >>> round(float(log_norm_excess(1e20)), 10)
+    -22.1069123967
+    """
+    k = np.asarray(kappa, dtype=np.float64)
+    small = np.minimum(k, SERIES_KAPPA)
+    large = np.maximum(k, SERIES_KAPPA)
+    inv = 1.0 / large
+    tail = inv * (_I0_SERIES[0] + inv * (_I0_SERIES[1] + inv * (_I0_SERIES[2]
+                                                                + inv * _I0_SERIES[3])))
+    series = LOG_2PI - 0.5 * np.log(2.0 * np.pi * large) + np.log1p(tail)
+    return np.where(k < SERIES_KAPPA, LOG_2PI + np.log(i0e(small)), series)
+
+
 def _log_norm(kappa: np.ndarray | float) -> np.ndarray:
     """log(2 pi I0(kappa)), without overflow: I0(kappa) = i0e(kappa) exp(kappa)."""
-    return LOG_2PI + np.log(i0e(kappa)) + kappa
+    return log_norm_excess(kappa) + kappa
 
 
 @family("VonMises")
@@ -54,7 +80,7 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
         x = enc.values.astype(dt, copy=False)
         # kappa (cos d - 1) as -2 kappa sin(d/2)^2: no cancellation for concentrated laws
         half = np.sin((x - dt.type(self.mu)) * dt.type(0.5))
-        out = dt.type(-2.0 * self.kappa) * half * half - dt.type(_log_norm(self.kappa) - self.kappa)
+        out = dt.type(-2.0 * self.kappa) * half * half - dt.type(log_norm_excess(self.kappa))
         return out.astype(np.float64, copy=False)
 
     @classmethod
@@ -74,6 +100,9 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
         out = np.multiply.outer(points[:, 0], coef[0])
         out += np.multiply.outer(points[:, 1], coef[1])
         out -= _log_norm(kappa).astype(dt)
+        for k in np.flatnonzero(kappa >= SERIES_KAPPA):  # kappa cos - kappa would cancel
+            half = np.sin((enc.values.astype(dt, copy=False) - dt.type(mu[k])) * dt.type(0.5))
+            out[:, k] = dt.type(-2.0 * kappa[k]) * half * half - dt.type(log_norm_excess(kappa[k]))
         return out
 
     @staticmethod
@@ -101,29 +130,68 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
         return cls(p["mu"], p["kappa"])
 
 
-class VonMisesAccumulator(LeafAccumulator, StackedUpdate):
-    """Statistics: sum of weights, of weighted cosines and of weighted sines."""
+class VonMisesAccumulator(LeafAccumulator, StackedUpdate, CentredStatistics):
+    """Statistics about a reference direction ``c`` (the model's mean direction when rows are
+    added under a model, else the rows' circular mean): the sums of ``w``, ``w sin(x - c)``,
+    ``w 2 sin^2((x - c) / 2)`` (= ``w (1 - cos(x - c))``, without its cancellation) and
+    ``w c``. The resultant's shortfall ``1 - rbar``, which sets a large concentration, is then a
+    sum of small terms, not ``1`` less a sum of cosines."""
 
     def __init__(self, keys: str | None = None):
         super().__init__(keys)
-        self.sums = np.zeros(3)
+        self.sums = np.zeros(4)
+        self._direction: float | None = None
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.sums]
 
+    @staticmethod
+    def stack_reference(components: Sequence[VonMisesDistribution]) -> np.ndarray:
+        """Each component's own direction (a shared one would cancel for components apart)."""
+        return np.array([[c.mu] for c in components])
+
+    def set_reference(self, point: np.ndarray) -> None:
+        self._direction = float(np.reshape(point, -1)[0])
+
+    def reference(self) -> np.ndarray | None:
+        return np.array([self.sums[3] / self.sums[0]]) if self.sums[0] > 0 else None
+
+    def recentre(self, point: np.ndarray) -> None:
+        old = self.reference()
+        self.set_reference(point)
+        if old is None:
+            return
+        d = float(old[0]) - self._direction  # x - new = (x - old) + d
+        s0, sin_sum, half = self.sums[0], self.sums[1], self.sums[2]
+        cos_sum = s0 - half
+        new_sin = sin_sum * np.cos(d) + cos_sum * np.sin(d)
+        # 1 - cos(a + d) = (1 - cos a) cos d + 2 sin^2(d/2) - sin a sin d, summed
+        self.sums[2] = half * np.cos(d) + s0 * 2.0 * np.sin(0.5 * d) ** 2 - sin_sum * np.sin(d)
+        self.sums[1] = new_sin
+        self.sums[3] = s0 * self._direction
+
+    def _direction_for(self, x: np.ndarray, w: np.ndarray) -> float:
+        if self._direction is None:
+            own = self.reference()
+            self._direction = float(own[0]) if own is not None else \
+                float(np.arctan2(w @ np.sin(x), w @ np.cos(x)))
+        return self._direction
+
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.sums += (w.sum(), w @ np.cos(x), w @ np.sin(x))
+        c = self._direction_for(x, w)
+        half = np.sin(0.5 * (x - c))
+        s0 = w.sum()
+        self.sums += (s0, w @ np.sin(x - c), 2.0 * (w @ (half * half)), s0 * c)
 
     @staticmethod
     def stack_update(accs: Sequence[VonMisesAccumulator], enc: Encoded, resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Column by column, so any range of components can be added apart with the same bits.
+        Column by column (each about its own direction), so any range of components can be
+        added apart with the same bits.
         """
-        points = VonMisesDistribution.stack_points(enc)
         for k, acc in enumerate(accs):
-            s12 = resp[:, k] @ points
-            acc.sums += (resp[:, k].sum(), s12[0], s12[1])
+            acc._add(enc.values, resp[:, k])
 
 
 def _mean_resultant(kappa: float) -> float:
@@ -131,18 +199,51 @@ def _mean_resultant(kappa: float) -> float:
     return float(i1e(kappa) / i0e(kappa))
 
 
-def von_mises_kappa_mle(rbar: float, max_kappa: float = 1e8, max_iter: int = 20) -> float:
+#: Below this shortfall ``1 - rbar`` (kappa above about 1e4) the concentration solves the
+#: asymptotic series of ``1 - A(kappa)`` (the first omitted term is below 1e-16 of it there).
+SERIES_GAP = 5e-5
+
+#: ``1 - A(k) ~ sum_j c_j / k^j``, j = 1..4.
+_A_SERIES = (0.5, 0.125, 0.125, 25.0 / 128.0)
+
+
+def _shortfall(kappa: float) -> float:
+    inv = 1.0 / kappa
+    return inv * (_A_SERIES[0] + inv * (_A_SERIES[1] + inv * (_A_SERIES[2] + inv * _A_SERIES[3])))
+
+
+def von_mises_kappa_mle(rbar: float, max_kappa: float = 1e8, max_iter: int = 20,
+                        gap: float | None = None) -> float:
     """The kappa solving ``I1(kappa) / I0(kappa) = rbar`` (the von Mises MLE), at most max_kappa.
 
-    ``rbar`` is the mean resultant length of the angles, in [0, 1]. Newton's method starts from
-    Banerjee et al.'s approximation ``rbar (2 - rbar^2) / (1 - rbar^2)``.
+    ``rbar`` is the mean resultant length of the angles, in [0, 1]; ``gap``, when given, is
+    ``1 - rbar`` to its own precision (a float ``rbar`` holds it only to 1e-16 absolute): below
+    :data:`SERIES_GAP` kappa solves ``1 - A(kappa) = gap`` on the asymptotic series. Else
+    Newton's method starts from Banerjee et al.'s approximation ``rbar (2 - rbar^2) / (1 -
+    rbar^2)``.
 
     >>> k = von_mises_kappa_mle(0.7)
     >>> round(k, 6), round(float(i1e(k) / i0e(k)), 12)
     (2.013628, 0.7)
     >>> von_mises_kappa_mle(0.0), von_mises_kappa_mle(1.0)
     (0.0, 100000000.0)
+    >>> von_mises_kappa_mle(1.0, 1e20, gap=5e-13)
+    1000000000000.25
     """
+    if gap is not None and gap < SERIES_GAP:
+        if not gap > _shortfall(max_kappa):
+            return float(max_kappa)
+        k = 0.5 / gap
+        for _ in range(max_iter):  # Newton on the series, decreasing and convex in kappa
+            inv = 1.0 / k
+            slope = -inv * inv * (_A_SERIES[0] + inv * (2 * _A_SERIES[1] + inv * (
+                3 * _A_SERIES[2] + inv * 4 * _A_SERIES[3])))
+            new = k - (_shortfall(k) - gap) / slope
+            converged = abs(new - k) <= 1e-15 * k
+            k = new
+            if converged:
+                break
+        return float(min(k, max_kappa))
     if not rbar > 0:
         return 0.0
     # A(kappa) ~ 1 - 1/(2 kappa) for large kappa: a resultant this long is beyond max_kappa
@@ -191,13 +292,18 @@ class VonMisesEstimator(LeafEstimator):
 
     def estimate(self, nobs: float, stats: Any) -> VonMisesDistribution:
         (sums,), _ = stats
-        s0, c, s = sums
-        if s0 <= 0:
+        s0, s, half, ref_mass = sums
+        if not s0 > 0:
             return VonMisesDistribution(0.0, 0.0)
-        rbar = min(float(np.hypot(c, s)) / s0, 1.0)
-        kappa = von_mises_kappa_mle(rbar, self.max_kappa)
+        c = s0 - half  # the resultant about the reference direction: (c, s)
+        length = float(np.hypot(c, s))
+        # 1 - rbar = (s0^2 - |R|^2) / (s0 (s0 + |R|)), |R|^2 = (s0 - half)^2 + s^2: no 1 - rbar
+        gap = max((half * (2.0 * s0 - half) - s * s) / (s0 * (s0 + length)), 0.0)
+        rbar = min(length / s0, 1.0)
+        kappa = von_mises_kappa_mle(rbar, self.max_kappa, gap=gap)
         if kappa >= self.max_kappa:
             warnings.warn(f"a von Mises concentration reached its cap max_kappa="
                           f"{self.max_kappa:g}; rows of total weight {s0:.6g} sit on (nearly) "
                           f"one angle", DegenerateFitWarning, stacklevel=2)
-        return VonMisesDistribution(float(np.arctan2(s, c)), kappa)
+        mu = float(np.angle(np.exp(1j * (ref_mass / s0 + np.arctan2(s, c)))))  # in (-pi, pi]
+        return VonMisesDistribution(mu, kappa)

@@ -110,13 +110,24 @@ def moment_features(x: np.ndarray, cross: bool = False) -> DD:
 
 
 def add_weighted_moments(acc: Any, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray,
-                         cross: bool = False) -> None:
+                         cross: bool = False, reference: np.ndarray | None = None) -> None:
     """Add ``sum_i w_i [1, x_i, x_i^2 (or x_i x_i^T)]`` in double-double to ``acc``'s own
-    buffers, which hold exactly those sums in that order (weight, sum of x, sum of squares)."""
+    buffers, which hold exactly those sums in that order (weight, sum of x, sum of squares).
+
+    With a ``reference`` point c (D,), the sums are about it, ``sum_i w_i [1, d_i, d_i^2 (or
+    d_i d_i^T), c]`` with ``d_i = x_i - c`` rounded once (the same bits however the rows are
+    chunked), into buffers (weight, sum of d, sum of squares, sum of w c)."""
+    if reference is not None:
+        c = np.asarray(reference, dtype=np.float64)
+        x = np.asarray(x, dtype=np.float64).reshape(len(x), -1) - c
     for begin in range(0, len(x), _BLOCK_ROWS):  # bounds the (rows, D^2) temporaries
         end = begin + _BLOCK_ROWS
-        total = weighted_dd_sums(w_hi[begin:end], w_lo[begin:end],
-                                 moment_features(x[begin:end], cross))
+        features = moment_features(x[begin:end], cross)
+        if reference is not None:
+            rows = features.hi.shape[0]
+            features = DD(np.concatenate([features.hi, np.broadcast_to(c, (rows, c.size))], 1),
+                          np.concatenate([features.lo, np.zeros((rows, c.size))], 1))
+        total = weighted_dd_sums(w_hi[begin:end], w_lo[begin:end], features)
         pos = 0
         for hi, lo in zip(acc.own_arrays(), low_parts(acc)):
             add_into(hi, lo, DD(total.hi[pos:pos + hi.size].reshape(hi.shape),

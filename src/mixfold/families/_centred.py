@@ -1,0 +1,131 @@
+"""Gaussian statistics summed about a reference point: what makes a Gaussian fit independent of
+where its data sits.
+
+Raw moments ``sum w x^2`` of rows at an offset of 1e8 keep nothing of a unit spread once the
+M-step subtracts ``mu^2``. Summed about a point ``c`` near the rows -- ``sum w``, ``sum w (x-c)``,
+``sum w (x-c)^2`` (or the outer products) -- the variance is ``B/s0 - (A/s0)^2`` with nothing to
+cancel. ``c`` travels in the payload as ``sum w c``: payloads still add (every shard of a fold
+sums about the same point, the model's), and the M-step reads ``c`` back as ``sum w c / sum w``.
+
+>>> from mixfold.families.gaussian import GaussianAccumulator
+>>> acc = GaussianAccumulator()
+>>> acc.set_reference(np.array([1e8]))
+>>> acc._add(1e8 + np.array([-1.0, 0.0, 1.0]), np.ones(3))
+>>> acc.sum_x.tolist(), acc.sum_xx.tolist()
+([0.0], [2.0])
+>>> central_moments(acc.weight, acc.sum_x, acc.sum_xx, acc.ref_mass)
+(3.0, array([1.e+08]), array([0.66666667]))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mixfold.capabilities import CentredStatistics
+
+__all__ = ["CentredMoments", "central_moments", "weighted_centre"]
+
+
+def weighted_centre(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """A reference point for rows ``x`` (n,) or (n, D) with weights ``w``: their weighted mean
+    (the first row when the weights sum to 0; the origin with no rows)."""
+    if len(x) == 0:
+        return np.zeros(x.shape[1] if x.ndim == 2 else 1)
+    x2 = x.reshape(len(x), -1)
+    total = float(w.sum())
+    if not total > 0:
+        return x2[0].copy()
+    # the mean of rows whose absolute sum overflows is still within their range
+    with np.errstate(over="ignore", invalid="ignore"):
+        c = (w / total) @ x2
+    return np.where(np.isfinite(c), c, x2[0])
+
+
+def central_moments(weight: np.ndarray, sum_x: np.ndarray, sum_xx: np.ndarray,
+                    ref_mass: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """(total weight, mean (D,), central second moment (D,) or (D, D)) from sums about the
+    reference point ``ref_mass / weight``; the second moment is not floored (it may round
+    below 0 for rows on one value)."""
+    s0 = float(weight[0])
+    m = sum_x / s0
+    mean = ref_mass / s0 + m
+    if sum_xx.ndim == 2:
+        second = sum_xx / s0 - np.outer(m, m)
+        return s0, mean, 0.5 * (second + second.T)  # the sums are symmetric up to rounding
+    return s0, mean, sum_xx / s0 - m * m
+
+
+class CentredMoments(CentredStatistics):
+    """The statistics ``weight`` (1,), ``sum_x`` (D,) = ``sum w (x-c)``, ``sum_xx`` (D,) or
+    (D, D) = ``sum w (x-c)^2`` (or the outer products) and ``ref_mass`` (D,) = ``sum w c`` of a
+    Gaussian-like family, summed about the reference ``c``: the model's mean when rows are added
+    under a model, the point :meth:`set_reference` gave for a stacked update, the weighted mean
+    of the rows of a seeded start. Subclasses hold the four arrays and say which point a stack
+    of their components shares (``stack_reference``)."""
+
+    weight: np.ndarray
+    sum_x: np.ndarray
+    sum_xx: np.ndarray
+    ref_mass: np.ndarray
+    _point: np.ndarray | None = None
+
+    def set_reference(self, point: np.ndarray) -> None:
+        self._point = np.asarray(point, dtype=np.float64).reshape(self.sum_x.shape)
+
+    def reference(self) -> np.ndarray | None:
+        s0 = float(self.weight[0])
+        return self.ref_mass / s0 if s0 > 0 else None
+
+    def point_for(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """The point rows are summed about now: the one set, else the statistics' own, else
+        the rows' weighted mean (kept for the rows that follow)."""
+        if self._point is None:
+            own = self.reference()
+            self._point = weighted_centre(x, w) if own is None else own
+        return self._point
+
+    def recentre(self, point: np.ndarray) -> None:
+        old = self.reference()
+        point = np.asarray(point, dtype=np.float64).reshape(self.sum_x.shape)
+        self._point = point
+        if old is None:
+            return
+        d = old - point
+        if not np.any(np.abs(d) > 8 * np.finfo(float).eps * np.abs(point)):
+            return  # the same point read back through sum w c / sum w: nothing to move
+        s0 = float(self.weight[0])
+        if self.sum_xx.ndim == 2:
+            self.sum_xx += np.outer(d, self.sum_x) + np.outer(self.sum_x, d) + s0 * np.outer(d, d)
+        else:
+            self.sum_xx += d * (2.0 * self.sum_x + s0 * d)
+        self.sum_x += s0 * d
+        self.ref_mass[...] = s0 * point
+
+
+#: How a variance floor ``reg_covar`` is read: as is, or times the variance it floors.
+FLOOR_MODES = ("absolute", "relative")
+
+#: A covariance formed in float64 is known to a few hundred ulps of its diagonal: at least
+#: this much of each diagonal entry is added, so round-off alone never breaks its Cholesky.
+ROUNDOFF_FLOOR = 2.0 ** -40
+
+
+def check_floor_mode(mode: str) -> str:
+    """``mode`` if it is one of :data:`FLOOR_MODES`, else a ValueError naming them."""
+    if mode not in FLOOR_MODES:
+        raise ValueError(f"reg_covar_mode must be one of {FLOOR_MODES}, got {mode!r}")
+    return mode
+
+
+def variance_floor(variances: np.ndarray, reg_covar: float, mode: str) -> np.ndarray:
+    """What is added to each variance (or covariance diagonal entry): ``reg_covar`` itself
+    (``"absolute"``, scikit-learn's), or ``reg_covar`` times the variance (``"relative"``: the
+    floor scales with the data, so a fit in metres and the same fit in kilometres agree).
+
+    >>> variance_floor(np.array([4.0, 4e6]), 1e-6, "absolute").tolist()
+    [1e-06, 1e-06]
+    >>> variance_floor(np.array([4.0, 4e6]), 1e-6, "relative").tolist()
+    [4e-06, 4.0]
+    """
+    v = np.maximum(variances, 0.0)
+    return reg_covar * v if mode == "relative" else np.full_like(v, reg_covar)

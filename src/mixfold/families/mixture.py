@@ -23,7 +23,7 @@ from mixfold.capabilities import (
 from mixfold.compute.logspace import log_normalize_rows, logsumexp_rows
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
 from mixfold.compute.row_blocks import map_row_blocks
-from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
+from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp, decomposition_for
 from mixfold.errors import DegenerateFitWarning, NumericalError, ParameterError
 from mixfold.compute.linear_torch import GPU_CHUNK_ROWS, fused_linear_mixture
 from mixfold.precision import resolve_precision, band_ops, log_density_in_band, require_band
@@ -601,16 +601,32 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
                                rng.child(k))
 
 
+def set_stack_references(accs: Sequence[Accumulator], units: Sequence[Distribution],
+                         start: int = 0, stop: int | None = None) -> None:
+    """Give the centred statistics of accumulators ``[start, stop)`` -- and of their children,
+    down the tree (a record's fields) -- the points the whole stack of ``units`` gives them: a
+    function of the model alone, so every shard and every unit range sums about the same point
+    and their payloads add."""
+    stop = len(accs) if stop is None else stop
+    if isinstance(accs[0], CentredStatistics):
+        for acc, point in zip(accs[start:stop], accs[0].stack_reference(units)[start:stop]):
+            acc.set_reference(point)
+        return
+    width = len(accs[0].children())
+    below = [decomposition_for(u).units for u in units]
+    if width == 0 or any(len(b) != width for b in below):
+        return
+    for i in range(width):
+        set_stack_references([a.children()[i] for a in accs], [b[i] for b in below], start, stop)
+
+
 def add_unit_range(accs: Sequence[Accumulator], stack_update: Any, slots: tuple[int, ...] | None,
                    enc: Encoded, resp: np.ndarray, units: Sequence[Distribution], precision: str,
                    start: int, stop: int) -> None:
     """Add rows weighted by ``resp[:, k]`` to the accumulators of units ``[start, stop)``
     (a stacked update sums centred statistics about the points the units give them)."""
     if stack_update is not None:
-        if isinstance(accs[start], CentredStatistics):
-            points = accs[start].stack_reference(units)
-            for acc, point in zip(accs[start:stop], points[start:stop]):
-                acc.set_reference(point)
+        set_stack_references(accs, units, start, stop)
         stack_update(accs[start:stop], enc, resp[:, start:stop])
         return
     for k in range(start, stop):

@@ -431,3 +431,57 @@ def test_posterior_of_an_extreme_value_is_a_distribution():
     tied = MixtureDistribution([GaussianDistribution(0.0, 1.0), GaussianDistribution(1.0, 1.0)],
                                [0.5, 0.5])
     assert tied.posterior(1e200).tolist() == [0.0, 1.0]
+
+
+def _mp_posterior(comps, weights, x):
+    """Posterior of one row by mpmath at 700 digits: x = 1e300 leaves x - mu exact there."""
+    with mpmath.workdps(700):
+        xs = mpmath.matrix([mpmath.mpf(float(v)) for v in x])
+        logs = []
+        for c, w in zip(comps, weights):
+            cov = mpmath.matrix(np.diag(c.sigma2).tolist() if hasattr(c, "sigma2")
+                                else c.cov.tolist())
+            d = xs - mpmath.matrix([mpmath.mpf(float(m)) for m in c.mu])
+            quad = (d.T * mpmath.inverse(cov) * d)[0]
+            logs.append(mpmath.log(w) - quad / 2 - mpmath.log(mpmath.det(cov)) / 2)
+        top = max(logs)
+        e = [mpmath.exp(v - top) for v in logs]
+        return [float(v / sum(e)) for v in e]
+
+
+@pytest.mark.parametrize("family", ["diagonal", "full"])
+def test_vector_posterior_of_an_extreme_row_against_mpmath(family):
+    # equal covariances: log p_a - log p_b = (mu_a - mu_b) S^-1 x + const is linear in x, so
+    # far out the component whose mean lies further along x takes all the mass
+    rng = np.random.default_rng(5)
+    for trial in range(6):
+        d, k = 1 + trial % 3, 2 + trial % 2
+        if family == "diagonal":
+            s2 = rng.uniform(0.5, 3.0, d)
+            comps = [DiagonalGaussianDistribution(rng.normal(0, 2, d), s2) for _ in range(k)]
+        else:
+            a = rng.normal(size=(d, d))
+            cov = a @ a.T + d * np.eye(d)
+            comps = [MultivariateGaussianDistribution(rng.normal(0, 2, d), cov)
+                     for _ in range(k)]
+        weights = rng.dirichlet(np.ones(k))
+        mix = MixtureDistribution(comps, weights)
+        for scale in (1e200, 1e300, 1e160):  # every log-density below -1e308
+            x = rng.choice([-1.0, 1.0], d) * scale
+            got = mix.posterior(x)
+            np.testing.assert_allclose(got, _mp_posterior(comps, weights, x), atol=1e-12)
+            assert got.max() == 1.0, (family, trial, x)
+        # a row whose linear terms tie: the constant (the means' norms, the weights) decides
+        x = np.zeros(d)
+        x[0] = 1e250
+        fair = [type(c)(np.eye(d)[1 % d] * (i + 1) if d > 1 else [0.0], *(
+            (c.sigma2,) if family == "diagonal" else (c.cov,))) for i, c in enumerate(comps)]
+        np.testing.assert_allclose(MixtureDistribution(fair, weights).posterior(x),
+                                   _mp_posterior(fair, weights, x), atol=1e-12)
+    # ordinary rows keep the plain log-sum-exp posterior bit for bit
+    rows = rng.normal(0, 3, (50, d))
+    scores = np.stack([np.log(w) + c.seq_log_density(c.encoder().encode(rows))
+                       for c, w in zip(comps, weights)], axis=1)
+    expect = np.exp(scores - scores.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(mix.seq_posterior(mix.encoder().encode(rows)),
+                               expect / expect.sum(axis=1, keepdims=True), rtol=1e-12)

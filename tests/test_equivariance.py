@@ -21,6 +21,7 @@ from mixfold import (BinomialEstimator, DiagonalGaussianDistribution, DiagonalGa
                      MultivariateGaussianEstimator, VonMisesDistribution, VonMisesEstimator)
 from mixfold.errors import DegenerateFitWarning
 from mixfold.online import OnlineEM
+from mixfold.precision.bands import UNIT_ROUNDOFF
 
 SETTINGS = settings(max_examples=12, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -164,18 +165,29 @@ def test_process_pool_fit_is_translation_equivariant():
         np.testing.assert_allclose(cb.cov, ca.cov, rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("precision", ["float16", "bfloat16"])
-def test_emulated_band_fits_are_translation_equivariant_to_their_resolution(precision):
-    # a band scores the deviation x - mu rounded into it once: x = 1e8 itself overflows float16
+@pytest.mark.parametrize("offset", [1e8, 1e12])
+@pytest.mark.parametrize("kind", ["gaussian", "diagonal"])
+@pytest.mark.parametrize("precision", ["fp8@emulated", "bfloat16@emulated", "float16@emulated",
+                                       "bfloat16@cpu", "float16@cpu"])
+def test_band_fits_are_translation_equivariant_to_their_resolution(precision, kind, offset):
+    # a band scores the deviation x - mu rounded into it once: x = 1e8 itself overflows float16;
+    # at 1e12 a mean's own float64 spacing is 1e-4 of the spread, well inside every band's
+    # resolution; bare bfloat16/float16 are the @cpu ones where torch is installed
+    if precision.endswith("@cpu"):
+        pytest.importorskip("torch")
+    u = UNIT_ROUNDOFF[precision.split("@")[0]]
     rng = np.random.default_rng(9)
-    x = np.concatenate([rng.standard_normal(600), 5.0 + rng.standard_normal(400)])
-    base, moved = shifted(x, 1e8)
-    est = MixtureEstimator([GaussianEstimator()] * 2)
+    dim = () if kind == "gaussian" else (2,)
+    x = np.concatenate([rng.standard_normal((600, *dim)), 5.0 + rng.standard_normal((400, *dim))])
+    base, moved = shifted(x, offset)
+    est = MixtureEstimator([GaussianEstimator() if kind == "gaussian"
+                            else DiagonalGaussianEstimator()] * 2)
     a = fit(base, est, seed=1, max_iter=10, precision=precision).model
     b = fit(moved, est, seed=1, max_iter=10, precision=precision).model
+    np.testing.assert_allclose(b.weights, a.weights, atol=2 * u)
     for ca, cb in zip(a.components, b.components):
-        close_shifted(cb.mu, ca.mu, 1e8, 1.0, rel=1e-2)
-        assert cb.sigma2 == pytest.approx(ca.sigma2, rel=1e-2)
+        np.testing.assert_allclose(np.asarray(cb.mu) - offset, ca.mu, atol=2 * u)  # spread 1
+        np.testing.assert_allclose(cb.sigma2, ca.sigma2, rtol=2 * u)
 
 
 def test_tied_components_pool_statistics_about_one_point():

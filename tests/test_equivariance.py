@@ -21,6 +21,7 @@ from mixfold import (BinomialEstimator, DiagonalGaussianDistribution, DiagonalGa
                      MultivariateGaussianEstimator, VonMisesDistribution, VonMisesEstimator)
 from mixfold.errors import DegenerateFitWarning
 from mixfold.online import OnlineEM
+from mixfold.precision.bands import UNIT_ROUNDOFF
 
 SETTINGS = settings(max_examples=12, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -164,18 +165,29 @@ def test_process_pool_fit_is_translation_equivariant():
         np.testing.assert_allclose(cb.cov, ca.cov, rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("precision", ["float16", "bfloat16"])
-def test_emulated_band_fits_are_translation_equivariant_to_their_resolution(precision):
-    # a band scores the deviation x - mu rounded into it once: x = 1e8 itself overflows float16
+@pytest.mark.parametrize("offset", [1e8, 1e12])
+@pytest.mark.parametrize("kind", ["gaussian", "diagonal"])
+@pytest.mark.parametrize("precision", ["fp8@emulated", "bfloat16@emulated", "float16@emulated",
+                                       "bfloat16@cpu", "float16@cpu"])
+def test_band_fits_are_translation_equivariant_to_their_resolution(precision, kind, offset):
+    # a band scores the deviation x - mu rounded into it once: x = 1e8 itself overflows float16;
+    # at 1e12 a mean's own float64 spacing is 1e-4 of the spread, well inside every band's
+    # resolution; bare bfloat16/float16 are the @cpu ones where torch is installed
+    if precision.endswith("@cpu"):
+        pytest.importorskip("torch")
+    u = UNIT_ROUNDOFF[precision.split("@")[0]]
     rng = np.random.default_rng(9)
-    x = np.concatenate([rng.standard_normal(600), 5.0 + rng.standard_normal(400)])
-    base, moved = shifted(x, 1e8)
-    est = MixtureEstimator([GaussianEstimator()] * 2)
+    dim = () if kind == "gaussian" else (2,)
+    x = np.concatenate([rng.standard_normal((600, *dim)), 5.0 + rng.standard_normal((400, *dim))])
+    base, moved = shifted(x, offset)
+    est = MixtureEstimator([GaussianEstimator() if kind == "gaussian"
+                            else DiagonalGaussianEstimator()] * 2)
     a = fit(base, est, seed=1, max_iter=10, precision=precision).model
     b = fit(moved, est, seed=1, max_iter=10, precision=precision).model
+    np.testing.assert_allclose(b.weights, a.weights, atol=2 * u)
     for ca, cb in zip(a.components, b.components):
-        close_shifted(cb.mu, ca.mu, 1e8, 1.0, rel=1e-2)
-        assert cb.sigma2 == pytest.approx(ca.sigma2, rel=1e-2)
+        np.testing.assert_allclose(np.asarray(cb.mu) - offset, ca.mu, atol=2 * u)  # spread 1
+        np.testing.assert_allclose(cb.sigma2, ca.sigma2, rtol=2 * u)
 
 
 def test_tied_components_pool_statistics_about_one_point():
@@ -431,3 +443,57 @@ def test_posterior_of_an_extreme_value_is_a_distribution():
     tied = MixtureDistribution([GaussianDistribution(0.0, 1.0), GaussianDistribution(1.0, 1.0)],
                                [0.5, 0.5])
     assert tied.posterior(1e200).tolist() == [0.0, 1.0]
+
+
+def _mp_posterior(comps, weights, x):
+    """Posterior of one row by mpmath at 700 digits: x = 1e300 leaves x - mu exact there."""
+    with mpmath.workdps(700):
+        xs = mpmath.matrix([mpmath.mpf(float(v)) for v in x])
+        logs = []
+        for c, w in zip(comps, weights):
+            cov = mpmath.matrix(np.diag(c.sigma2).tolist() if hasattr(c, "sigma2")
+                                else c.cov.tolist())
+            d = xs - mpmath.matrix([mpmath.mpf(float(m)) for m in c.mu])
+            quad = (d.T * mpmath.inverse(cov) * d)[0]
+            logs.append(mpmath.log(w) - quad / 2 - mpmath.log(mpmath.det(cov)) / 2)
+        top = max(logs)
+        e = [mpmath.exp(v - top) for v in logs]
+        return [float(v / sum(e)) for v in e]
+
+
+@pytest.mark.parametrize("family", ["diagonal", "full"])
+def test_vector_posterior_of_an_extreme_row_against_mpmath(family):
+    # equal covariances: log p_a - log p_b = (mu_a - mu_b) S^-1 x + const is linear in x, so
+    # far out the component whose mean lies further along x takes all the mass
+    rng = np.random.default_rng(5)
+    for trial in range(6):
+        d, k = 1 + trial % 3, 2 + trial % 2
+        if family == "diagonal":
+            s2 = rng.uniform(0.5, 3.0, d)
+            comps = [DiagonalGaussianDistribution(rng.normal(0, 2, d), s2) for _ in range(k)]
+        else:
+            a = rng.normal(size=(d, d))
+            cov = a @ a.T + d * np.eye(d)
+            comps = [MultivariateGaussianDistribution(rng.normal(0, 2, d), cov)
+                     for _ in range(k)]
+        weights = rng.dirichlet(np.ones(k))
+        mix = MixtureDistribution(comps, weights)
+        for scale in (1e200, 1e300, 1e160):  # every log-density below -1e308
+            x = rng.choice([-1.0, 1.0], d) * scale
+            got = mix.posterior(x)
+            np.testing.assert_allclose(got, _mp_posterior(comps, weights, x), atol=1e-12)
+            assert got.max() == 1.0, (family, trial, x)
+        # a row whose linear terms tie: the constant (the means' norms, the weights) decides
+        x = np.zeros(d)
+        x[0] = 1e250
+        fair = [type(c)(np.eye(d)[1 % d] * (i + 1) if d > 1 else [0.0], *(
+            (c.sigma2,) if family == "diagonal" else (c.cov,))) for i, c in enumerate(comps)]
+        np.testing.assert_allclose(MixtureDistribution(fair, weights).posterior(x),
+                                   _mp_posterior(fair, weights, x), atol=1e-12)
+    # ordinary rows keep the plain log-sum-exp posterior bit for bit
+    rows = rng.normal(0, 3, (50, d))
+    scores = np.stack([np.log(w) + c.seq_log_density(c.encoder().encode(rows))
+                       for c, w in zip(comps, weights)], axis=1)
+    expect = np.exp(scores - scores.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(mix.seq_posterior(mix.encoder().encode(rows)),
+                               expect / expect.sum(axis=1, keepdims=True), rtol=1e-12)

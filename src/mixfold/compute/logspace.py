@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["log_normalize_rows", "logsumexp_rows", "relative_quadratic_scores", "LOG_2PI"]
+__all__ = ["log_normalize_rows", "logsumexp_rows", "relative_quadratic_scores",
+           "relative_affine_scores", "LOG_2PI"]
 
 #: log(2 pi) in float64, the constant of every Gaussian log-density.
 LOG_2PI = float(np.log(2.0 * np.pi))
@@ -67,3 +68,55 @@ def relative_quadratic_scores(z: np.ndarray, const: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         quad = np.where(gap > 0, -0.5 * top[:, None] * (top[:, None] * gap), 0.0)
     return quad + const
+
+
+def relative_affine_scores(x: np.ndarray, mu: np.ndarray, factor: np.ndarray,
+                           const: np.ndarray) -> np.ndarray:
+    """``-|z_k|^2 / 2 + const_k`` less a per-row constant, (n, K), for ``z_k = (x - mu_k) F_k``
+    (``factor`` F: (K, D) scales each coordinate, (K, D, D) multiplies on the right); finite for
+    any finite row, and exact in the means far out.
+
+    A row within 1e100 of the origin goes through :func:`relative_quadratic_scores`. Beyond,
+    ``x - mu_k`` rounds to ``x`` and components of one ``F`` would tie, so with ``S`` the row's
+    largest ``|x|``, ``u = x / S`` and ``v_k = mu_k F_k``, each gap to the row's best component b
+    is taken by its powers of S, ``|z_k|^2 - |z_b|^2 = S^2 A + S B + C`` with
+    ``A = (u F_k - u F_b) . (u F_k + u F_b)`` (exactly 0 when ``F_k = F_b``),
+    ``B = -2 (u F_k . v_k - u F_b . v_b)`` and ``C = |v_k|^2 - |v_b|^2``; the first nonzero of
+    A, B, C leads, so even a tie in the linear term is settled by C.
+
+    >>> f = np.ones((2, 1))
+    >>> relative_affine_scores(np.array([[1e200]]), np.array([[0.0], [1.0]]), f,
+    ...                        np.zeros(2)).tolist()
+    [[-1e+200, 0.0]]
+    """
+    def apply(a: np.ndarray, k: int) -> np.ndarray:
+        return a * factor[k] if factor.ndim == 2 else a @ factor[k]
+
+    K = len(mu)
+    with np.errstate(invalid="ignore", over="ignore"):
+        z = np.stack([apply(x - mu[k], k) for k in range(K)], axis=1)
+    top = np.abs(x).max(axis=1) if x.shape[1] else np.zeros(len(x))
+    far = top > 1e100
+    out = np.empty((len(x), K))
+    out[~far] = relative_quadratic_scores(z[~far], const)
+    if not far.any():
+        return out
+    scale = top[far][:, None]
+    uf = np.stack([apply(x[far] / scale, k) for k in range(K)], axis=1)  # u F_k, (m, K, D)
+    v = np.stack([apply(mu[k], k) for k in range(K)])                   # v_k, (K, D)
+    lin = np.einsum("nkd,kd->nk", uf, v)
+    sq = np.einsum("kd,kd->k", v, v)
+    rows = np.arange(len(uf))
+
+    def gap(best: np.ndarray) -> np.ndarray:
+        ub = uf[rows, best][:, None]
+        a = np.einsum("nkd,nkd->nk", uf - ub, uf + ub)
+        b = -2.0 * (lin - lin[rows, best][:, None])
+        c = sq - sq[best][:, None]
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            return np.where(a != 0, scale * (scale * (a + b / scale + c / scale / scale)),
+                            np.where(b != 0, scale * (b + c / scale), c))
+
+    g = gap(np.argmin(gap(np.zeros(len(uf), dtype=int)), axis=1))
+    out[far] = np.where(g > 0, -0.5 * g, 0.0) + const
+    return out

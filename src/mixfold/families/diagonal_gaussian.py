@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.logspace import LOG_2PI, relative_quadratic_scores
+from mixfold.compute.logspace import LOG_2PI, relative_affine_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
     LinearInFeatures,
@@ -176,12 +176,11 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
     def stack_relative_log_density(cls, components: Sequence[DiagonalGaussianDistribution],
                                    enc: Encoded) -> np.ndarray:
         """Log-densities less each row's largest quadratic part, (n_rows, K), finite for any
-        finite row (:func:`~mixfold.compute.logspace.relative_quadratic_scores`)."""
+        finite row (:func:`~mixfold.compute.logspace.relative_affine_scores`)."""
         mu = np.array([c.mu for c in components])
         s2 = np.array([c.sigma2 for c in components])
-        z = (enc.values[:, None, :] - mu) / np.sqrt(s2)
         const = -0.5 * (mu.shape[1] * LOG_2PI + np.log(s2).sum(axis=1))
-        return relative_quadratic_scores(z, const)
+        return relative_affine_scores(enc.values, mu, 1.0 / np.sqrt(s2), const)
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

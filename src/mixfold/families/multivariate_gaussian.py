@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.logspace import LOG_2PI, relative_quadratic_scores
+from mixfold.compute.logspace import LOG_2PI, relative_affine_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
     RelativeScoring,
@@ -200,12 +200,11 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
     def stack_relative_log_density(cls, components: Sequence[MultivariateGaussianDistribution],
                                    enc: Encoded) -> np.ndarray:
         """Log-densities less each row's largest quadratic part, (n_rows, K), finite for any
-        finite row (:func:`~mixfold.compute.logspace.relative_quadratic_scores`)."""
-        x = enc.values
-        z = np.stack([(x - c.mu) @ c.precision_cholesky for c in components], axis=1)
+        finite row (:func:`~mixfold.compute.logspace.relative_affine_scores`)."""
         const = np.array([c.log_det_precision_cholesky for c in components]) \
-            - 0.5 * x.shape[1] * LOG_2PI
-        return relative_quadratic_scores(z, const)
+            - 0.5 * enc.values.shape[1] * LOG_2PI
+        return relative_affine_scores(enc.values, np.array([c.mu for c in components]),
+                                      np.array([c.precision_cholesky for c in components]), const)
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

@@ -50,6 +50,17 @@ def test_spec_prints_the_default_record(files):
         "k": 3, "pseudo_count": 1.0}
 
 
+def test_spec_gives_a_topic_model_to_a_parquet_text_column(tmp_path):
+    frame = pd.DataFrame({"review": ["a long review of the red apple pie that we ate"] * 6,
+                          "plan": ["free", "pro"] * 3})
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False),
+                   tmp_path / "reviews.parquet", row_group_size=3)
+    out = run("spec", tmp_path / "reviews.parquet")
+    assert out.exit_code == 0
+    assert json.loads(out.stdout) == {"record": {"review": {"lda": {"n_topics": 10}},
+                                                 "plan": "categorical"}}
+
+
 def test_fit_parquet_writes_the_model_and_the_trace(files, tmp_path):
     root, frame = files
     out_path = tmp_path / "model.json"

@@ -35,6 +35,17 @@ def test_spark_dataframe_column_types_choose_the_same_families(spark_session):
 
 
 @pytest.mark.slow
+def test_spark_text_and_token_columns_default_to_a_topic_model(spark_session):
+    frame = pd.DataFrame({"review": ["a long review of the red apple pie that we ate", None] * 3,
+                          "tokens": [["red", "apple"], ["green", "pear", "pie"]] * 3,
+                          "plan": ["free", "pro", "team"] * 2})
+    specs = column_specs(spark_session.createDataFrame(frame))
+    assert specs == column_specs(frame) == {
+        "review": {"optional": {"lda": {"n_topics": 10}}}, "tokens": {"lda": {"n_topics": 10}},
+        "plan": "categorical"}
+
+
+@pytest.mark.slow
 def test_cli_fit_on_the_mp_backend_equals_local(tmp_path):
     from mixfold.cli import main
 

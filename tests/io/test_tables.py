@@ -200,3 +200,22 @@ def test_token_lists_and_long_text_default_to_a_topic_model():
                              estimator_from_spec(record_spec(frame[["tokens", "plan"]])),
                              max_iter=2, progress=False)
     assert model.fields["tokens"].n_topics == 10
+
+
+def test_parquet_and_csv_text_columns_are_sampled_for_documents(tmp_path):
+    long = "a long review of the red apple pie that we ate"
+    frame = pd.DataFrame({"review": [long, "the pear tart was dry and far too sweet for us"] * 6,
+                          "plan": ["free", "pro", "team"] * 4,
+                          "tokens": [["red", "apple"], ["green", "pear", "pie"]] * 6})
+    frame.loc[9, "review"] = None  # a null in a later row group: seen in the metadata
+    frame.loc[8:, "plan"] = " ".join(["words"] * 30)  # documents on average over the file
+    path = tmp_path / "reviews.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=4)
+    lda = {"lda": {"n_topics": 10}}
+    # the first row group's values decide: 'plan' is levels there
+    assert column_specs(path) == {"review": {"optional": lda}, "plan": "categorical",
+                                  "tokens": lda}
+    frame.drop(columns="tokens").to_csv(tmp_path / "reviews.csv", index=False)
+    # one CSV chunk holds all 12 rows: 'plan' is documents on average there
+    assert column_specs(tmp_path / "reviews.csv") == {"review": {"optional": lda},
+                                                      "plan": lda}

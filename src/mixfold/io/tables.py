@@ -179,14 +179,17 @@ def _spark_kind(type_name: str) -> str:
         return "int"
     if type_name in ("float", "double") or type_name.startswith("decimal"):
         return "float"
+    if type_name in ("array<string>", "array<varchar>"):
+        return "tokens"
     return "text" if type_name == "string" else type_name
 
 
 def column_specs(data: Any) -> dict[str, Any]:
     """Column name -> default spec node, for a pandas DataFrame, an Arrow table, a Spark
     DataFrame, a :class:`~mixfold.RowBlocks` source of tables (from its first block), or a
-    Parquet / CSV file path (Parquet: from the file metadata, all row groups; CSV: from the
-    first chunk).
+    Parquet / CSV file path (Parquet: from the file metadata, all row groups, and the first
+    :data:`TEXT_SAMPLE` values of its text columns in the first row group; CSV: from the first
+    chunk; Spark: one aggregate job, and a ``limit(TEXT_SAMPLE)`` sample of its text columns).
 
     >>> import pandas as pd
     >>> specs = column_specs(pd.DataFrame({"age": [31.5, None], "plan": ["free", "pro"],
@@ -298,14 +301,36 @@ def _parquet_specs(path: Path) -> dict[str, Any]:
                 elif group.num_rows > stats.null_count:
                     no_range.add(name)
         pf.close()
+    texts = _parquet_documents(path, [f.name for f in schema if _arrow_kind(f.type) == "text"])
     out = {}
     for field in schema:
         name, kind = field.name, _arrow_kind(field.type)
+        if name in texts:
+            kind = "tokens"
         low = lows.get(name) if kind == "int" or name not in no_range else None
         high = highs.get(name) if name not in no_range else None
         out[name] = default_spec(kind, has_missing=nulls.get(name, 0) > 0, min_value=low,
                                  max_value=high, name=name)
     return out
+
+
+def _parquet_documents(path: Path, names: list[str]) -> set[str]:
+    """The text columns among ``names`` whose first :data:`TEXT_SAMPLE` values (in the first
+    non-empty row group, only those columns read) are documents."""
+    import pyarrow.parquet as pq
+
+    if not names:
+        return set()
+    for f in _files(path, ".parquet"):
+        with pq.ParquetFile(f) as pf:
+            groups = [g for g in range(pf.metadata.num_row_groups)
+                      if pf.metadata.row_group(g).num_rows > 0]
+            if not groups:
+                continue
+            batch = next(pf.iter_batches(batch_size=TEXT_SAMPLE, row_groups=groups[:1],
+                                         columns=names))
+            return {n for n in names if _documents(batch.column(n).to_pylist())}
+    return set()
 
 
 def _spark_specs(frame: Any) -> dict[str, Any]:
@@ -321,6 +346,11 @@ def _spark_specs(frame: Any) -> dict[str, Any]:
              for tag, f in (("a", F.mean), ("v", F.var_samp))]
     # one job: null counts, ranges of numbers, moments of counts
     row = frame.agg(*aggs).collect()[0].asDict()
+    texts = [n for n, k in kinds.items() if k == "text"]
+    if texts:  # a bounded sample, one job for all text columns, tells documents from levels
+        sample = frame.select(*texts).limit(TEXT_SAMPLE).collect()
+        kinds.update({n: "tokens" for j, n in enumerate(texts)
+                      if _documents([r[j] for r in sample])})
     return {n: default_spec(k, has_missing=bool(row[f"n_{i}"]), min_value=row.get(f"m_{i}"),
                             max_value=row.get(f"x_{i}"), mean=row.get(f"a_{i}"),
                             variance=row.get(f"v_{i}"), name=n)

@@ -3,12 +3,13 @@
     python benchmarks/missing.py             # N=200,000, D=10, K=8, 20 iterations
     python benchmarks/missing.py --quick     # N=2,000, 3 iterations (smoke run)
 
-Every library starts from the same parameters (K rows of the complete data as means, the
-data's covariance for every component, equal weights) and runs the same number of EM
-iterations, each in its own child process on the same bytes; initialisation and imputation are
-excluded from the timings. The reference is mixfold's fit of the *complete* data from the same
-start; each row reports the seconds per iteration and how far its fitted means and covariances
-lie from that reference (components matched by their means):
+The reference is mixfold's fit of the *complete* data from a crude start (K rows of the complete
+data as means, the data's covariance for every component, equal weights). Every missing-data
+library then starts from that reference's means and covariances (equal weights) and runs the
+same number of EM iterations, each in its own child process on the same bytes; initialisation
+and imputation are excluded from the timings. Each row reports the seconds per iteration and how
+far its fitted means and covariances lie from the reference (components matched by their
+means): the bias each way of handling missing entries adds, not a different local optimum.
 
 - mixfold, ``MultivariateGaussianEstimator(missing=True)``: exact EM over the missing entries;
 - scikit-learn's ``GaussianMixture(covariance_type="full")`` on mean-imputed rows (it rejects
@@ -64,6 +65,15 @@ def generate(data_dir: Path, n: int) -> None:
     mu = x[rng.choice(n, K, replace=False)]
     cov = np.repeat(np.cov(x.T, bias=True)[None], K, axis=0)
     np.savez(data_dir / "p11.npz", x=x, xm=xm, w=np.full(K, 1.0 / K), mu=mu, cov=cov)
+
+
+def _start_from_reference(data_dir: Path, ref: dict) -> None:
+    """Start the missing-data fits from the complete data's fit (its means and covariances,
+    equal weights): from the crude start, a few iterations on different data reach different
+    local optima, and the error columns would measure that instead of each method's bias."""
+    data = dict(np.load(data_dir / "p11.npz"))
+    data["mu"], data["cov"] = np.asarray(ref["means"]), np.asarray(ref["covs"])
+    np.savez(data_dir / "p11.npz", **data)
 
 
 def _timed(step, iterations: int) -> list[float]:
@@ -208,6 +218,9 @@ def main() -> None:
         x = np.load(data_dir / "p11.npz")["x"]
         sd = float(np.sqrt(np.var(x, axis=0)).mean())
         for lib in libraries:
+            if lib != "mixfold-complete" and results.get("mixfold-complete", {}).get("status") \
+                    == "ok":
+                _start_from_reference(data_dir, results["mixfold-complete"])
             out = data_dir / f"{lib}.json"
             try:
                 subprocess.run([sys.executable, __file__, "--child", lib, str(data_dir),
@@ -217,7 +230,7 @@ def main() -> None:
                 results[lib] = {"library": lib, "status": "failed",
                                 "detail": f"{type(err).__name__}: {err}"}
     print(f"P11: full-covariance mixture, N={n:,}, D={D}, K={K}, {MISSING:.0%} of entries "
-          f"missing at random, {iterations} EM iterations from a shared start")
+          f"missing at random, {iterations} EM iterations from the complete data's fit")
     ref = results["mixfold-complete"]
     ours = results.get("mixfold", {})
     ours_s = statistics.median(ours["seconds"]) if ours.get("status") == "ok" else None

@@ -232,22 +232,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument("--iterations", type=int, default=None, help="passes per fit")
     parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--docs", type=int, default=None,
+                        help="synthetic documents (default 100,000; 2,000 with --quick)")
     args = parser.parse_args(argv)
     n_docs, n_words, k, files, big_k, big_v, mp_docs = SIZES["quick" if args.quick else "full"]
     passes = args.iterations or (QUICK_ITERATIONS if args.quick else ITERATIONS)
 
+    if args.docs:
+        n_docs = args.docs
     docs, vocab = stdlib_corpus(files)
-    rows = compare("stdlib", docs, len(vocab), k, passes)
-    rows += compare("synthetic", synthetic_corpus(n_docs, n_words, k), n_words, k, passes)
     print(f"P12  {len(docs)} stdlib docstrings over {len(vocab)} words; {n_docs} synthetic "
-          f"documents over {n_words} words; K={k}; {passes} passes; one core")
-    print(f"{'corpus':10} {'library':15} {'s/pass':>9} {'perplexity':>11} {'time/mixfold':>12}")
-    for r in rows:
-        if "seconds_per_pass" not in r:
-            print(f"{r['corpus']:10} {r['library']:15} {r['status']}")
-            continue
-        print(f"{r['corpus']:10} {r['library']:15} {r['seconds_per_pass']:9.3f} "
-              f"{r['perplexity']:11.2f} {r['time_vs_mixfold_batch']:12.2f}")
+          f"documents over {n_words} words; K={k}; {passes} passes; one core", flush=True)
+    print(f"{'corpus':10} {'library':15} {'s/pass':>9} {'perplexity':>11} {'time/mixfold':>12}",
+          flush=True)
+    rows = []
+    for corpus, (d, v) in (("stdlib", (docs, len(vocab))),
+                           ("synthetic", (synthetic_corpus(n_docs, n_words, k), n_words))):
+        part = compare(corpus, d, v, k, passes)
+        rows += part
+        for r in part:  # printed as each corpus finishes: a long run shows what it has
+            if "seconds_per_pass" not in r:
+                print(f"{r['corpus']:10} {r['library']:15} {r['status']}", flush=True)
+                continue
+            print(f"{r['corpus']:10} {r['library']:15} {r['seconds_per_pass']:9.3f} "
+                  f"{r['perplexity']:11.2f} {r['time_vs_mixfold_batch']:12.2f}", flush=True)
     mp = model_parallel_case(big_k, big_v, mp_docs)
     print(f"model parallel: {mp['topics']} topics x {mp['words']} words "
           f"({mp['model_bytes'] / 2**20:.0f} MiB) on 2 devices of 55%: {mp['axis']} cut "

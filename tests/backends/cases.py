@@ -16,6 +16,13 @@ def gmm():
                                                                 "tol": 0.0}
 
 
+def gmm_far():
+    """The gmm case 1e9 away from the origin (a Unix-timestamp-like column): local is
+    translation-equivariant (tests/test_equivariance.py), so an engine equal to local is too."""
+    rows, est, options = gmm()
+    return np.asarray(rows) + 1e9, est, options
+
+
 def records():
     """Records whose categorical levels differ between the first and the last rows (merged
     vocabularies) and whose two Gaussian fields are tied by a key."""
@@ -71,6 +78,6 @@ def lda_model_parallel():
     return rows, ModelParallelEstimator(est, num_workers=2), options
 
 
-CASES = {"gmm": gmm, "records": records, "tuples": tuples, "lda": lda,
+CASES = {"gmm": gmm, "gmm_far": gmm_far, "records": records, "tuples": tuples, "lda": lda,
          "missing_entries": missing_entries,
          "gmm_model_parallel": gmm_model_parallel, "lda_model_parallel": lda_model_parallel}

@@ -28,10 +28,15 @@ __all__ = ["CentredMoments", "central_moments", "weighted_centre"]
 
 def weighted_centre(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """A reference point for rows ``x`` (n,) or (n, D) with weights ``w``: their weighted mean
-    (the first row when the weights sum to 0; the origin with no rows)."""
+    (the first row when the weights sum to 0; the origin with no rows). Where rows miss entries
+    (NaN), each coordinate's mean over the rows that have it (0 where none does)."""
     if len(x) == 0:
         return np.zeros(x.shape[1] if x.ndim == 2 else 1)
     x2 = x.reshape(len(x), -1)
+    seen = ~np.isnan(x2)
+    if not seen.all():
+        mass, total_x = w @ seen, w @ np.where(seen, x2, 0.0)
+        return np.divide(total_x, mass, out=np.zeros_like(total_x), where=mass > 0)
     total = float(w.sum())
     if not total > 0:
         return x2[0].copy()
@@ -73,8 +78,12 @@ class CentredMoments(CentredStatistics):
         self._point = np.asarray(point, dtype=np.float64).reshape(self.sum_x.shape)
 
     def reference(self) -> np.ndarray | None:
-        s0 = float(self.weight[0])
-        return self.ref_mass / s0 if s0 > 0 else None
+        """``ref_mass / weight`` (per coordinate where rows miss entries: 0 where none has it);
+        ``None`` before any weight."""
+        if not (self.weight > 0).any():
+            return None
+        return np.divide(self.ref_mass, self.weight, out=np.zeros_like(self.ref_mass),
+                         where=self.weight > 0)
 
     def point_for(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
         """The point rows are summed about now: the one set, else the statistics' own, else
@@ -93,7 +102,7 @@ class CentredMoments(CentredStatistics):
         d = old - point
         if not np.any(np.abs(d) > 8 * np.finfo(float).eps * np.abs(point)):
             return  # the same point read back through sum w c / sum w: nothing to move
-        s0 = float(self.weight[0])
+        s0 = self.weight  # one total, or one per coordinate where rows miss entries
         if self.sum_xx.ndim == 2:
             self.sum_xx += np.outer(d, self.sum_x) + np.outer(self.sum_x, d) + s0 * np.outer(d, d)
         else:

@@ -342,28 +342,6 @@ class MissingDiagonalGaussianAccumulator(DiagonalGaussianAccumulator):
         super().__init__(dim, keys)
         self.weight = np.zeros(dim)
 
-    def reference(self) -> np.ndarray | None:
-        if not (self.weight > 0).any():
-            return None
-        return np.divide(self.ref_mass, self.weight, out=np.zeros_like(self.ref_mass),
-                         where=self.weight > 0)
-
-    def point_for(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        if self._point is None:
-            own = self.reference()
-            self._point = _observed_centre(x, w) if own is None else own
-        return self._point
-
-    def recentre(self, point: np.ndarray) -> None:
-        old = self.reference()
-        self._point = point = np.asarray(point, dtype=np.float64).reshape(self.sum_x.shape)
-        if old is None:
-            return
-        d = old - point  # per coordinate, over the rows that have it
-        self.sum_xx += d * (2.0 * self.sum_x + self.weight * d)
-        self.sum_x += self.weight * d
-        self.ref_mass[...] = self.weight * point
-
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         seen = ~np.isnan(x)
         c = self.point_for(x, w)
@@ -410,14 +388,6 @@ class MissingDiagonalGaussianAccumulator(DiagonalGaussianAccumulator):
             acc.sum_x += r @ d
             acc.sum_xx += r @ (d * d)
             acc.ref_mass += mass * c
-
-
-def _observed_centre(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Per coordinate, the weighted mean of the rows that have it (0 where none does)."""
-    seen = ~np.isnan(x)
-    mass = w @ seen
-    total = w @ np.where(seen, x, 0.0)
-    return np.divide(total, mass, out=np.zeros_like(total), where=mass > 0)
 
 
 class DiagonalGaussianEstimator(LeafEstimator):

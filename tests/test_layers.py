@@ -122,3 +122,12 @@ def test_the_module_graph_has_no_cycle():
 def test_the_layer_table_covers_every_module():
     for module in import_graph():
         layer_of(module)
+
+
+def test_every_source_folder_is_a_regular_package():
+    # a folder without __init__.py is a namespace package: setuptools' find leaves it out of a
+    # wheel, and pytest's doctest collection imports its modules as top-level ones (numba then
+    # caches a kernel under the wrong module name, and every later process fails to load it)
+    missing = [str(d.relative_to(SRC.parent)) for d in sorted({p.parent for p in SRC.rglob("*.py")})
+               if not (d / "__init__.py").exists()]
+    assert missing == []

@@ -445,6 +445,30 @@ def test_posterior_of_an_extreme_value_is_a_distribution():
     assert tied.posterior(1e200).tolist() == [0.0, 1.0]
 
 
+@pytest.mark.parametrize("spreads", [(1.0, 1.0), (1.0, 1.0 + 1e-9), (1.0, 4.0)])
+def test_posterior_of_a_far_row_ranks_the_means_at_every_magnitude(spreads):
+    # between 1e16 and 1e154 every log-density is finite, but x - mu has lost the means: the
+    # plain scores tie components of one variance; the posterior follows mpmath all the way out
+    comps = [GaussianDistribution(0.25, spreads[0]), GaussianDistribution(1.0, spreads[1]),
+             GaussianDistribution(-3.0, spreads[0])]
+    weights = [0.2, 0.5, 0.3]
+    mix = MixtureDistribution(comps, weights)
+    rows = [s * m for m in (1.0, -1.0) for s in (3.0, 1e5, 1e9, 1e16, 1e20, 1e100, 1e154, 1e200)]
+    got = mix.seq_posterior(mix.encoder().encode(rows))
+    for x, p in zip(rows, got):
+        with mpmath.workdps(700):
+            logs = [mpmath.log(w) - (mpmath.mpf(x) - c.mu) ** 2 / (2 * mpmath.mpf(c.sigma2))
+                    - mpmath.log(c.sigma2) / 2 for c, w in zip(comps, weights)]
+            top = max(logs)
+            e = [mpmath.exp(v - top) for v in logs]
+            expect = [float(v / sum(e)) for v in e]
+        np.testing.assert_allclose(p, expect, atol=1e-9, err_msg=str(x))
+    # log-Gaussians: the same on log x
+    logs_mix = MixtureDistribution([LogGaussianDistribution(c.mu, c.sigma2) for c in comps],
+                                   weights)
+    np.testing.assert_allclose(logs_mix.posterior(np.exp(2.0)), mix.posterior(2.0), rtol=1e-12)
+
+
 def _mp_posterior(comps, weights, x):
     """Posterior of one row by mpmath at 700 digits: x = 1e300 leaves x - mu exact there."""
     with mpmath.workdps(700):

@@ -90,6 +90,13 @@ class RelativeScoring(ABC):
         """``log p_k(x) - a(x)`` of every row under every component, (n_rows, K), for some
         per-row ``a(x)`` that keeps the values finite."""
 
+    @classmethod
+    @abstractmethod
+    def stack_far_rows(cls, components: Sequence[Any], enc: Any) -> np.ndarray:
+        """Which rows (bool, n_rows) the plain log-densities cannot rank: so far from the
+        components that ``x - mu`` has lost the means' digits (or every log-density is below
+        the smallest float). A mixture's posterior scores these rows relatively."""
+
 
 class SeedsFromPoints(ABC):
     """Rows are points of a space k-means can cluster: a mixture seeds its components by

@@ -5,10 +5,27 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["log_normalize_rows", "logsumexp_rows", "relative_quadratic_scores",
-           "relative_affine_scores", "LOG_2PI"]
+           "relative_affine_scores", "far_rows", "affine_far_rows", "FAR_OUT", "LOG_2PI"]
 
 #: log(2 pi) in float64, the constant of every Gaussian log-density.
 LOG_2PI = float(np.log(2.0 * np.pi))
+
+#: A row more than this many times the components' own scale (largest |mean| plus largest
+#: spread) from the origin is "far out": there ``x - mu_k`` keeps too few of the means' digits
+#: (at 1e16 times the scale, none) for the plain scores to rank components of one spread.
+FAR_OUT = 1e8
+
+
+def far_rows(x: np.ndarray, mu: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """Which rows of ``x`` (n, D) lie :data:`FAR_OUT` times the components' scale from the
+    origin, the scale taken from their means ``mu`` and spreads (standard deviations) ``spread``.
+
+    >>> far_rows(np.array([[1.0], [1e9], [-1e300]]), np.array([[0.0], [2.0]]), np.ones(2))
+    array([False,  True,  True])
+    """
+    top = np.abs(x).max(axis=1) if x.shape[1] else np.zeros(len(x))
+    scale = (np.abs(mu).max() if mu.size else 0.0) + (np.max(spread) if spread.size else 0.0)
+    return top > FAR_OUT * scale
 
 
 def log_normalize_rows(scores: np.ndarray,
@@ -76,8 +93,9 @@ def relative_affine_scores(x: np.ndarray, mu: np.ndarray, factor: np.ndarray,
     (``factor`` F: (K, D) scales each coordinate, (K, D, D) multiplies on the right); finite for
     any finite row, and exact in the means far out.
 
-    A row within 1e100 of the origin goes through :func:`relative_quadratic_scores`. Beyond,
-    ``x - mu_k`` rounds to ``x`` and components of one ``F`` would tie, so with ``S`` the row's
+    A row near the origin goes through :func:`relative_quadratic_scores`. Far out
+    (:func:`far_rows`, the spread read from ``F``'s diagonal) ``x - mu_k`` keeps few or none of
+    the means' digits and components of one ``F`` would tie, so with ``S`` the row's
     largest ``|x|``, ``u = x / S`` and ``v_k = mu_k F_k``, each gap to the row's best component b
     is taken by its powers of S, ``|z_k|^2 - |z_b|^2 = S^2 A + S B + C`` with
     ``A = (u F_k - u F_b) . (u F_k + u F_b)`` (exactly 0 when ``F_k = F_b``),
@@ -96,7 +114,7 @@ def relative_affine_scores(x: np.ndarray, mu: np.ndarray, factor: np.ndarray,
     with np.errstate(invalid="ignore", over="ignore"):
         z = np.stack([apply(x - mu[k], k) for k in range(K)], axis=1)
     top = np.abs(x).max(axis=1) if x.shape[1] else np.zeros(len(x))
-    far = top > 1e100
+    far = affine_far_rows(x, mu, factor)
     out = np.empty((len(x), K))
     out[~far] = relative_quadratic_scores(z[~far], const)
     if not far.any():
@@ -120,3 +138,12 @@ def relative_affine_scores(x: np.ndarray, mu: np.ndarray, factor: np.ndarray,
     g = gap(np.argmin(gap(np.zeros(len(uf), dtype=int)), axis=1))
     out[far] = np.where(g > 0, -0.5 * g, 0.0) + const
     return out
+
+
+def affine_far_rows(x: np.ndarray, mu: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """:func:`far_rows` for components whitened by ``factor`` (K, D) or (K, D, D), as
+    :func:`relative_affine_scores` takes them: the spreads are 1 / the factor's diagonal (for a
+    Cholesky factor of the precision, the conditional standard deviations)."""
+    diag = np.abs(factor if factor.ndim == 2 else np.diagonal(factor, axis1=1, axis2=2))
+    spread = 1.0 / np.where(diag > 0, diag, np.inf)
+    return far_rows(x, mu, spread)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.logspace import LOG_2PI, relative_affine_scores
+from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
     LinearInFeatures,
@@ -182,6 +182,14 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
         const = -0.5 * (mu.shape[1] * LOG_2PI + np.log(s2).sum(axis=1))
         return relative_affine_scores(enc.values, mu, 1.0 / np.sqrt(s2), const)
 
+    @classmethod
+    def stack_far_rows(cls, components: Sequence[DiagonalGaussianDistribution],
+                       enc: Encoded) -> np.ndarray:
+        """Rows the plain scores cannot rank
+        (:func:`~mixfold.compute.logspace.affine_far_rows`)."""
+        return affine_far_rows(enc.values, np.array([c.mu for c in components]),
+                               1.0 / np.sqrt([c.sigma2 for c in components]))
+
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:
         """The rows as points (n_rows, D) for k-means++ seeding (a missing entry: its column's
@@ -228,7 +236,8 @@ def _centred_features(x: np.ndarray, center: np.ndarray,
                       dt: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """``((x - c)^2, x - c)``, two contiguous arrays (n_rows, D) in ``dt``."""
     xc = np.subtract(x, center, dtype=dt)
-    return xc * xc, xc
+    with np.errstate(over="ignore"):  # far rows score -inf here; posteriors rank them apart
+        return xc * xc, xc
 
 
 def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weights: np.ndarray,

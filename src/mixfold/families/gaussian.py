@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.logspace import LOG_2PI
+from mixfold.compute.logspace import LOG_2PI, far_rows
 from mixfold.capabilities import (
     CompensatedAccumulation,
     LinearInFeatures,
@@ -80,7 +80,8 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
         s2 = np.array([c.sigma2 for c in components])
         x = enc.values.astype(dt, copy=False)
         out = np.subtract.outer(mu, x)  # (K, n): returned transposed, Fortran-ordered (n, K)
-        out *= out
+        with np.errstate(over="ignore"):  # far rows score -inf here; posteriors rank them apart
+            out *= out
         out *= (-0.5 / s2).astype(dt)[:, None]
         out += (-0.5 * (LOG_2PI + np.log(s2))).astype(dt)[:, None]
         return out.T
@@ -90,7 +91,7 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
                                    enc: Encoded) -> np.ndarray:
         """Log-densities less a per-row constant, (n_rows, K), finite for any finite row.
 
-        Far out (``|x| > 1e100``) ``(x - mu_k)^2 / s2_k - (x - mu_b)^2 / s2_b`` (b the row's best
+        Far out (:meth:`stack_far_rows`) ``(x - mu_k)^2 / s2_k - (x - mu_b)^2 / s2_b`` (b the row's best
         component) is taken as ``x^2`` times the gap of the coefficients of ``1, 1/x, 1/x^2``,
         each a difference of parameters: two components of one variance still differ by their
         means at x = 1e200, where ``x - mu`` no longer does.
@@ -104,7 +105,7 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
         p = 1.0 / np.array([c.sigma2 for c in components])
         const = -0.5 * (LOG_2PI - np.log(p))
         x = enc.values[:, None]
-        near = np.abs(x) <= 1e100
+        near = ~cls.stack_far_rows(components, enc)[:, None]
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             out = -0.5 * (x - mu) ** 2 * p + const
             inv = np.where(near, 0.0, 1.0 / x)
@@ -117,6 +118,14 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
             g = gap(np.argmin(first, axis=1))
             far = np.where(g > 0, -0.5 * np.abs(x) * (np.abs(x) * g), 0.0) + const
         return np.where(near, out, far)
+
+    @classmethod
+    def stack_far_rows(cls, components: Sequence[GaussianDistribution],
+                       enc: Encoded) -> np.ndarray:
+        """Rows :data:`~mixfold.compute.logspace.FAR_OUT` times the components' scale from the
+        origin (:func:`~mixfold.compute.logspace.far_rows`)."""
+        return far_rows(enc.values[:, None], np.array([c.mu for c in components]),
+                        np.sqrt([c.sigma2 for c in components]))
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

@@ -54,6 +54,13 @@ class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, Rel
         return GaussianDistribution.stack_relative_log_density(
             [c.log_law for c in components], _log_encoded(enc))
 
+    @classmethod
+    def stack_far_rows(cls, components: Sequence[LogGaussianDistribution],
+                       enc: Encoded) -> np.ndarray:
+        """The Gaussian's on ``log x``."""
+        return GaussianDistribution.stack_far_rows([c.log_law for c in components],
+                                                   _log_encoded(enc))
+
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:
         """The rows as points (n_rows, 1) on the log scale, for k-means++ seeding."""

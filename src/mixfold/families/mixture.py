@@ -326,8 +326,12 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
             require_band(self, precision)
             return self.band_posterior_matrix(enc, band_ops(precision))[0]
         post, lse = log_normalize_rows(self.component_log_densities(enc, precision))
-        far = np.flatnonzero(lse == -np.inf)  # (x = 1e200: every log-density below -1e308)
-        if far.size and self._stack is not None and issubclass(self._stack, RelativeScoring):
+        if self._stack is None or not issubclass(self._stack, RelativeScoring):
+            return post
+        # rows so far out that x - mu lost the means' digits (x = 1e20 under unit Gaussians
+        # ties components of one variance) or every log-density fell below -1e308 (x = 1e200)
+        far = np.flatnonzero((lse == -np.inf) | self._stack.stack_far_rows(self.components, enc))
+        if far.size:
             with np.errstate(divide="ignore"):
                 scores = self._stack.stack_relative_log_density(self.components, enc.take(far)) \
                     + np.log(self.weights)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.logspace import LOG_2PI, relative_affine_scores
+from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
     RelativeScoring,
@@ -205,6 +205,14 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
             - 0.5 * enc.values.shape[1] * LOG_2PI
         return relative_affine_scores(enc.values, np.array([c.mu for c in components]),
                                       np.array([c.precision_cholesky for c in components]), const)
+
+    @classmethod
+    def stack_far_rows(cls, components: Sequence[MultivariateGaussianDistribution],
+                       enc: Encoded) -> np.ndarray:
+        """Rows the plain scores cannot rank
+        (:func:`~mixfold.compute.logspace.affine_far_rows`)."""
+        return affine_far_rows(enc.values, np.array([c.mu for c in components]),
+                               np.array([c.precision_cholesky for c in components]))
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:

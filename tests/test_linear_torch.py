@@ -91,6 +91,26 @@ def test_a_whole_fit_ends_within_the_stated_distance_of_float64(band):
     assert fit.fit_result.precision == f"{band}@cpu"
 
 
+@pytest.mark.parametrize("band", ["bfloat16", "float32"])
+def test_a_row_far_below_the_peak_is_scored_against_its_own_maximum(band):
+    # the CPU engine shifts scores by the largest peak inside the GEMM; a block holding a row
+    # far from every component (its best score ~ -1200) is scored again against each row's
+    # maximum: that row's log-density and posteriors stay exact, not 0/0
+    model = _diagonal_mixture()
+    rows = model.sampler(2).sample(3000)
+    rows[1234] = [50.0, -50.0, 50.0]
+    enc = model.encoder().encode(rows)
+    got = fold_statistics(model, enc, f"{band}@cpu", raw=True)
+    ref = fold_statistics(model, enc, "dd", raw=True)
+    assert np.isfinite(got[0]).all()
+    assert max(relative_error(g, r) for g, r in zip(got, ref)) <= fused_statistics_bound(
+        band, estep_op_count(model), enc.n_rows, block_rows(4, np.float32))
+    lse = model.seq_log_density(enc, f"{band}@cpu")
+    want = model.seq_log_density(enc)
+    assert np.isfinite(lse).all()
+    assert abs(lse[1234] - want[1234]) <= 1e-3 * abs(want[1234])
+
+
 def test_features_stay_on_the_device_between_folds():
     model = _diagonal_mixture()
     enc = model.encoder().encode(model.sampler(1).sample(5000))

@@ -47,14 +47,15 @@ import numpy as np
 
 from mixfold.compute.encoded import Encoded
 from mixfold.compute.feature_cache import cache_for
-from mixfold.compute.linear import (FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR, LinearTerms,
-                                    block_rows, linear_fold)
+from mixfold.compute.linear import (FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR,
+                                    PEAK_SHIFT_MARGIN, LinearTerms, block_rows, linear_fold)
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.precision.bands import resolve_precision
 from mixfold.precision.gpu import torch_device_available
 from mixfold.precision.support import BandSupportError
 
-__all__ = ["TorchFusedEStep", "fused_linear_fold", "fused_linear_mixture", "GPU_BLOCK_ROWS",
+__all__ = ["TorchFusedEStep", "CpuTorchFusedEStep", "fused_linear_fold", "fused_linear_mixture",
+           "GPU_BLOCK_ROWS",
            "GPU_CHUNK_ROWS",
            "FP8_MAX", "fp8_supported", "one_torch_thread"]
 
@@ -164,7 +165,7 @@ class TorchFusedEStep:
         coef = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1)
         self.tables = [(t.codes, self._to_band(t.table).to(self.work), t.table.shape[1])
                        for t in terms if t.table is not None]
-        self.block = GPU_BLOCK_ROWS if self.on_gpu else block_rows(k, np.float32)
+        self.block = self.block_rows(k)
         if self.band == "fp8":
             self._plan_fp8(coef)
         else:
@@ -172,6 +173,10 @@ class TorchFusedEStep:
         self.kept = self._kept_features(enc)
         self.may_die = any(not np.isfinite(t.table).all() for t in terms if t.table is not None)
         self.buffers = threading.local()
+
+    def block_rows(self, k: int) -> int:
+        """Rows per block: large on a GPU, cache-sized on a CPU."""
+        return GPU_BLOCK_ROWS if self.on_gpu else block_rows(k, np.float32)
 
     def _to_band(self, a: np.ndarray) -> Any:
         """``a`` on the device, rounded once to the band (from float64)."""
@@ -414,14 +419,162 @@ class TorchFusedEStep:
         return (out.to(torch.float64) * scale.to(torch.float64)[:, None])[:self.f + 1, :self.k]
 
 
+class CpuTorchFusedEStep(TorchFusedEStep):
+    """:class:`TorchFusedEStep` on a CPU for the bands below float64, laid out for its BLAS (MKL in torch's CPU build) and
+    its vectorised ``exp``. The same arithmetic: the GEMMs' inputs are the band's values and they
+    accumulate in float32 (float64 in the float64 band) -- a CPU multiplies the band's values
+    widened to float32, which a product of two bfloat16 or float16 values is exactly -- with
+    these differences of layout and order:
+
+    - the features are kept row-major in the band, ``zt`` (rows, F + 1), and widened block by
+      block: the scoring GEMM reads them transposed, ``coef @ zt.T``, and the statistics GEMM
+      is ``r @ zt`` (K, F + 1), the faster orders of both on MKL; blocks are half the NumPy
+      fold's, so a block's features and scores stay in cache between the two GEMMs;
+    - when every term bounds its scores (a density's peak) the scores are shifted by the largest
+      peak inside the scoring GEMM and exponentiated as they are, without each row's maximum;
+      a block with a row far below it (:data:`~mixfold.compute.linear.PEAK_SHIFT_MARGIN`) is
+      scored again against each row's maximum, as the NumPy fold does;
+    - the ``exp`` is torch's own (vectorised here), after the floor that keeps it off
+      subnormals (on which it is 40x slower).
+    """
+
+    def __init__(self, terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
+                 weights: np.ndarray, precision: str) -> None:
+        super().__init__(terms, log_weights, enc, weights, precision)
+        self.bounded = all(t.peak is not None for t in terms)
+        margin = PEAK_SHIFT_MARGIN[np.dtype(self.host_dt)]
+        self.least_total = self.k * float(np.exp(margin))
+
+    def block_rows(self, k: int) -> int:
+        """Half the NumPy fold's rows (:func:`~mixfold.compute.linear.block_rows`): a block's
+        features and scores then stay in cache from the scoring GEMM to the statistics one."""
+        return max(block_rows(k, np.float32) // 2, 1024)
+
+    def _kept_features(self, enc: Encoded) -> dict[Any, Any] | None:
+        """As the base's, for features kept row-major in the band (and the weights)."""
+        if any(t.key is None or t.source is None for t in self.terms):
+            return None
+        nbytes = ((self.f + 1) * self.dtype.itemsize + self.host_dt.itemsize) * self.n_rows
+        key = ("linear_torch_cpu", self.band, self.block, tuple(t.key for t in self.terms))
+        return cache_for(key, [t.source for t in self.terms] + [self.weights], nbytes,
+                         enc.nbytes)
+
+    def block_buffers(self, m: int) -> dict[str, Any]:
+        got = self.buffers.__dict__.get(m)
+        if got is None:
+            torch, k = self.torch, self.k
+            got = self.buffers.__dict__[m] = {
+                "scores": torch.empty((k, m), dtype=self.work),
+                "top": torch.empty(m, dtype=self.work),
+                "total": torch.empty(m, dtype=self.work)}
+            if self.dtype != self.work:
+                got["band"] = torch.empty((k, m), dtype=self.dtype)
+                got["wide"] = torch.empty((m, self.f + 1), dtype=self.work)
+        return got
+
+    def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
+        """``zt`` (rows, F + 1) in the band, row-major; the weights; each table's codes."""
+        m, f = hi - lo, self.f
+        host = np.empty((1, f + 1, m), self.host_dt)
+        for t, off in zip(self.terms, self.offsets):
+            if t.features is not None:
+                t.features(lo, hi, host[:, off:off + t.n_features])
+        host[0, f] = 1.0
+        torch = self.torch
+        zt = torch.from_numpy(host[0]).t().to(self.dtype).contiguous()
+        codes = [torch.as_tensor(c[lo:hi]).long().clamp_(0, v - 1) for c, _, v in self.tables]
+        w = torch.as_tensor(self.weights[lo:hi]).to(self.work)
+        return zt, w, codes
+
+    def score(self, z: Any, codes: list[Any], buffers: dict[str, Any]) -> Any:
+        scores = self.torch.mm(self.coef, z.t(), out=buffers["scores"])
+        for (_, table, _), c in zip(self.tables, codes):
+            scores += table[:, c]
+        return scores
+
+    def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
+        torch = self.torch
+        total = buffers["total"]
+        shifted = self.bounded  # exp(score - shift) needs no per-row max unless a row sits
+        if shifted:  # far below
+            self._floored_exp(scores)
+            torch.sum(scores, dim=0, out=total)
+            if float(total.min()) < self.least_total:
+                shifted = False
+                scores = self.score(self._block_z, self._block_codes, buffers)
+        top = dead = None
+        if not shifted:
+            top = torch.amax(scores, dim=0, out=buffers["top"])
+            if self.may_die:  # a -inf in a table can leave a row that no component scores
+                dead = ~torch.isfinite(top)
+                top.masked_fill_(dead, 0.0)
+            scores -= top
+            self._floored_exp(scores)
+            torch.sum(scores, dim=0, out=total)
+        torch.log(total, out=lse)
+        if top is not None:
+            lse += top
+        if dead is not None:  # an infinite total gives a dead row posteriors 0, not NaN
+            total.masked_fill_(dead, float("inf"))
+        scores *= torch.div(w, total, out=total)
+        return scores
+
+    def _floored_exp(self, scores: Any) -> None:
+        """exp in place, what sat at the floor then exactly 0 (as in the NumPy fold)."""
+        scores.clamp_(min=self.floor).exp_()
+        scores -= self.floor_exp
+
+    def accumulate(self, z: Any, r: Any, codes: list[Any], buffers: dict[str, Any]
+                   ) -> tuple[Any, list[Any]]:
+        torch = self.torch
+        if self.dtype != self.work:  # r rounded to the band, multiplied widened
+            r.copy_(buffers["band"].copy_(r))
+        sums = torch.mm(r, z).to(torch.float64).t()  # (F + 1, K), as the base hands back
+        counts = []
+        for (_, _, v), c in zip(self.tables, codes):
+            part = torch.zeros((self.k, v), dtype=self.work)
+            part.index_add_(1, c, r)
+            counts.append(part.to(torch.float64))
+        return sums, counts
+
+    def run(self) -> tuple[np.ndarray, np.ndarray]:
+        lse = self.torch.empty(self.n_rows, dtype=self.work)
+        local = threading.local()
+
+        def fold_block(lo: int, hi: int) -> tuple[Any, list[Any]]:
+            z, w, codes = self.layout(lo, hi)
+            buffers = self.block_buffers(hi - lo)
+            if self.dtype != self.work:  # the band's values widened once, in cache, for both
+                z = buffers["wide"].copy_(z)  # GEMMs
+            local.z, local.codes = z, codes  # (a block scored again reads them)
+            r = self.normalise(self.score(z, codes, buffers), w, lse[lo:hi], buffers)
+            return self.accumulate(z, r, codes, buffers)
+
+        self._local = local
+        with one_torch_thread(self.torch):
+            return self.collect(map_row_blocks(self.n_rows, self.block, fold_block), lse)
+
+    @property
+    def _block_z(self) -> Any:
+        return self._local.z
+
+    @property
+    def _block_codes(self) -> list[Any]:
+        return self._local.codes
+
+
 def fused_linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
                       weights: np.ndarray, precision: str = "float64"
                       ) -> tuple[np.ndarray, np.ndarray]:
     """The fused mixture E-step on the engine ``precision`` names: torch
     (:class:`TorchFusedEStep`) or NumPy (:func:`~mixfold.compute.linear.linear_fold`).
     Returns (posterior mass per component, per-row log-density)."""
-    if resolve_precision(precision).engine == "torch":
-        return TorchFusedEStep(terms, log_weights, enc, weights, precision).run()
+    p = resolve_precision(precision)
+    if p.engine == "torch":
+        # (float64 keeps no features within the budget: the base's layout is faster there)
+        cpu = p.device == "cpu" and p.band not in ("fp8", "float64")
+        engine = CpuTorchFusedEStep if cpu else TorchFusedEStep
+        return engine(terms, log_weights, enc, weights, precision).run()
     return linear_fold(terms, log_weights, enc, weights, precision)
 
 

@@ -103,3 +103,35 @@ def test_the_kernels_compile_once_per_machine(tmp_path):
     assert (later["hits"], later["misses"]) == (1, 0)  # read back, not compiled
     assert cache_files() == files  # the index was not rewritten with a new entry
     assert later["seconds"] < max(r["seconds"] for r in together)
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_lda_kernels_equal_the_numpy_fixed_point(monkeypatch, cut):
+    # serially one fused pass (lda_step), cut over topic ranges the two-phase kernels
+    # (lda_norm's partial normalisers summed, then lda_update per range)
+    from mixfold import LDADistribution, LDAEstimator
+
+    rng = np.random.default_rng(4)
+    k, v = 5, 40
+    truth = LDADistribution(rng.gamma(1.0, 1.0, (k, v)), 0.3, vocabulary=range(v),
+                            mean_length=30.0)
+    docs = truth.sampler(2).sample(300)
+    docs[7] = {}  # an empty document
+    enc = truth.encoder().encode(docs)
+    est = LDAEstimator(k, vocabulary=range(v))
+    est = est.bind(est.encoder().fit(docs))
+    w = rng.uniform(0.5, 2.0, len(docs))
+
+    def run(task):
+        return [task(0, 2), task(2, k)] if cut else [task(0, k)]
+
+    def update():
+        acc = est.accumulator_factory().make()
+        ll = acc.fold_ranges(enc, w, truth, "float64", run)
+        return ll, acc.to_array()
+
+    compiled = update()
+    monkeypatch.setattr(kernels, "_DISABLED", True)
+    reference = update()
+    np.testing.assert_allclose(compiled[0], reference[0], rtol=1e-12)
+    np.testing.assert_allclose(compiled[1], reference[1], rtol=1e-11, atol=1e-12)

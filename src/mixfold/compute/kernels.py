@@ -1,7 +1,9 @@
 """Compiled E-step kernels (numba, a core dependency; the NumPy path runs where it is missing).
 
 An HMM's forward-backward recursion is a loop over time steps with a few states each: NumPy pays
-a call per step, a compiled loop does not. (A Gaussian mixture's stacked E-step is GEMMs and
+a call per step, a compiled loop does not. LDA's fixed point reads each nonzero's topic columns
+twice per step, where NumPy copies each document's row per nonzero and runs a sparse product
+(:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). (A Gaussian mixture's stacked E-step is GEMMs and
 vectorised exps, which NumPy already runs at full speed in cache-sized row blocks: see
 :mod:`mixfold.compute.row_blocks`.) numba is imported on first use only (never at
 ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`) load their machine
@@ -12,6 +14,7 @@ The NumPy path stays the reference: tests check that both give the same statisti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from typing import Any
@@ -23,7 +26,7 @@ try:
 except ImportError:  # not POSIX: no lock, concurrent first loads each compile
     fcntl = None
 
-__all__ = ["hmm_forward_backward", "kernels_available"]
+__all__ = ["hmm_forward_backward", "lda_norm", "lda_update", "lda_step", "kernels_available"]
 
 _KERNELS: dict[str, Any] = {}
 _DISABLED = os.environ.get("MIXFOLD_DISABLE_KERNELS", "") not in ("", "0")
@@ -40,6 +43,69 @@ def kernels_available() -> bool:
     return True
 
 
+def lda_norm(theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Each nonzero's ``theta[d] . cols[p]`` (LDA's per-word normaliser over a topic range):
+    ``theta`` (documents, topics), ``cols`` (nonzeros, topics), document d owning the next
+    ``sizes[d]`` nonzeros."""
+    out = np.empty(cols.shape[0])
+    _lda_kernels()["lda_norm"](_rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64),
+                               out)
+    return out
+
+
+def lda_update(theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray, ratio: np.ndarray,
+               alpha: np.ndarray, out: np.ndarray) -> None:
+    """``out[d] = alpha + theta[d] * sum_p ratio[p] cols[p]`` over document d's nonzeros (LDA's
+    gamma update over a topic range), in place (``out`` may be a slice)."""
+    target = out if out.flags.c_contiguous else np.empty(out.shape)
+    _lda_kernels()["lda_update"](_rows(theta), _rows(cols),
+                                 np.ascontiguousarray(sizes, np.int64), _vector(ratio),
+                                 _vector(alpha), target)
+    if target is not out:
+        out[...] = target
+
+
+def lda_step(theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+             alpha: np.ndarray, out: np.ndarray) -> None:
+    """:func:`lda_norm` and :func:`lda_update` over every topic in one pass (``ratio`` =
+    ``counts`` / the normalisers), into ``out`` (documents, topics), C-contiguous."""
+    _lda_kernels()["lda_step"](_rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64),
+                               _vector(counts), _vector(alpha), out)
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """``a`` row-major (a topic range's slice is copied: the kernels' loops then vectorise)."""
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def _lda_kernels() -> dict[str, Any]:
+    if "lda_norm" not in _KERNELS:
+        with _first_load_lock():
+            from mixfold.compute.numba_lda import lda_norm, lda_step, lda_update
+        _KERNELS.update(lda_norm=lda_norm, lda_update=lda_update, lda_step=lda_step)
+    return _KERNELS
+
+
+def _first_load_lock() -> Any:
+    """A file lock held around a kernel module's first import (compile or cache read), so that
+    processes starting together compile once and the others read the cache; none off POSIX."""
+    if fcntl is None:
+        return contextlib.nullcontext()
+    return _FileLock(os.path.join(tempfile.gettempdir(), f"mixfold-numba-{os.getuid()}.lock"))
+
+
+class _FileLock:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        self.fh = open(self.path, "a")
+        fcntl.flock(self.fh, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        self.fh.close()  # releases the lock
+
+
 def _load_hmm_fold() -> Any:
     """The compiled forward-backward: machine code from numba's on-disk cache, compiled once per
     machine. Processes that start together (mp, Dask, Ray workers on one host) hold a file lock
@@ -49,12 +115,7 @@ def _load_hmm_fold() -> Any:
     # costs a wake-up per parallel region; a short spin keeps both small (read when libgomp
     # starts: before the first kernel)
     os.environ.setdefault("GOMP_SPINCOUNT", "20000")
-    if fcntl is None:
-        from mixfold.compute.numba_kernels import hmm_fold
-        return hmm_fold
-    lock_path = os.path.join(tempfile.gettempdir(), f"mixfold-numba-{os.getuid()}.lock")
-    with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    with _first_load_lock():
         from mixfold.compute.numba_kernels import hmm_fold
     return hmm_fold
 
@@ -83,7 +144,7 @@ def hmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, initial: np.nd
     transition counts, terminal counts). Rows without items get log-likelihood 0 here; the
     caller applies the length-0 convention.
     """
-    if not _KERNELS:
+    if "hmm" not in _KERNELS:
         _KERNELS["hmm"] = _load_hmm_fold()
         _match_thread_budget()
     n_rows = offsets.size - 1

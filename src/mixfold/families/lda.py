@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.compute.kernels import kernels_available, lda_norm, lda_step, lda_update
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._hooks import FoldsRanges, RunRanges, ScoresRanges, whole_range
@@ -314,17 +315,31 @@ class _FixedPoint:
         self.cols = self.full
         self.iterating = np.ones(self.docs.shape[0], dtype=bool)
         self.theta = self.new = self.ratio = self.keep = self.now = self.log_total = None
+        # the compiled steps read each nonzero's columns once (kernels.lda_norm, lda_update);
+        # the NumPy ones below stay the reference
+        self.compiled = kernels_available()
 
     def gather(self, a: int, b: int) -> None:
         self.full[a, b] = np.ascontiguousarray(self.table[a:b, self.words].T)
 
     def held_norm(self, a: int, b: int) -> np.ndarray:
-        # each held document's row once per nonzero (a repeat copies blocks, a gather elements)
-        rows = np.repeat(self.theta[:, a:b], self.held_sizes, axis=0)
-        return np.einsum("ik,ik->i", rows, self.cols[a, b])
+        return self._norm(self.theta[:, a:b], self.cols[a, b], self.held_sizes)
+
+    def _norm(self, theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        if self.compiled:
+            return lda_norm(theta, cols, sizes)
+        # each document's row once per nonzero (a repeat copies blocks, a gather elements)
+        return np.einsum("ik,ik->i", np.repeat(theta, sizes, axis=0), cols)
 
     def update(self, a: int, b: int) -> None:
-        self.new[:, a:b] = self.alpha[a:b] + self.theta[:, a:b] * (self.ratio @ self.cols[a, b])
+        if self.compiled:
+            lda_update(self.theta[:, a:b], self.cols[a, b], self.held_sizes, self.ratio,
+                       self.alpha[a:b], self.new[:, a:b])
+            return
+        offsets = np.concatenate([[0], np.cumsum(self.held_sizes)])
+        ratio = csr_matrix((self.ratio, np.arange(self.ratio.shape[0]), offsets),
+                           shape=(self.held_sizes.shape[0], self.ratio.shape[0]))
+        self.new[:, a:b] = self.alpha[a:b] + self.theta[:, a:b] * (ratio @ self.cols[a, b])
 
     def expect(self, a: int, b: int) -> None:
         self.exp_theta[self.now, a:b] = np.exp(digamma(self.gamma[self.now, a:b])
@@ -334,20 +349,21 @@ class _FixedPoint:
         return (a, b), self.cols[a, b][self.keep]
 
     def final_norm(self, a: int, b: int) -> np.ndarray:
-        rows = np.repeat(self.exp_theta[:, a:b], self.sizes, axis=0)
-        return np.einsum("ik,ik->i", rows, self.full[a, b])
+        return self._norm(self.exp_theta[:, a:b], self.full[a, b], self.sizes)
 
     def step(self, run: RunRanges, tol: float) -> bool:
         """One iteration of the held documents; whether any still iterates."""
         n_held = self.docs.shape[0]
         self.theta = self.exp_theta[self.docs]
-        norm = _summed(run(self.held_norm))
-        offsets = np.concatenate([[0], np.cumsum(self.held_sizes)])
-        self.ratio = csr_matrix((self.counts[self.held_nz] / norm,
-                                 np.arange(self.held_nz.shape[0]), offsets),
-                                shape=(n_held, self.held_nz.shape[0]))
         self.new = np.empty((n_held, self.gamma.shape[1]))
-        run(self.update)
+        if self.compiled and len(self.cols) == 1:  # every topic in one range: one pass
+            (cols,) = self.cols.values()
+            lda_step(self.theta, cols, self.held_sizes, self.counts[self.held_nz], self.alpha,
+                     self.new)
+        else:
+            norm = _summed(run(self.held_norm))
+            self.ratio = self.counts[self.held_nz] / norm  # each nonzero's count / normaliser
+            run(self.update)
         iterating = self.iterating
         self.now = self.docs[iterating]
         change = np.abs(self.new[iterating] - self.gamma[self.now]).mean(axis=1)

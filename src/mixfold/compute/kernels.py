@@ -4,9 +4,9 @@ An HMM's forward-backward recursion is a loop over time steps with a few states 
 a call per step, a compiled loop does not. LDA's fixed point reads each nonzero's topic columns
 twice per step, where NumPy copies each document's row per nonzero and runs a sparse product
 (:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). (A Gaussian mixture's
-stacked E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in cache-sized row blocks: see
-:mod:`mixfold.compute.row_blocks`.) numba is imported on first use only (never at
-``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`) load their machine
+stacked E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in
+cache-sized row blocks: see :mod:`mixfold.compute.row_blocks`.) numba is imported on first
+use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`) load their machine
 code from numba's on-disk cache: a machine compiles them once, every later process reads them.
 
 The NumPy path stays the reference: tests check that both give the same statistics.

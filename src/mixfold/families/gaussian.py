@@ -92,8 +92,8 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
         """Log-densities less a per-row constant, (n_rows, K), finite for any finite row.
 
         Far out (:meth:`stack_far_rows`) ``(x - mu_k)^2 / s2_k - (x - mu_b)^2 / s2_b`` (b the
-        row's best component) is taken as ``x^2`` times the gap of the coefficients of ``1, 1/x, 1/x^2``,
-        each a difference of parameters: two components of one variance still differ by their
+        row's best component) is taken as ``x^2`` times the gap of the coefficients of
+        ``1, 1/x, 1/x^2``, each a difference of parameters: two components of one variance still differ by their
         means at x = 1e200, where ``x - mu`` no longer does.
 
         >>> comps = [GaussianDistribution(0.0, 1.0), GaussianDistribution(1.0, 1.0)]

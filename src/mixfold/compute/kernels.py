@@ -6,8 +6,9 @@ twice per step, where NumPy copies each document's row per nonzero and runs a sp
 (:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). (A Gaussian mixture's
 stacked E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in
 cache-sized row blocks: see :mod:`mixfold.compute.row_blocks`.) numba is imported on first
-use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`) load their machine
-code from numba's on-disk cache: a machine compiles them once, every later process reads them.
+use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`)
+load their machine code from numba's on-disk cache: a machine compiles them once, every later
+process reads them.
 
 The NumPy path stays the reference: tests check that both give the same statistics.
 """

@@ -422,9 +422,9 @@ class TorchFusedEStep:
 class CpuTorchFusedEStep(TorchFusedEStep):
     """:class:`TorchFusedEStep` on a CPU for the bands below float64, laid out for its BLAS
     (MKL in torch's CPU build) and its vectorised ``exp``. The same arithmetic: the GEMMs'
-    inputs are the band's values and they accumulate in float32 (float64 in the float64 band) -- a CPU multiplies the band's values
-    widened to float32, which a product of two bfloat16 or float16 values is exactly -- with
-    these differences of layout and order:
+    inputs are the band's values and they accumulate in float32 -- a CPU multiplies the band's
+    values widened to float32, which a product of two bfloat16 or float16 values is exactly --
+    with these differences of layout and order:
 
     - the features are kept row-major in the band, ``zt`` (rows, F + 1), and widened block by
       block: the scoring GEMM reads them transposed, ``coef @ zt.T``, and the statistics GEMM

@@ -93,8 +93,8 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
 
         Far out (:meth:`stack_far_rows`) ``(x - mu_k)^2 / s2_k - (x - mu_b)^2 / s2_b`` (b the
         row's best component) is taken as ``x^2`` times the gap of the coefficients of
-        ``1, 1/x, 1/x^2``, each a difference of parameters: two components of one variance still differ by their
-        means at x = 1e200, where ``x - mu`` no longer does.
+        ``1, 1/x, 1/x^2``, each a difference of parameters: two components of one variance
+        still differ by their means at x = 1e200 (or 1e20), where ``x - mu`` no longer does.
 
         >>> comps = [GaussianDistribution(0.0, 1.0), GaussianDistribution(1.0, 1.0)]
         >>> enc = GaussianDistribution(0, 1).encoder().encode([1e200, 0.25])

@@ -3,6 +3,7 @@
 Nothing about speed is asserted; a peer that is not installed prints "not installed".
 """
 
+import os
 import re
 import subprocess
 import sys
@@ -43,3 +44,17 @@ def test_quick_scaling_run_fits_an_exponent_per_sweep():
     summary = [ln.split() for ln in proc.stdout.splitlines() if re.match(r"[NS]\s+\d\.0\s", ln)]
     assert [(row[0], row[1]) for row in summary] == [("N", "1.0"), ("S", "2.0")], proc.stdout
     assert all(re.fullmatch(r"-?\d+\.\d+", f) for row in summary for f in row[2:4])
+
+
+@pytest.mark.slow
+def test_p1_profile_reports_every_step():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "p1_profile.py"), "--rows",
+                           "20000", "--iterations", "3"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    steps = dict(re.findall(r"^\s+(\w+|\(whole iteration\))\s+(\d+\.\d+) ms$", proc.stdout,
+                            re.MULTILINE))
+    for step in ("layout", "score", "exp_scores", "normalise", "accumulate", "(whole iteration)"):
+        assert step in steps, proc.stdout
+    assert float(steps["score"]) > 0 and float(steps["normalise"]) > 0

@@ -165,8 +165,8 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         """Log-densities of all components at once, array of shape (n_rows, K).
 
         Rows are centred on the mean of the component means (so the subtraction cancels
-        little), then, block by block of rows, whitened by each component's ``U_k`` (one GEMM
-        per component and block, (D, D) @ (D, rows)), offset by ``(mu_k - c) U_k``, squared and
+        little), then, block by block of rows (each block read from memory once), whitened by
+        each component's ``U_k`` (one GEMM per component and block, (D, D) @ (D, rows)), offset by ``(mu_k - c) U_k``, squared and
         summed. A component's column is computed by the same calls whatever other components
         are stacked with it, so ``units=(start, stop)`` computes only those columns with the
         bits of the full call (model-parallel workers score ranges apart).
@@ -182,13 +182,16 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         n = enc.n_rows
         xc = np.subtract(enc.values, center, dtype=dt, out=scratch("mvg.xc", (n, d), dt))
         out = np.empty((stop - start, n), dtype=dt)
-        step = max(64, (1 << 17) // d)  # a component's whitened block (rows, D): ~1 MB
-        for j, comp in enumerate(components[start:stop]):
-            whiten = comp.precision_cholesky.astype(dt)
-            offset = ((comp.mu - center) @ comp.precision_cholesky).astype(dt)
-            for lo in range(0, n, step):
-                hi = min(n, lo + step)
-                y = np.matmul(xc[lo:hi], whiten, out=scratch("mvg.y", (hi - lo, d), dt))
+        step = max(64, (1 << 17) // d)  # a block of rows (rows, D) and its whitened copy: ~2 MB
+        whitening = [(comp.precision_cholesky.astype(dt),
+                      ((comp.mu - center) @ comp.precision_cholesky).astype(dt))
+                     for comp in components[start:stop]]
+        for lo in range(0, n, step):  # the block stays in cache while every component reads it
+            hi = min(n, lo + step)
+            block = xc[lo:hi]
+            y = scratch("mvg.y", (hi - lo, d), dt)
+            for j, (whiten, offset) in enumerate(whitening):
+                np.matmul(block, whiten, out=y)
                 y -= offset
                 np.einsum("ij,ij->i", y, y, out=out[j, lo:hi])  # one pass: square and sum
         const = np.array([c.log_det_precision_cholesky for c in components[start:stop]])
@@ -295,7 +298,8 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
 
         Block by block of rows (the block, centred once per distinct reference point, stays in
         cache while every component reads it), then component by component: ``r_k @ (x-c)``
-        and ``(x-c).T @ (r_k (x-c))``. A component's sums do not depend on the others in the
+        and ``(x-c).T @ (r_k (x-c))``, the latter as ``s.T @ s`` for ``s = sqrt(r_k) (x-c)`` (a
+        symmetric rank-k update; responsibilities are never negative). A component's sums do not depend on the others in the
         call, so any range of components can be added apart with the same bits (a GEMM over K
         columns would sum the rows in a K-dependent order).
         """
@@ -321,8 +325,10 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
                 s0 = r.sum()
                 acc.weight += s0
                 acc.sum_x += r @ xc
-                np.multiply(r[:, None], xc, out=rx)
-                acc.sum_xx += xc.T @ rx
+                # sqrt(r) (x-c) times itself: NumPy runs a product of an array with its own
+                # transpose as a symmetric rank-k update, half the multiplications of xc.T @ (r xc)
+                np.multiply(np.sqrt(r)[:, None], xc, out=rx)
+                acc.sum_xx += rx.T @ rx
                 acc.ref_mass += s0 * c
 
 

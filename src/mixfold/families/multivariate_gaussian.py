@@ -166,7 +166,8 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
 
         Rows are centred on the mean of the component means (so the subtraction cancels
         little), then, block by block of rows (each block read from memory once), whitened by
-        each component's ``U_k`` (one GEMM per component and block, (D, D) @ (D, rows)), offset by ``(mu_k - c) U_k``, squared and
+        each component's ``U_k`` and offset by ``(mu_k - c) U_k`` (one GEMM per component and
+        block: the block with a ones column times ``[U_k; -(mu_k - c) U_k]``), squared and
         summed. A component's column is computed by the same calls whatever other components
         are stacked with it, so ``units=(start, stop)`` computes only those columns with the
         bits of the full call (model-parallel workers score ranges apart).
@@ -183,16 +184,18 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         xc = np.subtract(enc.values, center, dtype=dt, out=scratch("mvg.xc", (n, d), dt))
         out = np.empty((stop - start, n), dtype=dt)
         step = max(64, (1 << 17) // d)  # a block of rows (rows, D) and its whitened copy: ~2 MB
-        whitening = [(comp.precision_cholesky.astype(dt),
-                      ((comp.mu - center) @ comp.precision_cholesky).astype(dt))
+        # [U_k; -(mu_k - c) U_k]: one GEMM of the block with a ones column whitens and offsets
+        whitening = [np.vstack([comp.precision_cholesky,
+                                -((comp.mu - center) @ comp.precision_cholesky)]).astype(dt)
                      for comp in components[start:stop]]
         for lo in range(0, n, step):  # the block stays in cache while every component reads it
             hi = min(n, lo + step)
-            block = xc[lo:hi]
+            block = scratch("mvg.block", (hi - lo, d + 1), dt)
+            block[:, :d] = xc[lo:hi]
+            block[:, d] = 1.0
             y = scratch("mvg.y", (hi - lo, d), dt)
-            for j, (whiten, offset) in enumerate(whitening):
+            for j, whiten in enumerate(whitening):
                 np.matmul(block, whiten, out=y)
-                y -= offset
                 np.einsum("ij,ij->i", y, y, out=out[j, lo:hi])  # one pass: square and sum
         const = np.array([c.log_det_precision_cholesky for c in components[start:stop]])
         out *= dt.type(-0.5)

@@ -46,14 +46,27 @@ def _vector(name: str, value: Any) -> np.ndarray:
 
 
 #: Rows a one-sub-block (float64) block of the fused E-step transposes at a time: NumPy's
-#: strided copy is faster over cache-sized pieces than over a whole block.
+#: strided copy is faster over cache-sized pieces than over a whole block ...
 TRANSPOSE_ROWS = 4096
+#: ... and over pieces of at most this many values (1 MiB of float64) when rows are wide.
+TRANSPOSE_VALUES = 1 << 17
+
+
+def transpose_rows(d: int) -> int:
+    """Rows of D values per transposed piece: :data:`TRANSPOSE_ROWS`, or the power of two
+    within :data:`TRANSPOSE_VALUES` for wider rows.
+
+    >>> transpose_rows(10), transpose_rows(128)
+    (4096, 1024)
+    """
+    rows = min(TRANSPOSE_ROWS, max(TRANSPOSE_VALUES // max(d, 1), 64))
+    return 1 << (rows.bit_length() - 1)
 
 
 def centred_transposed(rows: np.ndarray, center: np.ndarray, out: np.ndarray) -> None:
     """``out[i, :, j] = rows[i * w + j] - center`` for ``out`` of shape (s, D, w): ``rows``
     (s * w, D) transposed into s sub-blocks and centred, in ``out``'s dtype. One sub-block is
-    transposed in pieces of :data:`TRANSPOSE_ROWS` rows (one call for the whole pieces).
+    transposed in pieces of :func:`transpose_rows` rows (one call for the whole pieces).
 
     >>> out, rows = np.empty((1, 2, 3)), np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]])
     >>> centred_transposed(rows, np.array([1.0, 0.0]), out)
@@ -61,10 +74,11 @@ def centred_transposed(rows: np.ndarray, center: np.ndarray, out: np.ndarray) ->
     [[0.0, 1.0, 2.0], [10.0, 20.0, 30.0]]
     """
     s, d, w = out.shape
-    whole = w // TRANSPOSE_ROWS * TRANSPOSE_ROWS if s == 1 else 0
-    if whole > TRANSPOSE_ROWS:
-        pieces = rows[:whole].reshape(-1, TRANSPOSE_ROWS, d).transpose(0, 2, 1)
-        into = out[0, :, :whole].reshape(d, -1, TRANSPOSE_ROWS).transpose(1, 0, 2)
+    piece = transpose_rows(d)
+    whole = w // piece * piece if s == 1 else 0
+    if whole > piece:
+        pieces = rows[:whole].reshape(-1, piece, d).transpose(0, 2, 1)
+        into = out[0, :, :whole].reshape(d, -1, piece).transpose(1, 0, 2)
         np.subtract(pieces, center[:, None], out=into, casting="same_kind")
         if whole < w:
             np.subtract(rows[whole:].T, center[:, None], out=out[0, :, whole:],

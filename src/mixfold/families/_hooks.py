@@ -127,7 +127,8 @@ class FoldsColumns(ABC):
     def posteriors_from_columns(self, enc: Encoded, weights: np.ndarray, model: Any,
                                 scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Add the node's own statistics; return (row-weighted posteriors (rows, K),
-        per-row log-density), as ``seq_update`` computes them."""
+        per-row log-density), as ``seq_update`` computes them. ``scores`` is the fold's own:
+        it may be turned into the posteriors in place and returned."""
 
     @abstractmethod
     def add_columns(self, rows: Encoded, resp: np.ndarray, model: Any, precision: str,

@@ -573,16 +573,18 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
                                 model: MixtureDistribution,
                                 scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`MixtureDistribution.weighted_posteriors` from gathered ``scores`` (the same
-        calls on the same blocks), the posterior masses added to ``counts``."""
-        resp, lse = np.empty(scores.shape, order="F"), np.empty(scores.shape[0])
+        calls on the same blocks), the posterior masses added to ``counts``. The scores (rows,
+        K) in Fortran order become the posteriors in place: a block of their rows has the
+        serial block's layout but for its column stride, which leaves every reduction over
+        the components in the same order, so the same bits."""
+        lse = np.empty(scores.shape[0])
 
         def normalise(lo: int, hi: int) -> None:
-            block = np.array(scores[lo:hi], order="F")  # the layout the serial block has
-            resp[lo:hi], lse[lo:hi] = log_normalize_rows(block, weights[lo:hi])
+            lse[lo:hi] = log_normalize_rows(scores[lo:hi], weights[lo:hi])[1]
 
         model.each_block(scores.shape[0], normalise)
-        self.counts += resp.sum(axis=0)
-        return resp, lse
+        self.counts += scores.sum(axis=0)
+        return scores, lse
 
     def add_columns(self, rows: Encoded, resp: np.ndarray, model: MixtureDistribution,
                     precision: str, start: int, stop: int,

@@ -31,7 +31,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 import warnings
 from pathlib import Path
@@ -39,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _peers import p2_data  # noqa: E402 - the P2 generator: a K-component full-covariance GMM
+from _peers import _timed, p2_data  # noqa: E402 - P2's generator, the per-step timer
 
 N, D, K, MISSING = 200_000, 10, 8, 0.2
 ITERATIONS, QUICK_ITERATIONS, QUICK_N = 20, 3, 2_000
@@ -74,15 +73,6 @@ def _start_from_reference(data_dir: Path, ref: dict) -> None:
     data = dict(np.load(data_dir / "p11.npz"))
     data["mu"], data["cov"] = np.asarray(ref["means"]), np.asarray(ref["covs"])
     np.savez(data_dir / "p11.npz", **data)
-
-
-def _timed(step, iterations: int) -> list[float]:
-    times = []
-    for _ in range(iterations):
-        t = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t)
-    return times
 
 
 # --- the runners: each returns (seconds per iteration, means (K, D), covariances (K, D, D)) ---

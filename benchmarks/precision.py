@@ -60,12 +60,13 @@ from mixfold.precision.gpu import torch_device_available
 DIM, COMPONENTS = 4, 4
 
 
-def mixture(seed: int = 0) -> mixfold.MixtureDistribution:
+def mixture(seed: int = 0, dim: int = DIM, k: int = COMPONENTS) -> mixfold.MixtureDistribution:
+    """K diagonal Gaussians in D dimensions, equal weights, fixed seed."""
     rng = np.random.default_rng(seed)
-    comps = [mixfold.DiagonalGaussianDistribution(rng.normal(0, 3, DIM),
-                                                  rng.uniform(0.5, 2.0, DIM))
-             for _ in range(COMPONENTS)]
-    return mixfold.MixtureDistribution(comps, np.full(COMPONENTS, 1.0 / COMPONENTS))
+    comps = [mixfold.DiagonalGaussianDistribution(rng.normal(0, 3, dim),
+                                                  rng.uniform(0.5, 2.0, dim))
+             for _ in range(k)]
+    return mixfold.MixtureDistribution(comps, np.full(k, 1.0 / k))
 
 
 def time_estep(model, enc, precision: str, repeats: int = 3) -> float:
@@ -103,11 +104,7 @@ P10_DIM, P10_COMPONENTS, P10_FIT_ITERATIONS = 10, 16, 20
 
 def p1_mixture(seed: int = 0) -> mixfold.MixtureDistribution:
     """P1's shape: K=16 diagonal Gaussians in D=10, fixed seed."""
-    rng = np.random.default_rng(seed)
-    comps = [mixfold.DiagonalGaussianDistribution(rng.normal(0, 3, P10_DIM),
-                                                  rng.uniform(0.5, 2.0, P10_DIM))
-             for _ in range(P10_COMPONENTS)]
-    return mixfold.MixtureDistribution(comps, np.full(P10_COMPONENTS, 1.0 / P10_COMPONENTS))
+    return mixture(seed, P10_DIM, P10_COMPONENTS)
 
 
 def p10_precisions() -> list[str]:

@@ -8,6 +8,15 @@ import mixfold.compute.kernels as kernels
 pytestmark = pytest.mark.skipif(not kernels.kernels_available(), reason="numba not installed")
 
 
+def assert_compiled_equals_numpy(monkeypatch, update):
+    """``update()`` -> (log-likelihoods, statistics) with the kernels, then on the NumPy path."""
+    compiled = update()
+    monkeypatch.setattr(kernels, "_DISABLED", True)
+    reference = update()
+    np.testing.assert_allclose(compiled[0], reference[0], rtol=1e-12)
+    np.testing.assert_allclose(compiled[1], reference[1], rtol=1e-11, atol=1e-12)
+
+
 @pytest.mark.parametrize("terminal", [False, True])
 def test_hmm_kernel_equals_numpy_lattice(monkeypatch, terminal):
     from mixfold import GaussianDistribution, GaussianEstimator, HiddenMarkovDistribution
@@ -31,11 +40,7 @@ def test_hmm_kernel_equals_numpy_lattice(monkeypatch, terminal):
         ll = acc.seq_update(enc, w, model)
         return ll, acc.to_array()
 
-    compiled = update()
-    monkeypatch.setattr(kernels, "_DISABLED", True)
-    reference = update()
-    np.testing.assert_allclose(compiled[0], reference[0], rtol=1e-12)
-    np.testing.assert_allclose(compiled[1], reference[1], rtol=1e-11, atol=1e-12)
+    assert_compiled_equals_numpy(monkeypatch, update)
 
 
 def test_every_kernel_is_cacheable():
@@ -130,8 +135,4 @@ def test_lda_kernels_equal_the_numpy_fixed_point(monkeypatch, cut):
         ll = acc.fold_ranges(enc, w, truth, "float64", run)
         return ll, acc.to_array()
 
-    compiled = update()
-    monkeypatch.setattr(kernels, "_DISABLED", True)
-    reference = update()
-    np.testing.assert_allclose(compiled[0], reference[0], rtol=1e-12)
-    np.testing.assert_allclose(compiled[1], reference[1], rtol=1e-11, atol=1e-12)
+    assert_compiled_equals_numpy(monkeypatch, update)

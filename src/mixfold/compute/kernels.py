@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -87,24 +88,17 @@ def _lda_kernels() -> dict[str, Any]:
     return _KERNELS
 
 
-def _first_load_lock() -> Any:
+@contextlib.contextmanager
+def _first_load_lock() -> Iterator[None]:
     """A file lock held around a kernel module's first import (compile or cache read), so that
     processes starting together compile once and the others read the cache; none off POSIX."""
     if fcntl is None:
-        return contextlib.nullcontext()
-    return _FileLock(os.path.join(tempfile.gettempdir(), f"mixfold-numba-{os.getuid()}.lock"))
-
-
-class _FileLock:
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def __enter__(self) -> None:
-        self.fh = open(self.path, "a")
-        fcntl.flock(self.fh, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        self.fh.close()  # releases the lock
+        yield
+        return
+    with open(os.path.join(tempfile.gettempdir(), f"mixfold-numba-{os.getuid()}.lock"),
+              "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def _load_hmm_fold() -> Any:

@@ -191,14 +191,17 @@ class TorchFusedEStep:
         every term says what its features depend on."""
         if any(t.key is None or t.source is None for t in self.terms):
             return None
-        width = self.f + 1 + (self.f + 1 if self.band == "fp8" else 0) + 1  # (+ the weight)
-        # device memory is not the host's: a GPU's features take no host budget
-        nbytes = 0 if self.on_gpu else width * self.dtype.itemsize * self.n_rows
-        key = ("linear_torch", self.band, str(self.device), self.block,
+        key = (type(self).__name__, self.band, str(self.device), self.block,
                tuple(t.key for t in self.terms))
         # the row weights stay on the device too: kept with the features of the same weights
-        return cache_for(key, [t.source for t in self.terms] + [self.weights], nbytes,
-                         enc.nbytes)
+        return cache_for(key, [t.source for t in self.terms] + [self.weights],
+                         self.kept_row_bytes() * self.n_rows, enc.nbytes)
+
+    def kept_row_bytes(self) -> int:
+        """Host bytes a kept row takes (its features in both fp8 layouts, and its weight);
+        device memory is not the host's: a GPU's features take no host budget."""
+        width = self.f + 1 + (self.f + 1 if self.band == "fp8" else 0) + 1
+        return 0 if self.on_gpu else width * self.dtype.itemsize
 
     # -- the steps of a block ------------------------------------------------------------------
 
@@ -225,15 +228,19 @@ class TorchFusedEStep:
         place (a CPU's large new tensors are fresh pages from the system at every call)."""
         got = self.buffers.__dict__.get(m)
         if got is None:
-            torch, k, dev = self.torch, self.k, self.device
             got = self.buffers.__dict__[m] = {
-                "band": torch.empty((k, m), dtype=self.dtype, device=dev),
-                "scores": torch.empty((k, m), dtype=self.work, device=dev),
-                "top": torch.empty(m, dtype=self.work, device=dev),
-                "total": torch.empty(m, dtype=self.work, device=dev)}
-            if self.widen:
-                got["z32"] = torch.empty((self.f + 1, m), dtype=torch.float32, device=dev)
+                name: self.torch.empty(shape, dtype=dtype, device=self.device)
+                for name, (shape, dtype) in self.buffer_specs(m).items()}
         return got
+
+    def buffer_specs(self, m: int) -> dict[str, tuple[tuple[int, ...], Any]]:
+        """The (shape, dtype) of each buffer of an m-row block."""
+        k, work = self.k, self.work
+        specs = {"band": ((k, m), self.dtype), "scores": ((k, m), work), "top": ((m,), work),
+                 "total": ((m,), work)}
+        if self.widen:
+            specs["z32"] = ((self.f + 1, m), self.torch.float32)
+        return specs
 
     def layout(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
         """The features ``z`` (F + 1, rows) of rows [lo, hi) in the band, their weights and each
@@ -247,33 +254,45 @@ class TorchFusedEStep:
                 kept[lo] = got
         return got
 
-    def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
-        m, f = hi - lo, self.f
-        host = np.empty((1, f + 1, m), self.host_dt)
+    def _host_features(self, lo: int, hi: int) -> np.ndarray:
+        """``z`` (F + 1, rows) of rows [lo, hi) on the host, written by the families' own
+        ``features``, the ones row set."""
+        f = self.f
+        host = np.empty((1, f + 1, hi - lo), self.host_dt)
         for t, off in zip(self.terms, self.offsets):
             if t.features is not None:
                 t.features(lo, hi, host[:, off:off + t.n_features])
         host[0, f] = 1.0
+        return host[0]
+
+    def _codes_and_weights(self, lo: int, hi: int) -> tuple[list[Any], Any]:
+        """Each table's codes of rows [lo, hi) and their weights, on the device."""
         torch = self.torch
-        z = torch.from_numpy(host[0]).to(self.device)
         codes = [torch.as_tensor(c[lo:hi], device=self.device).long().clamp_(0, v - 1)
                  for c, _, v in self.tables]
-        w = torch.as_tensor(self.weights[lo:hi], device=self.device).to(self.work)
+        return codes, torch.as_tensor(self.weights[lo:hi], device=self.device).to(self.work)
+
+    def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
+        z = self.torch.from_numpy(self._host_features(lo, hi)).to(self.device)
+        codes, w = self._codes_and_weights(lo, hi)
         if self.band == "fp8":
             return self._fp8_layout(z), w, codes
         return z.to(self.dtype), w, codes
 
     def score(self, z: Any, codes: list[Any], buffers: dict[str, Any]) -> Any:
         """The weighted scores (K, rows) of a block, minus the shift, in the working dtype."""
-        if self.band == "fp8":
-            scores = self._fp8_score(z)
-        elif self.widen:  # (z widened once per block: the statistics GEMM reads it too)
-            scores = self.torch.mm(self.coef, buffers["z32"].copy_(z), out=buffers["scores"])
-        else:
-            scores = self._gemm(self.coef, z, buffers["scores"])
+        scores = self._scoring_gemm(z, buffers)
         for (_, table, _), c in zip(self.tables, codes):
             scores += table[:, c]
         return scores
+
+    def _scoring_gemm(self, z: Any, buffers: dict[str, Any]) -> Any:
+        """``coef @ z`` (K, rows) in the working dtype."""
+        if self.band == "fp8":
+            return self._fp8_score(z)
+        if self.widen:  # (z widened once per block: the statistics GEMM reads it too)
+            return self.torch.mm(self.coef, buffers["z32"].copy_(z), out=buffers["scores"])
+        return self._gemm(self.coef, z, buffers["scores"])
 
     def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
         """Log-sum-exp over the components into ``lse`` (less the shift); returns the weighted
@@ -289,7 +308,7 @@ class TorchFusedEStep:
         scores.clamp_(min=self.floor)  # no subnormal is formed (they are slow to compute with)
         if self.on_gpu:
             scores.exp_()
-        else:  # NumPy's vectorised exp on the tensor's own memory: torch's CPU exp is scalar
+        else:  # (a CPU runs float64 here: NumPy's exp on the tensor's own memory)
             np.exp(scores.numpy(), out=scores.numpy())
         scores -= self.floor_exp
         total = torch.sum(scores, dim=0, out=buffers["total"])
@@ -305,10 +324,8 @@ class TorchFusedEStep:
         """Every feature sum and the mass (one GEMM ``z @ r.T``, (F + 1, K)) and each table's
         counts (K, V), in float64."""
         torch = self.torch
-        if self.band == "fp8":
-            sums = self._fp8_statistics(z, r)
-        else:
-            sums = self._statistics_gemm(z, r, buffers)
+        sums = (self._fp8_statistics(z, r) if self.band == "fp8"
+                else self._statistics_gemm(z, r, buffers))
         counts = []
         for (_, _, v), c in zip(self.tables, codes):
             part = torch.zeros((self.k, v), dtype=self.work, device=self.device)
@@ -450,47 +467,36 @@ class CpuTorchFusedEStep(TorchFusedEStep):
         features and scores then stay in cache from the scoring GEMM to the statistics one."""
         return max(block_rows(k, np.float32) // 2, 1024)
 
-    def _kept_features(self, enc: Encoded) -> dict[Any, Any] | None:
-        """As the base's, for features kept row-major in the band (and the weights)."""
-        if any(t.key is None or t.source is None for t in self.terms):
-            return None
-        nbytes = ((self.f + 1) * self.dtype.itemsize + self.host_dt.itemsize) * self.n_rows
-        key = ("linear_torch_cpu", self.band, self.block, tuple(t.key for t in self.terms))
-        return cache_for(key, [t.source for t in self.terms] + [self.weights], nbytes,
-                         enc.nbytes)
+    def kept_row_bytes(self) -> int:
+        """A row's features in the band and its weight in the working dtype."""
+        return (self.f + 1) * self.dtype.itemsize + self.host_dt.itemsize
 
-    def block_buffers(self, m: int) -> dict[str, Any]:
-        got = self.buffers.__dict__.get(m)
-        if got is None:
-            torch, k = self.torch, self.k
-            got = self.buffers.__dict__[m] = {
-                "scores": torch.empty((k, m), dtype=self.work),
-                "top": torch.empty(m, dtype=self.work),
-                "total": torch.empty(m, dtype=self.work)}
-            if self.dtype != self.work:
-                got["band"] = torch.empty((k, m), dtype=self.dtype)
-                got["wide"] = torch.empty((m, self.f + 1), dtype=self.work)
-        return got
+    def buffer_specs(self, m: int) -> dict[str, tuple[tuple[int, ...], Any]]:
+        k, work = self.k, self.work
+        specs = {"scores": ((k, m), work), "top": ((m,), work), "total": ((m,), work)}
+        if self.dtype != work:  # r rounded to the band; the block's features widened
+            specs.update(band=((k, m), self.dtype), wide=((m, self.f + 1), work))
+        return specs
 
     def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
         """``zt`` (rows, F + 1) in the band, row-major; the weights; each table's codes."""
-        m, f = hi - lo, self.f
-        host = np.empty((1, f + 1, m), self.host_dt)
-        for t, off in zip(self.terms, self.offsets):
-            if t.features is not None:
-                t.features(lo, hi, host[:, off:off + t.n_features])
-        host[0, f] = 1.0
-        torch = self.torch
-        zt = torch.from_numpy(host[0]).t().to(self.dtype).contiguous()
-        codes = [torch.as_tensor(c[lo:hi]).long().clamp_(0, v - 1) for c, _, v in self.tables]
-        w = torch.as_tensor(self.weights[lo:hi]).to(self.work)
+        zt = self.torch.from_numpy(self._host_features(lo, hi)).t().to(self.dtype).contiguous()
+        codes, w = self._codes_and_weights(lo, hi)
         return zt, w, codes
 
-    def score(self, z: Any, codes: list[Any], buffers: dict[str, Any]) -> Any:
-        scores = self.torch.mm(self.coef, z.t(), out=buffers["scores"])
-        for (_, table, _), c in zip(self.tables, codes):
-            scores += table[:, c]
-        return scores
+    def layout(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
+        """The kept (or new) rows of the base, the band's values widened once, in cache, for
+        both GEMMs; the block's features and codes stay with its buffers for a block scored
+        again."""
+        z, w, codes = super().layout(lo, hi)
+        buffers = self.block_buffers(hi - lo)
+        if self.dtype != self.work:
+            z = buffers["wide"].copy_(z)
+        buffers["z"], buffers["codes"] = z, codes
+        return z, w, codes
+
+    def _scoring_gemm(self, z: Any, buffers: dict[str, Any]) -> Any:
+        return self.torch.mm(self.coef, z.t(), out=buffers["scores"])
 
     def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
         torch = self.torch
@@ -501,7 +507,7 @@ class CpuTorchFusedEStep(TorchFusedEStep):
             torch.sum(scores, dim=0, out=total)
             if float(total.min()) < self.least_total:
                 shifted = False
-                scores = self.score(self._block_z, self._block_codes, buffers)
+                scores = self.score(buffers["z"], buffers["codes"], buffers)
         top = dead = None
         if not shifted:
             top = torch.amax(scores, dim=0, out=buffers["top"])
@@ -524,43 +530,10 @@ class CpuTorchFusedEStep(TorchFusedEStep):
         scores.clamp_(min=self.floor).exp_()
         scores -= self.floor_exp
 
-    def accumulate(self, z: Any, r: Any, codes: list[Any], buffers: dict[str, Any]
-                   ) -> tuple[Any, list[Any]]:
-        torch = self.torch
+    def _statistics_gemm(self, z: Any, r: Any, buffers: dict[str, Any]) -> Any:
         if self.dtype != self.work:  # r rounded to the band, multiplied widened
             r.copy_(buffers["band"].copy_(r))
-        sums = torch.mm(r, z).to(torch.float64).t()  # (F + 1, K), as the base hands back
-        counts = []
-        for (_, _, v), c in zip(self.tables, codes):
-            part = torch.zeros((self.k, v), dtype=self.work)
-            part.index_add_(1, c, r)
-            counts.append(part.to(torch.float64))
-        return sums, counts
-
-    def run(self) -> tuple[np.ndarray, np.ndarray]:
-        lse = self.torch.empty(self.n_rows, dtype=self.work)
-        local = threading.local()
-
-        def fold_block(lo: int, hi: int) -> tuple[Any, list[Any]]:
-            z, w, codes = self.layout(lo, hi)
-            buffers = self.block_buffers(hi - lo)
-            if self.dtype != self.work:  # the band's values widened once, in cache, for both
-                z = buffers["wide"].copy_(z)  # GEMMs
-            local.z, local.codes = z, codes  # (a block scored again reads them)
-            r = self.normalise(self.score(z, codes, buffers), w, lse[lo:hi], buffers)
-            return self.accumulate(z, r, codes, buffers)
-
-        self._local = local
-        with one_torch_thread(self.torch):
-            return self.collect(map_row_blocks(self.n_rows, self.block, fold_block), lse)
-
-    @property
-    def _block_z(self) -> Any:
-        return self._local.z
-
-    @property
-    def _block_codes(self) -> list[Any]:
-        return self._local.codes
+        return self.torch.mm(r, z).to(self.torch.float64).t()  # (F + 1, K), as the base's
 
 
 def fused_linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,

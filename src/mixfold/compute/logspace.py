@@ -113,13 +113,12 @@ def relative_affine_scores(x: np.ndarray, mu: np.ndarray, factor: np.ndarray,
     K = len(mu)
     with np.errstate(invalid="ignore", over="ignore"):
         z = np.stack([apply(x - mu[k], k) for k in range(K)], axis=1)
-    top = np.abs(x).max(axis=1) if x.shape[1] else np.zeros(len(x))
     far = affine_far_rows(x, mu, factor)
     out = np.empty((len(x), K))
     out[~far] = relative_quadratic_scores(z[~far], const)
     if not far.any():
         return out
-    scale = top[far][:, None]
+    scale = np.abs(x[far]).max(axis=1)[:, None]  # far rows have at least one coordinate
     uf = np.stack([apply(x[far] / scale, k) for k in range(K)], axis=1)  # u F_k, (m, K, D)
     v = np.stack([apply(mu[k], k) for k in range(K)])                   # v_k, (K, D)
     lin = np.einsum("nkd,kd->nk", uf, v)

@@ -49,6 +49,12 @@ def _add_scaled(acc, r, col):
         acc[k] += r * col[k]
 
 
+@numba.njit(inline="always", fastmath=True)
+def _gamma_row(out, alpha, theta, acc):
+    for k in range(acc.size):
+        out[k] = alpha[k] + theta[k] * acc[k]
+
+
 @numba.njit(LDA_NORM_SIGNATURE, nogil=True, fastmath=True, cache=True)
 def lda_norm(theta, cols, sizes, out):
     # out[p] = theta[d] . cols[p] for the nonzeros p of document d (documents in order)
@@ -70,10 +76,7 @@ def lda_update(theta, cols, sizes, ratio, alpha, out):
         for _ in range(sizes[d]):
             _add_scaled(acc, ratio[p], cols[p])
             p += 1
-        t = theta[d]
-        o = out[d]
-        for k in range(acc.size):
-            o[k] = alpha[k] + t[k] * acc[k]
+        _gamma_row(out[d], alpha, theta[d], acc)
 
 
 @numba.njit(LDA_STEP_SIGNATURE, nogil=True, fastmath=True, cache=True)
@@ -89,6 +92,4 @@ def lda_step(theta, cols, sizes, counts, alpha, out):
             col = cols[p]
             _add_scaled(acc, counts[p] / _dot(t, col), col)
             p += 1
-        o = out[d]
-        for k in range(acc.size):
-            o[k] = alpha[k] + t[k] * acc[k]
+        _gamma_row(out[d], alpha, t, acc)

@@ -19,11 +19,13 @@ sums about the same point, the model's), and the M-step reads ``c`` back as ``su
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import numpy as np
 
 from mixfold.capabilities import CentredStatistics
 
-__all__ = ["CentredMoments", "central_moments", "weighted_centre"]
+__all__ = ["CentredMoments", "ScalarReference", "central_moments", "weighted_centre"]
 
 
 def weighted_centre(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -109,6 +111,45 @@ class CentredMoments(CentredStatistics):
             self.sum_xx += d * (2.0 * self.sum_x + s0 * d)
         self.sum_x += s0 * d
         self.ref_mass[...] = s0 * point
+
+
+class ScalarReference(CentredStatistics):
+    """Statistics ``sums`` summed about a reference that is one number ``c`` (a log scale, a
+    direction): the weight first, ``sum w c`` last, the family's own sums between. Subclasses
+    say how those move when the reference does (:meth:`_moved`) and which point their rows give
+    (:meth:`_rows_point`)."""
+
+    sums: np.ndarray
+    _point: float | None = None
+
+    def set_reference(self, point: np.ndarray) -> None:
+        self._point = float(np.reshape(point, -1)[0])
+
+    def reference(self) -> np.ndarray | None:
+        return np.array([self.sums[-1] / self.sums[0]]) if self.sums[0] > 0 else None
+
+    def point_for(self, x: np.ndarray, w: np.ndarray) -> float:
+        """The point rows are summed about now: the one set, else the statistics' own, else
+        the rows' (kept for the rows that follow)."""
+        if self._point is None:
+            own = self.reference()
+            self._point = float(own[0]) if own is not None else self._rows_point(x, w)
+        return self._point
+
+    def recentre(self, point: np.ndarray) -> None:
+        old = self.reference()
+        self.set_reference(point)
+        if old is not None:
+            self._moved(float(old[0]) - self._point)
+            self.sums[-1] = self.sums[0] * self._point
+
+    @abstractmethod
+    def _moved(self, shift: float) -> None:
+        """Move the family's sums from the old reference to the new, ``shift`` = old - new."""
+
+    @abstractmethod
+    def _rows_point(self, x: np.ndarray, w: np.ndarray) -> float:
+        """The reference the rows ``x`` of weights ``w`` give when nothing else does."""
 
 
 #: How a variance floor ``reg_covar`` is read: as is, or times the variance it floors.

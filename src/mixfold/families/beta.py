@@ -12,7 +12,8 @@ from mixfold.capabilities import LinearInFeatures, SeedsFromPoints, StackedScori
 from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder,
+                                    positive_option)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln
 from mixfold.families.dirichlet import dirichlet_mle, moment_start, transposed_features
@@ -168,10 +169,7 @@ class BetaEstimator(LeafEstimator):
 
     def __init__(self, max_concentration: float = 1e8, keys: str | None = None):
         super().__init__(keys)
-        if not (np.isfinite(max_concentration) and max_concentration > 0):
-            raise ValueError(f"max_concentration must be finite and > 0, got "
-                             f"{max_concentration!r}")
-        self.max_concentration = float(max_concentration)
+        self.max_concentration = positive_option("max_concentration", max_concentration)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("unit_interval")

@@ -12,7 +12,8 @@ from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DegenerateFitWarning, ParameterError
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
+from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, VectorEncoder,
+                                    _VectorEncoder, positive_option)
 from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
 
@@ -296,11 +297,8 @@ class DirichletEstimator(LeafEstimator):
         super().__init__(keys)
         if dim is not None and int(dim) < 2:
             raise ValueError(f"dim must be at least 2, got {dim!r}")
-        if not (np.isfinite(max_concentration) and max_concentration > 0):
-            raise ValueError(f"max_concentration must be finite and > 0, got "
-                             f"{max_concentration!r}")
         self.dim = None if dim is None else int(dim)
-        self.max_concentration = float(max_concentration)
+        self.max_concentration = positive_option("max_concentration", max_concentration)
 
     def encoder(self) -> SimplexEncoder:
         return SimplexEncoder(self.dim)

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from mixfold.errors import ParameterError
-from mixfold.capabilities import CentredStatistics
-from mixfold.families._centred import weighted_centre
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._centred import ScalarReference, weighted_centre
+from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder,
+                                    positive_option)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import native_dtype
 
@@ -59,7 +59,7 @@ class ExponentialDistribution(Distribution):
         return cls(p["rate"])
 
 
-class ExponentialAccumulator(LeafAccumulator, CentredStatistics):
+class ExponentialAccumulator(LeafAccumulator, ScalarReference):
     """Statistics about a reference scale ``c`` (the model's mean when rows are added under a
     model, else the rows' mean): the sums of ``w``, ``w x / c`` and ``w log c``. The values
     enter as ratios to ``c``, so their weighted sum neither underflows near the smallest float
@@ -68,7 +68,6 @@ class ExponentialAccumulator(LeafAccumulator, CentredStatistics):
     def __init__(self, keys: str | None = None):
         super().__init__(keys)
         self.sums = np.zeros(3)
-        self._log_ref: float | None = None
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.sums]
@@ -78,29 +77,19 @@ class ExponentialAccumulator(LeafAccumulator, CentredStatistics):
         """The mean log of the components' means, for each."""
         return np.full((len(components), 1), -np.mean([np.log(c.rate) for c in components]))
 
-    def set_reference(self, point: np.ndarray) -> None:
-        self._log_ref = float(np.reshape(point, -1)[0])
+    def _moved(self, shift: float) -> None:
+        self.sums[1] *= np.exp(shift)
 
-    def reference(self) -> np.ndarray | None:
-        return np.array([self.sums[2] / self.sums[0]]) if self.sums[0] > 0 else None
-
-    def recentre(self, point: np.ndarray) -> None:
-        old = self.reference()
-        self.set_reference(point)
-        if old is not None:
-            self.sums[1] *= np.exp(float(old[0]) - self._log_ref)
-            self.sums[2] = self.sums[0] * self._log_ref
+    def _rows_point(self, x: np.ndarray, w: np.ndarray) -> float:
+        # the log of the rows' mean, found without overflow as their largest times a mean ratio
+        top = float(x.max()) if x.size else 0.0
+        mean = top * float(weighted_centre(x / top, w)[0]) if top > 0 else 0.0
+        return float(np.log(mean)) if mean > 0 else 0.0
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        if self._log_ref is None:
-            own = self.reference()
-            # the rows' mean, found without overflow as their largest times a mean ratio
-            top = float(x.max()) if x.size else 0.0
-            mean = top * float(weighted_centre(x / top, w)[0]) if top > 0 else 0.0
-            self._log_ref = float(own[0]) if own is not None else (
-                float(np.log(mean)) if mean > 0 else 0.0)
+        r = self.point_for(x, w)
         s0 = w.sum()
-        self.sums += (s0, w @ (x * np.exp(-self._log_ref)), s0 * self._log_ref)
+        self.sums += (s0, w @ (x * np.exp(-r)), s0 * r)
 
 
 class ExponentialEstimator(LeafEstimator):
@@ -121,9 +110,7 @@ class ExponentialEstimator(LeafEstimator):
 
     def __init__(self, max_rate: float = 1e12, keys: str | None = None):
         super().__init__(keys)
-        if not (np.isfinite(max_rate) and max_rate > 0):
-            raise ValueError(f"max_rate must be finite and > 0, got {max_rate!r}")
-        self.max_rate = float(max_rate)
+        self.max_rate = positive_option("max_rate", max_rate)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("nonnegative")

@@ -8,11 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import CentredStatistics, SeedsFromPoints
+from mixfold.capabilities import SeedsFromPoints
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._centred import weighted_centre
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._centred import ScalarReference, weighted_centre
+from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder,
+                                    positive_option)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
 from mixfold.precision import native_dtype
@@ -119,7 +120,7 @@ def _large_shape_log_density(x: np.ndarray, k: float, theta: float,
     return out.astype(native_dtype(precision)).astype(np.float64, copy=False)
 
 
-class GammaAccumulator(LeafAccumulator, CentredStatistics):
+class GammaAccumulator(LeafAccumulator, ScalarReference):
     """Statistics about a reference scale ``c`` (the model's mean when rows are added under a
     model, else the rows' geometric mean): the sums of ``w``, ``w x / c``, ``w log(x / c)`` and
     ``w log c``. The values enter as ratios to ``c``, so no product ``w x`` underflows for
@@ -129,7 +130,6 @@ class GammaAccumulator(LeafAccumulator, CentredStatistics):
     def __init__(self, keys: str | None = None):
         super().__init__(keys)
         self.sums = np.zeros(4)
-        self._log_ref: float | None = None
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.sums]
@@ -140,28 +140,16 @@ class GammaAccumulator(LeafAccumulator, CentredStatistics):
         point = np.mean([np.log(c.shape) + np.log(c.scale) for c in components])
         return np.full((len(components), 1), point)
 
-    def set_reference(self, point: np.ndarray) -> None:
-        self._log_ref = float(np.reshape(point, -1)[0])
-
-    def reference(self) -> np.ndarray | None:
-        return np.array([self.sums[3] / self.sums[0]]) if self.sums[0] > 0 else None
-
-    def recentre(self, point: np.ndarray) -> None:
-        old = self.reference()
-        self.set_reference(point)
-        if old is None:
-            return
-        shift = float(old[0]) - self._log_ref
+    def _moved(self, shift: float) -> None:
         self.sums[1] *= np.exp(shift)
         self.sums[2] += self.sums[0] * shift
-        self.sums[3] = self.sums[0] * self._log_ref
+
+    def _rows_point(self, x: np.ndarray, w: np.ndarray) -> float:
+        return float(weighted_centre(x, w)[0])  # (x: the logs of the rows)
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         logs = np.log(x)
-        if self._log_ref is None:
-            own = self.reference()
-            self._log_ref = float(weighted_centre(logs, w)[0] if own is None else own[0])
-        r = self._log_ref
+        r = self.point_for(logs, w)
         s0 = w.sum()
         self.sums += (s0, w @ np.exp(logs - r), w @ (logs - r), s0 * r)
 
@@ -216,9 +204,7 @@ class GammaEstimator(LeafEstimator):
 
     def __init__(self, max_shape: float = 1e8, keys: str | None = None):
         super().__init__(keys)
-        if not (np.isfinite(max_shape) and max_shape > 0):
-            raise ValueError(f"max_shape must be finite and > 0, got {max_shape!r}")
-        self.max_shape = float(max_shape)
+        self.max_shape = positive_option("max_shape", max_shape)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("positive")

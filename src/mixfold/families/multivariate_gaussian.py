@@ -181,7 +181,6 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         d = components[0].dim
         center = np.mean([c.mu for c in components], axis=0)
         n = enc.n_rows
-        xc = np.subtract(enc.values, center, dtype=dt, out=scratch("mvg.xc", (n, d), dt))
         out = np.empty((stop - start, n), dtype=dt)
         step = max(64, (1 << 17) // d)  # a block of rows (rows, D) and its whitened copy: ~2 MB
         # [U_k; -(mu_k - c) U_k]: one GEMM of the block with a ones column whitens and offsets
@@ -191,7 +190,7 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         for lo in range(0, n, step):  # the block stays in cache while every component reads it
             hi = min(n, lo + step)
             block = scratch("mvg.block", (hi - lo, d + 1), dt)
-            block[:, :d] = xc[lo:hi]
+            np.subtract(enc.values[lo:hi], center, dtype=dt, out=block[:, :d])
             block[:, d] = 1.0
             y = scratch("mvg.y", (hi - lo, d), dt)
             for j, whiten in enumerate(whitening):
@@ -302,9 +301,9 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
         Block by block of rows (the block, centred once per distinct reference point, stays in
         cache while every component reads it), then component by component: ``r_k @ (x-c)``
         and ``(x-c).T @ (r_k (x-c))``, the latter as ``s.T @ s`` for ``s = sqrt(r_k) (x-c)`` (a
-        symmetric rank-k update; responsibilities are never negative). A component's sums do not depend on the others in the
-        call, so any range of components can be added apart with the same bits (a GEMM over K
-        columns would sum the rows in a K-dependent order).
+        symmetric rank-k update; responsibilities are never negative). A component's sums do not
+        depend on the others in the call, so any range of components can be added apart with the
+        same bits (a GEMM over K columns would sum the rows in a K-dependent order).
         """
         x = enc.values
         points = [acc.point_for(x, resp[:, k]) for k, acc in enumerate(accs)]

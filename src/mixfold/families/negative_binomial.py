@@ -11,7 +11,8 @@ import numpy as np
 from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._leaf import LeafEstimator, ModelStatsAccumulator, NumericEncoder
+from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder,
+                                    positive_option)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, xlog1py
 from mixfold.families.gamma import gamma_shape_mle
@@ -135,12 +136,8 @@ class NegativeBinomialEstimator(LeafEstimator):
 
     def __init__(self, max_r: float = 1e6, min_mean: float = 1e-10, keys: str | None = None):
         super().__init__(keys)
-        if not (np.isfinite(max_r) and max_r > 0):
-            raise ValueError(f"max_r must be finite and > 0, got {max_r!r}")
-        if not (np.isfinite(min_mean) and min_mean > 0):
-            raise ValueError(f"min_mean must be finite and > 0, got {min_mean!r}")
-        self.max_r = float(max_r)
-        self.min_mean = float(min_mean)
+        self.max_r = positive_option("max_r", max_r)
+        self.min_mean = positive_option("min_mean", min_mean)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("count")

@@ -11,7 +11,8 @@ import numpy as np
 from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.compute.feature_cache import cache_for
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafEstimator, NumericEncoder, WeightedSumAccumulator
+from mixfold.families._leaf import (LeafEstimator, NumericEncoder, WeightedSumAccumulator,
+                                    positive_option)
 from mixfold.compute.linear import LinearTerms
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln, xlogy
@@ -173,9 +174,7 @@ class PoissonEstimator(LeafEstimator):
 
     def __init__(self, min_lam: float = 1e-10, keys: str | None = None):
         super().__init__(keys)
-        if not (np.isfinite(min_lam) and min_lam > 0):
-            raise ValueError(f"min_lam must be finite and > 0, got {min_lam!r}")
-        self.min_lam = float(min_lam)
+        self.min_lam = positive_option("min_lam", min_lam)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("count")

@@ -10,7 +10,8 @@ import numpy as np
 from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafEstimator, ModelStatsAccumulator, NumericEncoder
+from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder,
+                                    positive_option)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln
 from mixfold.families.gamma import gamma_shape_mle
@@ -135,15 +136,12 @@ class StudentTEstimator(LeafEstimator):
     def __init__(self, nu: float | None = None, start_nu: float = 10.0, max_nu: float = 1e6,
                  min_sigma2: float = 1e-12, keys: str | None = None):
         super().__init__(keys)
-        for name, v in (("start_nu", start_nu), ("max_nu", max_nu), ("min_sigma2", min_sigma2)):
-            if not (np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be finite and > 0, got {v!r}")
+        self.start_nu = positive_option("start_nu", start_nu)
+        self.max_nu = positive_option("max_nu", max_nu)
+        self.min_sigma2 = positive_option("min_sigma2", min_sigma2)
         if nu is not None and not (np.isfinite(nu) and nu > 0):
             raise ValueError(f"nu must be None (estimated) or finite and > 0, got {nu!r}")
         self.nu = None if nu is None else float(nu)
-        self.start_nu = float(start_nu)
-        self.max_nu = float(max_nu)
-        self.min_sigma2 = float(min_sigma2)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("real")

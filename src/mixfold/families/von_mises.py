@@ -9,9 +9,11 @@ from typing import Any
 import numpy as np
 
 from mixfold.compute.logspace import LOG_2PI
-from mixfold.capabilities import CentredStatistics, SeedsFromPoints, StackedScoring, StackedUpdate
+from mixfold.capabilities import SeedsFromPoints, StackedScoring, StackedUpdate
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._centred import ScalarReference
+from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder,
+                                    positive_option)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import i0e, i1e
 from mixfold.precision import native_dtype
@@ -130,7 +132,7 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
         return cls(p["mu"], p["kappa"])
 
 
-class VonMisesAccumulator(LeafAccumulator, StackedUpdate, CentredStatistics):
+class VonMisesAccumulator(LeafAccumulator, StackedUpdate, ScalarReference):
     """Statistics about a reference direction ``c`` (the model's mean direction when rows are
     added under a model, else the rows' circular mean): the sums of ``w``, ``w sin(x - c)``,
     ``w 2 sin^2((x - c) / 2)`` (= ``w (1 - cos(x - c))``, without its cancellation) and
@@ -140,7 +142,6 @@ class VonMisesAccumulator(LeafAccumulator, StackedUpdate, CentredStatistics):
     def __init__(self, keys: str | None = None):
         super().__init__(keys)
         self.sums = np.zeros(4)
-        self._direction: float | None = None
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.sums]
@@ -150,35 +151,20 @@ class VonMisesAccumulator(LeafAccumulator, StackedUpdate, CentredStatistics):
         """Each component's own direction (a shared one would cancel for components apart)."""
         return np.array([[c.mu] for c in components])
 
-    def set_reference(self, point: np.ndarray) -> None:
-        self._direction = float(np.reshape(point, -1)[0])
-
-    def reference(self) -> np.ndarray | None:
-        return np.array([self.sums[3] / self.sums[0]]) if self.sums[0] > 0 else None
-
-    def recentre(self, point: np.ndarray) -> None:
-        old = self.reference()
-        self.set_reference(point)
-        if old is None:
-            return
-        d = float(old[0]) - self._direction  # x - new = (x - old) + d
+    def _moved(self, shift: float) -> None:
+        d = shift  # x - new = (x - old) + d
         s0, sin_sum, half = self.sums[0], self.sums[1], self.sums[2]
         cos_sum = s0 - half
         new_sin = sin_sum * np.cos(d) + cos_sum * np.sin(d)
         # 1 - cos(a + d) = (1 - cos a) cos d + 2 sin^2(d/2) - sin a sin d, summed
         self.sums[2] = half * np.cos(d) + s0 * 2.0 * np.sin(0.5 * d) ** 2 - sin_sum * np.sin(d)
         self.sums[1] = new_sin
-        self.sums[3] = s0 * self._direction
 
-    def _direction_for(self, x: np.ndarray, w: np.ndarray) -> float:
-        if self._direction is None:
-            own = self.reference()
-            self._direction = float(own[0]) if own is not None else \
-                float(np.arctan2(w @ np.sin(x), w @ np.cos(x)))
-        return self._direction
+    def _rows_point(self, x: np.ndarray, w: np.ndarray) -> float:
+        return float(np.arctan2(w @ np.sin(x), w @ np.cos(x)))  # their circular mean
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        c = self._direction_for(x, w)
+        c = self.point_for(x, w)
         half = np.sin(0.5 * (x - c))
         s0 = w.sum()
         self.sums += (s0, w @ np.sin(x - c), 2.0 * (w @ (half * half)), s0 * c)
@@ -283,9 +269,7 @@ class VonMisesEstimator(LeafEstimator):
 
     def __init__(self, max_kappa: float = 1e8, keys: str | None = None):
         super().__init__(keys)
-        if not (np.isfinite(max_kappa) and max_kappa > 0):
-            raise ValueError(f"max_kappa must be finite and > 0, got {max_kappa!r}")
-        self.max_kappa = float(max_kappa)
+        self.max_kappa = positive_option("max_kappa", max_kappa)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("real")

@@ -10,7 +10,8 @@ import numpy as np
 from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafEstimator, ModelStatsAccumulator, NumericEncoder
+from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder,
+                                    positive_option)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 
 __all__ = ["WeibullDistribution", "WeibullEstimator", "WeibullAccumulator", "MAX_SHAPE_STEP"]
@@ -132,9 +133,7 @@ class WeibullEstimator(LeafEstimator):
 
     def __init__(self, max_shape: float = 1e6, keys: str | None = None):
         super().__init__(keys)
-        if not (np.isfinite(max_shape) and max_shape > 0):
-            raise ValueError(f"max_shape must be finite and > 0, got {max_shape!r}")
-        self.max_shape = float(max_shape)
+        self.max_shape = positive_option("max_shape", max_shape)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("positive")

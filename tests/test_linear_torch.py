@@ -308,3 +308,79 @@ def test_the_command_line_takes_an_engine_in_the_precision(tmp_path):
     bad = CliRunner().invoke(main, ["fit", str(tmp_path / "x.npy"), "--model", spec,
                                     "--precision", "float32@emulated"])
     assert bad.exit_code == 2 and "the emulator runs bands" in bad.output
+
+
+def _record_mixture() -> mixfold.MixtureDistribution:
+    # a table with a level impossible in two components (-inf scores) beside a Poisson field
+    levels = ({"a": 0.9, "b": 0.1, "c": 0.0}, {"a": 0.2, "b": 0.8, "c": 0.0},
+              {"a": 0.5, "b": 0.3, "c": 0.2})
+    comps = [mixfold.CompositeDistribution([mixfold.CategoricalDistribution(p),
+                                            mixfold.PoissonDistribution(lam)])
+             for p, lam in zip(levels, (1.0, 6.0, 3.0))]
+    return mixfold.MixtureDistribution(comps, [0.3, 0.3, 0.4])
+
+
+@pytest.mark.parametrize("band", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("case", ["gaussian", "far row", "record"])
+def test_the_compiled_normalisation_equals_torchs_operations(band, case, monkeypatch):
+    """The two compiled passes (mixfold.compute.numba_bands) against the same steps in torch's
+    own operations: log-densities to float32's exp accuracy, statistics to the band's."""
+    import mixfold.compute.linear_torch as engine
+
+    if case == "record":
+        model = _record_mixture()
+        rows = model.sampler(3).sample(5000)
+    else:
+        model = _diagonal_mixture()
+        rows = model.sampler(3).sample(5000)
+        if case == "far row":  # scored again against each row's maximum
+            rows[77] = [60.0, -60.0, 60.0]
+    enc = model.encoder().encode(rows)
+
+    def fold():
+        acc = model.estimator().accumulator_factory().make()
+        lse = acc.seq_update(enc, np.ones(enc.n_rows), model, f"{band}@cpu")
+        return fold_statistics(model, enc, f"{band}@cpu", raw=True), lse
+
+    compiled, lse = fold()
+    monkeypatch.setattr(engine, "band_kernels", lambda: None)
+    plain, lse_plain = fold()
+    if case == "record":  # rows of level c: two components score -inf, the third all the mass
+        assert any(r[0] == "c" for r in rows)
+    np.testing.assert_allclose(lse, lse_plain, rtol=1e-6, atol=1e-5)
+    # a posterior a hair from a rounding boundary may round to the neighbouring band value
+    tolerance = {"bfloat16": 2.0 ** -9, "float16": 2.0 ** -12, "float32": 1e-6}[band]
+    assert max(relative_error(c, p) for c, p in zip(compiled, plain)) <= tolerance
+
+
+def test_the_compiled_exp_and_bfloat16_rounding_against_references():
+    import math
+
+    import torch as t
+
+    from mixfold.compute.numba_bands import band_exp_totals, band_posteriors
+
+    rng = np.random.default_rng(0)
+    k, m = 5, 4099
+    scores = (rng.uniform(-70, 5, (k, m))).astype(np.float32)
+    scores[:, 7] = -np.inf  # a dead row
+    scores[2, 8] = 100.0  # above the cap: finite
+    floor = np.float32(-60.0)
+    floor_exp = float(np.exp(floor))
+    for centre in (False, True):
+        s, top, total = scores.copy(), np.empty(m, np.float32), np.empty(m, np.float32)
+        least = band_exp_totals(s, top, centre, floor, floor_exp, total)
+        x = (scores - (top if centre else np.float32(0))).astype(np.float64)
+        exp = np.exp(np.minimum(x, 80.0))
+        want = np.where(x > floor, exp - floor_exp, 0.0)
+        # relative to exp(x): near the floor e is a difference of two nearly equal values
+        assert (np.abs(s - want) <= 2e-6 * exp).all() and (s[x <= floor] == 0).all()
+        assert total[7] == 0 and least == 0 and np.isfinite(total).all()
+        w = rng.uniform(0.5, 2.0, m).astype(np.float32)
+        r, scale = s.copy(), np.empty(m, np.float32)
+        band_posteriors(r, w, total, scale, True)
+        exact = s.astype(np.float64) * np.divide(w, total, out=np.zeros(m), where=total > 0)
+        rounded = t.from_numpy((s * scale).astype(np.float32)).bfloat16().float().numpy()
+        assert (r == rounded).all()  # torch's rounding, bit for bit
+        assert np.abs(r - exact).max() <= 2.0 ** -8 * np.abs(exact).max()
+        assert (r[:, 7] == 0).all() and math.isfinite(float(r.sum()))

@@ -5,7 +5,9 @@ a call per step, a compiled loop does not. LDA's fixed point reads each nonzero'
 twice per step, where NumPy copies each document's row per nonzero and runs a sparse product
 (:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). (A Gaussian mixture's
 stacked E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in
-cache-sized row blocks: see :mod:`mixfold.compute.row_blocks`.) numba is imported on first
+cache-sized row blocks: see :mod:`mixfold.compute.row_blocks`.) The CPU torch engine of the
+bands below float64 normalises a block's scores in two compiled passes instead of nine torch
+operations (:mod:`mixfold.compute.numba_bands`, loaded by that engine). numba is imported on first
 use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`)
 load their machine code from numba's on-disk cache: a machine compiles them once, every later
 process reads them.
@@ -28,7 +30,8 @@ try:
 except ImportError:  # not POSIX: no lock, concurrent first loads each compile
     fcntl = None
 
-__all__ = ["hmm_forward_backward", "lda_norm", "lda_update", "lda_step", "kernels_available"]
+__all__ = ["hmm_forward_backward", "lda_norm", "lda_update", "lda_step", "kernels_available",
+           "band_kernels"]
 
 _KERNELS: dict[str, Any] = {}
 _DISABLED = os.environ.get("MIXFOLD_DISABLE_KERNELS", "") not in ("", "0")
@@ -85,6 +88,19 @@ def _lda_kernels() -> dict[str, Any]:
         with _first_load_lock():
             from mixfold.compute.numba_lda import lda_norm, lda_step, lda_update
         _KERNELS.update(lda_norm=lda_norm, lda_update=lda_update, lda_step=lda_step)
+    return _KERNELS
+
+
+def band_kernels() -> dict[str, Any] | None:
+    """The compiled normalisation of the CPU band engine (:mod:`mixfold.compute.numba_bands`:
+    ``band_exp_totals``, ``band_posteriors``), loaded on the first
+    call; ``None`` where the kernels cannot be used (the engine then runs torch's operations)."""
+    if not kernels_available():
+        return None
+    if "band_exp_totals" not in _KERNELS:
+        with _first_load_lock():
+            from mixfold.compute.numba_bands import band_exp_totals, band_posteriors
+        _KERNELS.update(band_exp_totals=band_exp_totals, band_posteriors=band_posteriors)
     return _KERNELS
 
 

@@ -47,6 +47,7 @@ import numpy as np
 
 from mixfold.compute.encoded import Encoded
 from mixfold.compute.feature_cache import cache_for
+from mixfold.compute.kernels import band_kernels
 from mixfold.compute.linear import (FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR,
                                     PEAK_SHIFT_MARGIN, LinearTerms, block_rows, linear_fold)
 from mixfold.compute.row_blocks import map_row_blocks
@@ -323,15 +324,19 @@ class TorchFusedEStep:
                    ) -> tuple[Any, list[Any]]:
         """Every feature sum and the mass (one GEMM ``z @ r.T``, (F + 1, K)) and each table's
         counts (K, V), in float64."""
-        torch = self.torch
         sums = (self._fp8_statistics(z, r) if self.band == "fp8"
                 else self._statistics_gemm(z, r, buffers))
+        return sums, self._table_counts(r, codes)
+
+    def _table_counts(self, r: Any, codes: list[Any]) -> list[Any]:
+        """Each table's posterior counts (K, V) of a block, in float64."""
+        torch = self.torch
         counts = []
         for (_, _, v), c in zip(self.tables, codes):
             part = torch.zeros((self.k, v), dtype=self.work, device=self.device)
             part.index_add_(1, c, r)
             counts.append(part.to(torch.float64))
-        return sums, counts
+        return counts
 
     def _gemm(self, a: Any, b: Any, out: Any) -> Any:
         """``a @ b`` (inputs in the band) with float32 accumulation, into ``out`` in the working
@@ -438,21 +443,23 @@ class TorchFusedEStep:
 
 class CpuTorchFusedEStep(TorchFusedEStep):
     """:class:`TorchFusedEStep` on a CPU for the bands below float64, laid out for its BLAS
-    (MKL in torch's CPU build) and its vectorised ``exp``. The same arithmetic: the GEMMs'
-    inputs are the band's values and they accumulate in float32 -- a CPU multiplies the band's
-    values widened to float32, which a product of two bfloat16 or float16 values is exactly --
-    with these differences of layout and order:
+    (MKL and oneDNN in torch's CPU build). The same arithmetic -- the GEMMs' inputs are the
+    band's values and they accumulate in float32 -- with these differences of layout and order:
 
-    - the features are kept row-major in the band, ``zt`` (rows, F + 1), and widened block by
-      block: the scoring GEMM reads them transposed, ``coef @ zt.T``, and the statistics GEMM
-      is ``r @ zt`` (K, F + 1), the faster orders of both on MKL; blocks are half the NumPy
-      fold's, so a block's features and scores stay in cache between the two GEMMs;
+    - the features are kept in the band, (F + 1, rows), and widened to float32 block by block
+      for the scoring GEMM ``coef @ z``, which a CPU runs fastest in float32 (a product of two
+      bfloat16 or float16 values is exact in float32); blocks are half the NumPy fold's, so a
+      block's features and scores stay in cache between the two GEMMs;
+    - the statistics GEMM ``z @ r.T`` multiplies the same widened features by the posteriors
+      rounded to the band's values, in float32 (torch's CPU GEMM of bfloat16 inputs rounds its
+      sums to bfloat16, one error per block that does not average out over rows as the inputs'
+      do: a fit then ends 2.4e-4 from float64's instead of 1e-5);
     - when every term bounds its scores (a density's peak) the scores are shifted by the largest
       peak inside the scoring GEMM and exponentiated as they are, without each row's maximum;
       a block with a row far below it (:data:`~mixfold.compute.linear.PEAK_SHIFT_MARGIN`) is
       scored again against each row's maximum, as the NumPy fold does;
-    - the ``exp`` is torch's own (vectorised here), after the floor that keeps it off
-      subnormals (on which it is 40x slower).
+    - floor, exp, totals, scaling and rounding to the band run in the two compiled passes of
+      :mod:`mixfold.compute.numba_bands` (torch's own operations where numba is missing).
     """
 
     def __init__(self, terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
@@ -461,6 +468,7 @@ class CpuTorchFusedEStep(TorchFusedEStep):
         self.bounded = all(t.peak is not None for t in terms)
         margin = PEAK_SHIFT_MARGIN[np.dtype(self.host_dt)]
         self.least_total = self.k * float(np.exp(margin))
+        self.compiled = band_kernels()  # loaded here: the row threads only call them
 
     def block_rows(self, k: int) -> int:
         """Half the NumPy fold's rows (:func:`~mixfold.compute.linear.block_rows`): a block's
@@ -473,20 +481,15 @@ class CpuTorchFusedEStep(TorchFusedEStep):
 
     def buffer_specs(self, m: int) -> dict[str, tuple[tuple[int, ...], Any]]:
         k, work = self.k, self.work
-        specs = {"scores": ((k, m), work), "top": ((m,), work), "total": ((m,), work)}
+        specs = {"scores": ((k, m), work), "top": ((m,), work), "total": ((m,), work),
+                 "scale": ((m,), work)}
         if self.dtype != work:  # r rounded to the band; the block's features widened
-            specs.update(band=((k, m), self.dtype), wide=((m, self.f + 1), work))
+            specs.update(band=((k, m), self.dtype), wide=((self.f + 1, m), work))
         return specs
 
-    def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
-        """``zt`` (rows, F + 1) in the band, row-major; the weights; each table's codes."""
-        zt = self.torch.from_numpy(self._host_features(lo, hi)).t().to(self.dtype).contiguous()
-        codes, w = self._codes_and_weights(lo, hi)
-        return zt, w, codes
-
     def layout(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
-        """The kept (or new) rows of the base, the band's values widened once, in cache, for
-        both GEMMs; the block's features and codes stay with its buffers for a block scored
+        """The kept (or new) rows of the base, (F + 1, rows) in the band, widened once for both
+        GEMMs; the block's features and codes stay with its buffers for a block scored
         again."""
         z, w, codes = super().layout(lo, hi)
         buffers = self.block_buffers(hi - lo)
@@ -496,9 +499,41 @@ class CpuTorchFusedEStep(TorchFusedEStep):
         return z, w, codes
 
     def _scoring_gemm(self, z: Any, buffers: dict[str, Any]) -> Any:
-        return self.torch.mm(self.coef, z.t(), out=buffers["scores"])
+        return self.torch.mm(self.coef, z, out=buffers["scores"])
 
     def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
+        """Log-sum-exp into ``lse`` (less the shift); returns the weighted posteriors (K, rows)
+        in float32, rounded to the band's values."""
+        if self.compiled is None:
+            r = self._normalise_torch(scores, w, lse, buffers)
+        else:
+            r = self._normalise_compiled(scores, w, lse, buffers)
+            if self.band == "bfloat16":  # rounded in the compiled pass
+                return r
+        if self.dtype != self.work:
+            r.copy_(buffers["band"].copy_(r))
+        return r
+
+    def _normalise_compiled(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]
+                            ) -> Any:
+        kernels, torch = self.compiled, self.torch
+        top, total, scale = (buffers[name].numpy() for name in ("top", "total", "scale"))
+        centre = not self.bounded
+        least = kernels["band_exp_totals"](scores.numpy(), top, centre, self.floor,
+                                           self.floor_exp, total)
+        if not centre and least < self.least_total:  # a row far below the shift
+            centre = True
+            scores = self.score(buffers["z"], buffers["codes"], buffers)
+            kernels["band_exp_totals"](scores.numpy(), top, centre, self.floor, self.floor_exp,
+                                       total)
+        torch.log(buffers["total"], out=lse)  # a dead row's total is 0: -inf
+        if centre:
+            lse += buffers["top"]
+        kernels["band_posteriors"](scores.numpy(), w.numpy(), total, scale,
+                                   self.band == "bfloat16")
+        return scores
+
+    def _normalise_torch(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
         torch = self.torch
         total = buffers["total"]
         shifted = self.bounded  # exp(score - shift) needs no per-row max unless a row sits
@@ -531,9 +566,7 @@ class CpuTorchFusedEStep(TorchFusedEStep):
         scores -= self.floor_exp
 
     def _statistics_gemm(self, z: Any, r: Any, buffers: dict[str, Any]) -> Any:
-        if self.dtype != self.work:  # r rounded to the band, multiplied widened
-            r.copy_(buffers["band"].copy_(r))
-        return self.torch.mm(r, z).to(self.torch.float64).t()  # (F + 1, K), as the base's
+        return self.torch.mm(z, r.t()).to(self.torch.float64)  # (F + 1, K), as the base's
 
 
 def fused_linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,

@@ -1,0 +1,118 @@
+"""numba-compiled normalisation of a row block's scores for the CPU torch engine of the bands
+below float64 (:class:`~mixfold.compute.linear_torch.CpuTorchFusedEStep`), loaded by
+:mod:`mixfold.compute.kernels` on the first such fold.
+
+Between its two GEMMs a block's scores (K, rows) in float32 go through floor, exp, totals,
+scaling by ``w / total`` and rounding to the band: one pass each in torch, over a cache-sized
+block. Here they take two passes, each vectorised across rows (the inner loops
+run over contiguous rows, so every per-row quantity is a lane of its own):
+
+- :func:`band_exp_totals` -- each row's maximum taken off where asked, the floor, ``exp`` and
+  the totals over the components, in place; returns the least total (the engine scores a block
+  again against each row's maximum when a row sits far below the shift).
+- :func:`band_posteriors` -- ``r = e * w / total`` in place, rounded to bfloat16's values
+  where the band is bfloat16 (to nearest, ties to even: torch's rounding), so that the
+  statistics GEMM multiplies the band's values.
+
+The ``exp`` is Cody-Waite range reduction and a degree-5 polynomial on [-ln2/2, ln2/2]
+(relative error about 3e-7, five float32 ulps), written out so that it vectorises with the
+rest of the pass: the bands' inputs carry errors of 2**-9 (bfloat16), 2**-12 (float16) and
+2**-24 times the GEMM's length (float32). Scores at or below the floor give exactly 0 and the
+rest are capped at 80: no subnormal or overflowing power of two is formed. The fastmath flags
+allow contraction and reordering but not the absence of infinities: a table's -inf score and a
+dead row stay what they are.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+__all__ = ["band_exp_totals", "band_posteriors", "EXP_COEFFICIENTS"]
+
+#: exp(f) on [-ln2/2, ln2/2], lowest degree first: a relative least-squares fit at Chebyshev
+#: nodes, rounded to float32 (relative error 1.5e-7 before the float32 arithmetic)
+EXP_COEFFICIENTS = (1.0000001192092896, 0.9999996423721313, 0.49998900294303894,
+                    0.1666766256093979, 0.04191502928733826, 0.008291716687381268)
+_C0, _C1, _C2, _C3, _C4, _C5 = (np.float32(c) for c in EXP_COEFFICIENTS)
+_LOG2E = np.float32(1.0 / math.log(2.0))
+_LN2_HI = np.float32(0.693359375)  # ln 2 in 9 bits: n * _LN2_HI is exact for |n| < 2**15
+_LN2_LO = np.float32(math.log(2.0) - 0.693359375)
+_EXP_CEILING = np.float32(80.0)  # exp(80) * K stays finite in float32
+#: no NaN-or-infinity assumptions: a table's -inf and a dead row's zero total stay exact
+_FLAGS = {"contract", "reassoc", "nsz", "arcp", "afn"}
+
+_F4 = numba.float32
+_SCORES = _F4[:, ::1]
+_VECTOR = _F4[::1]
+EXP_TOTALS_SIGNATURE = _F4(_SCORES, _VECTOR, numba.boolean, _F4, _F4, _VECTOR)
+POSTERIORS_SIGNATURE = numba.void(_SCORES, _VECTOR, _VECTOR, _VECTOR, numba.boolean)
+
+
+@numba.njit(inline="always", fastmath=_FLAGS)
+def _exp(x):
+    # exp(x) = 2**n * exp(f), n = round(x / ln 2), the power of two added to p's exponent bits
+    n = np.floor(x * _LOG2E + np.float32(0.5))
+    f = (x - n * _LN2_HI) - n * _LN2_LO
+    p = _C0 + f * (_C1 + f * (_C2 + f * (_C3 + f * (_C4 + f * _C5))))
+    bits = np.float32(p).view(np.uint32) + np.uint32(np.int32(n) << 23)
+    return np.uint32(bits).view(np.float32)
+
+
+@numba.njit(EXP_TOTALS_SIGNATURE, nogil=True, fastmath=_FLAGS, cache=True)
+def band_exp_totals(scores, top, centre, floor, floor_exp, total):
+    # scores (K, m) -> exp(score - top) - exp(floor) above the floor, else 0, in place; total
+    # (m,) their sums; top (m,) each row's maximum when centre (0 for a row no component
+    # scores), else 0
+    k, m = scores.shape
+    for j in range(m):
+        top[j] = -np.inf if centre else np.float32(0.0)
+        total[j] = 0.0
+    if centre:
+        for c in range(k):
+            row = scores[c]
+            for j in range(m):
+                top[j] = max(top[j], row[j])
+        for j in range(m):
+            if top[j] == -np.inf:
+                top[j] = 0.0
+    for c in range(k):
+        row = scores[c]
+        for j in range(m):
+            x = min(row[j] - top[j], _EXP_CEILING)
+            # what sits at the floor (a -inf included) is exactly 0, as in the NumPy fold
+            e = _exp(x) - floor_exp if x > floor else np.float32(0.0)
+            row[j] = e
+            total[j] += e
+    least = np.float32(np.inf)
+    for j in range(m):
+        least = min(least, total[j])
+    return least
+
+
+@numba.njit(inline="always", fastmath=_FLAGS)
+def _scales(w, total, scale):
+    # w / total per row; a dead row (total 0) gets posteriors 0, not NaN
+    for j in range(total.size):
+        t = total[j]
+        scale[j] = w[j] / t if t > 0 else np.float32(0.0)
+
+
+@numba.njit(POSTERIORS_SIGNATURE, nogil=True, fastmath=_FLAGS, cache=True)
+def band_posteriors(scores, w, total, scale, to_bfloat16):
+    # scores *= w / total in place, rounded to bfloat16's values where asked (to nearest, ties
+    # to even: torch's rounding; posteriors are finite and >= 0)
+    _scales(w, total, scale)
+    k, m = scores.shape
+    for c in range(k):
+        row = scores[c]
+        if to_bfloat16:
+            for j in range(m):
+                u = np.float32(row[j] * scale[j]).view(np.uint32)
+                u = (u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) & np.uint32(0xFFFF0000)
+                row[j] = np.uint32(u).view(np.float32)
+        else:
+            for j in range(m):
+                row[j] *= scale[j]

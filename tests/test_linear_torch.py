@@ -126,10 +126,20 @@ def test_features_stay_on_the_device_between_folds():
         assert cache.kept_bytes > 0  # bfloat16 features (and weights) kept after the first
     (ll0, s0), (ll1, s1) = results
     assert ll0 == ll1 and all(np.array_equal(a, b) for a, b in zip(s0, s1))
-    # the kept blocks are torch tensors in the band
+    # the kept blocks are torch tensors in the band (widened, 7 float32 values and a weight a
+    # row, they would take more than 1.25 times the rows' 24 bytes)
     kept = [store for store, *_ in cache._entries.values()]
     z = next(iter(kept[0].values()))[0]
     assert isinstance(z, torch.Tensor) and z.dtype == torch.bfloat16
+    # where the budget has room they are kept widened to float32: the same values, the same bits
+    roomy = FeatureCache(2 * enc.nbytes, ratio=2.0)
+    for _ in range(2):
+        acc = factory.make()
+        with roomy.active():
+            ll = fold_rows(acc, enc, weights, model, "bfloat16", 1 << 18)
+        assert ll == ll0 and all(np.array_equal(a, b) for a, b in zip(acc.arrays(), s0))
+    z = next(iter(next(iter(roomy._entries.values()))[0].values()))[0]
+    assert z.dtype == torch.float32 and torch.equal(z, z.bfloat16().float())
 
 
 def test_models_the_engine_cannot_run_are_refused_by_family_and_device():

@@ -193,10 +193,14 @@ class TorchFusedEStep:
         if any(t.key is None or t.source is None for t in self.terms):
             return None
         key = (type(self).__name__, self.band, str(self.device), self.block,
-               tuple(t.key for t in self.terms))
+               self.kept_dtype(), tuple(t.key for t in self.terms))
         # the row weights stay on the device too: kept with the features of the same weights
         return cache_for(key, [t.source for t in self.terms] + [self.weights],
                          self.kept_row_bytes() * self.n_rows, enc.nbytes)
+
+    def kept_dtype(self) -> Any:
+        """The dtype kept features are stored in (the band's)."""
+        return self.dtype
 
     def kept_row_bytes(self) -> int:
         """Host bytes a kept row takes (its features in both fp8 layouts, and its weight);
@@ -446,10 +450,11 @@ class CpuTorchFusedEStep(TorchFusedEStep):
     (MKL and oneDNN in torch's CPU build). The same arithmetic -- the GEMMs' inputs are the
     band's values and they accumulate in float32 -- with these differences of layout and order:
 
-    - the features are kept in the band, (F + 1, rows), and widened to float32 block by block
-      for the scoring GEMM ``coef @ z``, which a CPU runs fastest in float32 (a product of two
-      bfloat16 or float16 values is exact in float32); blocks are half the NumPy fold's, so a
-      block's features and scores stay in cache between the two GEMMs;
+    - the features, (F + 1, rows), are the band's values kept widened to float32 when that fits
+      the feature budget, else kept in the band and widened block by block: both GEMMs run in
+      float32, which a CPU runs fastest here (a product of two bfloat16 or float16 values is
+      exact in float32); blocks are half the NumPy fold's, so a block's features and scores
+      stay in cache between the two GEMMs;
     - the statistics GEMM ``z @ r.T`` multiplies the same widened features by the posteriors
       rounded to the band's values, in float32 (torch's CPU GEMM of bfloat16 inputs rounds its
       sums to bfloat16, one error per block that does not average out over rows as the inputs'
@@ -475,9 +480,26 @@ class CpuTorchFusedEStep(TorchFusedEStep):
         features and scores then stay in cache from the scoring GEMM to the statistics one."""
         return max(block_rows(k, np.float32) // 2, 1024)
 
+    def _kept_features(self, enc: Encoded) -> dict[Any, Any] | None:
+        """The band's values kept widened to float32 when they fit the feature budget (no
+        widening per block then), else kept in the band (half the memory), widened per block."""
+        self.keep_wide = True
+        kept = super()._kept_features(enc)
+        if kept is None and self.dtype != self.work:
+            self.keep_wide = False
+            kept = super()._kept_features(enc)
+        return kept
+
+    def kept_dtype(self) -> Any:
+        return self.work if self.keep_wide else self.dtype
+
     def kept_row_bytes(self) -> int:
-        """A row's features in the band and its weight in the working dtype."""
-        return (self.f + 1) * self.dtype.itemsize + self.host_dt.itemsize
+        """A row's features (as :meth:`kept_dtype`) and its weight in the working dtype."""
+        return (self.f + 1) * self.kept_dtype().itemsize + self.host_dt.itemsize
+
+    def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
+        z, w, codes = super()._device_rows(lo, hi)
+        return (z.to(self.work) if self.keep_wide else z), w, codes
 
     def buffer_specs(self, m: int) -> dict[str, tuple[tuple[int, ...], Any]]:
         k, work = self.k, self.work
@@ -493,7 +515,7 @@ class CpuTorchFusedEStep(TorchFusedEStep):
         again."""
         z, w, codes = super().layout(lo, hi)
         buffers = self.block_buffers(hi - lo)
-        if self.dtype != self.work:
+        if z.dtype != self.work:
             z = buffers["wide"].copy_(z)
         buffers["z"], buffers["codes"] = z, codes
         return z, w, codes

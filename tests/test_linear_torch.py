@@ -394,3 +394,37 @@ def test_the_compiled_exp_and_bfloat16_rounding_against_references():
         assert (r == rounded).all()  # torch's rounding, bit for bit
         assert np.abs(r - exact).max() <= 2.0 ** -8 * np.abs(exact).max()
         assert (r[:, 7] == 0).all() and math.isfinite(float(r.sum()))
+
+
+@pytest.mark.parametrize("band", ["bfloat16", "float16", "float32"])
+def test_the_gpu_steps_run_on_the_cpu_within_the_bands_bound(band, monkeypatch):
+    """The GPU branches of TorchFusedEStep (one large block after another, the band's products
+    handed back in float32, the exp on the device, the block's sums added on the device) run
+    here on the CPU's torch, so that they are executed where no GPU is lent: the same
+    statistics as the CPU engine within the band's bound."""
+    import mixfold.compute.linear_torch as engine
+
+    model = _diagonal_mixture()
+    rows = model.sampler(4).sample(6000)
+    rows[17] = [40.0, -40.0, 40.0]  # a row far from every component
+    enc = model.encoder().encode(rows)
+
+    def fold(cls):
+        accs = [c.estimator().accumulator_factory().make() for c in model.components]
+        terms = type(accs[0]).linear_terms(accs, model.components, enc)
+        mass, lse = cls([terms], model.log_weights, enc, np.ones(enc.n_rows),
+                        f"{band}@cpu").run()
+        return mass, lse, [np.concatenate([a.ravel() for a in acc.arrays()]) for acc in accs]
+
+    cpu = fold(engine.CpuTorchFusedEStep)
+    monkeypatch.setattr(engine, "runs_as_gpu", lambda device: True)
+    step = engine.TorchFusedEStep([], np.zeros(1), enc, np.ones(enc.n_rows), f"{band}@cpu")
+    assert step.on_gpu and step.block == engine.GPU_BLOCK_ROWS and not step.widen
+    gpu = fold(engine.TorchFusedEStep)
+    bound = fused_statistics_bound(band, estep_op_count(model), enc.n_rows, enc.n_rows)
+    assert relative_error(gpu[0], cpu[0]) <= 2 * bound
+    assert max(relative_error(g, c) for g, c in zip(gpu[2], cpu[2])) <= 2 * bound
+    # per row, the same scores in the band's arithmetic as the CPU engine's (the far row is
+    # 3 nats from float64's in bfloat16: its scores are ~1,000 at a resolution of 2**-9)
+    assert np.isfinite(gpu[1]).all()
+    np.testing.assert_allclose(gpu[1], cpu[1], rtol=1e-5, atol=1e-5)

@@ -116,6 +116,12 @@ def fp8_supported(device: str) -> bool:
         torch.cuda.get_device_capability(torch.device(device)) >= (8, 9)
 
 
+def runs_as_gpu(device: Any) -> bool:
+    """Whether the engine runs ``device`` as a GPU: large blocks one after the other, products
+    of the band handed back in float32 by the device's GEMM, ``exp`` on the device."""
+    return device.type == "cuda"
+
+
 class TorchFusedEStep:
     """One fold of the fused linear E-step on a torch device (see the module): its plan for a
     chunk, then per row block :meth:`layout`, :meth:`score`, :meth:`normalise` and
@@ -138,7 +144,7 @@ class TorchFusedEStep:
             raise BandSupportError(f"precision {str(p)!r}: the fused torch E-step runs "
                                    f"{sorted(_TORCH_DTYPES)}, not {p.band!r}")
         self.band, self.device = p.band, torch.device(p.device)
-        self.on_gpu = self.device.type == "cuda"
+        self.on_gpu = runs_as_gpu(self.device)
         self.dtype = getattr(torch, _TORCH_DTYPES[p.band])
         # a CPU's GEMMs of bfloat16/float16 inputs: widened to float32 and multiplied there, which
         # is what a unit that accumulates in float32 computes (torch has no float32 output of a

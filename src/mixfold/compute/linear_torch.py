@@ -464,7 +464,7 @@ class CpuTorchFusedEStep(TorchFusedEStep):
     - the statistics GEMM ``z @ r.T`` multiplies the same widened features by the posteriors
       rounded to the band's values, in float32 (torch's CPU GEMM of bfloat16 inputs rounds its
       sums to bfloat16, one error per block that does not average out over rows as the inputs'
-      do: a fit then ends 2.4e-4 from float64's instead of 1e-5);
+      do: a mixed plan's fit then ends 2.4e-4 from float64's instead of 5.5e-6);
     - when every term bounds its scores (a density's peak) the scores are shifted by the largest
       peak inside the scoring GEMM and exponentiated as they are, without each row's maximum;
       a block with a row far below it (:data:`~mixfold.compute.linear.PEAK_SHIFT_MARGIN`) is

@@ -7,6 +7,8 @@ import pytest
 
 import mixfold
 from mixfold.compute.accuracy import estep_op_count, fold_statistics
+from mixfold.compute.amx_tiles import amx_available
+from mixfold.compute.kernels import band_kernels
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import fold_rows
 from mixfold.compute.linear import block_rows
@@ -19,6 +21,8 @@ from mixfold.precision.gpu import torch_device_available
 torch = pytest.importorskip("torch")
 
 CUDA = torch_device_available("cuda")
+#: the CPU's bfloat16 runs on AMX tiles here (mixfold.compute.linear_amx)
+ON_TILES = amx_available() and band_kernels() is not None
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 
 #: The stated relative distance of a whole fit's log-likelihood (scored in float64) in a band
@@ -139,7 +143,15 @@ def test_features_stay_on_the_device_between_folds():
             ll = fold_rows(acc, enc, weights, model, "bfloat16", 1 << 18)
         assert ll == ll0 and all(np.array_equal(a, b) for a, b in zip(acc.arrays(), s0))
     z = next(iter(next(iter(roomy._entries.values()))[0].values()))[0]
-    assert z.dtype == torch.float32 and torch.equal(z, z.bfloat16().float())
+    if ON_TILES:  # the AMX engine keeps the tiles' two layouts of the same values' bits
+        pairs, rows = z
+        f1, mp = rows.shape[1], 2 * rows.shape[0]
+        plain = pairs.transpose(0, 2, 1).reshape(f1, mp)
+        assert pairs.dtype == rows.dtype == np.uint16 and f1 == 8  # 7 features, to pairs
+        assert np.array_equal(plain, rows.transpose(1, 0, 2).reshape(f1, mp))
+        assert (plain[7] == 0).all() and (plain[6, :5000] == 0x3F80).all()  # ones row: 1.0
+    else:
+        assert z.dtype == torch.float32 and torch.equal(z, z.bfloat16().float())
 
 
 def test_models_the_engine_cannot_run_are_refused_by_family_and_device():
@@ -334,7 +346,9 @@ def _record_mixture() -> mixfold.MixtureDistribution:
 @pytest.mark.parametrize("case", ["gaussian", "far row", "record"])
 def test_the_compiled_normalisation_equals_torchs_operations(band, case, monkeypatch):
     """The two compiled passes (mixfold.compute.numba_bands) against the same steps in torch's
-    own operations: log-densities to float32's exp accuracy, statistics to the band's."""
+    own operations: log-densities to float32's exp accuracy, statistics to the band's (in
+    bfloat16 the compiled side runs on AMX tiles where the CPU has them)."""
+    import mixfold.compute.linear_amx as tiles
     import mixfold.compute.linear_torch as engine
 
     if case == "record":
@@ -354,6 +368,7 @@ def test_the_compiled_normalisation_equals_torchs_operations(band, case, monkeyp
 
     compiled, lse = fold()
     monkeypatch.setattr(engine, "band_kernels", lambda: None)
+    monkeypatch.setattr(tiles, "band_kernels", lambda: None)  # (no tiles without them)
     plain, lse_plain = fold()
     if case == "record":  # rows of level c: two components score -inf, the third all the mass
         assert any(r[0] == "c" for r in rows)

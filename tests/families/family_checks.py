@@ -86,7 +86,7 @@ def check_mixture_step(estimator, components, rows, ref_logpdf, rng, fused=True)
     component's own accumulator; the returned log-densities equal the reference mixture's."""
     from scipy.special import logsumexp
 
-    from mixfold.compute.linear_torch import fused_linear_mixture
+    from mixfold.compute.band_engines import fused_linear_mixture
 
     weights = rng.dirichlet(np.ones(len(components)))
     model = mixfold.MixtureDistribution(components, weights)

@@ -20,8 +20,7 @@ score, normalise, accumulate -- on torch tensors, with the plan of the same
 - each block's statistics are added up in float64 on the device and handed back once; the
   M-step runs in float64 as always.
 
-:func:`fused_linear_fold` picks the engine a precision names: this one for ``torch``, NumPy's
-:func:`~mixfold.compute.linear.linear_fold` for the native bands.
+:func:`~mixfold.compute.band_engines.fused_linear_fold` picks the engine a precision names.
 
 >>> import numpy as np
 >>> from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
@@ -30,7 +29,8 @@ score, normalise, accumulate -- on torch tensors, with the plan of the same
 >>> comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
 >>> enc = ArrayEncoded(np.array([0, 1, 7, 9]))
 >>> terms = PoissonAccumulator.linear_terms(accs, comps, enc)
->>> mass, lse = fused_linear_fold([terms], np.log([0.5, 0.5]), enc, np.ones(4), "float32@cpu")
+>>> step = CpuTorchFusedEStep([terms], np.log([0.5, 0.5]), enc, np.ones(4), "float32@cpu")
+>>> mass, lse = step.run()
 >>> mass.round(3).tolist(), round(float(mass.sum()), 5)
 ([1.955, 2.045], 4.0)
 """
@@ -49,14 +49,13 @@ from mixfold.compute.encoded import Encoded
 from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.kernels import band_kernels
 from mixfold.compute.linear import (FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR,
-                                    PEAK_SHIFT_MARGIN, LinearTerms, block_rows, linear_fold)
+                                    PEAK_SHIFT_MARGIN, LinearTerms, block_rows)
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.precision.bands import resolve_precision
 from mixfold.precision.gpu import torch_device_available
 from mixfold.precision.support import BandSupportError
 
-__all__ = ["TorchFusedEStep", "CpuTorchFusedEStep", "fused_linear_fold", "fused_linear_mixture",
-           "GPU_BLOCK_ROWS",
+__all__ = ["TorchFusedEStep", "CpuTorchFusedEStep", "GPU_BLOCK_ROWS",
            "GPU_CHUNK_ROWS",
            "FP8_MAX", "fp8_supported", "one_torch_thread"]
 
@@ -586,28 +585,3 @@ class CpuTorchFusedEStep(TorchFusedEStep):
 
     def _statistics_gemm(self, z: Any, r: Any, buffers: dict[str, Any]) -> Any:
         return self.torch.mm(z, r.t()).to(self.torch.float64)  # (F + 1, K), as the base's
-
-
-def fused_linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
-                      weights: np.ndarray, precision: str = "float64"
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """The fused mixture E-step on the engine ``precision`` names: torch
-    (:class:`TorchFusedEStep`) or NumPy (:func:`~mixfold.compute.linear.linear_fold`).
-    Returns (posterior mass per component, per-row log-density)."""
-    p = resolve_precision(precision)
-    if p.engine == "torch":
-        # (float64 keeps no features within the budget: the base's layout is faster there)
-        cpu = p.device == "cpu" and p.band not in ("fp8", "float64")
-        engine = CpuTorchFusedEStep if cpu else TorchFusedEStep
-        return engine(terms, log_weights, enc, weights, precision).run()
-    return linear_fold(terms, log_weights, enc, weights, precision)
-
-
-def fused_linear_mixture(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
-                         enc: Encoded, weights: np.ndarray, precision: str = "float64"
-                         ) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`~mixfold.compute.linear.fold_linear_mixture` on the engine ``precision`` names;
-    ``None`` when the components' parameters fall outside the form."""
-    terms = type(accs[0]).linear_terms(accs, components, enc)
-    return None if terms is None else fused_linear_fold([terms], log_weights, enc, weights,
-                                                        precision)

@@ -14,6 +14,10 @@ run over contiguous rows, so every per-row quantity is a lane of its own):
   where the band is bfloat16 (to nearest, ties to even: torch's rounding), so that the
   statistics GEMM multiplies the band's values.
 
+For the AMX tiles (:mod:`mixfold.compute.amx_tiles`), whose operands are bfloat16 bit patterns:
+:func:`band_normalise_bits` runs both passes in one call and writes the posteriors as bit
+patterns, and :func:`band_tile_layouts` lays a block's features out in the tiles' two layouts.
+
 The ``exp`` is Cody-Waite range reduction and a degree-5 polynomial on [-ln2/2, ln2/2]
 (relative error about 3e-7, five float32 ulps), written out so that it vectorises with the
 rest of the pass: the bands' inputs carry errors of 2**-9 (bfloat16), 2**-12 (float16) and
@@ -30,7 +34,8 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["band_exp_totals", "band_posteriors", "EXP_COEFFICIENTS"]
+__all__ = ["band_exp_totals", "band_posteriors", "band_normalise_bits", "band_tile_layouts",
+           "EXP_COEFFICIENTS"]
 
 #: exp(f) on [-ln2/2, ln2/2], lowest degree first: a relative least-squares fit at Chebyshev
 #: nodes, rounded to float32 (relative error 1.5e-7 before the float32 arithmetic)
@@ -40,6 +45,8 @@ _C0, _C1, _C2, _C3, _C4, _C5 = (np.float32(c) for c in EXP_COEFFICIENTS)
 _LOG2E = np.float32(1.0 / math.log(2.0))
 _LN2_HI = np.float32(0.693359375)  # ln 2 in 9 bits: n * _LN2_HI is exact for |n| < 2**15
 _LN2_LO = np.float32(math.log(2.0) - 0.693359375)
+_SQRT_HALF_BITS = np.uint32(0x3F3504F3)  # sqrt(1/2) as float32 bits
+_L3, _L5, _L7, _L9 = (np.float32(1.0 / n) for n in (3, 5, 7, 9))  # atanh's series
 _EXP_CEILING = np.float32(80.0)  # exp(80) * K stays finite in float32
 #: no NaN-or-infinity assumptions: a table's -inf and a dead row's zero total stay exact
 _FLAGS = {"contract", "reassoc", "nsz", "arcp", "afn"}
@@ -49,6 +56,10 @@ _SCORES = _F4[:, ::1]
 _VECTOR = _F4[::1]
 EXP_TOTALS_SIGNATURE = _F4(_SCORES, _VECTOR, numba.boolean, _F4, _F4, _VECTOR)
 POSTERIORS_SIGNATURE = numba.void(_SCORES, _VECTOR, _VECTOR, _VECTOR, numba.boolean)
+_BITS = numba.uint16[:, ::1]
+NORMALISE_BITS_SIGNATURE = numba.boolean(_SCORES, _VECTOR, numba.boolean, _F4, _F4, _VECTOR, _F4,
+                                         _VECTOR, _VECTOR, _BITS, _VECTOR)
+LAYOUTS_SIGNATURE = numba.void(_SCORES, numba.uint16[:, :, ::1], numba.uint16[:, :, ::1])
 
 
 @numba.njit(inline="always", fastmath=_FLAGS)
@@ -100,19 +111,86 @@ def _scales(w, total, scale):
         scale[j] = w[j] / t if t > 0 else np.float32(0.0)
 
 
+@numba.njit(inline="always")
+def _bfloat16_bits(x):
+    # the bfloat16 nearest x (ties to even: torch's rounding; x finite), as its high 16 bits
+    u = np.float32(x).view(np.uint32)
+    return (u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) >> np.uint32(16)
+
+
 @numba.njit(POSTERIORS_SIGNATURE, nogil=True, fastmath=_FLAGS, cache=True)
 def band_posteriors(scores, w, total, scale, to_bfloat16):
-    # scores *= w / total in place, rounded to bfloat16's values where asked (to nearest, ties
-    # to even: torch's rounding; posteriors are finite and >= 0)
+    # scores *= w / total in place, rounded to bfloat16's values where asked (posteriors are
+    # finite and >= 0)
     _scales(w, total, scale)
     k, m = scores.shape
     for c in range(k):
         row = scores[c]
         if to_bfloat16:
             for j in range(m):
-                u = np.float32(row[j] * scale[j]).view(np.uint32)
-                u = (u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) & np.uint32(0xFFFF0000)
+                u = _bfloat16_bits(row[j] * scale[j]) << np.uint32(16)
                 row[j] = np.uint32(u).view(np.float32)
         else:
             for j in range(m):
                 row[j] *= scale[j]
+
+
+@numba.njit(inline="always", fastmath=_FLAGS)
+def _posterior_bits(scores, w, total, scale, bits):
+    # bits = the bfloat16 bit patterns of scores * w / total
+    _scales(w, total, scale)
+    k, m = scores.shape
+    for c in range(k):
+        row, out = scores[c], bits[c]
+        for j in range(m):
+            out[j] = np.uint16(_bfloat16_bits(row[j] * scale[j]))
+
+
+@numba.njit(inline="always", fastmath=_FLAGS)
+def _log(x):
+    # log(x), x a normal float32 > 0: x = 2**e * m, m in [sqrt(1/2), sqrt(2)) (the exponent
+    # bits shifted by sqrt(1/2)'s), log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.172
+    v = np.float32(x).view(np.uint32) - _SQRT_HALF_BITS
+    e = np.float32(np.int32(v) >> 23)
+    m = np.uint32((v & np.uint32(0x7FFFFF)) + _SQRT_HALF_BITS).view(np.float32)
+    s = (m - np.float32(1.0)) / (m + np.float32(1.0))
+    s2 = s * s
+    p = s2 * (_L3 + s2 * (_L5 + s2 * (_L7 + s2 * _L9)))
+    return e * _LN2_HI + (np.float32(2.0) * s * (np.float32(1.0) + p) + e * _LN2_LO)
+
+
+@numba.njit(NORMALISE_BITS_SIGNATURE, nogil=True, fastmath=_FLAGS, cache=True)
+def band_normalise_bits(scores, top, centre, floor, floor_exp, total, least_total, w, scale,
+                        bits, lse):
+    # band_exp_totals, each row's log-density (less the shift) into lse and the posteriors as
+    # bfloat16 bit patterns (the tiles' operand) into bits; False, with lse and bits
+    # untouched, when a row's total fell below least_total without centre (the caller scores
+    # the block again and asks with centre)
+    least = band_exp_totals(scores, top, centre, floor, floor_exp, total)
+    if not centre and least < least_total:
+        return False
+    for j in range(total.size):
+        # a total is 0 (a dead row: -inf) or at least least_total, a normal number
+        t = total[j]
+        lse[j] = _log(t) + top[j] if t > 0 else -np.inf
+    _posterior_bits(scores, w, total, scale, bits)
+    return True
+
+
+@numba.njit(LAYOUTS_SIGNATURE, nogil=True, fastmath=_FLAGS, cache=True)
+def band_tile_layouts(z, pairs, rows):
+    # z (F1, m) float32 -> its bfloat16 bit patterns in the tiles' two layouts, padded with
+    # zeros: pairs (F1p/2, mp, 2), each row's features in pairs; rows (mp/2, F1p, 2), each
+    # feature's rows in pairs
+    f1, m = z.shape
+    half, mp = pairs.shape[0], pairs.shape[1]
+    for p in range(half):
+        for e in range(2):
+            f = 2 * p + e
+            for j in range(mp):
+                pairs[p, j, e] = np.uint16(_bfloat16_bits(z[f, j])) if f < f1 and j < m else 0
+    for f in range(2 * half):
+        for q in range(mp // 2):
+            for e in range(2):
+                j = 2 * q + e
+                rows[q, f, e] = np.uint16(_bfloat16_bits(z[f, j])) if f < f1 and j < m else 0

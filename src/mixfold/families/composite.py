@@ -11,7 +11,7 @@ from mixfold.capabilities import FusedFold, LinearInFeatures, StackedScoring, St
 from mixfold.compute.row_blocks import run_each
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError
-from mixfold.compute.linear_torch import fused_linear_fold
+from mixfold.compute.band_engines import fused_linear_fold
 from mixfold.families.mixture import _stackable, stack_columns
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsChildren,
                                      ScoreChildren, ScoresChildren, fold_serially,

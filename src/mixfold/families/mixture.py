@@ -25,7 +25,8 @@ from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp, decomposition_for
 from mixfold.errors import DegenerateFitWarning, NumericalError, ParameterError
-from mixfold.compute.linear_torch import GPU_CHUNK_ROWS, fused_linear_mixture
+from mixfold.compute.band_engines import fused_linear_mixture
+from mixfold.compute.linear_torch import GPU_CHUNK_ROWS
 from mixfold.precision import resolve_precision, band_ops, log_density_in_band, require_band
 from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows

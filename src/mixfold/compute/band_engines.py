@@ -1,0 +1,65 @@
+"""Which engine runs the fused linear E-step of a precision: NumPy's
+(:func:`~mixfold.compute.linear.linear_fold`) for the native bands, torch's
+(:class:`~mixfold.compute.linear_torch.TorchFusedEStep`) for ``...@cuda`` and fp8, its CPU
+layout (:class:`~mixfold.compute.linear_torch.CpuTorchFusedEStep`) for the CPU's bands below
+float64, and AMX tiles (:class:`~mixfold.compute.linear_amx.AmxFusedEStep`) for the CPU's
+bfloat16 where the processor has them.
+
+>>> import numpy as np
+>>> from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
+>>> from mixfold.families._protocol import ArrayEncoded
+>>> accs = [PoissonAccumulator() for _ in range(2)]
+>>> comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
+>>> enc = ArrayEncoded(np.array([0, 1, 7, 9]))
+>>> mass, lse = fused_linear_mixture(accs, comps, np.log([.5, .5]), enc, np.ones(4), "float32")
+>>> mass.round(3).tolist()
+[1.955, 2.045]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mixfold.compute.encoded import Encoded
+from mixfold.compute.linear import LinearTerms, linear_fold
+from mixfold.compute.linear_amx import AmxFusedEStep, runs_on_tiles
+from mixfold.compute.linear_torch import CpuTorchFusedEStep, TorchFusedEStep
+from mixfold.precision.bands import resolve_precision
+
+__all__ = ["fused_linear_fold", "fused_linear_mixture", "engine_for"]
+
+
+def engine_for(terms: Sequence[LinearTerms], precision: str) -> type | None:
+    """The torch engine class that runs ``precision`` for these terms; ``None`` for NumPy's."""
+    p = resolve_precision(precision)
+    if p.engine != "torch":
+        return None
+    if runs_on_tiles(terms, p.band, p.device):
+        return AmxFusedEStep
+    # (float64 keeps no features within the budget: the base's layout is faster there)
+    cpu = p.device == "cpu" and p.band not in ("fp8", "float64")
+    return CpuTorchFusedEStep if cpu else TorchFusedEStep
+
+
+def fused_linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
+                      weights: np.ndarray, precision: str = "float64"
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """The fused mixture E-step on the engine ``precision`` names (:func:`engine_for`).
+    Returns (posterior mass per component, per-row log-density)."""
+    engine = engine_for(terms, precision)
+    if engine is None:
+        return linear_fold(terms, log_weights, enc, weights, precision)
+    return engine(terms, log_weights, enc, weights, precision).run()
+
+
+def fused_linear_mixture(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+                         enc: Encoded, weights: np.ndarray, precision: str = "float64"
+                         ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`~mixfold.compute.linear.fold_linear_mixture` on the engine ``precision`` names;
+    ``None`` when the components' parameters fall outside the form."""
+    terms = type(accs[0]).linear_terms(accs, components, enc)
+    return None if terms is None else fused_linear_fold([terms], log_weights, enc, weights,
+                                                        precision)

@@ -458,7 +458,9 @@ class TorchFusedEStep:
 class CpuTorchFusedEStep(TorchFusedEStep):
     """:class:`TorchFusedEStep` on a CPU for the bands below float64, laid out for its BLAS
     (MKL and oneDNN in torch's CPU build). The same arithmetic -- the GEMMs' inputs are the
-    band's values and they accumulate in float32 -- with these differences of layout and order:
+    band's values and they accumulate in float32 -- with these differences of layout and order
+    (bfloat16 on a CPU with AMX tiles runs :class:`~mixfold.compute.linear_amx.AmxFusedEStep`,
+    a subclass, instead):
 
     - the features, (F + 1, rows), are the band's values kept widened to float32 when that fits
       the feature budget, else kept in the band and widened block by block: both GEMMs run in

@@ -50,6 +50,8 @@ _L3, _L5, _L7, _L9 = (np.float32(1.0 / n) for n in (3, 5, 7, 9))  # atanh's seri
 _EXP_CEILING = np.float32(80.0)  # exp(80) * K stays finite in float32
 #: no NaN-or-infinity assumptions: a table's -inf and a dead row's zero total stay exact
 _FLAGS = {"contract", "reassoc", "nsz", "arcp", "afn"}
+# every njit here also takes error_model="numpy": a division then carries no zero check that
+# raises, which would keep its loop from vectorising (the kernels guard their divisors)
 
 _F4 = numba.float32
 _SCORES = _F4[:, ::1]
@@ -62,7 +64,7 @@ NORMALISE_BITS_SIGNATURE = numba.boolean(_SCORES, _VECTOR, numba.boolean, _F4, _
 LAYOUTS_SIGNATURE = numba.void(_SCORES, numba.uint16[:, :, ::1], numba.uint16[:, :, ::1])
 
 
-@numba.njit(inline="always", fastmath=_FLAGS)
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
 def _exp(x):
     # exp(x) = 2**n * exp(f), n = round(x / ln 2), the power of two added to p's exponent bits
     n = np.floor(x * _LOG2E + np.float32(0.5))
@@ -72,7 +74,7 @@ def _exp(x):
     return np.uint32(bits).view(np.float32)
 
 
-@numba.njit(EXP_TOTALS_SIGNATURE, nogil=True, fastmath=_FLAGS, cache=True)
+@numba.njit(EXP_TOTALS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
 def band_exp_totals(scores, top, centre, floor, floor_exp, total):
     # scores (K, m) -> exp(score - top) - exp(floor) above the floor, else 0, in place; total
     # (m,) their sums; top (m,) each row's maximum when centre (0 for a row no component
@@ -103,7 +105,7 @@ def band_exp_totals(scores, top, centre, floor, floor_exp, total):
     return least
 
 
-@numba.njit(inline="always", fastmath=_FLAGS)
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
 def _scales(w, total, scale):
     # w / total per row; a dead row (total 0) gets posteriors 0, not NaN
     for j in range(total.size):
@@ -118,7 +120,7 @@ def _bfloat16_bits(x):
     return (u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) >> np.uint32(16)
 
 
-@numba.njit(POSTERIORS_SIGNATURE, nogil=True, fastmath=_FLAGS, cache=True)
+@numba.njit(POSTERIORS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
 def band_posteriors(scores, w, total, scale, to_bfloat16):
     # scores *= w / total in place, rounded to bfloat16's values where asked (posteriors are
     # finite and >= 0)
@@ -135,7 +137,7 @@ def band_posteriors(scores, w, total, scale, to_bfloat16):
                 row[j] *= scale[j]
 
 
-@numba.njit(inline="always", fastmath=_FLAGS)
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
 def _posterior_bits(scores, w, total, scale, bits):
     # bits = the bfloat16 bit patterns of scores * w / total
     _scales(w, total, scale)
@@ -146,7 +148,7 @@ def _posterior_bits(scores, w, total, scale, bits):
             out[j] = np.uint16(_bfloat16_bits(row[j] * scale[j]))
 
 
-@numba.njit(inline="always", fastmath=_FLAGS)
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
 def _log(x):
     # log(x), x a normal float32 > 0: x = 2**e * m, m in [sqrt(1/2), sqrt(2)) (the exponent
     # bits shifted by sqrt(1/2)'s), log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.172
@@ -159,7 +161,7 @@ def _log(x):
     return e * _LN2_HI + (np.float32(2.0) * s * (np.float32(1.0) + p) + e * _LN2_LO)
 
 
-@numba.njit(NORMALISE_BITS_SIGNATURE, nogil=True, fastmath=_FLAGS, cache=True)
+@numba.njit(NORMALISE_BITS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
 def band_normalise_bits(scores, top, centre, floor, floor_exp, total, least_total, w, scale,
                         bits, lse):
     # band_exp_totals, each row's log-density (less the shift) into lse and the posteriors as
@@ -177,7 +179,7 @@ def band_normalise_bits(scores, top, centre, floor, floor_exp, total, least_tota
     return True
 
 
-@numba.njit(LAYOUTS_SIGNATURE, nogil=True, fastmath=_FLAGS, cache=True)
+@numba.njit(LAYOUTS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
 def band_tile_layouts(z, pairs, rows):
     # z (F1, m) float32 -> its bfloat16 bit patterns in the tiles' two layouts, padded with
     # zeros: pairs (F1p/2, mp, 2), each row's features in pairs; rows (mp/2, F1p, 2), each

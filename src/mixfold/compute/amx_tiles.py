@@ -57,13 +57,15 @@ attributes #0 = { nounwind "target-features"="+amx-tile,+amx-bf16" }
 @functools.cache
 def amx_available() -> bool:
     """Whether this process can run the tiles: Linux on x86-64, a CPU with AMX-BF16 (as LLVM
-    reads it), the kernel's permission granted, llvmlite importable and
-    ``MIXFOLD_DISABLE_AMX`` unset."""
+    reads it), the kernel's permission granted, llvmlite importable with LLVM 15 or later, and
+    ``MIXFOLD_DISABLE_AMX`` unset (a fork inherits the permission)."""
     if _DISABLED or platform.system() != "Linux" or platform.machine() != "x86_64":
         return False
     try:
         import llvmlite.binding as llvm
     except ImportError:
+        return False
+    if llvm.llvm_version_info < (15,):  # the IR below is written with opaque pointers
         return False
     features = llvm.get_host_cpu_features()
     if not (features.get("amx-tile") and features.get("amx-bf16")):
@@ -255,6 +257,10 @@ class TileGemms:
     def __init__(self, k: int, f1: int) -> None:
         import llvmlite.binding as llvm
 
+        try:
+            llvm.initialize()
+        except RuntimeError:  # llvmlite 0.45 and later initialise themselves
+            pass
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         self.k, self.f1 = k, f1

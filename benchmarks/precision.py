@@ -21,8 +21,9 @@ every device: the relative distance of the
 final log-likelihoods (scored in float64). ``bfloat16@cpu`` runs on AMX tiles where the CPU has
 them; ``MIXFOLD_DISABLE_AMX=1`` runs it as before, through float32 GEMMs of the band's values
 (an A/B of the two: the same command with and without it). Goals (issue [bands]):
-``bfloat16@cpu`` at least 1.5x faster than NumPy ``float32`` and 3x faster than ``float64``, its error within its bound; on a
-GPU, P1 at 10^7 rows in bfloat16 at most 5 ms per iteration and fp8 no slower than bfloat16.
+``bfloat16@cpu`` at least 1.5x faster than NumPy ``float32`` and 3x faster than ``float64``, its
+error within its bound; on a GPU, P1 at 10^7 rows in bfloat16 at most 5 ms per iteration and
+fp8 no slower than bfloat16.
 
 Part 1 -- bands. A K=4 diagonal Gaussian mixture in D=4 (fixed seed). For every band, one E-step
 (``fold_rows``: scores, responsibilities and statistics of all rows) is timed (best of 3) and its

@@ -105,7 +105,8 @@ def test_kept_tile_layouts_and_kept_band_values_give_the_same_bits():
 
 def test_one_call_normalisation_equals_the_two_passes_and_logs():
     """band_normalise_bits: the posteriors' bits are the two-pass bfloat16 values' (torch's
-    rounding), each row's log-density log(total) + top to float32's accuracy, a dead row's
+    rounding), each row's log-density log(total) + top (+ the shift, in float64) to float32's
+    accuracy, a dead row's
     -inf; a row below the least total without centring leaves lse and bits untouched."""
     kernels = band_kernels()
     if kernels is None:
@@ -119,9 +120,10 @@ def test_one_call_normalisation_equals_the_two_passes_and_logs():
     for centre in (False, True):
         s, top, total, scale = (np.empty(m, np.float32) for _ in range(4))
         s = scores.copy()
-        bits, lse = np.empty((k, m), np.uint16), np.empty(m, np.float32)
+        bits, lse = np.empty((k, m), np.uint16), np.empty(m)
         assert kernels["band_normalise_bits"](s, top, centre, floor, floor_exp, total, -1.0, w,
-                                              scale, bits, lse)
+                                              scale, bits, lse, 10.0)
+        lse -= 10.0  # the shift, added in float64
         two = scores.copy()
         t2, top2 = np.empty(m, np.float32), np.empty(m, np.float32)
         kernels["band_exp_totals"](two, top2, centre, floor, floor_exp, t2)
@@ -133,9 +135,9 @@ def test_one_call_normalisation_equals_the_two_passes_and_logs():
         assert np.all(np.abs(lse[alive] - want[alive]) <= 3e-7 * np.maximum(1, np.abs(want[alive])))
         assert lse[7] == -np.inf and (bits[:, 7] == 0).all()
     far = scores.copy()
-    bits, lse = np.full((k, m), 7, np.uint16), np.full(m, 3.0, np.float32)
+    bits, lse = np.full((k, m), 7, np.uint16), np.full(m, 3.0)
     assert not kernels["band_normalise_bits"](far, top, False, floor, floor_exp, total, 1.0, w,
-                                              scale, bits, lse)
+                                              scale, bits, lse, 0.0)
     assert (bits == 7).all() and (lse == 3.0).all()
 
 

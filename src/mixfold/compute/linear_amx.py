@@ -131,9 +131,10 @@ class AmxFusedEStep(CpuTorchFusedEStep):
         return z, w_padded, codes
 
     def run(self) -> tuple[np.ndarray, np.ndarray]:
-        # each row's log-density (less the shift), written by the blocks' compiled
-        # normalisation (a block's padding past the last row included)
-        self.lse = np.empty(self.n_rows + ROW_ALIGN, np.float32)
+        # each row's log-density in float64, the shift added, written by the blocks' compiled
+        # normalisation (a block's padding past the last row included): no pass over the
+        # rows after the blocks
+        self.lse = np.empty(self.n_rows + ROW_ALIGN)
         return super().run()
 
     def buffer_specs(self, m: int) -> dict[str, tuple[tuple[int, ...], Any]]:
@@ -165,13 +166,13 @@ class AmxFusedEStep(CpuTorchFusedEStep):
         return scores
 
     def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
-        """Each row's log-density (less the shift) into the fold's (``lse`` is filled from it
-        in :meth:`collect`); returns the posteriors as bfloat16 bit patterns (K, padded rows),
-        the padding's 0. One compiled call, a second when a row sits far below the shift."""
+        """Each row's log-density into the fold's (see :meth:`log_densities`); returns the
+        posteriors as bfloat16 bit patterns (K, padded rows), the padding's 0. One compiled
+        call, a second when a row sits far below the shift."""
         lo, mp = buffers["lo"], scores.shape[1]
         top, total = buffers["top"].numpy(), buffers["total"].numpy()
         bits = buffers["bits"].numpy().view(np.uint16)
-        args = (w.numpy(), buffers["scale"].numpy(), bits, self.lse[lo:lo + mp])
+        args = (w.numpy(), buffers["scale"].numpy(), bits, self.lse[lo:lo + mp], self.shift)
         normalise = self.compiled["band_normalise_bits"]
         if not normalise(scores.numpy(), top, not self.bounded, self.floor, self.floor_exp,
                          total, self.least_total, *args):
@@ -191,6 +192,6 @@ class AmxFusedEStep(CpuTorchFusedEStep):
         posteriors = buffers["bits"][:, :buffers["m"]].view(torch.bfloat16).to(self.work)
         return out, self._table_counts(posteriors, codes)
 
-    def collect(self, folded: list[tuple[Any, list[Any]]], lse: Any
-                ) -> tuple[np.ndarray, np.ndarray]:
-        return super().collect(folded, self.torch.from_numpy(self.lse[:self.n_rows]))
+    def log_densities(self, lse: Any) -> np.ndarray:
+        """The blocks wrote them, in float64 with the shift (``lse`` is unused)."""
+        return self.lse[:self.n_rows]

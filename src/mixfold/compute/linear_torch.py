@@ -394,12 +394,18 @@ class TorchFusedEStep:
         for t, off in zip(self.terms, self.offsets):
             t.add_sums(sums_h[:, off:off + t.n_features], mass,
                        None if t.table is None else next(table_counts))
-        out = lse.to(self.torch.float64).cpu().numpy()
-        out += self.shift
+        out = self.log_densities(lse)
         for t in self.terms:
             if t.base is not None:
                 out += t.base
         return mass, out
+
+    def log_densities(self, lse: Any) -> np.ndarray:
+        """Each row's log-density less the terms' bases, in float64 on the host: ``lse`` and
+        the shift."""
+        out = lse.to(self.torch.float64).cpu().numpy()
+        out += self.shift
+        return out
 
     # -- fp8 (e4m3) through torch._scaled_mm ---------------------------------------------------
 

@@ -60,7 +60,8 @@ EXP_TOTALS_SIGNATURE = _F4(_SCORES, _VECTOR, numba.boolean, _F4, _F4, _VECTOR)
 POSTERIORS_SIGNATURE = numba.void(_SCORES, _VECTOR, _VECTOR, _VECTOR, numba.boolean)
 _BITS = numba.uint16[:, ::1]
 NORMALISE_BITS_SIGNATURE = numba.boolean(_SCORES, _VECTOR, numba.boolean, _F4, _F4, _VECTOR, _F4,
-                                         _VECTOR, _VECTOR, _BITS, _VECTOR)
+                                         _VECTOR, _VECTOR, _BITS, numba.float64[::1],
+                                         numba.float64)
 LAYOUTS_SIGNATURE = numba.void(_SCORES, numba.uint16[:, :, ::1], numba.uint16[:, :, ::1])
 
 
@@ -163,8 +164,9 @@ def _log(x):
 
 @numba.njit(NORMALISE_BITS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
 def band_normalise_bits(scores, top, centre, floor, floor_exp, total, least_total, w, scale,
-                        bits, lse):
-    # band_exp_totals, each row's log-density (less the shift) into lse and the posteriors as
+                        bits, lse, shift):
+    # band_exp_totals, each row's log-density (float64, the shift added) into lse and the
+    # posteriors as
     # bfloat16 bit patterns (the tiles' operand) into bits; False, with lse and bits
     # untouched, when a row's total fell below least_total without centre (the caller scores
     # the block again and asks with centre)
@@ -174,7 +176,7 @@ def band_normalise_bits(scores, top, centre, floor, floor_exp, total, least_tota
     for j in range(total.size):
         # a total is 0 (a dead row: -inf) or at least least_total, a normal number
         t = total[j]
-        lse[j] = _log(t) + top[j] if t > 0 else -np.inf
+        lse[j] = np.float64(_log(t) + top[j]) + shift if t > 0 else -np.inf
     _posterior_bits(scores, w, total, scale, bits)
     return True
 

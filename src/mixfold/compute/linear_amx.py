@@ -116,7 +116,9 @@ class AmxFusedEStep(CpuTorchFusedEStep):
         if pairs is None:
             pairs = np.empty((self.f1 // 2, mp, 2), np.uint16)
             rows = np.empty((mp // 2, self.f1, 2), np.uint16)
-        self.compiled["band_tile_layouts"](z, pairs, rows)
+        # (each pair of 16-bit values written as one 32-bit word)
+        self.compiled["band_tile_layouts"](z, pairs.view(np.uint32)[..., 0],
+                                           rows.view(np.uint32)[..., 0])
         return pairs, rows
 
     def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:

@@ -62,7 +62,7 @@ _BITS = numba.uint16[:, ::1]
 NORMALISE_BITS_SIGNATURE = numba.boolean(_SCORES, _VECTOR, numba.boolean, _F4, _F4, _VECTOR, _F4,
                                          _VECTOR, _VECTOR, _BITS, numba.float64[::1],
                                          numba.float64)
-LAYOUTS_SIGNATURE = numba.void(_SCORES, numba.uint16[:, :, ::1], numba.uint16[:, :, ::1])
+LAYOUTS_SIGNATURE = numba.void(_SCORES, numba.uint32[:, ::1], numba.uint32[:, ::1])
 
 
 @numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
@@ -181,20 +181,22 @@ def band_normalise_bits(scores, top, centre, floor, floor_exp, total, least_tota
     return True
 
 
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
+def _bits_at(z, f, j):
+    # z[f, j]'s bfloat16 bits, 0 outside z (the padding)
+    f1, m = z.shape
+    return _bfloat16_bits(z[f, j]) if f < f1 and j < m else np.uint32(0)
+
+
 @numba.njit(LAYOUTS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
 def band_tile_layouts(z, pairs, rows):
     # z (F1, m) float32 -> its bfloat16 bit patterns in the tiles' two layouts, padded with
-    # zeros: pairs (F1p/2, mp, 2), each row's features in pairs; rows (mp/2, F1p, 2), each
-    # feature's rows in pairs
-    f1, m = z.shape
-    half, mp = pairs.shape[0], pairs.shape[1]
-    for p in range(half):
-        for e in range(2):
-            f = 2 * p + e
-            for j in range(mp):
-                pairs[p, j, e] = np.uint16(_bfloat16_bits(z[f, j])) if f < f1 and j < m else 0
-    for f in range(2 * half):
-        for q in range(mp // 2):
-            for e in range(2):
-                j = 2 * q + e
-                rows[q, f, e] = np.uint16(_bfloat16_bits(z[f, j])) if f < f1 and j < m else 0
+    # zeros, each pair of values one uint32 (the first in the low half): pairs (F1p/2, mp),
+    # each row's features in pairs; rows (mp/2, F1p), each feature's rows in pairs. Writes run
+    # along the outputs' rows
+    for p in range(pairs.shape[0]):
+        for j in range(pairs.shape[1]):
+            pairs[p, j] = _bits_at(z, 2 * p, j) | (_bits_at(z, 2 * p + 1, j) << np.uint32(16))
+    for q in range(rows.shape[0]):
+        for f in range(rows.shape[1]):
+            rows[q, f] = _bits_at(z, f, 2 * q) | (_bits_at(z, f, 2 * q + 1) << np.uint32(16))

@@ -102,6 +102,11 @@ class AmxFusedEStep(CpuTorchFusedEStep):
     def kept_dtype(self) -> Any:
         return self.torch.int16 if self.keep_tiles else self.dtype  # bit patterns, or values
 
+    @property
+    def compact(self) -> bool:
+        """Whether the kept features are the band's values, laid out block by block."""
+        return self.kept is not None and not self.keep_tiles
+
     def kept_row_bytes(self) -> int:
         """Both layouts of a row's features (2 bytes each), or its band values, and its
         weight."""
@@ -123,7 +128,7 @@ class AmxFusedEStep(CpuTorchFusedEStep):
 
     def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
         host = self._host_features(lo, hi)
-        if self.kept is not None and not self.keep_tiles:
+        if self.compact:
             z = self.torch.from_numpy(host).to(self.dtype)
         else:
             z = self._tiles(host)
@@ -143,7 +148,7 @@ class AmxFusedEStep(CpuTorchFusedEStep):
         k, mp, work = self.k, padded_rows(m), self.work
         specs = {"scores": ((k, mp), work), "top": ((mp,), work), "total": ((mp,), work),
                  "scale": ((mp,), work), "bits": ((k, mp), self.torch.int16)}
-        if not self.keep_tiles:  # the block's tile layouts, from the kept band values
+        if self.compact:  # the block's tile layouts, from the kept band values
             specs.update(pairs=((self.f1 // 2, mp, 2), self.torch.int16),
                          rows=((mp // 2, self.f1, 2), self.torch.int16))
         return specs
@@ -153,7 +158,7 @@ class AmxFusedEStep(CpuTorchFusedEStep):
         buffers for a block scored again."""
         z, w, codes = TorchFusedEStep.layout(self, lo, hi)
         buffers = self.block_buffers(hi - lo)
-        if not isinstance(z, tuple):  # kept as band values
+        if self.compact:
             z = self._tiles(z.float().numpy(), *(buffers[name].numpy().view(np.uint16)
                                                  for name in ("pairs", "rows")))
         buffers.update(z=z, codes=codes, lo=lo, m=hi - lo)

@@ -87,8 +87,11 @@ def test_a_whole_fit_ends_within_the_stated_distance_of_float64(band):
     model = _diagonal_mixture()
     x = model.sampler(1).sample(4000)
     est = mixfold.MixtureEstimator([mixfold.DiagonalGaussianEstimator()] * 4)
-    ref = mixfold.optimize(x, est, seed=0, max_iter=30, progress=False)
-    fit = mixfold.optimize(x, est, seed=0, max_iter=30, progress=False, precision=f"{band}@cpu")
+    # tol=0: with the default tol, float32's noise in the log-likelihood decides at which
+    # iteration the float32 fit stops (that alone moved the distance from 2e-10 to 5e-7)
+    ref = mixfold.optimize(x, est, seed=0, max_iter=30, tol=0.0, progress=False)
+    fit = mixfold.optimize(x, est, seed=0, max_iter=30, tol=0.0, progress=False,
+                           precision=f"{band}@cpu")
     enc = ref.encoder().encode(x)
     want, got = ref.seq_log_density(enc).sum(), fit.seq_log_density(enc).sum()
     assert abs(got - want) / abs(want) <= FIT_DISTANCE[band]

@@ -92,17 +92,19 @@ def _lda_kernels() -> dict[str, Any]:
 
 
 def band_kernels() -> dict[str, Any] | None:
-    """The compiled normalisation of the CPU band engine (:mod:`mixfold.compute.numba_bands`:
-    ``band_exp_totals``, ``band_posteriors``; for the AMX tiles ``band_normalise_bits`` and
-    ``band_tile_layouts``), loaded on the first
-    call; ``None`` where the kernels cannot be used (the engine then runs torch's operations)."""
+    """The compiled normalisation of the CPU band engines (:mod:`mixfold.compute.numba_bands`:
+    ``band_exp_totals``, ``band_log_densities``, ``band_posteriors``; for the AMX tiles
+    ``band_normalise_bits`` and ``band_tile_layouts``), loaded on the first call; ``None``
+    where the kernels cannot be used (the engine then runs torch's operations)."""
     if not kernels_available():
         return None
     if "band_exp_totals" not in _KERNELS:
         with _first_load_lock():
-            from mixfold.compute.numba_bands import (band_exp_totals, band_normalise_bits,
-                                                     band_posteriors, band_tile_layouts)
-        _KERNELS.update(band_exp_totals=band_exp_totals, band_posteriors=band_posteriors,
+            from mixfold.compute.numba_bands import (band_exp_totals, band_log_densities,
+                                                     band_normalise_bits, band_posteriors,
+                                                     band_tile_layouts)
+        _KERNELS.update(band_exp_totals=band_exp_totals, band_log_densities=band_log_densities,
+                        band_posteriors=band_posteriors,
                         band_normalise_bits=band_normalise_bits,
                         band_tile_layouts=band_tile_layouts)
     return _KERNELS

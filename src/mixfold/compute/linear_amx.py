@@ -137,12 +137,7 @@ class AmxFusedEStep(CpuTorchFusedEStep):
         w_padded[:hi - lo] = w
         return z, w_padded, codes
 
-    def run(self) -> tuple[np.ndarray, np.ndarray]:
-        # each row's log-density in float64, the shift added, written by the blocks' compiled
-        # normalisation (a block's padding past the last row included): no pass over the
-        # rows after the blocks
-        self.lse = np.empty(self.n_rows + ROW_ALIGN)
-        return super().run()
+    lse_padding = ROW_ALIGN  # a block's padding past the last row gets a log-density too
 
     def buffer_specs(self, m: int) -> dict[str, tuple[tuple[int, ...], Any]]:
         k, mp, work = self.k, padded_rows(m), self.work
@@ -173,7 +168,7 @@ class AmxFusedEStep(CpuTorchFusedEStep):
         return scores
 
     def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
-        """Each row's log-density into the fold's (see :meth:`log_densities`); returns the
+        """Each row's log-density into the fold's (in float64, the shift added); returns the
         posteriors as bfloat16 bit patterns (K, padded rows), the padding's 0. One compiled
         call, a second when a row sits far below the shift."""
         lo, mp = buffers["lo"], scores.shape[1]
@@ -198,7 +193,3 @@ class AmxFusedEStep(CpuTorchFusedEStep):
             return out, []
         posteriors = buffers["bits"][:, :buffers["m"]].view(torch.bfloat16).to(self.work)
         return out, self._table_counts(posteriors, codes)
-
-    def log_densities(self, lse: Any) -> np.ndarray:
-        """The blocks wrote them, in float64 with the shift (``lse`` is unused)."""
-        return self.lse[:self.n_rows]

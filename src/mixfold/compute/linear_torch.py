@@ -535,8 +535,23 @@ class CpuTorchFusedEStep(TorchFusedEStep):
         buffers = self.block_buffers(hi - lo)
         if z.dtype != self.work:
             z = buffers["wide"].copy_(z)
-        buffers["z"], buffers["codes"] = z, codes
+        buffers.update(z=z, codes=codes, lo=lo)
         return z, w, codes
+
+    #: Rows past the last that a fold's blocks may write log-densities for (its padding).
+    lse_padding = 0
+
+    def run(self) -> tuple[np.ndarray, np.ndarray]:
+        # with the compiled kernels each block writes its rows' log-densities in float64, the
+        # shift added: the fold ends without a pass over its rows
+        if self.compiled is not None:
+            self.lse = np.empty(self.n_rows + self.lse_padding)
+        return super().run()
+
+    def log_densities(self, lse: Any) -> np.ndarray:
+        if self.compiled is None:
+            return super().log_densities(lse)
+        return self.lse[:self.n_rows]
 
     def _scoring_gemm(self, z: Any, buffers: dict[str, Any]) -> Any:
         return self.torch.mm(self.coef, z, out=buffers["scores"])
@@ -556,7 +571,7 @@ class CpuTorchFusedEStep(TorchFusedEStep):
 
     def _normalise_compiled(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]
                             ) -> Any:
-        kernels, torch = self.compiled, self.torch
+        kernels = self.compiled
         top, total, scale = (buffers[name].numpy() for name in ("top", "total", "scale"))
         centre = not self.bounded
         least = kernels["band_exp_totals"](scores.numpy(), top, centre, self.floor,
@@ -566,9 +581,8 @@ class CpuTorchFusedEStep(TorchFusedEStep):
             scores = self.score(buffers["z"], buffers["codes"], buffers)
             kernels["band_exp_totals"](scores.numpy(), top, centre, self.floor, self.floor_exp,
                                        total)
-        torch.log(buffers["total"], out=lse)  # a dead row's total is 0: -inf
-        if centre:
-            lse += buffers["top"]
+        lo = buffers["lo"]
+        kernels["band_log_densities"](total, top, self.shift, self.lse[lo:lo + total.size])
         kernels["band_posteriors"](scores.numpy(), w.numpy(), total, scale,
                                    self.band == "bfloat16")
         return scores

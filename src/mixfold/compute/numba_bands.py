@@ -10,6 +10,8 @@ run over contiguous rows, so every per-row quantity is a lane of its own):
 - :func:`band_exp_totals` -- each row's maximum taken off where asked, the floor, ``exp`` and
   the totals over the components, in place; returns the least total (the engine scores a block
   again against each row's maximum when a row sits far below the shift).
+- :func:`band_log_densities` -- each row's log-density, ``log(total) + top``, in float64 with
+  the shift added (a vectorised log: the exponent's bits and an atanh series);
 - :func:`band_posteriors` -- ``r = e * w / total`` in place, rounded to bfloat16's values
   where the band is bfloat16 (to nearest, ties to even: torch's rounding), so that the
   statistics GEMM multiplies the band's values.
@@ -34,8 +36,8 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["band_exp_totals", "band_posteriors", "band_normalise_bits", "band_tile_layouts",
-           "EXP_COEFFICIENTS"]
+__all__ = ["band_exp_totals", "band_log_densities", "band_posteriors", "band_normalise_bits",
+           "band_tile_layouts", "EXP_COEFFICIENTS"]
 
 #: exp(f) on [-ln2/2, ln2/2], lowest degree first: a relative least-squares fit at Chebyshev
 #: nodes, rounded to float32 (relative error 1.5e-7 before the float32 arithmetic)
@@ -62,6 +64,7 @@ _BITS = numba.uint16[:, ::1]
 NORMALISE_BITS_SIGNATURE = numba.boolean(_SCORES, _VECTOR, numba.boolean, _F4, _F4, _VECTOR, _F4,
                                          _VECTOR, _VECTOR, _BITS, numba.float64[::1],
                                          numba.float64)
+LOG_DENSITIES_SIGNATURE = numba.void(_VECTOR, _VECTOR, numba.float64, numba.float64[::1])
 LAYOUTS_SIGNATURE = numba.void(_SCORES, numba.uint32[:, ::1], numba.uint32[:, ::1])
 
 
@@ -162,6 +165,22 @@ def _log(x):
     return e * _LN2_HI + (np.float32(2.0) * s * (np.float32(1.0) + p) + e * _LN2_LO)
 
 
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
+def _log_densities(total, top, shift, lse):
+    # lse = log(total) + top in float64, the shift added; a total is 0 (a dead row: -inf) or
+    # a normal number (at least the least total the caller checked, or 1 less the floor's exp)
+    for j in range(total.size):
+        t = total[j]
+        lse[j] = np.float64(_log(t) + top[j]) + shift if t > 0 else -np.inf
+
+
+@numba.njit(LOG_DENSITIES_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy",
+            cache=True)
+def band_log_densities(total, top, shift, lse):
+    # each row's log-density after band_exp_totals, in float64 with the shift added
+    _log_densities(total, top, shift, lse)
+
+
 @numba.njit(NORMALISE_BITS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
 def band_normalise_bits(scores, top, centre, floor, floor_exp, total, least_total, w, scale,
                         bits, lse, shift):
@@ -173,10 +192,7 @@ def band_normalise_bits(scores, top, centre, floor, floor_exp, total, least_tota
     least = band_exp_totals(scores, top, centre, floor, floor_exp, total)
     if not centre and least < least_total:
         return False
-    for j in range(total.size):
-        # a total is 0 (a dead row: -inf) or at least least_total, a normal number
-        t = total[j]
-        lse[j] = np.float64(_log(t) + top[j]) + shift if t > 0 else -np.inf
+    _log_densities(total, top, shift, lse)
     _posterior_bits(scores, w, total, scale, bits)
     return True
 

@@ -6,7 +6,7 @@ twice per step, where NumPy copies each document's row per nonzero and runs a sp
 (:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). (A Gaussian mixture's
 stacked E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in
 cache-sized row blocks: see :mod:`mixfold.compute.row_blocks`.) The CPU torch engine of the
-bands below float64 normalises a block's scores in two compiled passes instead of nine torch
+bands below float64 normalises a block's scores in one compiled call instead of nine torch
 operations (:mod:`mixfold.compute.numba_bands`, loaded by that engine). numba is imported on first
 use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`)
 load their machine code from numba's on-disk cache: a machine compiles them once, every later
@@ -93,19 +93,18 @@ def _lda_kernels() -> dict[str, Any]:
 
 def band_kernels() -> dict[str, Any] | None:
     """The compiled normalisation of the CPU band engines (:mod:`mixfold.compute.numba_bands`:
-    ``band_exp_totals``, ``band_log_densities``, ``band_posteriors``; for the AMX tiles
-    ``band_normalise_bits`` and ``band_tile_layouts``), loaded on the first call; ``None``
+    ``band_normalise`` and its passes ``band_exp_totals``, ``band_posteriors``; for the AMX
+    tiles ``band_normalise_bits`` and ``band_tile_layouts``), loaded on the first call; ``None``
     where the kernels cannot be used (the engine then runs torch's operations)."""
     if not kernels_available():
         return None
     if "band_exp_totals" not in _KERNELS:
         with _first_load_lock():
-            from mixfold.compute.numba_bands import (band_exp_totals, band_log_densities,
+            from mixfold.compute.numba_bands import (band_exp_totals, band_normalise,
                                                      band_normalise_bits, band_posteriors,
                                                      band_tile_layouts)
-        _KERNELS.update(band_exp_totals=band_exp_totals, band_log_densities=band_log_densities,
-                        band_posteriors=band_posteriors,
-                        band_normalise_bits=band_normalise_bits,
+        _KERNELS.update(band_exp_totals=band_exp_totals, band_posteriors=band_posteriors,
+                        band_normalise=band_normalise, band_normalise_bits=band_normalise_bits,
                         band_tile_layouts=band_tile_layouts)
     return _KERNELS
 

@@ -19,18 +19,14 @@ products summed in float32 per block and in float64 across blocks -- and only th
 float32 sums differs.
 
 >>> import numpy as np
->>> from mixfold.compute.amx_tiles import amx_available
 >>> from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
 >>> from mixfold.families._protocol import ArrayEncoded
 >>> accs = [PoissonAccumulator() for _ in range(2)]
 >>> comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
 >>> enc = ArrayEncoded(np.array([0, 1, 7, 9]))
 >>> terms = PoissonAccumulator.linear_terms(accs, comps, enc)
->>> if amx_available():
-...     mass, lse = AmxFusedEStep([terms], np.log([.5, .5]), enc, np.ones(4), "bfloat16@cpu").run()
-... else:
-...     from mixfold.compute.band_engines import fused_linear_fold
-...     mass, lse = fused_linear_fold([terms], np.log([.5, .5]), enc, np.ones(4), "bfloat16@cpu")
+>>> from mixfold.compute.band_engines import fused_linear_fold  # this engine, where AMX is
+>>> mass, lse = fused_linear_fold([terms], np.log([.5, .5]), enc, np.ones(4), "bfloat16@cpu")
 >>> mass.round(2).tolist(), round(float(mass.sum()), 2)
 ([1.95, 2.05], 4.0)
 """
@@ -88,29 +84,20 @@ class AmxFusedEStep(CpuTorchFusedEStep):
         """float32 values that are bfloat16's -> their bit patterns."""
         return (np.ascontiguousarray(a, np.float32).view(np.uint32) >> 16).astype(np.uint16)
 
-    def _kept_features(self, enc: Encoded) -> dict[Any, Any] | None:
-        """Both tile layouts kept when they fit the feature budget, else the band's values
-        (half the bytes), laid out per block."""
-        self.keep_wide = False
-        self.keep_tiles = True
-        kept = TorchFusedEStep._kept_features(self, enc)
-        if kept is None:
-            self.keep_tiles = False
-            kept = TorchFusedEStep._kept_features(self, enc)
-        return kept
-
     def kept_dtype(self) -> Any:
-        return self.torch.int16 if self.keep_tiles else self.dtype  # bit patterns, or values
+        """Kept ready (``keep_ready``): both tile layouts' bit patterns; else the band's values
+        (laid out block by block)."""
+        return self.torch.int16 if self.keep_ready else self.dtype
 
     @property
     def compact(self) -> bool:
         """Whether the kept features are the band's values, laid out block by block."""
-        return self.kept is not None and not self.keep_tiles
+        return self.kept is not None and not self.keep_ready
 
     def kept_row_bytes(self) -> int:
         """Both layouts of a row's features (2 bytes each), or its band values, and its
         weight."""
-        width = 2 * self.f1 if self.keep_tiles else self.f + 1
+        width = 2 * self.f1 if self.keep_ready else self.f + 1
         return 2 * width + self.host_dt.itemsize
 
     def _tiles(self, z: np.ndarray, pairs: np.ndarray | None = None,
@@ -169,17 +156,9 @@ class AmxFusedEStep(CpuTorchFusedEStep):
 
     def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
         """Each row's log-density into the fold's (in float64, the shift added); returns the
-        posteriors as bfloat16 bit patterns (K, padded rows), the padding's 0. One compiled
-        call, a second when a row sits far below the shift."""
-        lo, mp = buffers["lo"], scores.shape[1]
-        top, total = buffers["top"].numpy(), buffers["total"].numpy()
+        posteriors as bfloat16 bit patterns (K, padded rows), the padding's 0."""
         bits = buffers["bits"].numpy().view(np.uint16)
-        args = (w.numpy(), buffers["scale"].numpy(), bits, self.lse[lo:lo + mp], self.shift)
-        normalise = self.compiled["band_normalise_bits"]
-        if not normalise(scores.numpy(), top, not self.bounded, self.floor, self.floor_exp,
-                         total, self.least_total, *args):
-            scores = self.score(buffers["z"], buffers["codes"], buffers)
-            normalise(scores.numpy(), top, True, self.floor, self.floor_exp, total, 0.0, *args)
+        self._normalise_compiled(scores, w, buffers, "band_normalise_bits", bits)
         return bits
 
     def accumulate(self, z: Any, r: Any, codes: list[Any], buffers: dict[str, Any]

@@ -499,17 +499,18 @@ class CpuTorchFusedEStep(TorchFusedEStep):
         return max(block_rows(k, np.float32) // 2, 1024)
 
     def _kept_features(self, enc: Encoded) -> dict[Any, Any] | None:
-        """The band's values kept widened to float32 when they fit the feature budget (no
-        widening per block then), else kept in the band (half the memory), widened per block."""
-        self.keep_wide = True
+        """The features kept as the GEMMs read them (``keep_ready``: the band's values widened
+        to float32 here) when they fit the feature budget, else kept as the band's values
+        (half the memory or less) and made ready block by block."""
+        self.keep_ready = True
         kept = super()._kept_features(enc)
         if kept is None and self.dtype != self.work:
-            self.keep_wide = False
+            self.keep_ready = False
             kept = super()._kept_features(enc)
         return kept
 
     def kept_dtype(self) -> Any:
-        return self.work if self.keep_wide else self.dtype
+        return self.work if self.keep_ready else self.dtype
 
     def kept_row_bytes(self) -> int:
         """A row's features (as :meth:`kept_dtype`) and its weight in the working dtype."""
@@ -517,7 +518,7 @@ class CpuTorchFusedEStep(TorchFusedEStep):
 
     def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
         z, w, codes = super()._device_rows(lo, hi)
-        return (z.to(self.work) if self.keep_wide else z), w, codes
+        return (z.to(self.work) if self.keep_ready else z), w, codes
 
     def buffer_specs(self, m: int) -> dict[str, tuple[tuple[int, ...], Any]]:
         k, work = self.k, self.work
@@ -557,34 +558,33 @@ class CpuTorchFusedEStep(TorchFusedEStep):
         return self.torch.mm(self.coef, z, out=buffers["scores"])
 
     def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
-        """Log-sum-exp into ``lse`` (less the shift); returns the weighted posteriors (K, rows)
-        in float32, rounded to the band's values."""
+        """Each row's log-density (in the fold's float64 ones with the compiled kernels, else
+        into ``lse``, less the shift); returns the weighted posteriors (K, rows) in float32,
+        rounded to the band's values."""
         if self.compiled is None:
             r = self._normalise_torch(scores, w, lse, buffers)
         else:
-            r = self._normalise_compiled(scores, w, lse, buffers)
-            if self.band == "bfloat16":  # rounded in the compiled pass
+            to_bfloat16 = self.band == "bfloat16"  # (rounded in the compiled call)
+            r = self._normalise_compiled(scores, w, buffers, "band_normalise", to_bfloat16)
+            if to_bfloat16:
                 return r
         if self.dtype != self.work:
             r.copy_(buffers["band"].copy_(r))
         return r
 
-    def _normalise_compiled(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]
-                            ) -> Any:
-        kernels = self.compiled
+    def _normalise_compiled(self, scores: Any, w: Any, buffers: dict[str, Any], kernel: str,
+                            posteriors: Any) -> Any:
+        """The compiled normalisation ``kernel`` of a block (``posteriors`` says how it writes
+        them); a block with a row far below the shift is scored again and normalised against
+        each row's maximum. Returns the block's scores."""
+        lo, n = buffers["lo"], scores.shape[1]
         top, total, scale = (buffers[name].numpy() for name in ("top", "total", "scale"))
-        centre = not self.bounded
-        least = kernels["band_exp_totals"](scores.numpy(), top, centre, self.floor,
-                                           self.floor_exp, total)
-        if not centre and least < self.least_total:  # a row far below the shift
-            centre = True
+        args = (w.numpy(), scale, posteriors, self.lse[lo:lo + n], self.shift)
+        normalise = self.compiled[kernel]
+        if not normalise(scores.numpy(), top, not self.bounded, self.floor, self.floor_exp,
+                         total, self.least_total, *args):
             scores = self.score(buffers["z"], buffers["codes"], buffers)
-            kernels["band_exp_totals"](scores.numpy(), top, centre, self.floor, self.floor_exp,
-                                       total)
-        lo = buffers["lo"]
-        kernels["band_log_densities"](total, top, self.shift, self.lse[lo:lo + total.size])
-        kernels["band_posteriors"](scores.numpy(), w.numpy(), total, scale,
-                                   self.band == "bfloat16")
+            normalise(scores.numpy(), top, True, self.floor, self.floor_exp, total, 0.0, *args)
         return scores
 
     def _normalise_torch(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:

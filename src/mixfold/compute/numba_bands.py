@@ -1,24 +1,25 @@
-"""numba-compiled normalisation of a row block's scores for the CPU torch engine of the bands
-below float64 (:class:`~mixfold.compute.linear_torch.CpuTorchFusedEStep`), loaded by
-:mod:`mixfold.compute.kernels` on the first such fold.
+"""numba-compiled normalisation of a row block's scores for the CPU torch engines of the bands
+below float64 (:class:`~mixfold.compute.linear_torch.CpuTorchFusedEStep` and its AMX subclass),
+loaded by :mod:`mixfold.compute.kernels` on the first such fold.
 
-Between its two GEMMs a block's scores (K, rows) in float32 go through floor, exp, totals,
-scaling by ``w / total`` and rounding to the band: one pass each in torch, over a cache-sized
-block. Here they take two passes, each vectorised across rows (the inner loops
-run over contiguous rows, so every per-row quantity is a lane of its own):
+Between its two GEMMs a block's scores (K, rows) in float32 go through floor, exp, totals, the
+log-densities, scaling by ``w / total`` and rounding to the band: one pass each in torch, over a
+cache-sized block. Here :func:`band_normalise` does it in one call of two passes, each
+vectorised across rows (the inner loops run over contiguous rows, so every per-row quantity is
+a lane of its own):
 
 - :func:`band_exp_totals` -- each row's maximum taken off where asked, the floor, ``exp`` and
   the totals over the components, in place; returns the least total (the engine scores a block
-  again against each row's maximum when a row sits far below the shift).
-- :func:`band_log_densities` -- each row's log-density, ``log(total) + top``, in float64 with
-  the shift added (a vectorised log: the exponent's bits and an atanh series);
+  again against each row's maximum when a row sits far below the shift: ``band_normalise``
+  then returns ``False``); each row's log-density, ``log(total) + top``, follows in float64
+  with the shift added (a vectorised log: the exponent's bits and an atanh series);
 - :func:`band_posteriors` -- ``r = e * w / total`` in place, rounded to bfloat16's values
   where the band is bfloat16 (to nearest, ties to even: torch's rounding), so that the
   statistics GEMM multiplies the band's values.
 
 For the AMX tiles (:mod:`mixfold.compute.amx_tiles`), whose operands are bfloat16 bit patterns:
-:func:`band_normalise_bits` runs both passes in one call and writes the posteriors as bit
-patterns, and :func:`band_tile_layouts` lays a block's features out in the tiles' two layouts.
+:func:`band_normalise_bits` writes the posteriors as bit patterns instead, and
+:func:`band_tile_layouts` lays a block's features out in the tiles' two layouts.
 
 The ``exp`` is Cody-Waite range reduction and a degree-5 polynomial on [-ln2/2, ln2/2]
 (relative error about 3e-7, five float32 ulps), written out so that it vectorises with the
@@ -36,7 +37,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["band_exp_totals", "band_log_densities", "band_posteriors", "band_normalise_bits",
+__all__ = ["band_exp_totals", "band_posteriors", "band_normalise", "band_normalise_bits",
            "band_tile_layouts", "EXP_COEFFICIENTS"]
 
 #: exp(f) on [-ln2/2, ln2/2], lowest degree first: a relative least-squares fit at Chebyshev
@@ -61,10 +62,12 @@ _VECTOR = _F4[::1]
 EXP_TOTALS_SIGNATURE = _F4(_SCORES, _VECTOR, numba.boolean, _F4, _F4, _VECTOR)
 POSTERIORS_SIGNATURE = numba.void(_SCORES, _VECTOR, _VECTOR, _VECTOR, numba.boolean)
 _BITS = numba.uint16[:, ::1]
+NORMALISE_SIGNATURE = numba.boolean(_SCORES, _VECTOR, numba.boolean, _F4, _F4, _VECTOR, _F4,
+                                    _VECTOR, _VECTOR, numba.boolean, numba.float64[::1],
+                                    numba.float64)
 NORMALISE_BITS_SIGNATURE = numba.boolean(_SCORES, _VECTOR, numba.boolean, _F4, _F4, _VECTOR, _F4,
                                          _VECTOR, _VECTOR, _BITS, numba.float64[::1],
                                          numba.float64)
-LOG_DENSITIES_SIGNATURE = numba.void(_VECTOR, _VECTOR, numba.float64, numba.float64[::1])
 LAYOUTS_SIGNATURE = numba.void(_SCORES, numba.uint32[:, ::1], numba.uint32[:, ::1])
 
 
@@ -124,8 +127,8 @@ def _bfloat16_bits(x):
     return (u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) >> np.uint32(16)
 
 
-@numba.njit(POSTERIORS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
-def band_posteriors(scores, w, total, scale, to_bfloat16):
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
+def _posteriors(scores, w, total, scale, to_bfloat16):
     # scores *= w / total in place, rounded to bfloat16's values where asked (posteriors are
     # finite and >= 0)
     _scales(w, total, scale)
@@ -139,6 +142,12 @@ def band_posteriors(scores, w, total, scale, to_bfloat16):
         else:
             for j in range(m):
                 row[j] *= scale[j]
+
+
+@numba.njit(POSTERIORS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
+def band_posteriors(scores, w, total, scale, to_bfloat16):
+    # the second pass alone (the tests' two-pass reference of the normalisations below)
+    _posteriors(scores, w, total, scale, to_bfloat16)
 
 
 @numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
@@ -174,25 +183,39 @@ def _log_densities(total, top, shift, lse):
         lse[j] = np.float64(_log(t) + top[j]) + shift if t > 0 else -np.inf
 
 
-@numba.njit(LOG_DENSITIES_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy",
-            cache=True)
-def band_log_densities(total, top, shift, lse):
-    # each row's log-density after band_exp_totals, in float64 with the shift added
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
+def _exp_totals_logs(scores, top, centre, floor, floor_exp, total, least_total, lse, shift):
+    # band_exp_totals, then each row's log-density (float64, the shift added) into lse; False,
+    # with lse untouched, when a row's total fell below least_total without centre
+    least = band_exp_totals(scores, top, centre, floor, floor_exp, total)
+    if not centre and least < least_total:
+        return False
     _log_densities(total, top, shift, lse)
+    return True
+
+
+@numba.njit(NORMALISE_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
+def band_normalise(scores, top, centre, floor, floor_exp, total, least_total, w, scale,
+                   to_bfloat16, lse, shift):
+    # a block's whole normalisation in one call: exp and totals, each row's log-density into
+    # lse and the posteriors in place (rounded to bfloat16's values where asked); False, with
+    # lse and the posteriors not written, when a row's total fell below least_total without
+    # centre (the caller scores the block again and asks with centre)
+    if not _exp_totals_logs(scores, top, centre, floor, floor_exp, total, least_total, lse,
+                            shift):
+        return False
+    _posteriors(scores, w, total, scale, to_bfloat16)
+    return True
 
 
 @numba.njit(NORMALISE_BITS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
 def band_normalise_bits(scores, top, centre, floor, floor_exp, total, least_total, w, scale,
                         bits, lse, shift):
-    # band_exp_totals, each row's log-density (float64, the shift added) into lse and the
-    # posteriors as
-    # bfloat16 bit patterns (the tiles' operand) into bits; False, with lse and bits
-    # untouched, when a row's total fell below least_total without centre (the caller scores
-    # the block again and asks with centre)
-    least = band_exp_totals(scores, top, centre, floor, floor_exp, total)
-    if not centre and least < least_total:
+    # band_normalise with the posteriors written as bfloat16 bit patterns (the tiles' operand)
+    # into bits
+    if not _exp_totals_logs(scores, top, centre, floor, floor_exp, total, least_total, lse,
+                            shift):
         return False
-    _log_densities(total, top, shift, lse)
     _posterior_bits(scores, w, total, scale, bits)
     return True
 

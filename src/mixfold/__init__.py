@@ -7,9 +7,9 @@
 2.9
 """
 
-from mixfold.errors import (CheckpointError, DataError, DataTypeError, DegenerateFitWarning,
-                            EMDecreaseWarning, MissingEntriesWarning, ModelFileError,
-                            NumericalError, ParameterError)
+from mixfold.errors import (BandPromotionWarning, CheckpointError, DataError, DataTypeError,
+                            DegenerateFitWarning, EMDecreaseWarning, MissingEntriesWarning,
+                            ModelFileError, NumericalError, ParameterError)
 from mixfold.families import *  # noqa: F403 - the families are the public API
 from mixfold.families import __all__ as _family_names
 from mixfold.fit import FitResult, IterationInfo, fit, optimize
@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 __all__ = [
     "optimize", "fit", "FitResult", "IterationInfo", "save", "load", "RowBlocks", "OnlineEM",
     "DataError", "DataTypeError", "NumericalError", "ParameterError", "ModelFileError",
-    "EMDecreaseWarning", "DegenerateFitWarning", "MissingEntriesWarning", "CheckpointError",
+    "EMDecreaseWarning", "BandPromotionWarning", "DegenerateFitWarning", "MissingEntriesWarning",
+    "CheckpointError",
     *_family_names,
 ]

@@ -29,8 +29,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
-           "LinearInFeatures", "CompensatedAccumulation", "FoldsOnTorch", "CentredStatistics",
-           "RelativeScoring"]
+           "LinearInFeatures", "LinearInFeaturesInBands", "CompensatedAccumulation",
+           "FoldsOnTorch", "CentredStatistics", "RelativeScoring"]
 
 
 class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
@@ -165,6 +165,11 @@ class LinearInFeatures(_ReadsRows):
         """The ``LinearTerms`` of K components on ``enc``, or ``None`` outside the form."""
 
 
+class LinearInFeaturesInBands(LinearInFeatures):
+    """Linear in features too, but its own native path is the faster exact one (its features
+    grow as D^2): the fused E-step runs it in the bands below float32 only."""
+
+
 class CompensatedAccumulation(_ReadsRows):
     """Adds rows with double-double weights into double-double statistics (the ``dd`` band)."""
 
@@ -191,6 +196,11 @@ class CentredStatistics(ABC):
     @abstractmethod
     def set_reference(self, point: np.ndarray) -> None:
         """Sum the rows added from now on about ``point``."""
+
+    @abstractmethod
+    def has_point(self) -> bool:
+        """Whether the point rows are summed about is fixed already (set, or taken by earlier
+        rows): a family's own model then does not move it."""
 
     @abstractmethod
     def reference(self) -> np.ndarray | None:

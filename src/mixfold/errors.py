@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 __all__ = ["DataError", "DataTypeError", "NumericalError", "ModelFileError", "EMDecreaseWarning",
-           "ParameterError", "CheckpointError", "DegenerateFitWarning", "MissingEntriesWarning"]
+           "ParameterError", "CheckpointError", "DegenerateFitWarning", "MissingEntriesWarning",
+           "BandPromotionWarning"]
 
 
 def _format_path(path: tuple) -> str:
@@ -67,6 +68,11 @@ class CheckpointError(ValueError):
 
 class EMDecreaseWarning(RuntimeWarning):
     """An EM step lowered the log-likelihood by more than round-off; the step was not accepted."""
+
+
+class BandPromotionWarning(RuntimeWarning):
+    """A precision band drifted (the fit's log-likelihood fell beyond its resolution): the fit
+    promoted it to a more accurate band and repeated the step."""
 
 
 class MissingEntriesWarning(RuntimeWarning):

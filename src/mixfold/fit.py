@@ -18,6 +18,7 @@ from mixfold.backends import EncodedDataHandle
 from mixfold.checkpoint import CheckpointFile, check_checkpoint_path
 from mixfold.dispatch import encode_data, open_backend
 from mixfold.errors import (
+    BandPromotionWarning,
     DataError,
     DegenerateFitWarning,
     EMDecreaseWarning,
@@ -27,8 +28,8 @@ from mixfold.errors import (
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.tables import as_fit_input
 from mixfold.parallel.heterogeneous import PlanRequest
-from mixfold.precision import (BANDS, PLANNED, UNIT_ROUNDOFF, Precision, check_precision,
-                               resolve_precision)
+from mixfold.precision import (BANDS, PLANNED, Precision, check_precision,
+                               log_likelihood_resolution, promoted, resolve_precision)
 
 __all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
 
@@ -79,6 +80,8 @@ class FitResult:
     total_weight: float = 0.0
     #: free parameters of the model, tied ones counted once (None: a family that cannot count)
     n_parameters: int | None = None
+    #: each band the fit promoted because it drifted ("iteration 3: bfloat16 -> float32")
+    promotions: list[str] = field(default_factory=list)
 
     @property
     def final_log_likelihood(self) -> float:
@@ -322,11 +325,9 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                        backend=handle.name, seed=seed, total_weight=handle.total_weight,
                        precision=precision if plan is None else
                        "+".join(b for b in BANDS if b in bands), plan=plan, warnings=notes)
-    # a log-likelihood computed in a reduced band is only known to that band's resolution; so
-    # is one from float32, whose fused E-step sums its statistics in float32 partial sums
-    noise = max([DECREASE_TOLERANCE] + [16 * UNIT_ROUNDOFF[b] for b in bands
-                                        if UNIT_ROUNDOFF[b] > UNIT_ROUNDOFF["float64"]])
+    noise = _decrease_noise(precision, handle)
     start, previous = 0, None
+    before = None  # the model that entered the last accepted iteration: a promotion goes back
     if resumed is not None:
         result.init_seconds, result.iterations = resumed.init_seconds, resumed.iterations
         result.log_likelihood, result.seconds = list(resumed.log_likelihood), list(resumed.seconds)
@@ -357,6 +358,13 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
             # log-likelihood by a hair near the optimum
             if previous is not None and delta < -max(noise * max(abs(previous), 1.0),
                                                      tol * abs(previous)):
+                up = None if before is None else _promote(handle, precision)
+                if up is not None:  # the band drifted: a more accurate one repeats the step
+                    precision, noise = up, _decrease_noise(up, handle)
+                    _record_promotion(result, it, previous, ll, up, handle)
+                    model, before, previous = before, None, None
+                    result.model = model
+                    continue
                 msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}; "
                        f"keeping the model from before that step")
                 _warn_caller(msg, EMDecreaseWarning)
@@ -382,10 +390,53 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
             if any([bool(cb(info)) for cb in callbacks]):
                 result.stop_reason = "callback"
                 return result
-            previous, model = ll, new_model
+            previous, model, before = ll, new_model, model
         return result
     finally:
         progress.close()
+
+
+def _decrease_noise(precision: Precision, handle: EncodedDataHandle) -> float:
+    """The relative fall of the log-likelihood that is round-off: what the least accurate band
+    that runs rows reports it to (:func:`~mixfold.precision.log_likelihood_resolution`)."""
+    plan = getattr(handle, "plan", None) if precision.planned else None
+    names = plan.execution_precisions() if plan is not None else [precision]
+    return max([DECREASE_TOLERANCE] + [16 * log_likelihood_resolution(p) for p in names])
+
+
+def _promote(handle: EncodedDataHandle, precision: Precision) -> Precision | None:
+    """The precision after promoting the least accurate band that runs rows (in a plan: on the
+    handle's plan, which every later fold reads), or ``None`` when nothing is more accurate."""
+    if not precision.planned:
+        up = promoted(str(precision))
+        return None if up is None else resolve_precision(up)
+    plan = getattr(handle, "plan", None)
+    up_plan = None if plan is None else plan.promoted()
+    if up_plan is None:
+        return None
+    handle.plan = up_plan
+    return precision
+
+
+def _record_promotion(result: FitResult, it: int, previous: float, ll: float,
+                      precision: Precision, handle: EncodedDataHandle) -> None:
+    """Say once that a band drifted and what runs now; roll the history back to the model the
+    step is repeated from."""
+    plan = getattr(handle, "plan", None) if precision.planned else None
+    now = "+".join(dict.fromkeys(a.precision for a in plan.assignments if a.rows > 0)) \
+        if plan is not None else str(precision)
+    was = result.precision if isinstance(result.precision, str) else str(result.precision)
+    result.promotions.append(f"iteration {it}: {was} -> {now}")
+    msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}, beyond "
+           f"the resolution of {was}; promoted to {now} and repeated the step")
+    _warn_caller(msg, BandPromotionWarning)
+    result.warnings.append(msg)
+    result.precision = now if plan is not None else precision
+    result.plan = plan if plan is not None else result.plan
+    if result.log_likelihood:  # the repeated step records its model's log-likelihood anew
+        result.log_likelihood.pop()
+        result.seconds.pop()
+        result.iterations -= 1
 
 
 def _checked_m_step(where: str, notes: list[str], step: Callable[..., Any], *args: Any) -> Any:

@@ -25,8 +25,9 @@ import numpy as np
 
 from mixfold.compute.encoded import Encoded
 from mixfold.compute.linear import LinearTerms, linear_fold
-from mixfold.compute.linear_amx import AmxFusedEStep, runs_on_tiles
+from mixfold.compute.linear_screened import AmxScreenedEStep, ScreenedCpuEStep, runs_on_tiles
 from mixfold.compute.linear_torch import CpuTorchFusedEStep, TorchFusedEStep
+from mixfold.compute.screened import screens
 from mixfold.precision.bands import resolve_precision
 
 __all__ = ["fused_linear_fold", "fused_linear_mixture", "engine_for"]
@@ -38,9 +39,11 @@ def engine_for(terms: Sequence[LinearTerms], precision: str) -> type | None:
     if p.engine != "torch":
         return None
     if runs_on_tiles(terms, p.band, p.device):
-        return AmxFusedEStep
+        return AmxScreenedEStep
+    if p.device == "cpu" and screens(p.band) and p.band != "fp8":
+        return ScreenedCpuEStep
     # (float64 keeps no features within the budget: the base's layout is faster there)
-    cpu = p.device == "cpu" and p.band not in ("fp8", "float64")
+    cpu = p.device == "cpu" and p.band == "float32"
     return CpuTorchFusedEStep if cpu else TorchFusedEStep
 
 

@@ -103,9 +103,10 @@ def band_kernels() -> dict[str, Any] | None:
             from mixfold.compute.numba_bands import (band_exp_totals, band_normalise,
                                                      band_normalise_bits, band_posteriors,
                                                      band_tile_layouts)
+            from mixfold.compute.numba_screen import screen_rescore
         _KERNELS.update(band_exp_totals=band_exp_totals, band_posteriors=band_posteriors,
                         band_normalise=band_normalise, band_normalise_bits=band_normalise_bits,
-                        band_tile_layouts=band_tile_layouts)
+                        band_tile_layouts=band_tile_layouts, screen_rescore=screen_rescore)
     return _KERNELS
 
 

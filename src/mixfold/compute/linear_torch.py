@@ -51,6 +51,7 @@ from mixfold.compute.kernels import band_kernels
 from mixfold.compute.linear import (FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR,
                                     PEAK_SHIFT_MARGIN, LinearTerms, block_rows)
 from mixfold.compute.row_blocks import map_row_blocks
+from mixfold.compute.screened import Screen, screens
 from mixfold.precision.bands import resolve_precision
 from mixfold.precision.gpu import torch_device_available
 from mixfold.precision.support import BandSupportError
@@ -176,6 +177,9 @@ class TorchFusedEStep:
             self._plan_fp8(coef)
         else:
             self.coef = self._to_band(coef)
+        # the bands below float32 screen the components; float64 rescoring decides
+        self.screen = Screen.plan(terms, log_weights, self.shift, p.band) if screens(p.band) \
+            else None
         self.kept = self._kept_features(enc)
         self.may_die = any(not np.isfinite(t.table).all() for t in terms if t.table is not None)
         self.buffers = threading.local()
@@ -211,7 +215,8 @@ class TorchFusedEStep:
         """Host bytes a kept row takes (its features in both fp8 layouts, and its weight);
         device memory is not the host's: a GPU's features take no host budget."""
         width = self.f + 1 + (self.f + 1 if self.band == "fp8" else 0) + 1
-        return 0 if self.on_gpu else width * self.dtype.itemsize
+        exact = 0 if self.screen is None else 4 * (self.f + 1)  # the float32 features
+        return 0 if self.on_gpu else width * self.dtype.itemsize + exact
 
     # -- the steps of a block ------------------------------------------------------------------
 
@@ -219,11 +224,16 @@ class TorchFusedEStep:
         """Fold every block; (posterior mass per component, per-row log-density). A GPU takes
         its large blocks one after the other; a CPU's blocks run on the row threads
         (:func:`~mixfold.compute.row_blocks.map_row_blocks`), each torch call on one thread."""
-        lse = self.torch.empty(self.n_rows, dtype=self.work, device=self.device)
+        wide = self.torch.float64 if self.screen is not None else self.work
+        lse = self.torch.empty(self.n_rows, dtype=wide, device=self.device)
 
         def fold_block(lo: int, hi: int) -> tuple[Any, list[Any]]:
             z, w, codes = self.layout(lo, hi)
             buffers = self.block_buffers(hi - lo)
+            if self.screen is not None:
+                band_z, exact_z = z
+                return self.rescore(exact_z, self.score(band_z, codes, buffers), w, codes,
+                                    lse[lo:hi])
             r = self.normalise(self.score(z, codes, buffers), w, lse[lo:hi], buffers)
             return self.accumulate(z, r, codes, buffers)
 
@@ -285,9 +295,20 @@ class TorchFusedEStep:
     def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
         z = self.torch.from_numpy(self._host_features(lo, hi)).to(self.device)
         codes, w = self._codes_and_weights(lo, hi)
-        if self.band == "fp8":
-            return self._fp8_layout(z), w, codes
-        return z.to(self.dtype), w, codes
+        band_z = self._fp8_layout(z) if self.band == "fp8" else z.to(self.dtype)
+        return ((band_z, z) if self.screen is not None else band_z), w, codes
+
+    def rescore(self, z: Any, scores: Any, w: Any, codes: list[Any], lse: Any
+                ) -> tuple[Any, list[Any]]:
+        """A screened block (:meth:`~mixfold.compute.screened.Screen.rescore_torch`): each
+        row's log-density into ``lse`` (float64, less the shift); returns the statistics of the
+        float32 GEMM of the exact features and the posteriors, (F + 1, K) in float64, and each
+        table's counts."""
+        torch = self.torch
+        out, posteriors, counts = self.screen.rescore_torch(torch, scores, z, w, codes)
+        lse.copy_(out - self.shift)
+        sums = torch.mm(z, posteriors.to(torch.float32).t()).to(torch.float64)
+        return sums, self.screen.split_counts(counts, [v for _, _, v in self.tables])
 
     def score(self, z: Any, codes: list[Any], buffers: dict[str, Any]) -> Any:
         """The weighted scores (K, rows) of a block, minus the shift, in the working dtype."""

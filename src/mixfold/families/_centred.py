@@ -79,6 +79,9 @@ class CentredMoments(CentredStatistics):
     def set_reference(self, point: np.ndarray) -> None:
         self._point = np.asarray(point, dtype=np.float64).reshape(self.sum_x.shape)
 
+    def has_point(self) -> bool:
+        return self._point is not None
+
     def reference(self) -> np.ndarray | None:
         """``ref_mass / weight`` (per coordinate where rows miss entries: 0 where none has it);
         ``None`` before any weight."""
@@ -124,6 +127,9 @@ class ScalarReference(CentredStatistics):
 
     def set_reference(self, point: np.ndarray) -> None:
         self._point = float(np.reshape(point, -1)[0])
+
+    def has_point(self) -> bool:
+        return self._point is not None
 
     def reference(self) -> np.ndarray | None:
         return np.array([self.sums[-1] / self.sums[0]]) if self.sums[0] > 0 else None

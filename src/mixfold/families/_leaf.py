@@ -311,7 +311,7 @@ class LeafAccumulator(Accumulator):
         if resolve_precision(precision).compensated:
             self.seq_update_dd(enc, weights, np.zeros_like(weights), model)
             return None
-        if isinstance(self, CentredStatistics) and model is not None:
+        if isinstance(self, CentredStatistics) and model is not None and not self.has_point():
             self.set_reference(self.stack_reference([model])[0])
         self._add(enc.values, weights)
         return None
@@ -323,7 +323,7 @@ class LeafAccumulator(Accumulator):
         if not isinstance(self, CompensatedAccumulation):
             raise BandSupportError(f"precision 'dd' cannot run {type(self).__name__}: it has no "
                                    f"double-double accumulation of its statistics")
-        if isinstance(self, CentredStatistics) and model is not None:
+        if isinstance(self, CentredStatistics) and model is not None and not self.has_point():
             self.set_reference(self.stack_reference([model])[0])
         self._add_dd(enc.values, w_hi, w_lo)
 

@@ -14,6 +14,7 @@ from mixfold.capabilities import (
     CentredStatistics,
     FusedFold,
     LinearInFeatures,
+    LinearInFeaturesInBands,
     RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
@@ -465,6 +466,8 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
         # fused fold of its linear_terms
         self._unfused_rows = 1 << 62  # set by rows_per_chunk when a fold chunks the rows
         self._stack_fold = None
+        # a family whose exact native path is faster fuses only in the bands below float32
+        self._fuses_natively = not (stackable and issubclass(cls, LinearInFeaturesInBands))
         if stackable and issubclass(cls, FusedFold):
             self._stack_fold = cls.stack_fold
         elif stackable and issubclass(cls, LinearInFeatures):
@@ -476,6 +479,12 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
     def children(self) -> Sequence[Accumulator]:
         return self.components
 
+    def sums_about_stack(self, model: MixtureDistribution) -> bool:
+        """Whether the native and band folds sum the components' centred statistics about the
+        points of the whole stack (:func:`set_stack_references`): a stacked or fused update."""
+        return model._stack is not None and (self._stack_update is not None
+                                             or self._stack_fold is not None)
+
     def folds_on_torch(self, model: MixtureDistribution) -> bool:
         return self._stack_fold is not None and model._stack is not None
 
@@ -485,7 +494,7 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
         fused = self.folds_on_torch(model)
         if not p.native and not (fused and p.engine == "torch"):
             return self._band_update(enc, weights, model, precision)
-        if fused:
+        if fused and (self._fuses_natively or not p.native):
             folded = self._stack_fold(self.components, model.components, model.log_weights,
                                       enc, weights, precision)
             if folded is not None:  # None: the family's fused pass does not cover this model
@@ -527,8 +536,14 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
 
     def _band_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
                      precision: str) -> np.ndarray:
-        """Responsibilities in the band; statistics in float64 (double-double for ``dd``)."""
+        """Responsibilities in the band; statistics in float64 (double-double for ``dd``). A
+        band below float32 without the fused E-step has no bound on its scores' error to screen
+        with (:mod:`mixfold.compute.screened`): every component is a candidate, so its rows are
+        scored in float64; only ``<band>@emulated`` runs every step in the band."""
         require_band(model, precision)
+        p = resolve_precision(precision)
+        if p.band != "dd" and p.engine != "emulated":
+            return self._update_in_three_steps(enc, weights, model, "float64")
         ops = band_ops(precision)
         if ops.band == "dd":
             return self.seq_update_dd(enc, weights, np.zeros_like(weights), model, ops)
@@ -544,6 +559,8 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
         weights, posterior masses and every component's statistics summed in double-double.
         Returns the per-row log-density (float64)."""
         ops = band_ops("dd") if ops is None else ops
+        if self.sums_about_stack(model):  # the points every other band's fold sums about, so
+            set_stack_references(self.components, model.components)  # mixed plans' payloads add
         resp, lse = model.band_posterior(enc, ops)
         n, k_all = enc.n_rows, len(self.components)
         mass = DD(np.zeros((n, k_all)), np.zeros((n, k_all)))

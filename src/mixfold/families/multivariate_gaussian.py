@@ -10,6 +10,7 @@ import numpy as np
 from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
+    LinearInFeaturesInBands,
     RelativeScoring,
     RunsInBands,
     SeedsFromPoints,
@@ -18,7 +19,7 @@ from mixfold.capabilities import (
 )
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
-from mixfold.compute.linear import gaussian_centre
+from mixfold.compute.linear import LinearTerms, gaussian_centre
 from mixfold.families._centred import (ROUNDOFF_FLOOR, CentredMoments, central_moments,
                                        check_floor_mode, variance_floor)
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
@@ -255,8 +256,13 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
                                     param_bytes=sum(a.nbytes for a in held))
 
 
+#: The most features (``D (D + 3) / 2``: the products, the coordinates) the fused band E-step takes
+#: from a full covariance; beyond it (D > 30) the band's rows are scored in float64.
+MAX_LINEAR_FEATURES = 512
+
+
 class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
-                                      CompensatedAccumulation):
+                                      CompensatedAccumulation, LinearInFeaturesInBands):
     """Statistics about a reference point ``c``
     (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, of ``w (x-c)``
     (D), of the outer products ``w (x-c)(x-c)^T`` (D x D)
@@ -288,6 +294,46 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
         self.sum_x += w @ d
         self.sum_xx += d.T @ (w[:, None] * d)
         self.ref_mass += s0 * c
+
+    @staticmethod
+    def linear_terms(accs: Sequence[MultivariateGaussianAccumulator],
+                     components: Sequence[MultivariateGaussianDistribution],
+                     enc: Encoded) -> LinearTerms | None:
+        """The scores as :class:`~mixfold.compute.linear.LinearTerms` on the centred features
+        ``[y_i y_j (i <= j), y_i]``, ``y = x - c`` (c the stack's centre); the sums stay about
+        c. ``None`` beyond :data:`MAX_LINEAR_FEATURES` or where rows miss entries."""
+        x = enc.values
+        d = x.shape[1]
+        if d * (d + 3) // 2 > MAX_LINEAR_FEATURES or has_missing(enc):
+            return None
+        center = MultivariateGaussianAccumulator.stack_reference(components)[0]
+        upper = np.triu_indices(d)
+        twice = np.where(upper[0] == upper[1], 1.0, 2.0)  # an off-diagonal product counts twice
+        prec = np.array([c.precision_cholesky @ c.precision_cholesky.T for c in components])
+        m = np.array([c.mu for c in components]) - center
+        pm = np.einsum("kij,kj->ki", prec, m)
+        norm = np.array([c.log_det_precision_cholesky for c in components]) - 0.5 * d * LOG_2PI
+        coef = np.concatenate([-0.5 * twice * prec[:, upper[0], upper[1]], pm], axis=1)
+        const = norm - 0.5 * np.einsum("ki,ki->k", m, pm)
+        n_pairs = len(upper[0])
+
+        def features(lo: int, hi: int, out: np.ndarray) -> None:
+            s, _, w = out.shape
+            y = (x[lo:hi] - center).reshape(s, w, d).transpose(0, 2, 1)  # (s, D, w)
+            out[:, n_pairs:] = y
+            np.multiply(y[:, upper[0]], y[:, upper[1]], out=out[:, :n_pairs])
+
+        def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
+            for acc, w, sx, sxx in zip(accs, mass, sums[:, n_pairs:], sums[:, :n_pairs]):
+                acc.set_reference(center)
+                acc.weight += w
+                acc.sum_x += sx
+                acc.sum_xx[upper] += sxx
+                acc.sum_xx[upper[1], upper[0]] = acc.sum_xx[upper]
+                acc.ref_mass += w * center
+
+        return LinearTerms(coef, const, features, add_sums, peak=norm, source=x,
+                           key=("multivariate-gaussian", center.tobytes()))
 
     def _add_dd(self, x: np.ndarray, w_hi: np.ndarray, w_lo: np.ndarray) -> None:
         add_weighted_moments(self, x, w_hi, w_lo, cross=True,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,7 @@ from mixfold.compute.payload import run_task
 from mixfold.compute.tree import fanout_for_depth
 from mixfold.families._protocol import Encoded
 from mixfold.parallel.resources import Resources
-from mixfold.precision import (BANDS, UNIT_ROUNDOFF, band_of, check_bands, most_accurate,
+from mixfold.precision import (BANDS, UNIT_ROUNDOFF, band_of, check_bands, most_accurate, promoted,
                                predicted_relative_error)
 
 __all__ = ["Worker", "WorkerAssignment", "HeterogeneousPlan", "plan_heterogeneous",
@@ -189,6 +189,23 @@ class HeterogeneousPlan:
     def execution_precisions(self) -> list[str]:
         """The precision each worker runs (``"<band>@cuda"`` on GPU workers)."""
         return [a.execution_precision for a in self.assignments]
+
+    def promoted(self) -> HeterogeneousPlan | None:
+        """This plan with the least accurate band that holds rows promoted (every worker in it:
+        :func:`~mixfold.precision.bands.promoted`); ``None`` when none can be.
+
+        >>> plan = HeterogeneousPlan((WorkerAssignment("a", 5, "bfloat16", 1.0),
+        ...                           WorkerAssignment("b", 5, "float64", 1.0)), 1)
+        >>> [a.precision for a in plan.promoted().assignments]
+        ['float32', 'float64']
+        """
+        used = [a.precision for a in self.assignments if a.rows > 0]
+        worst = max(used, key=lambda b: UNIT_ROUNDOFF[b]) if used else None
+        up = None if worst is None else promoted(worst)
+        if up is None:
+            return None
+        return replace(self, assignments=tuple(
+            replace(a, precision=up) if a.precision == worst else a for a in self.assignments))
 
     def bands(self) -> dict[str, int]:
         """Rows per band."""

@@ -29,7 +29,8 @@ dtype('float32')
 from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, PLANNED, UNIT_ROUNDOFF, Precision,
                                      band_of, resolve_precision,
                                      check_bands, check_precision, is_native, most_accurate,
-                                     native_dtype, parse_precision)
+                                     native_dtype, parse_precision, promoted, FIT_DISTANCE,
+                                     PARAMETER_DISTANCE, log_likelihood_resolution)
 from mixfold.precision.engines import band_ops
 from mixfold.precision.error import (fused_statistics_bound, predicted_relative_error,
                                      relative_error, statistics_error_bound)
@@ -42,5 +43,6 @@ __all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "Precision"
            "predicted_relative_error", "statistics_error_bound", "fused_statistics_bound",
            "relative_error",
            "BandSupportError",
-           "log_density_in_band", "require_band", "band_ops"]
+           "log_density_in_band", "require_band", "band_ops", "promoted", "FIT_DISTANCE",
+           "PARAMETER_DISTANCE", "log_likelihood_resolution"]
 

@@ -25,7 +25,8 @@ import numpy as np
 __all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "Precision",
            "resolve_precision", "check_precision",
            "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate",
-           "check_bands", "ENGINES", "EMULATED"]
+           "check_bands", "ENGINES", "EMULATED", "FIT_DISTANCE", "PARAMETER_DISTANCE",
+           "promoted", "log_likelihood_resolution"]
 
 #: Bands from least to most accurate.
 BANDS: tuple[str, ...] = ("fp8", "bfloat16", "float16", "float32", "float64", "dd")
@@ -40,6 +41,17 @@ UNIT_ROUNDOFF: dict[str, float] = {
 }
 
 DEFAULT_PRECISION = "float64"
+
+#: Each band's promise for a whole fit: the relative distance of its final mean log-likelihood
+#: from float64's fit from the same start. The bands below float32 screen the components and
+#: rescore them in float64 from float32 features (:mod:`mixfold.compute.screened`), so they keep
+#: float32's; measured on the battery of ``benchmarks/band_accuracy.py``.
+FIT_DISTANCE: dict[str, float] = {"fp8": 1e-5, "bfloat16": 1e-5, "float16": 1e-5,
+                                  "float32": 1e-5, "float64": 1e-10, "dd": 1e-10}
+#: ... and for its parameters: the largest difference from float64's, relative to the
+#: parameter's magnitude plus its scale (a mean's: its component's standard deviation).
+PARAMETER_DISTANCE: dict[str, float] = {"fp8": 1e-2, "bfloat16": 1e-2, "float16": 1e-2,
+                                        "float32": 1e-2, "float64": 1e-6, "dd": 1e-6}
 
 #: What a fit passes to a planned backend: "each shard runs the band its plan assigned".
 PLANNED = "planned"
@@ -221,3 +233,33 @@ def _engine_for(band: str, device: str | None) -> str:
     if band == "fp8" or importlib.util.find_spec("torch") is None:
         return "emulated"
     return "torch"
+
+
+def promoted(precision: str) -> str | None:
+    """The precision a band that drifts is promoted to, on the same device: the bands below
+    float32 to float32, float32 to float64; ``None`` for float64 and dd (nothing above to go).
+
+    >>> promoted("bfloat16@cuda"), promoted("float32"), promoted("float64")
+    ('float32@cuda', 'float64', None)
+    """
+    band, sep, device = str(precision).partition("@")
+    up = {"fp8": "float32", "bfloat16": "float32", "float16": "float32", "float32": "float64"}
+    if band not in up:
+        return None
+    if device == EMULATED:  # the emulator runs no float32: the native band does
+        return up[band]
+    return up[band] + sep + device
+
+
+def log_likelihood_resolution(precision: str) -> float:
+    """The relative resolution of the log-likelihood a fold in ``precision`` reports: the
+    band's unit roundoff where every step runs in it (the emulator), float32's for the bands
+    below it (their rows are rescored from float32 features), the band's own above.
+
+    >>> log_likelihood_resolution("bfloat16") == UNIT_ROUNDOFF["float32"]
+    True
+    """
+    p = resolve_precision(precision)
+    if p.engine == "emulated":
+        return p.unit_roundoff
+    return min(p.unit_roundoff, UNIT_ROUNDOFF["float32"])

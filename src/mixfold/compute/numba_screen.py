@@ -1,0 +1,148 @@
+"""numba-compiled rescoring of a row block whose components a reduced band has screened
+(:mod:`mixfold.compute.screened`), loaded by :mod:`mixfold.compute.kernels` on the first such
+fold.
+
+:func:`screen_rescore` takes a block's band scores (K, m) and the rows' exact features (F1, m)
+in float32. The components whose band score lies within the row's margin of its best (twice
+the band's error bound plus the cutoff) are the row's candidates, scored again in float64
+from the exact features and coefficients; the row's log-density (float64, the shift added)
+and its weighted posteriors (written into a (K, m) float32 matrix, zero elsewhere, for the
+statistics GEMM) come from those scores alone. The passes run along the rows (each row a
+lane): the best band score, the bound, the count of candidates; the rows with one candidate
+(most rows of separated clusters) are scored by a gather of their component's coefficients
+and need no ``exp``; the others go row by row.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+__all__ = ["screen_rescore", "SCREEN_SIGNATURE"]
+
+#: contraction and reordering (the passes vectorise), but no assumption that values are finite:
+#: a table's -inf and a dead row stay what they are
+_FLAGS = {"contract", "reassoc", "nsz", "arcp", "afn"}
+
+_F4, _F8, _I8 = numba.float32, numba.float64, numba.int64
+SCREEN_SIGNATURE = numba.void(_F4[:, :], _F4[:, ::1], _F8[:, ::1], _F8[:, ::1], _F8[::1], _F8,
+                              _F8, _F8, _F8, _F8[:, ::1], _I8[:, ::1], _F8[::1], _F8[::1],
+                              _F4[:, ::1], _F8[:, ::1])
+
+
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
+def _best_and_margin(scores, z, cmax, eta, slack, cutoff, top, arg, low):
+    # each row's best band score and its component, and the least band score of a candidate
+    k_all, m = scores.shape
+    for j in range(m):
+        top[j] = -np.inf
+        arg[j] = 0
+        low[j] = 0.0
+    for c in range(k_all):
+        row = scores[c]
+        for j in range(m):
+            if row[j] > top[j]:
+                top[j] = row[j]
+                arg[j] = c
+    for f in range(z.shape[0]):  # the band's error bound: eta * sum |coef| |z| + slack
+        zf, bound = z[f], cmax[f]
+        for j in range(m):
+            low[j] += bound * abs(zf[j])
+    for j in range(m):
+        low[j] = top[j] - (2.0 * (eta * low[j] + slack) + cutoff)
+
+
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
+def _count_candidates(scores, low, count):
+    k_all, m = scores.shape
+    for j in range(m):
+        count[j] = 0
+    for c in range(k_all):
+        row = scores[c]
+        for j in range(m):
+            count[j] += row[j] >= low[j]
+
+
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
+def _single_scores(z, coef_t, arg, exact):
+    # every row scored by the component of its best band score: a gather of its coefficients
+    m = z.shape[1]
+    for j in range(m):
+        exact[j] = 0.0
+    for f in range(z.shape[0]):
+        zf, cf = z[f], coef_t[f]
+        for j in range(m):
+            exact[j] += cf[arg[j]] * zf[j]
+
+
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
+def _rescore_row(scores, z, coef, tables, codes, j, low, cand, exact):
+    # row j's candidates and their float64 scores; returns (how many, the best score)
+    n, best = 0, -np.inf
+    for c in range(scores.shape[0]):
+        if scores[c, j] >= low:
+            e = 0.0
+            for f in range(z.shape[0]):
+                e += coef[c, f] * z[f, j]
+            for t in range(codes.shape[0]):
+                e += tables[c, codes[t, j]]
+            cand[n], exact[n] = c, e
+            n += 1
+            best = max(best, e)
+    return n, best
+
+
+@numba.njit(SCREEN_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
+def screen_rescore(scores, z, coef, coef_t, cmax, eta, slack, cutoff, shift, tables, codes, w,
+                   lse, posteriors, counts):
+    # scores (K, m) band scores less the shift; z (F1, m) exact features, ones row included;
+    # coef (K, F1) float64 (const less the shift in the ones column) and coef_t its transpose;
+    # tables (K, V) every table side by side, codes (T, m) each table's codes offset to its
+    # columns; w (m,) row weights -> lse (m,) log-densities, the shift added; posteriors (K, m)
+    # the weighted posteriors (0 off the candidates); counts (K, V) += the table counts
+    k_all, m = scores.shape
+    top = np.empty(m, np.float32)
+    arg = np.empty(m, np.int64)
+    low = np.empty(m, np.float64)
+    count = np.empty(m, np.int64)
+    single = np.empty(m, np.float64)
+    _best_and_margin(scores, z, cmax, eta, slack, cutoff, top, arg, low)
+    _count_candidates(scores, low, count)
+    _single_scores(z, coef_t, arg, single)
+    for c in range(k_all):
+        posteriors[c, :] = 0.0
+    cand = np.empty(k_all, np.int64)
+    exact = np.empty(k_all, np.float64)
+    n_tables = codes.shape[0]
+    for j in range(m):
+        if top[j] == -np.inf:  # no component scores the row
+            lse[j] = -np.inf
+            continue
+        if count[j] == 1:
+            e = single[j]
+            for t in range(n_tables):
+                e += tables[arg[j], codes[t, j]]
+            lse[j] = e + shift
+            if e == -np.inf:
+                continue
+            posteriors[arg[j], j] = w[j]
+            for t in range(n_tables):
+                counts[arg[j], codes[t, j]] += w[j]
+            continue
+        n, best = _rescore_row(scores, z, coef, tables, codes, j, low[j], cand, exact)
+        if best == -np.inf:
+            lse[j] = -np.inf
+            continue
+        total = 0.0
+        for q in range(n):
+            exact[q] = math.exp(exact[q] - best)
+            total += exact[q]
+        lse[j] = best + math.log(total) + shift
+        scale = w[j] / total
+        for q in range(n):
+            r = exact[q] * scale
+            posteriors[cand[q], j] = r
+            for t in range(n_tables):
+                counts[cand[q], codes[t, j]] += r

@@ -1,0 +1,181 @@
+"""The bands below float32 screen, float64 decides: how a reduced-precision E-step stays within
+its promise on any data.
+
+A band's scoring GEMM in the expanded form ``coef . [(x-c)^2, x-c, 1]`` carries an absolute
+error of about ``u * sum |coef| |z|`` (u: the band's unit roundoff): for a row far from the
+centre c that is O(1) nat in bfloat16, which is what made bfloat16 fits fall and report a
+log-likelihood they never had. Here the band's scores only *screen*: a component whose band
+score lies more than twice that bound plus :data:`SCREEN_CUTOFF` below the row's best cannot
+hold a posterior above ``exp(-SCREEN_CUTOFF)``; the few that remain (one for most rows of
+separated clusters) are scored again in float64 from the rows' exact (float32) features, and
+the row's log-density, its posteriors and every statistic come from those scores. The
+statistics are then sums of float64 products of float32 features, as in the float32 band: no
+variance is a difference of band-rounded sums.
+
+:class:`Screen` is the plan of one fold (made once from its
+:class:`~mixfold.compute.linear.LinearTerms`); :meth:`Screen.rescore` runs a block on the
+compiled kernel (:func:`~mixfold.compute.numba_screen.screen_rescore`) and
+:meth:`Screen.rescore_torch` runs the same arithmetic in torch's operations (a GPU, or where
+numba is missing).
+
+>>> import numpy as np
+>>> from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
+>>> from mixfold.families._protocol import ArrayEncoded
+>>> accs = [PoissonAccumulator() for _ in range(2)]
+>>> comps = [PoissonDistribution(1.0), PoissonDistribution(900.0)]
+>>> enc = ArrayEncoded(np.array([0, 1, 880, 905]))
+>>> terms = PoissonAccumulator.linear_terms(accs, comps, enc)
+>>> screen = Screen.plan([terms], np.log([0.5, 0.5]), 0.0, "bfloat16")
+>>> screen.eta > 2 ** -8, screen.coef.shape
+(True, (2, 3))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mixfold.compute.linear import LinearTerms
+
+__all__ = ["Screen", "SCREEN_CUTOFF", "BAND_UNIT", "screens"]
+
+#: A component more than this many nats below a row's best gets no posterior: its share of the
+#: row's density is below exp(-20) (2e-9), beneath every band's promise.
+SCREEN_CUTOFF = 20.0
+#: Unit roundoff of a band's GEMM inputs (round to nearest): each product of two rounded
+#: inputs is within twice this of the exact one.
+BAND_UNIT = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "fp8": 2.0 ** -4}
+#: The largest finite value of a band whose inputs are not scaled: a coefficient or table entry
+#: beyond it saturates, and its band score bounds nothing.
+BAND_MAX = {"bfloat16": 3.3895e38, "float16": 65504.0}
+#: Unit roundoff of the float32 sums of a band's GEMM.
+FLOAT32_UNIT = 2.0 ** -24
+
+
+def screens(band: str) -> bool:
+    """Whether a fold of ``band`` screens its components and rescores them in float64 (the bands
+    whose rounding could move a score by more than float32's).
+
+    >>> screens("bfloat16"), screens("float32")
+    (True, False)
+    """
+    return band in BAND_UNIT
+
+
+@dataclass(frozen=True)
+class Screen:
+    """The screening plan of one fold: the exact coefficients (K, F1) in float64 with the
+    constants less ``shift`` in the last column, each feature's largest coefficient (for the
+    band's error bound ``eta * sum_f cmax_f |z_f| + slack``), and the tables side by side in
+    float64 with each one's first column."""
+
+    coef: np.ndarray
+    cmax: np.ndarray
+    eta: float
+    slack: float
+    shift: float
+    tables: np.ndarray
+    table_columns: tuple[int, ...]
+    #: the coefficients (F1, K), each feature's row contiguous (the kernel's gathers)
+    coef_t: np.ndarray
+
+    @classmethod
+    def plan(cls, terms: Sequence[LinearTerms], log_weights: np.ndarray, shift: float,
+             band: str) -> Screen:
+        """The plan of a fold of ``terms`` in ``band`` whose scores are less ``shift``."""
+        u = BAND_UNIT[band]
+        const = sum(t.const for t in terms) + log_weights - shift
+        coef = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1)
+        coef = np.ascontiguousarray(coef, np.float64)
+        tables = [np.asarray(t.table, np.float64) for t in terms if t.table is not None]
+        k = coef.shape[0]
+        columns = tuple(np.cumsum([0] + [t.shape[1] for t in tables[:-1]]).tolist()) \
+            if tables else ()
+        joined = np.ascontiguousarray(np.concatenate(tables, axis=1) if tables
+                                      else np.zeros((k, 1)))
+        finite = [np.abs(t[np.isfinite(t)]) for t in tables]
+        # each table's entry rounded to the band and added in float32
+        slack = sum((u + FLOAT32_UNIT) * float(a.max(initial=0.0)) for a in finite)
+        # a product of two rounded inputs is within (2u + u^2) of the exact one; the float32 sums
+        # of the GEMM add one float32 rounding per term
+        eta = 2 * u + u * u + (coef.shape[1] + len(tables) + 2) * FLOAT32_UNIT
+        finite_coef = np.where(np.isfinite(coef), np.abs(coef), 0.0)  # (a -inf weight scores
+        cmax = finite_coef.max(axis=0) * (1 + u)  # -inf in the band too: it bounds nothing)
+        largest = max(float(finite_coef.max(initial=0.0)),
+                      max((float(a.max(initial=0.0)) for a in finite), default=0.0))
+        if largest > BAND_MAX.get(band, np.inf):  # the band cannot hold the model: all rescored
+            eta = np.inf
+        return cls(coef, np.ascontiguousarray(cmax), eta, slack, float(shift), joined, columns,
+                   np.ascontiguousarray(coef.T))
+
+    @property
+    def n_levels(self) -> int:
+        """Columns of the joined tables (1 when there is none)."""
+        return self.tables.shape[1]
+
+    def codes(self, codes: Sequence[np.ndarray], lo: int, hi: int) -> np.ndarray:
+        """Each table's codes of rows [lo, hi) as (T, rows) int64, offset to the joined
+        tables' columns and clipped to the table (as the band's gather)."""
+        out = np.empty((len(codes), hi - lo), np.int64)
+        for t, (c, first) in enumerate(zip(codes, self.table_columns)):
+            width = self._width(t)
+            np.clip(c[lo:hi], 0, width - 1, out=out[t])
+            out[t] += first
+        return out
+
+    def _width(self, t: int) -> int:
+        ends = self.table_columns[1:] + (self.tables.shape[1],)
+        return ends[t] - self.table_columns[t]
+
+    def rescore(self, kernel: Any, scores: np.ndarray, z: np.ndarray, w: np.ndarray,
+                codes: np.ndarray, lse: np.ndarray, posteriors: np.ndarray) -> np.ndarray:
+        """One block on the compiled kernel: band ``scores`` (K, m) float32, exact features
+        ``z`` (F1, m) float32, weights ``w`` (m,) -> each row's log-density into ``lse`` (m,)
+        float64 and its weighted posteriors into ``posteriors`` (K, m) float32; returns the
+        block's joined table counts (K, V) in float64."""
+        counts = np.zeros((self.coef.shape[0], self.n_levels))
+        kernel(scores, z, self.coef, self.coef_t, self.cmax, self.eta, self.slack, SCREEN_CUTOFF,
+               self.shift, self.tables, codes, np.ascontiguousarray(w, np.float64), lse,
+               posteriors, counts)
+        return counts
+
+    def rescore_torch(self, torch: Any, scores: Any, z: Any, w: Any, codes: Sequence[Any]
+                      ) -> tuple[Any, Any, Any]:
+        """The same in torch's operations on the tensors' device (``z`` (F1, m); codes: each
+        table's (m,) long codes, clipped): returns (log-densities (m,) float64 with the shift
+        added, weighted posteriors (K, m) float64, joined counts (K, V) float64)."""
+        f64 = torch.float64
+        dev = scores.device
+        k, m = scores.shape
+        coef = torch.as_tensor(self.coef, device=dev)
+        tables = torch.as_tensor(self.tables, device=dev)
+        z = z.to(f64)
+        top = scores.amax(dim=0).to(f64)
+        bound = torch.as_tensor(self.cmax, device=dev) @ z.abs()
+        low = top - (2 * (self.eta * bound + self.slack) + SCREEN_CUTOFF)
+        comp, row = torch.nonzero(scores.to(f64) >= low[None, :], as_tuple=True)
+        exact = (coef[comp] * z.t()[row]).sum(dim=1)
+        for c, first in zip(codes, self.table_columns):
+            exact = exact + tables[comp, c[row] + first]
+        best = torch.full((m,), -np.inf, dtype=f64, device=dev)
+        best.scatter_reduce_(0, row, exact, reduce="amax")
+        alive = torch.isfinite(best)
+        e = torch.exp(exact - torch.where(alive, best, 0.0)[row])
+        total = torch.zeros(m, dtype=f64, device=dev).index_add_(0, row, e)
+        lse = torch.where(alive, best + torch.log(total), -np.inf) + self.shift
+        scale = torch.where(total > 0, w.to(f64) / total, 0.0)
+        posteriors = torch.zeros((k, m), dtype=f64, device=dev)
+        posteriors[comp, row] = e * scale[row]
+        counts = torch.zeros((k, self.n_levels), dtype=f64, device=dev)
+        for c, first in zip(codes, self.table_columns):
+            counts.view(-1).index_add_(0, comp * self.n_levels + c[row] + first,
+                                       posteriors[comp, row])
+        return lse, posteriors, counts
+
+    def split_counts(self, counts: np.ndarray, widths: Sequence[int]) -> list[np.ndarray]:
+        """The joined counts (K, V) as each table's (K, V_t)."""
+        return [counts[:, first:first + v] for first, v in zip(self.table_columns, widths)]
+

@@ -311,7 +311,8 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     if handle.total_weight <= 0:
         raise DataError("the row weights sum to zero: nothing to fit")
     t0 = time.perf_counter()
-    bands = {a.precision for a in plan.assignments} if plan is not None else {precision.band}
+    bands = {a.precision for a in plan.assignments if a.rows > 0} if plan is not None \
+        else {precision.band}
     saved = None if checkpoint is None else CheckpointFile(checkpoint, handle, estimator, seed)
     resumed = None if saved is None else saved.resumed
     notes: list[str] = [] if resumed is None else list(resumed.warnings)

@@ -1,9 +1,9 @@
-"""Which engine runs the fused linear E-step of a precision: NumPy's
-(:func:`~mixfold.compute.linear.linear_fold`) for the native bands, torch's
-(:class:`~mixfold.compute.linear_torch.TorchFusedEStep`) for ``...@cuda`` and fp8, its CPU
-layout (:class:`~mixfold.compute.linear_torch.CpuTorchFusedEStep`) for the CPU's bands below
-float64, and AMX tiles (:class:`~mixfold.compute.linear_amx.AmxFusedEStep`) for the CPU's
-bfloat16 where the processor has them.
+"""Which engine runs the fused linear E-step of a precision: on a CPU, NumPy's
+(:func:`~mixfold.compute.linear.linear_fold`) for float64 and the screened engine
+(:class:`~mixfold.compute.linear_screened.ScreenedEStep`: the band screens, float64 decides;
+AMX tiles screen bfloat16 where the processor has them) for float32, float16 and bfloat16;
+torch's (:class:`~mixfold.compute.linear_torch.TorchFusedEStep`) on ``cuda``, for fp8, and for
+float64 named on a torch device.
 
 >>> import numpy as np
 >>> from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
@@ -25,8 +25,8 @@ import numpy as np
 
 from mixfold.compute.encoded import Encoded
 from mixfold.compute.linear import LinearTerms, linear_fold
-from mixfold.compute.linear_screened import AmxScreenedEStep, ScreenedCpuEStep, runs_on_tiles
-from mixfold.compute.linear_torch import CpuTorchFusedEStep, TorchFusedEStep
+from mixfold.compute.linear_screened import ScreenedEStep
+from mixfold.compute.linear_torch import TorchFusedEStep
 from mixfold.compute.screened import screens
 from mixfold.precision.bands import resolve_precision
 
@@ -34,17 +34,13 @@ __all__ = ["fused_linear_fold", "fused_linear_mixture", "engine_for"]
 
 
 def engine_for(terms: Sequence[LinearTerms], precision: str) -> type | None:
-    """The torch engine class that runs ``precision`` for these terms; ``None`` for NumPy's."""
+    """The engine class that runs ``precision`` for these terms; ``None`` for NumPy's float64
+    fold."""
     p = resolve_precision(precision)
-    if p.engine != "torch":
-        return None
-    if runs_on_tiles(terms, p.band, p.device):
-        return AmxScreenedEStep
-    if p.device == "cpu" and screens(p.band) and p.band != "fp8":
-        return ScreenedCpuEStep
-    # (float64 keeps no features within the budget: the base's layout is faster there)
-    cpu = p.device == "cpu" and p.band == "float32"
-    return CpuTorchFusedEStep if cpu else TorchFusedEStep
+    on_cpu = p.engine == "numpy" or p.device == "cpu"
+    if on_cpu and screens(p.band) and p.band != "fp8":
+        return ScreenedEStep
+    return TorchFusedEStep if p.engine == "torch" else None
 
 
 def fused_linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,

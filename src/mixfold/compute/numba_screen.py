@@ -15,10 +15,10 @@ and need no ``exp``; the others go row by row.
 
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
+
+from mixfold.compute.numba_bands import _exp, _log
 
 __all__ = ["screen_rescore", "SCREEN_SIGNATURE"]
 
@@ -33,36 +33,36 @@ SCREEN_SIGNATURE = numba.void(_F4[:, :], _F4[:, ::1], _F8[:, ::1], _F8[:, ::1], 
 
 
 @numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
-def _best_and_margin(scores, z, cmax, eta, slack, cutoff, top, arg, low):
-    # each row's best band score and its component, and the least band score of a candidate
+def _best_two(scores, top, arg, second):
+    # each row's best band score, its component, and the second best
     k_all, m = scores.shape
     for j in range(m):
         top[j] = -np.inf
+        second[j] = -np.inf
         arg[j] = 0
-        low[j] = 0.0
     for c in range(k_all):
         row = scores[c]
         for j in range(m):
-            if row[j] > top[j]:
-                top[j] = row[j]
+            s = row[j]
+            second[j] = max(second[j], min(s, top[j]))
+            if s > top[j]:
+                top[j] = s
                 arg[j] = c
-    for f in range(z.shape[0]):  # the band's error bound: eta * sum |coef| |z| + slack
+
+
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
+def _lowest_candidates(z, cmax, eta, slack, cutoff, top, low):
+    # the least band score of a candidate: the best less twice the band's error bound
+    # (eta * sum |coef| |z| + slack) and the cutoff
+    m = z.shape[1]
+    for j in range(m):
+        low[j] = 0.0
+    for f in range(z.shape[0]):
         zf, bound = z[f], cmax[f]
         for j in range(m):
             low[j] += bound * abs(zf[j])
     for j in range(m):
         low[j] = top[j] - (2.0 * (eta * low[j] + slack) + cutoff)
-
-
-@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
-def _count_candidates(scores, low, count):
-    k_all, m = scores.shape
-    for j in range(m):
-        count[j] = 0
-    for c in range(k_all):
-        row = scores[c]
-        for j in range(m):
-            count[j] += row[j] >= low[j]
 
 
 @numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
@@ -78,14 +78,15 @@ def _single_scores(z, coef_t, arg, exact):
 
 
 @numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
-def _rescore_row(scores, z, coef, tables, codes, j, low, cand, exact):
-    # row j's candidates and their float64 scores; returns (how many, the best score)
+def _rescore_row(scores, zj, coef, tables, codes, j, low, cand, exact):
+    # row j's candidates and their float64 scores from its features zj; returns (how many,
+    # the best score)
     n, best = 0, -np.inf
     for c in range(scores.shape[0]):
         if scores[c, j] >= low:
             e = 0.0
-            for f in range(z.shape[0]):
-                e += coef[c, f] * z[f, j]
+            for f in range(zj.size):
+                e += coef[c, f] * zj[f]
             for t in range(codes.shape[0]):
                 e += tables[c, codes[t, j]]
             cand[n], exact[n] = c, e
@@ -104,42 +105,46 @@ def screen_rescore(scores, z, coef, coef_t, cmax, eta, slack, cutoff, shift, tab
     # the weighted posteriors (0 off the candidates); counts (K, V) += the table counts
     k_all, m = scores.shape
     top = np.empty(m, np.float32)
+    second = np.empty(m, np.float32)
     arg = np.empty(m, np.int64)
     low = np.empty(m, np.float64)
-    count = np.empty(m, np.int64)
     single = np.empty(m, np.float64)
-    _best_and_margin(scores, z, cmax, eta, slack, cutoff, top, arg, low)
-    _count_candidates(scores, low, count)
+    _best_two(scores, top, arg, second)
+    _lowest_candidates(z, cmax, eta, slack, cutoff, top, low)
     _single_scores(z, coef_t, arg, single)
     for c in range(k_all):
         posteriors[c, :] = 0.0
     cand = np.empty(k_all, np.int64)
     exact = np.empty(k_all, np.float64)
+    zj = np.empty(z.shape[0], np.float64)
     n_tables = codes.shape[0]
     for j in range(m):
         if top[j] == -np.inf:  # no component scores the row
             lse[j] = -np.inf
             continue
-        if count[j] == 1:
+        if second[j] < low[j]:  # one candidate: its score is the log-density, its posterior w
+            c = arg[j]
             e = single[j]
             for t in range(n_tables):
-                e += tables[arg[j], codes[t, j]]
+                e += tables[c, codes[t, j]]
             lse[j] = e + shift
-            if e == -np.inf:
-                continue
-            posteriors[arg[j], j] = w[j]
-            for t in range(n_tables):
-                counts[arg[j], codes[t, j]] += w[j]
+            if e > -np.inf:
+                posteriors[c, j] = w[j]
+                for t in range(n_tables):
+                    counts[c, codes[t, j]] += w[j]
             continue
-        n, best = _rescore_row(scores, z, coef, tables, codes, j, low[j], cand, exact)
+        for f in range(zj.size):  # (the row's features side by side for its dot products)
+            zj[f] = z[f, j]
+        n, best = _rescore_row(scores, zj, coef, tables, codes, j, low[j], cand, exact)
         if best == -np.inf:
             lse[j] = -np.inf
             continue
-        total = 0.0
-        for q in range(n):
-            exact[q] = math.exp(exact[q] - best)
-            total += exact[q]
-        lse[j] = best + math.log(total) + shift
+        total = np.float32(0.0)
+        for q in range(n):  # float32's exp and log: 3e-7 of a posterior, of a log-density
+            e = _exp(np.float32(max(exact[q] - best, -80.0)))
+            exact[q] = e
+            total += e
+        lse[j] = best + np.float64(_log(total)) + shift
         scale = w[j] / total
         for q in range(n):
             r = exact[q] * scale

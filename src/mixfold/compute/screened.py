@@ -40,29 +40,50 @@ import numpy as np
 
 from mixfold.compute.linear import LinearTerms
 
-__all__ = ["Screen", "SCREEN_CUTOFF", "BAND_UNIT", "screens"]
+__all__ = ["Screen", "SCREEN_CUTOFF", "BAND_UNIT", "screens", "round_to_band"]
 
 #: A component more than this many nats below a row's best gets no posterior: its share of the
 #: row's density is below exp(-20) (2e-9), beneath every band's promise.
 SCREEN_CUTOFF = 20.0
 #: Unit roundoff of a band's GEMM inputs (round to nearest): each product of two rounded
 #: inputs is within twice this of the exact one.
-BAND_UNIT = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "fp8": 2.0 ** -4}
+BAND_UNIT = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "fp8": 2.0 ** -4,
+             "float32": 2.0 ** -24}
 #: The largest finite value of a band whose inputs are not scaled: a coefficient or table entry
 #: beyond it saturates, and its band score bounds nothing.
-BAND_MAX = {"bfloat16": 3.3895e38, "float16": 65504.0}
+BAND_MAX = {"bfloat16": 3.3895e38, "float16": 65504.0, "float32": 3.4028e38}
 #: Unit roundoff of the float32 sums of a band's GEMM.
 FLOAT32_UNIT = 2.0 ** -24
 
 
 def screens(band: str) -> bool:
-    """Whether a fold of ``band`` screens its components and rescores them in float64 (the bands
-    whose rounding could move a score by more than float32's).
+    """Whether a fused fold of ``band`` screens its components and rescores them in float64
+    (every band up to float32: a float32 GEMM's sum of terms of thousands of nats, as a
+    Poisson of large counts gives, is off by more than its log-likelihood may be).
 
-    >>> screens("bfloat16"), screens("float32")
-    (True, False)
+    >>> screens("bfloat16"), screens("float32"), screens("float64")
+    (True, True, False)
     """
     return band in BAND_UNIT
+
+
+def round_to_band(a: np.ndarray, band: str) -> np.ndarray:
+    """``a`` rounded to ``band``'s values (to nearest, ties to even), as float32 (C order);
+    values beyond the band's range saturate to its largest (:class:`Screen` then bounds
+    nothing).
+
+    >>> round_to_band(np.array([1.0 + 2 ** -9, 1.0 + 3 * 2 ** -9]), "bfloat16").tolist()
+    [1.0, 1.015625]
+    """
+    big = BAND_MAX[band]
+    x = np.ascontiguousarray(np.clip(a, -big, big), dtype=np.float32)
+    if band == "float16":
+        return x.astype(np.float16).astype(np.float32)
+    if band == "bfloat16":
+        u = x.view(np.uint32)
+        rounded = (u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) & np.uint32(0xFFFF0000)
+        return np.where(np.isfinite(x), rounded.view(np.float32), x)
+    return x
 
 
 @dataclass(frozen=True)
@@ -140,6 +161,35 @@ class Screen:
         kernel(scores, z, self.coef, self.coef_t, self.cmax, self.eta, self.slack, SCREEN_CUTOFF,
                self.shift, self.tables, codes, np.ascontiguousarray(w, np.float64), lse,
                posteriors, counts)
+        return counts
+
+    def rescore_numpy(self, scores: np.ndarray, z: np.ndarray, w: np.ndarray,
+                      codes: np.ndarray, lse: np.ndarray, posteriors: np.ndarray) -> np.ndarray:
+        """:meth:`rescore` in NumPy's operations (where numba is missing): the same candidates,
+        their float64 scores and float64 exp."""
+        k, m = scores.shape
+        top = scores.max(axis=0).astype(np.float64)
+        low = top - (2 * (self.eta * (self.cmax @ np.abs(z)) + self.slack) + SCREEN_CUTOFF)
+        with np.errstate(invalid="ignore"):
+            comp, row = np.nonzero(scores >= low)
+        exact = np.einsum("pf,fp->p", self.coef[comp], z[:, row].astype(np.float64))
+        for c in codes:
+            exact += self.tables[comp, c[row]]
+        best = np.full(m, -np.inf)
+        np.maximum.at(best, row, exact)
+        alive = np.isfinite(best)
+        with np.errstate(invalid="ignore"):
+            e = np.exp(exact - np.where(alive, best, 0.0)[row])
+        total = np.bincount(row, weights=e, minlength=m)
+        with np.errstate(divide="ignore"):
+            lse[:] = np.where(alive, best + np.log(total), -np.inf) + self.shift
+        scale = np.divide(w, total, out=np.zeros(m), where=total > 0)
+        r = e * scale[row]
+        posteriors[:] = 0.0
+        posteriors[comp, row] = r
+        counts = np.zeros((k, self.n_levels))
+        for c in codes:
+            np.add.at(counts, (comp, c[row]), r)
         return counts
 
     def rescore_torch(self, torch: Any, scores: Any, z: Any, w: Any, codes: Sequence[Any]

@@ -121,28 +121,25 @@ class PoissonAccumulator(WeightedSumAccumulator, StackedUpdate, LinearInFeatures
     def linear_terms(accs: Sequence[PoissonAccumulator], components: Sequence[PoissonDistribution],
                      enc: Encoded) -> LinearTerms | None:
         """``log p_k(x) = x log lam_k - lam_k - log x!`` as
-        :class:`~mixfold.compute.linear.LinearTerms` on the features ``[x, -log x!]`` with
-        coefficients ``[log lam_k, 1]``: the whole log-probability, so it is bounded by 0 (the
-        peak), and the E-step shifts it by one bound rather than by each row's largest score.
-        ``None`` when a rate is 0: its ``0 * log 0`` is not a product a GEMM
-        can form."""
+        :class:`~mixfold.compute.linear.LinearTerms` on the feature ``x`` with coefficient
+        ``log lam_k``, the constant ``-lam_k`` and the base ``-log x!`` (the same for every
+        component, added in float64: as a feature it would be rounded to the band, and it is
+        thousands of nats for large counts). ``None`` when a rate is 0: its ``0 * log 0`` is
+        not a product a GEMM can form."""
         lam = np.array([c.lam for c in components])
         if not (lam > 0).all():
             return None
         x = enc.values
-        minus_log_factorials = _minus_log_factorials(x)
 
         def features(lo: int, hi: int, out: np.ndarray) -> None:
             out[:, 0] = x[lo:hi].reshape(out.shape[0], -1)
-            out[:, 1] = minus_log_factorials[lo:hi].reshape(out.shape[0], -1)
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
             for acc, m, s in zip(accs, mass, sums[:, 0]):
                 acc.sums += (m, s)
 
-        coef = np.stack([np.log(lam), np.ones_like(lam)], axis=1)
-        return LinearTerms(coef, -lam, features, add_sums, peak=np.zeros_like(lam), source=x,
-                           key=("poisson",))
+        return LinearTerms(np.log(lam)[:, None], -lam, features, add_sums,
+                           base=_minus_log_factorials(x), source=x, key=("poisson",))
 
     @staticmethod
     def stack_update(accs: Sequence[PoissonAccumulator], enc: Encoded, resp: np.ndarray) -> None:

@@ -68,8 +68,10 @@ NOMINAL_SPEEDUP: dict[str, dict[str, float]] = {
 class Worker:
     """A compute worker: ``name``, ``device`` ("cpu", "gpu", or a torch device such as
     "cuda:1"), the ``precisions`` it can run (any order), ``base_throughput`` (its float64 rows
-    per second, or a relative speed) and ``band_throughput`` (measured rows per second per band,
-    which override the nominal model :data:`NOMINAL_SPEEDUP`).
+    per second, or a relative speed), ``band_throughput`` (measured rows per second per band,
+    which override the nominal model :data:`NOMINAL_SPEEDUP`) and ``band_error`` (each band's
+    measured error of one EM step against float64, from ``Resources.calibrate``, which the
+    planner holds against its budget instead of the a-priori model).
 
     >>> Worker("g", "gpu", ("float16", "float32"), 2.0).throughput("float16")
     8.0
@@ -82,6 +84,7 @@ class Worker:
     precisions: tuple[str, ...] = BANDS
     base_throughput: float = 1.0
     band_throughput: Mapping[str, float] = field(default_factory=dict)
+    band_error: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -96,6 +99,11 @@ class Worker:
                 raise ValueError(f"band_throughput[{band!r}] = {rate!r}: expected a band of "
                                  f"{list(precisions)} with a finite rate > 0")
         object.__setattr__(self, "band_throughput", dict(self.band_throughput))
+        for band, error in dict(self.band_error).items():
+            if band not in precisions or not (math.isfinite(error) and error >= 0):
+                raise ValueError(f"band_error[{band!r}] = {error!r}: expected a band of "
+                                 f"{list(precisions)} with a finite error >= 0")
+        object.__setattr__(self, "band_error", dict(self.band_error))
 
     @property
     def kind(self) -> str:
@@ -125,7 +133,7 @@ class Worker:
             prefix, _, index = spec.name.partition(":")
             device = f"cuda:{index}" if prefix == "gpu" and index.isdigit() else "gpu"
         return cls(spec.name, device, tuple(spec.precisions), spec.throughput,
-                   dict(spec.band_throughput))
+                   dict(spec.band_throughput), dict(spec.band_error))
 
 
 @dataclass(frozen=True)
@@ -272,26 +280,39 @@ def split_rows(n_rows: int, rates: Sequence[float]) -> list[int]:
 
 
 def _choose_band(worker: Worker, allowed: Sequence[str], target: float | None, op_count: float,
-                 measured: Callable[[str], float] | None) -> tuple[str, float | None]:
-    """The worker's fastest band meeting ``target`` (by the a-priori model, and by measurement
-    when ``measured`` is given), else its most accurate band; with its measured error."""
+                 measured: Callable[[str], float] | None) -> tuple[str, float | None, bool]:
+    """(band, its measured error, whether it meets ``target``): the worker's fastest band
+    whose error -- measured by calibration (``band_error``) or by ``measured``, else the
+    a-priori model -- is within ``target``; when none is, its most accurate band (never its
+    fastest), which gets no rows."""
     bands = [b for b in allowed if b in worker.precisions]
     if not bands:
         raise ValueError(f"worker {worker.name!r} runs {list(worker.precisions)}, none of the "
                          f"allowed precisions {list(allowed)}")
     # fastest first; on equal speed the more accurate band
     for band in sorted(bands, key=lambda b: (-worker.throughput(b), UNIT_ROUNDOFF[b])):
-        if target is None:
-            return band, (measured(band) if measured else None)
-        if predicted_relative_error(band, op_count) > target:
-            continue
-        if measured is None:
-            return band, None
-        error = measured(band)
-        if error <= target:
-            return band, error
+        error = _band_error(worker, band, op_count, measured)
+        if target is None or error <= target:
+            return band, _reported_error(worker, band, measured), True
     band = most_accurate(bands)
-    return band, (measured(band) if measured else None)
+    return band, _reported_error(worker, band, measured), False
+
+
+def _band_error(worker: Worker, band: str, op_count: float,
+                measured: Callable[[str], float] | None) -> float:
+    """A band's error on this worker: calibrated, else the larger of the a-priori model and a
+    measurement on the sample."""
+    if band in worker.band_error:
+        return worker.band_error[band]
+    predicted = predicted_relative_error(band, op_count)
+    return predicted if measured is None else max(predicted, measured(band))
+
+
+def _reported_error(worker: Worker, band: str,
+                    measured: Callable[[str], float] | None) -> float | None:
+    if band in worker.band_error:
+        return worker.band_error[band]
+    return None if measured is None else measured(band)
 
 
 def plan_heterogeneous(workers: Sequence[Worker], n_rows: int,
@@ -300,11 +321,15 @@ def plan_heterogeneous(workers: Sequence[Worker], n_rows: int,
                        verify: tuple[Any, Any] | None = None) -> HeterogeneousPlan:
     """Assign rows and a precision band to each worker, balanced by precision-adjusted throughput.
 
-    Each worker runs the fastest band it supports (among ``allowed_precisions``) whose a-priori
-    relative error ``op_count * u`` is within ``target_rel_error`` (``None``: no accuracy
-    constraint); when no band is, the most accurate band it supports. Rows are split in
-    proportion to each worker's throughput in its band (measured ``band_throughput`` when the
-    worker has it, e.g. from ``Resources.calibrate``) and always sum to ``n_rows``.
+    Each worker runs the fastest band it supports (among ``allowed_precisions``) whose error is
+    within ``target_rel_error`` (``None``: no accuracy constraint): the error calibration
+    measured (``band_error``, from ``Resources.calibrate``: one EM step's log-likelihood and
+    model against float64 on a sample of the user's data), else the a-priori ``op_count * u``.
+    A worker none of whose bands meets the budget is listed with its most accurate band and no
+    rows (a band that cannot meet the budget is never planned); when no worker can, the budget
+    is refused, naming the best error any band achieves. Rows are split in proportion to each
+    worker's throughput in its band (measured ``band_throughput`` when the worker has it) and
+    always sum to ``n_rows``.
     ``reduce_depth`` is ``max(1, ceil(log2(W) / 2))``.
 
     ``verify=(model, sample)`` also measures each candidate band on ``sample`` (raw rows or
@@ -312,10 +337,14 @@ def plan_heterogeneous(workers: Sequence[Worker], n_rows: int,
     accepts a band only when the measurement meets the target too; the measurement is recorded
     in the assignment.
 
-    >>> plan = plan_heterogeneous([Worker("a"), Worker("b", base_throughput=3.0)], 10,
-    ...                           target_rel_error=1e-30)
-    >>> [(a.precision, a.rows) for a in plan.assignments]  # impossible: the most accurate band
-    [('dd', 2), ('dd', 8)]
+    >>> plan = plan_heterogeneous([Worker("a", precisions=("float32",)),
+    ...                            Worker("b", base_throughput=3.0)], 10, target_rel_error=1e-8)
+    >>> [(a.precision, a.rows) for a in plan.assignments]  # float32 cannot: no rows for "a"
+    [('float32', 0), ('float64', 10)]
+    >>> plan_heterogeneous([Worker("a")], 10, target_rel_error=1e-40)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: target_rel_error=1e-40 cannot be met: the most accurate band these workers run, ...
     """
     workers = list(workers)
     if not workers:
@@ -337,13 +366,27 @@ def plan_heterogeneous(workers: Sequence[Worker], n_rows: int,
         raise ValueError(f"op_count must be a finite number > 0, got {op_count!r}")
     measured = _band_checker(*verify) if verify is not None else None
     chosen = [_choose_band(w, allowed, target_rel_error, op_count, measured) for w in workers]
-    rates = [w.throughput(band) for w, (band, _) in zip(workers, chosen)]
-    rows = split_rows(int(n_rows), rates)
+    if not any(meets for _, _, meets in chosen):
+        _refuse_budget(workers, allowed, target_rel_error, op_count, measured)
+    rates = [w.throughput(band) for w, (band, _, _) in zip(workers, chosen)]
+    working = [i for i, (_, _, meets) in enumerate(chosen) if meets]
+    rows = [0] * len(workers)  # a worker no band of which meets the budget gets no rows
+    for i, r in zip(working, split_rows(int(n_rows), [rates[i] for i in working])):
+        rows[i] = r
     assignments = tuple(
         WorkerAssignment(w.name, r, band, rate, w.device, predicted_relative_error(band, op_count),
                          error, band in w.band_throughput)
-        for w, (band, error), rate, r in zip(workers, chosen, rates, rows))
+        for w, (band, error, _), rate, r in zip(workers, chosen, rates, rows))
     return HeterogeneousPlan(assignments, reduce_depth_for(len(workers)))
+
+
+def _refuse_budget(workers: Sequence[Worker], allowed: Sequence[str], target: float,
+                   op_count: float, measured: Callable[[str], float] | None) -> None:
+    """One line naming the budget no worker can meet and the best error any band achieves."""
+    best = min((_band_error(w, b, op_count, measured), b, w.name) for w in workers
+               for b in allowed if b in w.precisions)
+    raise ValueError(f"target_rel_error={target:g} cannot be met: the most accurate band these "
+                     f"workers run, {best[1]} on {best[2]!r}, has an error of {best[0]:.2g}")
 
 
 def _band_checker(model: Any, sample: Any) -> Callable[[str], float]:

@@ -31,6 +31,7 @@ import numpy as np
 
 from mixfold.backends import backend_name
 from mixfold.backends._shard import require
+from mixfold.compute.accuracy import step_error
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
 from mixfold.decomposition import subtree_work
@@ -48,8 +49,10 @@ class DeviceSpec:
     """One device: ``name``, ``kind`` ("cpu" or "gpu"), ``throughput`` (rows per second of the
     calibrated model, or a relative speed before calibration: units must agree across the devices
     of one :class:`Resources`), ``memory_bytes`` it may hold (``None``: unknown, not checked),
-    ``precisions`` (the bands it can run) and ``band_throughput`` (measured rows per second per
-    band; empty until calibrated).
+    ``precisions`` (the bands it can run), ``band_throughput`` (measured rows per second per
+    band; empty until calibrated) and ``band_error`` (each band's measured error of one EM step
+    against float64 on the calibration sample, :func:`~mixfold.compute.accuracy.step_error`;
+    empty until calibrated).
 
     >>> d = DeviceSpec("cpu:0", throughput=2.0, band_throughput={"float32": 3.0, "float64": 2.0})
     >>> d.throughput_for("float32"), d.throughput_for("float16")
@@ -62,6 +65,7 @@ class DeviceSpec:
     memory_bytes: int | None = None
     precisions: tuple[str, ...] = BANDS
     band_throughput: Mapping[str, float] = field(default_factory=dict)
+    band_error: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -85,6 +89,13 @@ class DeviceSpec:
             _check_rate(f"band_throughput[{band!r}]", rate)
         object.__setattr__(self, "band_throughput", {b: float(rates[b]) for b in BANDS
                                                      if b in rates})
+        errors = dict(self.band_error)
+        for band, error in errors.items():
+            if band not in precisions or not (math.isfinite(error) and error >= 0):
+                raise ValueError(f"band_error[{band!r}] = {error!r}: expected a band of "
+                                 f"{list(precisions)} with a finite error >= 0")
+        object.__setattr__(self, "band_error", {b: float(errors[b]) for b in BANDS
+                                                if b in errors})
 
     def throughput_for(self, band: str) -> float:
         """Rows per second in ``band`` when measured, else :attr:`throughput`."""
@@ -93,17 +104,18 @@ class DeviceSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "throughput": self.throughput,
                 "memory_bytes": self.memory_bytes, "precisions": list(self.precisions),
-                "band_throughput": dict(self.band_throughput)}
+                "band_throughput": dict(self.band_throughput),
+                "band_error": dict(self.band_error)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DeviceSpec:
         extra = set(d) - {"name", "kind", "throughput", "memory_bytes", "precisions",
-                          "band_throughput"}
+                          "band_throughput", "band_error"}
         if extra:
             raise ValueError(f"unknown device fields {sorted(extra)}")
         return cls(d["name"], d.get("kind", "cpu"), d.get("throughput", 1.0),
                    d.get("memory_bytes"), tuple(d.get("precisions", BANDS)),
-                   dict(d.get("band_throughput", {})))
+                   dict(d.get("band_throughput", {})), dict(d.get("band_error", {})))
 
 
 def _check_rate(name: str, value: Any) -> None:
@@ -219,11 +231,15 @@ class Resources:
         (``seq_update`` of the model's accumulator over the encoded sample, chunk by chunk) is
         timed for at least ``min_seconds`` and the best rate kept, in rows per second: it goes to
         ``band_throughput``, and ``throughput`` becomes the float64 rate (else the most accurate
-        band measured). Each band is timed on the real engine that runs it on that device
-        (:func:`measure_rows_per_second`): on a CPU, NumPy for float32/float64/dd and torch for
-        bfloat16/float16; on a GPU, torch. Bands no real engine runs there (fp8 on a CPU, whose
-        only engine is the emulator) and bands the E-step cannot run stay unmeasured, so the
-        planner never gives them rows on their nominal speed alone.
+        band measured). Each band measured is also judged on what a user gets of it: one EM
+        step of ``model`` over (up to :data:`ERROR_SAMPLE_ROWS` of) the sample in the band
+        against float64 -- the log-likelihood it reports and the model it makes
+        (:func:`~mixfold.compute.accuracy.step_error`) -- in ``band_error``, which the planner
+        holds against its accuracy budget. Each band is timed on the real engine that runs it on
+        that device (:func:`measure_rows_per_second`): on a CPU, NumPy for float32/float64/dd
+        and torch for bfloat16/float16; on a GPU, torch. Bands no real engine runs there (fp8
+        on a CPU, whose only engine is the emulator) and bands the E-step cannot run stay
+        unmeasured, so the planner never gives them rows on their nominal speed alone.
 
         Where the timing runs: without ``engine``, devices of this machine (``cpu:<core>``, each
         timed pinned to its core; ``cpu`` for the whole machine; ``gpu:<i>`` on ``cuda:<i>``
@@ -245,8 +261,9 @@ class Resources:
             where = "this machine" if engine is None else f"the {type(engine).__name__}"
             raise ValueError(f"calibrate could not reach devices {missing} from {where}; pass "
                              f"the engine they run on (engine=) or describe them separately")
-        return Resources(tuple(_with_rates(d, measured[d.name]) for d in self.devices),
-                         calibrated_work=subtree_work(model))
+        errors = _band_errors(model, enc, measured, self.devices)
+        return Resources(tuple(_with_rates(d, measured[d.name], errors[_error_key(d)])
+                               for d in self.devices), calibrated_work=subtree_work(model))
 
     def _measure(self, model: Distribution, enc: Encoded, bands: tuple[str, ...],
                  min_seconds: float, engine: Any) -> dict[str, dict[str, float]]:
@@ -299,12 +316,42 @@ class Resources:
         return cls.from_dict(json.loads(text))
 
 
-def _with_rates(d: DeviceSpec, rates: Mapping[str, float]) -> DeviceSpec:
+def _with_rates(d: DeviceSpec, rates: Mapping[str, float],
+                errors: Mapping[str, float]) -> DeviceSpec:
     mine = {b: r for b, r in rates.items() if b in d.precisions}
     if not mine:
         raise ValueError(f"calibrate measured none of {d.name}'s bands {list(d.precisions)}")
     main = mine.get("float64", mine[max(mine, key=BANDS.index)])
-    return DeviceSpec(d.name, d.kind, main, d.memory_bytes, d.precisions, mine)
+    return DeviceSpec(d.name, d.kind, main, d.memory_bytes, d.precisions, mine,
+                      {b: e for b, e in errors.items() if b in mine})
+
+
+#: Rows of the calibration sample one EM step is measured on per band (against float64).
+ERROR_SAMPLE_ROWS = 20_000
+
+
+def _error_key(d: DeviceSpec) -> str:
+    """Where a device's bands run the same arithmetic: each GPU on its own, every CPU alike."""
+    gpu = _cuda_of(d)
+    return gpu if gpu is not None and torch_device_available(gpu) else "cpu"
+
+
+def _band_errors(model: Distribution, enc: Encoded, measured: Mapping[str, Mapping[str, float]],
+                 devices: tuple[DeviceSpec, ...]) -> dict[str, dict[str, float]]:
+    """Each band's :func:`~mixfold.compute.accuracy.step_error` per kind of engine (the CPU's;
+    each local GPU's), measured once on the first rows of the sample for every band that was
+    timed on a device of that kind."""
+    sample = enc.rows(0, min(enc.n_rows, ERROR_SAMPLE_ROWS))
+    out: dict[str, dict[str, float]] = {}
+    for d in devices:
+        key = _error_key(d)
+        errors = out.setdefault(key, {})
+        for band in measured.get(d.name, {}):
+            if band not in errors:
+                precision = band if key == "cpu" else f"{band}@{key}"
+                errors[band] = 0.0 if band == "float64" else \
+                    step_error(model, sample, precision).error
+    return out
 
 
 def measure_rows_per_second(model: Distribution, enc: Encoded, bands: tuple[str, ...],

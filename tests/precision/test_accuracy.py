@@ -24,17 +24,20 @@ MODELS = {
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_error_grows_from_dd_to_fp8_and_stays_within_each_bands_bound(name):
+def test_error_grows_from_dd_to_float32_and_the_screened_bands_keep_float32s(name):
+    """dd, float64 and float32 in order; the bands below float32 screen in the band and rescore
+    in float64 from float32 features, so their error is float32's (fp8, which no CPU unit runs,
+    is the emulator's: every step in the band)."""
     model = MODELS[name]
     enc = model.encoder().encode(model.sampler(0).sample(3000))
     ops = estep_op_count(model)
     errors = {b: statistics_relative_error(model, enc, b, reference="dd") for b in BANDS}
-    ordered = [errors[b] for b in reversed(BANDS)]  # dd, float64, float32, float16, bf16, fp8
-    assert ordered[0] == 0.0
-    assert all(a < b for a, b in zip(ordered[:-1], ordered[1:])), errors
+    assert errors["dd"] == 0.0 < errors["float64"] < errors["float32"] < 1e-6, errors
+    for band in ("bfloat16", "float16"):
+        assert 0 < errors[band] <= statistics_error_bound("float32", ops, enc.n_rows), errors
     for band, err in errors.items():
         assert err <= statistics_error_bound(band, ops, enc.n_rows), (band, err)
-    assert errors["fp8"] > 1e-4 and 1e-11 < errors["float32"] < 1e-6  # the bands really ran
+    assert errors["fp8"] > 1e-4  # the emulator really ran
 
 
 def test_dd_statistics_round_the_exact_sums():

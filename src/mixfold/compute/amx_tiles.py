@@ -1,21 +1,19 @@
-"""The two GEMMs of the CPU's bfloat16 band on AMX tiles (Intel's Advanced Matrix Extensions:
-``TDPBF16PS`` multiplies bfloat16 tiles and accumulates in float32), for
-:class:`~mixfold.compute.linear_amx.AmxFusedEStep`.
+"""The scoring GEMM of the CPU's bfloat16 band on AMX tiles (Intel's Advanced Matrix Extensions:
+``TDPBF16PS`` multiplies bfloat16 tiles and accumulates in float32), with which
+:class:`~mixfold.compute.linear_screened.TileScreener` screens a fold's components.
 
 torch's CPU GEMM of bfloat16 runs on these tiles but rounds its sums to bfloat16; a GEMM of the
 band's values widened to float32 keeps the sums but runs on vector units at a tenth of the tiles'
 rate. Here each fold shape -- K components, F1 features (the ones row included) -- gets its own
-two functions, written as LLVM IR with every tile's shape fixed, compiled by llvmlite (numba's
+function, written as LLVM IR with every tile's shape fixed, compiled by llvmlite (numba's
 compiler, a core dependency) in a few tens of milliseconds and called through ctypes, which
 hands over the GIL for the call:
 
-- ``score``: the scores (K, m) in float32 = coef (K, F1) @ z, z laid out in pairs of features
-  (F1/2, m, 2) -- the tiles' layout of a right operand (:func:`score_layout`);
-- ``stats``: the sums (K, F1) in float32 += r (K, m) @ z.T, z laid out in pairs of rows
-  (m/2, F1, 2) (:func:`stats_layout`).
+``score``: the scores (K, m) in float32 = coef (K, F1) @ z, z laid out in pairs of features
+(F1/2, m, 2) -- the tiles' layout of a right operand (:func:`score_layout`).
 
 Operands are bfloat16 bit patterns (uint16), F1 padded to an even count and rows to
-:data:`ROW_ALIGN` with zeros (a zero feature or a zero posterior adds nothing). The tiles flush
+:data:`ROW_ALIGN` with zeros (a zero feature adds nothing). The tiles flush
 subnormal inputs and results to zero: a product below 1e-38 is lost, far below the band's
 resolution. A process asks Linux once for the right to use the tiles' state
 (:func:`amx_available`); without it, on another CPU or system, the band runs as before.
@@ -31,16 +29,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["amx_available", "tile_gemms", "TileGemms", "score_layout", "stats_layout",
-           "ROW_ALIGN", "MAX_FEATURES"]
+__all__ = ["amx_available", "tile_gemms", "TileGemms", "score_layout", "ROW_ALIGN",
+           "MAX_FEATURES"]
 
-#: Rows per step of both loops (a tile's 32 bfloat16 values of a row, 16 pairs of rows).
+#: Rows per step of the loop (a tile's 32 bfloat16 values of a row).
 ROW_ALIGN = 32
 #: Four left tiles of 32 features stay loaded through the scoring loop (eight tile registers).
 MAX_FEATURES = 128
 _ROWS = 16  # a tile's rows
 _ROW_BYTES = 64  # a tile row's bytes
-_STATS_TILES = 5  # result tiles per pass of the statistics loop (with a left and two right ones)
 _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA, _SYS_ARCH_PRCTL = 0x1023, 18, 158
 _DISABLED = os.environ.get("MIXFOLD_DISABLE_AMX", "") not in ("", "0")
 
@@ -89,12 +86,6 @@ def score_layout(bits: np.ndarray) -> np.ndarray:
     """(F1, m) bfloat16 bits, both even -> (F1/2, m, 2): each row's features in pairs."""
     f1, m = bits.shape
     return np.ascontiguousarray(bits.reshape(f1 // 2, 2, m).transpose(0, 2, 1))
-
-
-def stats_layout(bits: np.ndarray) -> np.ndarray:
-    """(F1, m) bfloat16 bits, both even -> (m/2, F1, 2): each feature's rows in pairs."""
-    f1, m = bits.shape
-    return np.ascontiguousarray(bits.reshape(f1, m // 2, 2).transpose(1, 0, 2))
 
 
 class _Ir:
@@ -197,50 +188,12 @@ def _score_ir(k: int, f1: int) -> str:
     return ir.text()
 
 
-def _stats_ir(k: int, f1: int) -> str:
-    """sums (k, f1) += r (k, m) @ z.T, z as (m/2, f1, 2): per 16 components and up to five
-    result tiles of 16 features, one pass over the rows, 32 rows a step."""
-    ir = _Ir("stats", "ptr noalias %r, ptr noalias %z, ptr noalias %out, i64 %m")
-    r_stride = ir.value("mul i64 %m, 2")  # bytes per component row of r
-    f_tiles = _spans(f1, _ROWS)
-    for c0, kc in _spans(k, _ROWS):
-        for g in range(0, len(f_tiles), _STATS_TILES):
-            group = f_tiles[g:g + _STATS_TILES]
-            left = len(group)
-            right = {w: left + 1 + i for i, w in enumerate(sorted({w for _, w in group}))}
-            tiles = {t: (kc, 4 * w) for t, (_, w) in enumerate(group)}
-            tiles[left] = (kc, _ROW_BYTES)
-            tiles.update({reg: (_ROWS, 4 * w) for w, reg in right.items()})
-            ir.configure(tiles)
-            outs = []
-            for t, (f0, _) in enumerate(group):
-                outs.append(ir.value(f"getelementptr float, ptr %out, i64 {c0 * f1 + f0}"))
-                ir.emit(f"call void @llvm.x86.tileloadd64(i8 {t}, ptr {outs[-1]}, i64 {4 * f1})")
-
-            def step(j: str, c0: int = c0, group: list = group, left: int = left,
-                     right: dict = right) -> None:
-                at = ir.value(f"add i64 {j}, {ir.value(f'mul i64 %m, {c0}')}")
-                ir.emit(f"call void @llvm.x86.tileloadd64(i8 {left}, "
-                        f"ptr {ir.address('%r', at)}, i64 {r_stride})")
-                base = ir.value(f"mul i64 {j}, {f1}")  # pair j/2 starts at (j/2) * f1 * 2
-                for t, (f0, w) in enumerate(group):
-                    at = ir.value(f"add i64 {base}, {2 * f0}")
-                    ir.emit(f"call void @llvm.x86.tileloadd64(i8 {right[w]}, "
-                            f"ptr {ir.address('%z', at)}, i64 {4 * f1})")
-                    ir.emit(f"call void @llvm.x86.tdpbf16ps(i8 {t}, i8 {left}, i8 {right[w]})")
-
-            ir.loop(step, "%m", ROW_ALIGN)
-            for t, out in enumerate(outs):
-                ir.emit(f"call void @llvm.x86.tilestored64(i8 {t}, ptr {out}, i64 {4 * f1})")
-    return ir.text()
-
-
 _SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_int64)
 
 
 class TileGemms:
-    """Both GEMMs compiled for K components and F1 (even) features; see the module.
+    """The scoring GEMM compiled for K components and F1 (even) features; see the module.
 
     >>> import numpy as np
     >>> if amx_available():
@@ -266,15 +219,11 @@ class TileGemms:
         self.k, self.f1 = k, f1
         machine = llvm.Target.from_default_triple().create_target_machine(
             cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3)
-        self._engines, fns = [], {}
-        for name, text in (("score", _score_ir(k, f1)), ("stats", _stats_ir(k, f1))):
-            module = llvm.parse_assembly(text)
-            module.verify()
-            engine = llvm.create_mcjit_compiler(module, machine)
-            engine.finalize_object()
-            self._engines.append(engine)  # the machine code lives as long as its engine
-            fns[name] = _SIGNATURE(engine.get_function_address(name))
-        self._score, self._stats = fns["score"], fns["stats"]
+        module = llvm.parse_assembly(_score_ir(k, f1))
+        module.verify()
+        self._engine = llvm.create_mcjit_compiler(module, machine)
+        self._engine.finalize_object()  # the machine code lives as long as its engine
+        self._score = _SIGNATURE(self._engine.get_function_address("score"))
 
     def score(self, coef: np.ndarray, z_pairs: np.ndarray, scores: np.ndarray) -> None:
         """``scores`` (K, m) float32 = coef (K, F1) @ z, from :func:`score_layout`'s z."""
@@ -283,14 +232,6 @@ class TileGemms:
         self._check(z_pairs, (self.f1 // 2, m, 2), np.uint16)
         self._check(scores, (self.k, m), np.float32)
         self._score(coef.ctypes.data, z_pairs.ctypes.data, scores.ctypes.data, m)
-
-    def stats(self, r: np.ndarray, z_rows: np.ndarray, sums: np.ndarray) -> None:
-        """``sums`` (K, F1) float32 += r (K, m) @ z.T, from :func:`stats_layout`'s z."""
-        m = self._rows(r.shape[1] if r.ndim == 2 else 0)
-        self._check(r, (self.k, m), np.uint16)
-        self._check(z_rows, (m // 2, self.f1, 2), np.uint16)
-        self._check(sums, (self.k, self.f1), np.float32)
-        self._stats(r.ctypes.data, z_rows.ctypes.data, sums.ctypes.data, m)
 
     @staticmethod
     def _check(a: np.ndarray, shape: tuple[int, ...], dtype: type) -> None:
@@ -309,8 +250,8 @@ class TileGemms:
 
 @functools.lru_cache(maxsize=32)
 def tile_gemms(k: int, f1: int) -> TileGemms:
-    """The GEMMs of K components and F1 features (even, at most :data:`MAX_FEATURES`), compiled
-    once per process and shape."""
+    """The scoring GEMM of K components and F1 features (even, at most :data:`MAX_FEATURES`),
+    compiled once per process and shape."""
     if f1 % 2 or not 0 < f1 <= MAX_FEATURES or k < 1:
         raise ValueError(f"tile GEMMs take 1 or more components and an even feature count up "
                          f"to {MAX_FEATURES}; got K={k}, F1={f1}")

@@ -92,21 +92,17 @@ def _lda_kernels() -> dict[str, Any]:
 
 
 def band_kernels() -> dict[str, Any] | None:
-    """The compiled normalisation of the CPU band engines (:mod:`mixfold.compute.numba_bands`:
-    ``band_normalise`` and its passes ``band_exp_totals``, ``band_posteriors``; for the AMX
-    tiles ``band_normalise_bits`` and ``band_tile_layouts``), loaded on the first call; ``None``
-    where the kernels cannot be used (the engine then runs torch's operations)."""
+    """The compiled kernels of the CPU band engines (``screen_rescore`` of
+    :mod:`mixfold.compute.numba_screen`; ``band_pairs_layout`` of
+    :mod:`mixfold.compute.numba_bands` for the AMX tiles), loaded on the first call; ``None``
+    where the kernels cannot be used (the engine then runs NumPy's operations)."""
     if not kernels_available():
         return None
-    if "band_exp_totals" not in _KERNELS:
+    if "screen_rescore" not in _KERNELS:
         with _first_load_lock():
-            from mixfold.compute.numba_bands import (band_exp_totals, band_normalise,
-                                                     band_normalise_bits, band_posteriors,
-                                                     band_tile_layouts)
+            from mixfold.compute.numba_bands import band_pairs_layout
             from mixfold.compute.numba_screen import screen_rescore
-        _KERNELS.update(band_exp_totals=band_exp_totals, band_posteriors=band_posteriors,
-                        band_normalise=band_normalise, band_normalise_bits=band_normalise_bits,
-                        band_tile_layouts=band_tile_layouts, screen_rescore=screen_rescore)
+        _KERNELS.update(band_pairs_layout=band_pairs_layout, screen_rescore=screen_rescore)
     return _KERNELS
 
 

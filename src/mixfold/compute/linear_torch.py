@@ -1,5 +1,5 @@
-"""The fused linear E-step on torch: the band engine of ``bfloat16``, ``float16``, ``float32``,
-``float64`` (and ``fp8`` on GPUs that have it) on ``cpu`` and ``cuda``.
+"""The fused linear E-step on torch: the engine of every band on ``cuda`` (``fp8`` on GPUs
+that have it) and of ``float64`` named on a torch device.
 
 :class:`TorchFusedEStep` runs the steps of :class:`~mixfold.compute.linear.FusedEStep` -- layout,
 score, normalise, accumulate -- on torch tensors, with the plan of the same
@@ -9,18 +9,19 @@ score, normalise, accumulate -- on torch tensors, with the plan of the same
   by the families' own ``features``, rounded once to the band and kept on the device for the rest
   of the fit when a handle keeps its rows (:mod:`mixfold.compute.feature_cache`): per iteration
   only the model goes in and the statistics and log-densities come out;
-- the scoring GEMM ``coef @ z`` and the statistics GEMM ``z @ r.T`` take inputs in the band's
-  dtype and accumulate in float32, handing back float32, as tensor cores and AVX512_BF16 units
-  do (a GPU through ``torch.mm(out_dtype=float32)``; a CPU, for which torch has no such output,
-  multiplies the band's values widened to float32; fp8 runs ``torch._scaled_mm`` with
-  power-of-two scales per feature row);
-- each table's log-probabilities (rounded to the band) are gathered and added in float32, the
-  log-sum-exp over components and the weighted posteriors ``r`` are float32 (float64 in the
-  float64 band);
+- the bands up to float32 *screen*: the scoring GEMM ``coef @ z`` takes inputs in the band's
+  dtype and accumulates in float32 (``torch.mm(out_dtype=float32)``; fp8 runs
+  ``torch._scaled_mm`` with power-of-two scales per feature row), and each row's candidates
+  are rescored in float64 from the exact float32 features
+  (:meth:`~mixfold.compute.screened.Screen.rescore_torch`), the statistics a float32 GEMM of
+  those features and the posteriors;
+- float64 normalises its scores (log-sum-exp, weighted posteriors) and sums ``z @ r.T`` in
+  float64;
 - each block's statistics are added up in float64 on the device and handed back once; the
   M-step runs in float64 as always.
 
-:func:`~mixfold.compute.band_engines.fused_linear_fold` picks the engine a precision names.
+:func:`~mixfold.compute.band_engines.fused_linear_fold` picks the engine a precision names (the
+CPU's bands run :class:`~mixfold.compute.linear_screened.ScreenedEStep`).
 
 >>> import numpy as np
 >>> from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
@@ -29,9 +30,9 @@ score, normalise, accumulate -- on torch tensors, with the plan of the same
 >>> comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
 >>> enc = ArrayEncoded(np.array([0, 1, 7, 9]))
 >>> terms = PoissonAccumulator.linear_terms(accs, comps, enc)
->>> step = CpuTorchFusedEStep([terms], np.log([0.5, 0.5]), enc, np.ones(4), "float32@cpu")
+>>> step = TorchFusedEStep([terms], np.log([0.5, 0.5]), enc, np.ones(4), "float64@cpu")
 >>> mass, lse = step.run()
->>> mass.round(3).tolist(), round(float(mass.sum()), 5)
+>>> mass.round(3).tolist(), round(float(mass.sum()), 12)
 ([1.955, 2.045], 4.0)
 """
 
@@ -47,16 +48,14 @@ import numpy as np
 
 from mixfold.compute.encoded import Encoded
 from mixfold.compute.feature_cache import cache_for
-from mixfold.compute.kernels import band_kernels
-from mixfold.compute.linear import (FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR,
-                                    PEAK_SHIFT_MARGIN, LinearTerms, block_rows)
+from mixfold.compute.linear import FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR, LinearTerms, block_rows
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.screened import Screen, screens
 from mixfold.precision.bands import resolve_precision
 from mixfold.precision.gpu import torch_device_available
 from mixfold.precision.support import BandSupportError
 
-__all__ = ["TorchFusedEStep", "CpuTorchFusedEStep", "GPU_BLOCK_ROWS",
+__all__ = ["TorchFusedEStep", "GPU_BLOCK_ROWS",
            "GPU_CHUNK_ROWS",
            "FP8_MAX", "fp8_supported", "one_torch_thread"]
 
@@ -146,11 +145,10 @@ class TorchFusedEStep:
         self.band, self.device = p.band, torch.device(p.device)
         self.on_gpu = runs_as_gpu(self.device)
         self.dtype = getattr(torch, _TORCH_DTYPES[p.band])
-        # a CPU's GEMMs of bfloat16/float16 inputs: widened to float32 and multiplied there, which
-        # is what a unit that accumulates in float32 computes (torch has no float32 output of a
-        # reduced-precision GEMM on a CPU, and rounding each block's sums to the band would
-        # cost more accuracy than the band's inputs do)
-        self.widen = not self.on_gpu and p.band in ("bfloat16", "float16")
+        if not self.on_gpu and p.band in ("bfloat16", "float16"):  # (torch's CPU GEMM of these
+            raise BandSupportError(f"precision {str(p)!r}: a CPU's {p.band} runs the screened "
+                                   f"engine (mixfold.compute.linear_screened), not torch's")
+        # rounds its sums to the band)
         wide = p.band == "float64"
         # log-sum-exp and posteriors: float32, float64 in the float64 band
         self.work = torch.float64 if wide else torch.float32
@@ -193,8 +191,7 @@ class TorchFusedEStep:
         t = self.torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64), device=self.device)
         if self.band == "fp8":
             return t.clamp(-FP8_MAX, FP8_MAX).to(self.dtype)
-        t = t.to(self.dtype)
-        return t.to(self.torch.float32) if self.widen else t
+        return t.to(self.dtype)
 
     def _kept_features(self, enc: Encoded) -> dict[Any, Any] | None:
         """The feature cache's store of this fold's blocks on the device (by first row), when
@@ -256,11 +253,7 @@ class TorchFusedEStep:
     def buffer_specs(self, m: int) -> dict[str, tuple[tuple[int, ...], Any]]:
         """The (shape, dtype) of each buffer of an m-row block."""
         k, work = self.k, self.work
-        specs = {"band": ((k, m), self.dtype), "scores": ((k, m), work), "top": ((m,), work),
-                 "total": ((m,), work)}
-        if self.widen:
-            specs["z32"] = ((self.f + 1, m), self.torch.float32)
-        return specs
+        return {"scores": ((k, m), work), "top": ((m,), work), "total": ((m,), work)}
 
     def layout(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
         """The features ``z`` (F + 1, rows) of rows [lo, hi) in the band, their weights and each
@@ -321,8 +314,6 @@ class TorchFusedEStep:
         """``coef @ z`` (K, rows) in the working dtype."""
         if self.band == "fp8":
             return self._fp8_score(z)
-        if self.widen:  # (z widened once per block: the statistics GEMM reads it too)
-            return self.torch.mm(self.coef, buffers["z32"].copy_(z), out=buffers["scores"])
         return self._gemm(self.coef, z, buffers["scores"])
 
     def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
@@ -359,8 +350,7 @@ class TorchFusedEStep:
                    ) -> tuple[Any, list[Any]]:
         """Every feature sum and the mass (one GEMM ``z @ r.T``, (F + 1, K)) and each table's
         counts (K, V), in float64."""
-        sums = (self._fp8_statistics(z, r) if self.band == "fp8"
-                else self._statistics_gemm(z, r, buffers))
+        sums = self._statistics_gemm(z, r, buffers)
         return sums, self._table_counts(r, codes)
 
     def _table_counts(self, r: Any, codes: list[Any]) -> list[Any]:
@@ -389,16 +379,8 @@ class TorchFusedEStep:
         return torch.mm(a.float(), b.float())
 
     def _statistics_gemm(self, z: Any, r: Any, buffers: dict[str, Any]) -> Any:
-        """``z @ r.T`` with z and r in the band, summed in float32 and handed back in float64
-        (F + 1, K): r rounded to the band (in place where a CPU multiplies in float32)."""
-        torch = self.torch
-        if self.dtype == self.work:  # float32, float64: r is in the band already
-            return torch.mm(z, r.t()).to(torch.float64)
-        r_band = buffers["band"].copy_(r)
-        if self.on_gpu:
-            return self._mm_float32(z, r_band.t()).to(torch.float64)
-        r.copy_(r_band)
-        return torch.mm(buffers["z32"], r.t()).to(torch.float64)
+        """``z @ r.T`` (F + 1, K) in float64 (the float64 band's: the bands below screen)."""
+        return self.torch.mm(z, r.t()).to(self.torch.float64)
 
     def collect(self, folded: list[tuple[Any, list[Any]]], lse: Any
                 ) -> tuple[np.ndarray, np.ndarray]:
@@ -469,162 +451,3 @@ class TorchFusedEStep:
         out = self.torch._scaled_mm(rows_fp, coef8.t(), scale_a=self.one, scale_b=c_scale,
                                     out_dtype=self.torch.float32)
         return out[:m, :self.k].t().contiguous()
-
-    def _fp8_statistics(self, z: Any, r: Any) -> Any:
-        torch = self.torch
-        _, fp_rows, m, scale = z
-        rp = torch.zeros((self.kp, fp_rows.shape[1]), dtype=torch.float32, device=self.device)
-        rp[:self.k, :m] = r
-        r_scale = self._pow2_scale(rp.abs().amax())
-        r8 = (rp / r_scale).to(self.dtype)
-        out = torch._scaled_mm(fp_rows, r8.t(), scale_a=self.one, scale_b=r_scale,
-                               out_dtype=torch.float32)  # (Fp, Kp)
-        return (out.to(torch.float64) * scale.to(torch.float64)[:, None])[:self.f + 1, :self.k]
-
-
-class CpuTorchFusedEStep(TorchFusedEStep):
-    """:class:`TorchFusedEStep` on a CPU for the bands below float64, laid out for its BLAS
-    (MKL and oneDNN in torch's CPU build). The same arithmetic -- the GEMMs' inputs are the
-    band's values and they accumulate in float32 -- with these differences of layout and order
-    (bfloat16 on a CPU with AMX tiles runs :class:`~mixfold.compute.linear_amx.AmxFusedEStep`,
-    a subclass, instead):
-
-    - the features, (F + 1, rows), are the band's values kept widened to float32 when that fits
-      the feature budget, else kept in the band and widened block by block: both GEMMs run in
-      float32, which a CPU runs fastest here (a product of two bfloat16 or float16 values is
-      exact in float32); blocks are half the NumPy fold's, so a block's features and scores
-      stay in cache between the two GEMMs;
-    - the statistics GEMM ``z @ r.T`` multiplies the same widened features by the posteriors
-      rounded to the band's values, in float32 (torch's CPU GEMM of bfloat16 inputs rounds its
-      sums to bfloat16, one error per block that does not average out over rows as the inputs'
-      do: a mixed plan's fit then ends 2.4e-4 from float64's instead of 5.5e-6);
-    - when every term bounds its scores (a density's peak) the scores are shifted by the largest
-      peak inside the scoring GEMM and exponentiated as they are, without each row's maximum;
-      a block with a row far below it (:data:`~mixfold.compute.linear.PEAK_SHIFT_MARGIN`) is
-      scored again against each row's maximum, as the NumPy fold does;
-    - floor, exp, totals, scaling and rounding to the band run in the two compiled passes of
-      :mod:`mixfold.compute.numba_bands` (torch's own operations where numba is missing).
-    """
-
-    def __init__(self, terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
-                 weights: np.ndarray, precision: str) -> None:
-        super().__init__(terms, log_weights, enc, weights, precision)
-        self.bounded = all(t.peak is not None for t in terms)
-        margin = PEAK_SHIFT_MARGIN[np.dtype(self.host_dt)]
-        self.least_total = self.k * float(np.exp(margin))
-        self.compiled = band_kernels()  # loaded here: the row threads only call them
-
-    def block_rows(self, k: int) -> int:
-        """Half the NumPy fold's rows (:func:`~mixfold.compute.linear.block_rows`): a block's
-        features and scores then stay in cache from the scoring GEMM to the statistics one."""
-        return max(block_rows(k, np.float32) // 2, 1024)
-
-    def _kept_features(self, enc: Encoded) -> dict[Any, Any] | None:
-        """The features kept as the GEMMs read them (``keep_ready``: the band's values widened
-        to float32 here) when they fit the feature budget, else kept as the band's values
-        (half the memory or less) and made ready block by block."""
-        self.keep_ready = True
-        kept = super()._kept_features(enc)
-        if kept is None and self.dtype != self.work:
-            self.keep_ready = False
-            kept = super()._kept_features(enc)
-        return kept
-
-    def kept_dtype(self) -> Any:
-        return self.work if self.keep_ready else self.dtype
-
-    def kept_row_bytes(self) -> int:
-        """A row's features (as :meth:`kept_dtype`) and its weight in the working dtype."""
-        return (self.f + 1) * self.kept_dtype().itemsize + self.host_dt.itemsize
-
-    def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
-        z, w, codes = super()._device_rows(lo, hi)
-        return (z.to(self.work) if self.keep_ready else z), w, codes
-
-    def buffer_specs(self, m: int) -> dict[str, tuple[tuple[int, ...], Any]]:
-        k, work = self.k, self.work
-        specs = {"scores": ((k, m), work), "top": ((m,), work), "total": ((m,), work),
-                 "scale": ((m,), work)}
-        if self.dtype != work:  # r rounded to the band; the block's features widened
-            specs.update(band=((k, m), self.dtype), wide=((self.f + 1, m), work))
-        return specs
-
-    def layout(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
-        """The kept (or new) rows of the base, (F + 1, rows) in the band, widened once for both
-        GEMMs; the block's features and codes stay with its buffers for a block scored
-        again."""
-        z, w, codes = super().layout(lo, hi)
-        buffers = self.block_buffers(hi - lo)
-        if z.dtype != self.work:
-            z = buffers["wide"].copy_(z)
-        buffers.update(z=z, codes=codes, lo=lo)
-        return z, w, codes
-
-    #: Rows past the last that a fold's blocks may write log-densities for (its padding).
-    lse_padding = 0
-
-    def run(self) -> tuple[np.ndarray, np.ndarray]:
-        # with the compiled kernels each block writes its rows' log-densities in float64, the
-        # shift added: the fold ends without a pass over its rows
-        if self.compiled is not None:
-            self.lse = np.empty(self.n_rows + self.lse_padding)
-        return super().run()
-
-    def log_densities(self, lse: Any) -> np.ndarray:
-        if self.compiled is None:
-            return super().log_densities(lse)
-        return self.lse[:self.n_rows]
-
-    def _scoring_gemm(self, z: Any, buffers: dict[str, Any]) -> Any:
-        return self.torch.mm(self.coef, z, out=buffers["scores"])
-
-    def normalise(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
-        """Each row's log-density (in the fold's float64 ones with the compiled kernels, else
-        into ``lse``, less the shift); returns the weighted posteriors (K, rows) in float32,
-        rounded to the band's values."""
-        if self.compiled is None:
-            r = self._normalise_torch(scores, w, lse, buffers)
-        else:
-            to_bfloat16 = self.band == "bfloat16"  # (rounded in the compiled call)
-            r = self._normalise_compiled(scores, w, buffers, "band_normalise", to_bfloat16)
-            if to_bfloat16:
-                return r
-        if self.dtype != self.work:
-            r.copy_(buffers["band"].copy_(r))
-        return r
-
-    def _normalise_compiled(self, scores: Any, w: Any, buffers: dict[str, Any], kernel: str,
-                            posteriors: Any) -> Any:
-        """The compiled normalisation ``kernel`` of a block (``posteriors`` says how it writes
-        them); a block with a row far below the shift is scored again and normalised against
-        each row's maximum. Returns the block's scores."""
-        lo, n = buffers["lo"], scores.shape[1]
-        top, total, scale = (buffers[name].numpy() for name in ("top", "total", "scale"))
-        args = (w.numpy(), scale, posteriors, self.lse[lo:lo + n], self.shift)
-        normalise = self.compiled[kernel]
-        if not normalise(scores.numpy(), top, not self.bounded, self.floor, self.floor_exp,
-                         total, self.least_total, *args):
-            scores = self.score(buffers["z"], buffers["codes"], buffers)
-            normalise(scores.numpy(), top, True, self.floor, self.floor_exp, total, 0.0, *args)
-        return scores
-
-    def _normalise_torch(self, scores: Any, w: Any, lse: Any, buffers: dict[str, Any]) -> Any:
-        """The same in torch's operations: exp(score - shift) as it is unless a row sits far
-        below the shift, else the base's normalisation against each row's maximum."""
-        if self.bounded:
-            torch = self.torch
-            self._floored_exp(scores)
-            total = torch.sum(scores, dim=0, out=buffers["total"])
-            if float(total.min()) >= self.least_total:
-                torch.log(total, out=lse)
-                return scores.mul_(torch.div(w, total, out=total))
-            scores = self.score(buffers["z"], buffers["codes"], buffers)
-        return super().normalise(scores, w, lse, buffers)
-
-    def _floored_exp(self, scores: Any) -> None:
-        """torch's own exp (vectorised here in float32, 40x slower on subnormals)."""
-        scores.clamp_(min=self.floor).exp_()
-        scores -= self.floor_exp
-
-    def _statistics_gemm(self, z: Any, r: Any, buffers: dict[str, Any]) -> Any:
-        return self.torch.mm(z, r.t()).to(self.torch.float64)  # (F + 1, K), as the base's

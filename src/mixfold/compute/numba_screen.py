@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from mixfold.compute.numba_bands import _exp, _log
+from mixfold.compute.numba_bands import exp32, log32
 
 __all__ = ["screen_rescore", "SCREEN_SIGNATURE"]
 
@@ -141,10 +141,10 @@ def screen_rescore(scores, z, coef, coef_t, cmax, eta, slack, cutoff, shift, tab
             continue
         total = np.float32(0.0)
         for q in range(n):  # float32's exp and log: 3e-7 of a posterior, of a log-density
-            e = _exp(np.float32(max(exact[q] - best, -80.0)))
+            e = exp32(np.float32(max(exact[q] - best, -80.0)))
             exact[q] = e
             total += e
-        lse[j] = best + np.float64(_log(total)) + shift
+        lse[j] = best + np.float64(log32(total)) + shift
         scale = w[j] / total
         for q in range(n):
             r = exact[q] * scale

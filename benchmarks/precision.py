@@ -50,10 +50,12 @@ import numpy as np
 
 import mixfold
 from mixfold.compute.fold import fold_rows
+from mixfold.compute import band_engines
 from mixfold.compute.accuracy import estep_op_count, fold_statistics, statistics_relative_error
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.linear import block_rows
 from mixfold.compute.linear_torch import GPU_BLOCK_ROWS, fp8_supported
+from mixfold.examples.band_battery import check_band
 from mixfold.parallel.heterogeneous import Worker, plan_heterogeneous
 from mixfold.parallel.simulation import plot_finish_times, simulate_plan
 from mixfold.precision import (BANDS, fused_statistics_bound, predicted_relative_error,
@@ -110,9 +112,15 @@ def p1_mixture(seed: int = 0) -> mixfold.MixtureDistribution:
     return mixture(seed, P10_DIM, P10_COMPONENTS)
 
 
+#: P10's reference: the NumPy float32 fold without screening (the fused E-step of ``float32``
+#: before the bands screened), timed through :func:`unscreened`.
+UNSCREENED = "float32 unscreened"
+
+
 def p10_precisions() -> list[str]:
-    """NumPy float64/float32, torch on this CPU per band, and per band on a CUDA device."""
-    out = ["float64", "float32", "float64@cpu", "float32@cpu", "float16@cpu", "bfloat16@cpu"]
+    """NumPy float64, the unscreened NumPy float32 fold, the screened CPU bands, and per band on
+    a CUDA device."""
+    out = ["float64", UNSCREENED, "float32", "float64@cpu", "float16@cpu", "bfloat16@cpu"]
     if torch_device_available("cuda"):
         out += ["float64@cuda", "float32@cuda", "float16@cuda", "bfloat16@cuda"]
         if fp8_supported("cuda"):
@@ -120,8 +128,24 @@ def p10_precisions() -> list[str]:
     return out
 
 
+class unscreened:
+    """Within it, ``float32`` runs the NumPy float32 fold without screening
+    (:func:`~mixfold.compute.linear.linear_fold`): the reference P10's ratios are taken
+    against."""
+
+    def __enter__(self) -> None:
+        self.engine_for = band_engines.engine_for
+        band_engines.engine_for = lambda terms, precision: None
+
+    def __exit__(self, *exc) -> None:
+        band_engines.engine_for = self.engine_for
+
+
 def time_fold(model, enc, precision: str, repeats: int = 5) -> float:
     """Best seconds of one E-step over ``enc`` as a fit runs it: features kept between folds."""
+    if precision == UNSCREENED:
+        with unscreened():
+            return time_fold(model, enc, "float32", repeats)
     factory = model.estimator().accumulator_factory()
     weights = np.ones(enc.n_rows)
     cache = FeatureCache.for_rows(enc.nbytes)
@@ -167,47 +191,42 @@ def p10_table(n_rows: int, gpu_rows: int, fit_rows: int, error_rows: int) -> dic
         n = gpu_rows if "cuda" in p else n_rows
         enc = enc_all.rows(0, n)
         seconds = time_fold(model, enc, p)
-        got = fold_statistics(model, enc_err, p, raw=True)
+        if p == UNSCREENED:
+            with unscreened():
+                got = fold_statistics(model, enc_err, "float32", raw=True)
+        else:
+            got = fold_statistics(model, enc_err, p, raw=True)
         error = max(relative_error(g, r) for g, r in zip(got, reference))
         rows.append({"precision": p, "rows": n, "seconds": seconds,
                      "error_vs_dd": error, "bound": p10_bound(p, ops, enc_err.n_rows)})
     base = {r["precision"]: r["seconds"] for r in rows}
     for r in rows:  # the NumPy paths, scaled to the row's size (a GPU row may hold more rows)
         scale = r["rows"] / n_rows
-        r["vs_float32"] = base["float32"] * scale / r["seconds"]
+        r["vs_float32"] = base[UNSCREENED] * scale / r["seconds"]
         r["vs_float64"] = base["float64"] * scale / r["seconds"]
-    # a whole fit from the same start: float64 against bfloat16 on each device
-    xf = x[:fit_rows]
-    est = mixfold.MixtureEstimator([mixfold.DiagonalGaussianEstimator()] * P10_COMPONENTS)
-    fits = {}
-    for p in ["float64", "bfloat16@cpu"] + (["bfloat16@cuda"] if torch_device_available("cuda")
-                                            else []):
-        t = time.perf_counter()
-        fit = mixfold.optimize(xf, est, seed=0, max_iter=P10_FIT_ITERATIONS, tol=0,
-                               precision=p, progress=False)
-        fits[p] = (fit, time.perf_counter() - t)
-    enc_fit = fits["float64"][0].encoder().encode(xf)
-    want = float(fits["float64"][0].seq_log_density(enc_fit).sum())
-    distance = {p: abs(float(f.seq_log_density(enc_fit).sum()) - want) / abs(want)
-                for p, (f, _) in fits.items()}
-    return {"rows": rows, "error_rows": enc_err.n_rows, "fit_rows": len(xf),
-            "fit_distance": distance,
-            "fit_seconds": {p: s for p, (_, s) in fits.items()}}
+    # whole fits from the same start, against float64's: the issue's separated clusters
+    fits = [check_band("separated", band, fit_rows, P10_FIT_ITERATIONS)
+            for band in ("bfloat16", "float16", "float32")]
+    return {"rows": rows, "error_rows": enc_err.n_rows, "fit_rows": fit_rows, "fits": fits}
 
 
 def print_p10(table: dict, n_rows: int) -> None:
     print(f"P10: P1 (K={P10_COMPONENTS}, D={P10_DIM}) E-step per band and device, {n_rows} rows "
           f"(error on the first {table['error_rows']} rows against dd)")
-    print(f"{'precision':<16}{'rows':>10}{'s/iter':>10}{'x float32':>11}{'x float64':>11}"
+    print(f"{'precision':<20}{'rows':>10}{'s/iter':>10}{'x float32':>11}{'x float64':>11}"
           f"{'error':>11}{'bound':>11}{'within':>8}")
     for r in table["rows"]:
-        print(f"{r['precision']:<16}{r['rows']:>10}{r['seconds']:>10.4f}{r['vs_float32']:>11.2f}"
+        print(f"{r['precision']:<20}{r['rows']:>10}{r['seconds']:>10.4f}{r['vs_float32']:>11.2f}"
               f"{r['vs_float64']:>11.2f}{r['error_vs_dd']:>11.2e}{r['bound']:>11.2e}"
               f"{'yes' if r['error_vs_dd'] <= r['bound'] else 'NO':>8}")
-    print(f"whole fit ({table['fit_rows']} rows, {P10_FIT_ITERATIONS} iterations, one start): "
-          "relative distance of the final log-likelihood from float64's: "
-          + ", ".join(f"{p} {d:.2e} ({table['fit_seconds'][p]:.2f} s)"
-                      for p, d in table["fit_distance"].items()))
+    print(f"whole fits (band_battery 'separated': K=16, D=10, {table['fit_rows']} rows, "
+          f"{P10_FIT_ITERATIONS} iterations, tol=0, the same start as float64)")
+    print(f"{'band':<10}{'fit dist':>10}{'promise':>9}{'density':>10}{'largest fall':>14}"
+          f"{'reported':>10}{'s':>7}{'f64 s':>7}")
+    for f in table["fits"]:
+        print(f"{f['band']:<10}{f['fit_distance']:>10.1e}{f['promise']:>9.0e}"
+              f"{f['density_distance']:>10.1e}{f['largest_fall']:>14.1e}"
+              f"{f['reported_distance']:>10.1e}{f['seconds']:>7.2f}{f['float64_seconds']:>7.2f}")
 
 
 def plan_table(n_workers: int, plot: str | None) -> dict:

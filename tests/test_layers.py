@@ -85,7 +85,7 @@ def test_every_import_points_down_the_layers():
 
 #: mixfold modules that import an optional engine at their top, so are loaded on first use
 OPTIONAL_ENGINE_MODULES = {"mixfold.compute.numba_kernels", "mixfold.compute.numba_lda",
-                           "mixfold.compute.numba_bands"}
+                           "mixfold.compute.numba_bands", "mixfold.compute.numba_screen"}
 
 
 def test_no_mixfold_module_is_imported_inside_a_function():

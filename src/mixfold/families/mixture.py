@@ -34,6 +34,7 @@ from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
                                      ScoreChildren, ScoresColumns)
 from mixfold.families._centred import weighted_centre
+from mixfold.families._missing import has_missing, require_native
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -543,6 +544,8 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
         require_band(model, precision)
         p = resolve_precision(precision)
         if p.band != "dd" and p.engine != "emulated":
+            if has_missing(enc):  # (as every band path: their rows are float64's alone)
+                require_native(precision, model.components[0].family_name)
             return self._update_in_three_steps(enc, weights, model, "float64")
         ops = band_ops(precision)
         if ops.band == "dd":

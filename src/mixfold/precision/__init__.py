@@ -3,18 +3,17 @@
 Bands, least to most accurate: ``fp8`` (e4m3), ``bfloat16``, ``float16``, ``float32``,
 ``float64`` and ``dd`` (double-double), each with its unit roundoff in :data:`UNIT_ROUNDOFF`.
 Every family runs ``float64`` and ``float32`` natively on a CPU. Each band is run by an engine
-(``Precision.engine``): mixtures of families linear in their features (Gaussian, diagonal
-Gaussian, Poisson, categorical, log-Gaussian, records of them) run bfloat16, float16, float32 and
-float64 on torch (:mod:`~mixfold.compute.linear_torch`: the fused E-step's GEMMs in the band with
-float32 accumulation), on this CPU (``"bfloat16"``, ``"bfloat16@cpu"``) or a GPU
-(``"bfloat16@cuda"``, and fp8 where the GPU has it). Gaussian, DiagonalGaussian,
-MultivariateGaussian and mixtures of them also run every band element by element, every
-arithmetic step rounded to the band: torch's dtypes on a device (:mod:`~mixfold.precision.gpu`)
-or the emulator, the accuracy reference (``"bfloat16@emulated"``,
-:mod:`~mixfold.precision.emulation`: exact rounding through ``ml_dtypes``). Sufficient
-statistics are accumulated in float64 (a float32
-fused mixture E-step, :mod:`~mixfold.compute.linear`, first sums up to 2,048 rows in float32,
-one GEMM, then adds those partial sums in float64) -- or, for ``dd``, in double-double
+(``Precision.engine``): mixtures of families linear in their features (Gaussians -- diagonal and
+full --, Poisson, categorical, log-Gaussian, records of them) run the bands up to float32 with
+the band's GEMM screening the components and float64 rescoring each row's candidates
+(:mod:`~mixfold.compute.screened`), on this CPU (``"bfloat16"``, ``"bfloat16@cpu"``:
+:mod:`~mixfold.compute.linear_screened`) or a GPU (``"bfloat16@cuda"``, and fp8 where the GPU
+has it: :mod:`~mixfold.compute.linear_torch`); each band keeps the promise of
+:data:`FIT_DISTANCE`. The emulator, the accuracy reference, runs every arithmetic step of
+Gaussian, DiagonalGaussian, MultivariateGaussian and mixtures of them in the band
+(``"bfloat16@emulated"``, :mod:`~mixfold.precision.emulation`: exact rounding through
+``ml_dtypes``). Sufficient statistics are accumulated in float64 (float32 GEMMs first sum up to
+2,048 rows, then those partial sums are added in float64) -- or, for ``dd``, in double-double
 (:mod:`~mixfold.precision.compensated`), so that they no longer depend on how rows are chunked
 or sharded. The M-step always runs in float64.
 

@@ -45,11 +45,12 @@ DEFAULT_PRECISION = "float64"
 #: Each band's promise for a whole fit: the relative distance of its final mean log-likelihood
 #: from float64's fit from the same start. The bands below float32 screen the components and
 #: rescore them in float64 from float32 features (:mod:`mixfold.compute.screened`), so they keep
-#: float32's; measured on the battery of ``benchmarks/band_accuracy.py``.
+#: float32's; measured by the battery of :mod:`mixfold.examples.band_battery`.
 FIT_DISTANCE: dict[str, float] = {"fp8": 1e-5, "bfloat16": 1e-5, "float16": 1e-5,
                                   "float32": 1e-5, "float64": 1e-10, "dd": 1e-10}
-#: ... and for its parameters: the largest difference from float64's, relative to the
-#: parameter's magnitude plus its scale (a mean's: its component's standard deviation).
+#: ... and for its model: the mean per-row difference of the fitted log-densities from
+#: float64's fit (:func:`~mixfold.compute.accuracy.density_distance`), relative to the
+#: log-likelihood.
 PARAMETER_DISTANCE: dict[str, float] = {"fp8": 1e-2, "bfloat16": 1e-2, "float16": 1e-2,
                                         "float32": 1e-2, "float64": 1e-6, "dd": 1e-6}
 
@@ -64,7 +65,8 @@ FLOAT32_PARTIAL_ROWS = 2048
 _NATIVE = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 
 #: The engines that run a band: NumPy (float32/float64 and double-double on this CPU), torch
-#: (``"<band>@<device>"``, and bare bfloat16/float16), the element-by-element emulator.
+#: (``"<band>@<device>"``, and bare bfloat16/float16: on a CPU the screened engine), the
+#: element-by-element emulator.
 ENGINES = ("numpy", "torch", "emulated")
 
 #: The device name of the emulator (``"bfloat16@emulated"``): every operation rounded to the

@@ -117,6 +117,53 @@ sphinx_gallery_conf = {
 }
 
 
+# --- figures on the site come from benchmarks/README.md, as its scripts last wrote them ---
+BENCHMARK_TABLES = {
+    # generated page -> the start of the heading whose first table it quotes
+    "p10": "### P10",
+    "peers": "### `python benchmarks/run.py`",
+}
+
+
+def benchmark_table(readme: str, heading: str) -> str:
+    """The first Markdown table under the first heading starting with ``heading``, as an rst
+    list-table whose title is that heading; fails the build when the README has no such table."""
+    lines = readme.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(heading)), None)
+    if start is None:
+        raise ValueError(f"benchmarks/README.md has no heading starting {heading!r}")
+    rows: list[list[str]] = []
+    for line in lines[start + 1:]:
+        if line.startswith("#"):
+            break
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("-: ") for c in cells):
+                rows.append(cells)
+        elif rows:
+            break
+    if not rows:
+        raise ValueError(f"benchmarks/README.md: no table under {lines[start]!r}")
+    title = lines[start].lstrip("#").strip()
+    out = [f".. list-table:: {title}", "   :header-rows: 1", ""]
+    for row in rows:
+        out.append("   * - " + (row[0] or " "))
+        out.extend(f"     - {c or ' '}" for c in row[1:])
+    return "\n".join(out) + "\n"
+
+
+def _write_benchmark_tables() -> None:
+    readme = (DOCS.parent / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    generated = DOCS / "_generated"
+    generated.mkdir(exist_ok=True)
+    for name, heading in BENCHMARK_TABLES.items():
+        (generated / f"{name}.rst").write_text(benchmark_table(readme, heading), encoding="utf-8")
+
+
+_write_benchmark_tables()
+exclude_patterns.append("_generated")
+
+
 def _plain_first_line(app, what, name, obj, options, lines):
     """Napoleon reads "words: text" at the start of a property's docstring as "type: text";
     the docstrings here mean a sentence, so the colon becomes a dash before napoleon runs."""

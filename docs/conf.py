@@ -31,7 +31,6 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx.ext.intersphinx",
     "sphinx.ext.doctest",
-    "sphinx.ext.viewcode",
     "sphinx_click",
     "sphinx_gallery.gen_gallery",
 ]

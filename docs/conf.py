@@ -67,7 +67,7 @@ nitpick_ignore_regex = [
      r"(tree_axes|best_parallel_axis|size_model_tree|subtree_work|AxisCandidate\.benefit"
      r"|check_plan|plan_for|model_parallel_fold|ModelParallelEncodedData|close"
      r"|init_sample_mask|gamma_shape_mle|dirichlet_mle|von_mises_kappa_mle|MAX_SHAPE_STEP"
-     r"|empty_mass|CentredStatistics|blocks|parquet|csv|from_factory|from_array|from_dict"
+     r"|empty_mass|CentredStatistics|from_dict"
      r"|from_json|default_spec|TEXT_SAMPLE|LONG_TEXT_WORDS|FAR_OVERDISPERSION|PlanRequest"
      r"|PlannedLocalEncodedData|PLANNED|ENGINES|measure_rows_per_second|Encoded"
      r"|Accumulator\.(combine|to_array)"

@@ -61,7 +61,7 @@ nitpick_ignore_regex = [
     # internals the docstrings name for readers of the source; the reference covers the public
     # API, so these stay code text (every :doc:, :ref: and public name is still checked)
     (r"py:.*", r"mixfold\.(compute|dispatch|precision\.(gpu|emulation|compensated)"
-               r"|parallel\.executor|families\.(_\w+|gamma|dirichlet)|examples)(\..*)?"),
+               r"|parallel\.executor|families\.(_\w+|gamma|dirichlet))(\..*)?"),
     (r"py:.*", r"mixfold\.families\.(Encoded|InitRandom)"),
     (r"py:(func|meth|class|data|attr)",
      r"(tree_axes|best_parallel_axis|size_model_tree|subtree_work|AxisCandidate\.benefit"
@@ -78,12 +78,15 @@ nitpick_ignore_regex = [
 # Debian's python3-doc ships the standard library's inventory; the doc packages of NumPy, SciPy,
 # pandas and scikit-learn are used when installed. MIXFOLD_DOCS_ONLINE=1 fetches them instead.
 _ONLINE = os.environ.get("MIXFOLD_DOCS_ONLINE") == "1"
+_DEBIAN = "/usr/share/doc"
 _INVENTORIES = {
-    "python": ("https://docs.python.org/3", f"/usr/share/doc/python3.{sys.version_info.minor}/html/objects.inv"),
-    "numpy": ("https://numpy.org/doc/stable", "/usr/share/doc/python-numpy/html/objects.inv"),
-    "scipy": ("https://docs.scipy.org/doc/scipy", "/usr/share/doc/python-scipy-doc/html/objects.inv"),
-    "pandas": ("https://pandas.pydata.org/docs", "/usr/share/doc/python-pandas-doc/html/objects.inv"),
-    "sklearn": ("https://scikit-learn.org/stable", "/usr/share/doc/python-sklearn-doc/html/objects.inv"),
+    "python": ("https://docs.python.org/3",
+               f"{_DEBIAN}/python3.{sys.version_info.minor}/html/objects.inv"),
+    "numpy": ("https://numpy.org/doc/stable", f"{_DEBIAN}/python-numpy/html/objects.inv"),
+    "scipy": ("https://docs.scipy.org/doc/scipy", f"{_DEBIAN}/python-scipy-doc/html/objects.inv"),
+    "pandas": ("https://pandas.pydata.org/docs", f"{_DEBIAN}/python-pandas-doc/html/objects.inv"),
+    "sklearn": ("https://scikit-learn.org/stable",
+                f"{_DEBIAN}/python-sklearn-doc/html/objects.inv"),
     "pyspark": ("https://spark.apache.org/docs/latest/api/python", ""),
     "dask": ("https://docs.dask.org/en/stable", ""),
 }
@@ -163,13 +166,21 @@ _write_benchmark_tables()
 exclude_patterns.append("_generated")
 
 
-def _plain_first_line(app, what, name, obj, options, lines):
-    """Napoleon reads "words: text" at the start of a property's docstring as "type: text";
-    the docstrings here mean a sentence, so the colon becomes a dash before napoleon runs."""
-    if what in ("attribute", "property") and lines and ": " in lines[0] \
-            and "`" not in lines[0].split(": ", 1)[0]:
-        lines[0] = lines[0].replace(": ", " — ", 1)
+_ATTRIBUTE_DOCS: dict[str, list[str]] = {}
+
+
+def _keep_attribute_doc(app, what, name, obj, options, lines):
+    """Napoleon reads "words: text" on the first line of an attribute's docstring as
+    "type: text"; these docstrings are sentences, so theirs is kept as written (restored below)."""
+    if what in ("attribute", "property", "data"):
+        _ATTRIBUTE_DOCS[name] = list(lines)
+
+
+def _restore_attribute_doc(app, what, name, obj, options, lines):
+    if what in ("attribute", "property", "data") and name in _ATTRIBUTE_DOCS:
+        lines[:] = _ATTRIBUTE_DOCS.pop(name)
 
 
 def setup(app):
-    app.connect("autodoc-process-docstring", _plain_first_line, priority=400)
+    app.connect("autodoc-process-docstring", _keep_attribute_doc, priority=400)
+    app.connect("autodoc-process-docstring", _restore_attribute_doc, priority=600)

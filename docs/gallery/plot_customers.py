@@ -20,6 +20,7 @@ import numpy as np
 
 import mixfold
 from mixfold.examples.customers import customer_estimator, load_customers
+from mixfold.plots import plot_log_likelihood
 
 rows = load_customers()
 print(f"{len(rows)} customers, {sum(r['spend'] is None for r in rows)} without a spend")
@@ -68,7 +69,5 @@ fig.tight_layout()
 # %%
 # The log-likelihood climbs at every iteration
 # --------------------------------------------
-from mixfold.plots import plot_log_likelihood
-
 plot_log_likelihood(model)
 plt.show()

@@ -16,6 +16,7 @@ The code is :mod:`mixfold.examples.heterogeneous_plan`.
 # Plan and execute the fit over three workers
 # -------------------------------------------
 import matplotlib.pyplot as plt
+import numpy as np
 
 from mixfold.examples.heterogeneous_plan import run, simulated_pool
 
@@ -31,8 +32,6 @@ print(f"largest difference of a component mean from the float64 fit: "
 # times the rows of each float64 one, so all three finish their E-step together. Right: the
 # E-step finish time of each of 2,000 simulated workers (one GPU in ten) under the plan and
 # under an even split of the rows, where the slowest workers decide the iteration.
-import numpy as np
-
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4), width_ratios=(1, 2))
 assignments = out["plan"].assignments
 left.barh([f"{a.name} ({a.precision})" for a in assignments], [a.rows for a in assignments],

@@ -8,6 +8,7 @@ Build (offline; warnings are errors, every internal reference is checked)::
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -127,6 +128,12 @@ BENCHMARK_TABLES = {
 }
 
 
+def _rst_inline(markdown: str) -> str:
+    """A Markdown cell in rst: `code` as a literal, and no "band@device" read as an e-mail."""
+    parts = re.split(r"(`[^`]+`)", markdown)
+    return "".join(f"`{p}`" if p.startswith("`") else p.replace("@", "\\@") for p in parts)
+
+
 def benchmark_table(readme: str, heading: str) -> str:
     """The first Markdown table under the first heading starting with ``heading``, as an rst
     list-table whose title is that heading; fails the build when the README has no such table."""
@@ -139,14 +146,14 @@ def benchmark_table(readme: str, heading: str) -> str:
         if line.startswith("#"):
             break
         if line.startswith("|"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            cells = [_rst_inline(c.strip()) for c in line.strip().strip("|").split("|")]
             if not all(set(c) <= set("-: ") for c in cells):
                 rows.append(cells)
         elif rows:
             break
     if not rows:
         raise ValueError(f"benchmarks/README.md: no table under {lines[start]!r}")
-    title = lines[start].lstrip("#").strip()
+    title = _rst_inline(lines[start].lstrip("#").strip())
     out = [f".. list-table:: {title}", "   :header-rows: 1", ""]
     for row in rows:
         out.append("   * - " + (row[0] or " "))

@@ -39,7 +39,21 @@ DECREASE_TOLERANCE = 1e-9
 
 @dataclass
 class IterationInfo:
-    """What a callback sees after each EM iteration."""
+    """What a callback sees after each EM iteration.
+
+    Attributes
+    ----------
+    iteration : int
+        The iteration just finished, from 0.
+    log_likelihood : float
+        The mean log-likelihood per row its E-step measured.
+    delta : float
+        Its change from the previous iteration (inf after the first).
+    seconds : float
+        The wall time of the iteration.
+    model : Distribution
+        The model after the iteration's M-step.
+    """
 
     iteration: int
     log_likelihood: float
@@ -50,13 +64,47 @@ class IterationInfo:
 
 @dataclass
 class FitResult:
-    """The history of one fit.
+    """The history of one fit, as :func:`fit` returns it (and ``model.fit_result``).
 
-    ``log_likelihood[i]`` is the mean log-likelihood per row (weighted by row weights) of the model
-    that entered iteration ``i`` — the value its E-step computed — and ``seconds[i]`` the wall time
-    of that iteration. ``model`` is the model after the last accepted M-step. ``stop_reason``:
-    "max_iter", "converged", "decrease", "callback", or "checkpoint_past_max_iter" (resumed
-    from a checkpoint that already holds more than ``max_iter`` iterations).
+    Attributes
+    ----------
+    model : Distribution
+        The model after the last accepted M-step.
+    log_likelihood : list of float
+        ``log_likelihood[i]`` is the mean log-likelihood per row (weighted by row weights) of
+        the model that entered iteration ``i``: the value its E-step computed.
+    seconds : list of float
+        The wall time of each iteration.
+    iterations : int
+        Accepted iterations.
+    converged : bool
+        Whether the relative change fell below ``tol``.
+    stop_reason : str
+        ``"max_iter"``, ``"converged"``, ``"decrease"``, ``"callback"``, or
+        ``"checkpoint_past_max_iter"`` (resumed from a checkpoint that already holds more than
+        ``max_iter`` iterations).
+    n_rows : int
+        Rows fitted.
+    init_seconds : float
+        The wall time of the initialisation.
+    backend : str
+        The backend the fit ran on.
+    precision : str
+        The E-step's band, or the bands of a plan joined by "+".
+    warnings : list of str
+        Each degenerate state and decrease the fit reported, once per kind.
+    plan : HeterogeneousPlan or None
+        The :class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan` executed (None: no
+        plan).
+    seed : int
+        The seed of the start this result came from (with ``n_init``: the best start's).
+    start_log_likelihoods : list of float
+        The final mean log-likelihood of every start, in seed order.
+    total_weight : float
+        The sum of the row weights (the number of rows when unweighted).
+    n_parameters : int or None
+        Free parameters of the model, tied ones counted once (None: a family that cannot
+        count them).
     """
 
     model: Distribution
@@ -90,15 +138,17 @@ class FitResult:
 
     @property
     def bic(self) -> float:
-        """Bayesian information criterion, scikit-learn's convention (lower is better):
+        """The Bayesian information criterion, scikit-learn's convention (lower is better).
+
         ``-2 * total log-likelihood + n_parameters * log(total weight)``, from the last
-        log-likelihood the fit measured."""
+        log-likelihood the fit measured.
+        """
         return (-2.0 * self.final_log_likelihood * self.total_weight
                 + self._parameters() * math.log(self.total_weight))
 
     @property
     def aic(self) -> float:
-        """Akaike information criterion: ``-2 * total log-likelihood + 2 * n_parameters``."""
+        """The Akaike information criterion, ``-2 * total log-likelihood + 2 * n_parameters``."""
         return -2.0 * self.final_log_likelihood * self.total_weight + 2.0 * self._parameters()
 
     def _parameters(self) -> int:
@@ -223,9 +273,25 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         chunk_rows: int | None = None, progress: bool | None = None,
         callbacks: Iterable[Callable[[IterationInfo], Any]] = (),
         checkpoint: str | os.PathLike | None = None) -> FitResult:
-    """Fit ``estimator`` to ``data`` by EM; return the :class:`FitResult` (``.model`` is the fit).
+    """Fit ``estimator`` to ``data`` by EM and return the history of the fit.
 
-    Same options as :func:`optimize`.
+    Takes the same parameters as :func:`optimize`, raises the same errors and warns the same
+    warnings.
+
+    Returns
+    -------
+    result : FitResult
+        ``result.model`` is the fitted distribution; the result also holds the per-iteration
+        log-likelihood and seconds, the stop reason, BIC and AIC.
+
+    Examples
+    --------
+    >>> import numpy as np, mixfold
+    >>> x = np.random.default_rng(0).normal(size=500) + np.repeat([0, 6], 250)
+    >>> result = mixfold.fit(x, mixfold.MixtureEstimator([mixfold.GaussianEstimator()] * 2),
+    ...                      progress=False)
+    >>> result.stop_reason, result.n_rows, result.n_parameters
+    ('converged', 500, 5)
     """
     _check_options(max_iter=max_iter, tol=tol, seed=seed, n_init=n_init, chunk_rows=chunk_rows,
                    progress=progress, precision=precision, target_rel_error=target_rel_error,
@@ -472,42 +538,104 @@ def optimize(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float
              checkpoint: str | os.PathLike | None = None) -> Distribution:
     """Fit ``estimator`` to ``data`` by EM and return the fitted distribution.
 
-    ``data``: rows in the format the estimator's encoder reads (an array of floats for a Gaussian,
-    tuples for a Composite, dicts or a DataFrame for a Record, lists for a Sequence...), an
-    already encoded :class:`~mixfold.families.Encoded`, a backend handle, or a
-    :class:`~mixfold.RowBlocks` source (Parquet row groups, CSV chunks, a block factory) for data
-    larger than memory: fitted out of core on the local backend, one pass over the source per
-    iteration with one block in memory at a time (``mixfold.backends.stream``). A path to a
-    Parquet or CSV file (or folder) is read as such a source (into memory on the other
-    backends; under MPI each rank reads its share), a ``.npy`` path as an array, and an Arrow
-    table as a DataFrame or array (:mod:`mixfold.io.tables`).
+    The one EM loop of mixfold: encode the rows once, seed a start, then fold, reduce and
+    re-estimate until the mean log-likelihood per row stops changing. The same call runs on
+    every backend and in every precision band.
 
-    Options: ``max_iter`` (100), ``tol`` (1e-6, on the relative change of the mean log-likelihood
-    per row), ``init`` (None/"auto" for the seeded initialisation, a starting distribution, or a
-    list of them: one start each, the best kept as with ``n_init``),
-    ``seed`` (0; the starting model depends only on it and the data), ``n_init`` (1: the number
-    of seeded starts, seeds ``seed``, ``seed + 1``, ...; each runs EM to the end over the same
-    encoded, resident data, and the start with the highest final log-likelihood is returned,
-    all starts' values in ``FitResult.start_log_likelihoods``), ``weights`` (per-row,
-    >= 0), ``backend`` ("local"), ``num_workers``, ``precision`` of the E-step ("float64"; a
-    band of :mod:`mixfold.precision`, "<band>@cuda" to run it through torch on a GPU, or "auto"
-    to let the heterogeneous planner choose per worker), ``resources`` (a
-    :class:`~mixfold.parallel.resources.Resources` or a list of
-    :class:`~mixfold.parallel.heterogeneous.Worker`: plan rows and bands over these workers and
-    execute the plan, recorded as ``FitResult.plan``), ``target_rel_error`` (the planner's
-    accuracy budget),
-    ``chunk_rows`` (rows per E-step chunk), ``progress`` (None: a progress line when stderr is a
-    terminal), ``callbacks`` (called with an :class:`IterationInfo` after each iteration; a truthy
-    return stops the fit), ``checkpoint`` (None, or a file path: the fit's state is written there
-    atomically after every iteration, and a fit started with an existing checkpoint resumes from
-    it, bit-identical to an uninterrupted fit; see :mod:`mixfold.checkpoint`).
+    Parameters
+    ----------
+    data : array-like, list of rows, DataFrame, RowBlocks, path or backend handle
+        Rows in the format the estimator's encoder reads: an array of shape (n_rows,) for a
+        univariate family or (n_rows, n_features) for a vector one, tuples for a Composite,
+        dicts or a pandas DataFrame for a Record, lists for a Sequence or hidden Markov model,
+        token lists or ``{word: count}`` mappings for LDA. Also an already encoded
+        ``Encoded``, a backend handle, a :class:`~mixfold.RowBlocks` source (Parquet row
+        groups, CSV chunks, a block factory) for data larger than memory -- fitted out of
+        core on the local backend, one pass per iteration with one block in memory at a
+        time -- a path to a Parquet or CSV file or folder (read as such a source; into memory
+        on the other backends; under MPI each rank reads its share), a ``.npy`` path, or an
+        Arrow table (:mod:`mixfold.io.tables`).
+    estimator : Estimator
+        The model's structure, e.g. ``MixtureEstimator([GaussianEstimator()] * 3)``.
+    max_iter : int, default=100
+        The most EM iterations to run.
+    tol : float, default=1e-6
+        Convergence threshold on the relative change of the mean log-likelihood per row.
+    init : None, "auto", Distribution or list of Distribution, default=None
+        None or "auto": the seeded initialisation. A distribution: start from it. A list:
+        one start from each, the best kept as with ``n_init``.
+    seed : int, default=0
+        The seed of the start; the starting model depends only on it and the data.
+    n_init : int, default=1
+        The number of seeded starts (seeds ``seed``, ``seed + 1``, ...). Each runs EM to the
+        end over the same encoded, resident data; the start with the highest final
+        log-likelihood is returned, all starts' values in
+        ``FitResult.start_log_likelihoods``.
+    weights : array-like of shape (n_rows,), default=None
+        Per-row weights, >= 0.
+    backend : str or engine object, default="local"
+        One of ``"local"``, ``"mp"``, ``"spark"``, ``"dask"``, ``"ray"``, ``"mpi"``,
+        ``"model_parallel"``, or an engine you hold (a SparkSession or SparkContext, a Dask
+        Client, an MPI communicator).
+    num_workers : int, default=None
+        Workers (processes, partitions, tasks) of the backend; None: its default.
+    precision : str, default="float64"
+        The E-step's band (:mod:`mixfold.precision`): ``"fp8"``, ``"bfloat16"``,
+        ``"float16"``, ``"float32"``, ``"float64"`` or ``"dd"``, optionally
+        ``"<band>@<device>"`` (``"bfloat16@cuda"``); or ``"auto"`` to let the heterogeneous
+        planner choose per worker.
+    resources : Resources or list of Worker, default=None
+        A :class:`~mixfold.parallel.resources.Resources` or a list of
+        :class:`~mixfold.parallel.heterogeneous.Worker`: plan rows and bands over these
+        workers and execute the plan, recorded as ``FitResult.plan``.
+    target_rel_error : float, default=None
+        The heterogeneous planner's accuracy budget (with ``precision="auto"`` or
+        ``resources``).
+    chunk_rows : int, default=None
+        Rows per E-step chunk; None: the fold's default.
+    progress : bool, default=None
+        Show a progress bar on stderr; None: only when stderr is a terminal.
+    callbacks : iterable of callable, default=()
+        Each is called with an :class:`IterationInfo` after every iteration; a truthy
+        return stops the fit (``stop_reason="callback"``).
+    checkpoint : str or path, default=None
+        A file the fit's state is written to, atomically, after every iteration. A fit
+        started with an existing checkpoint resumes from it, bit-identical to an
+        uninterrupted fit (:mod:`mixfold.checkpoint`).
 
-    Degenerate states a floor resolves (a mixture component that lost its rows, a collapsed
-    variance) are warned (:class:`~mixfold.DegenerateFitWarning`) and recorded in
-    ``FitResult.warnings``; bad input raises :class:`~mixfold.DataError` naming the row and field.
+    Returns
+    -------
+    model : Distribution
+        The fitted distribution; its :class:`FitResult` is ``model.fit_result``.
 
-    The :class:`FitResult` is on the returned model as ``model.fit_result``.
+    Raises
+    ------
+    DataError
+        Bad input (a value a family cannot take, a ragged row, negative weights), naming the
+        row and the field, before anything is fitted. :class:`~mixfold.DataTypeError` (also a
+        ``TypeError``) for a value of the wrong type.
+    NumericalError
+        A non-finite log-likelihood, or an M-step that produced invalid parameters.
+    CheckpointError
+        ``checkpoint`` was written by a fit of other data, another estimator or seed.
+    ValueError
+        An option outside its allowed values (the message says what was expected).
 
+    Warns
+    -----
+    DegenerateFitWarning
+        A degenerate state a floor resolved (a mixture component that lost its rows, a
+        collapsed variance); also recorded in ``FitResult.warnings``.
+    EMDecreaseWarning
+        A step lowered the log-likelihood by more than ``tol``; the model before it is kept.
+
+    See Also
+    --------
+    fit : the same, returning the :class:`FitResult`.
+    OnlineEM : stepwise EM over blocks as they arrive.
+
+    Examples
+    --------
     >>> import numpy as np, mixfold
     >>> x = np.random.default_rng(0).poisson(3.0, size=1000)
     >>> model = mixfold.optimize(x, mixfold.PoissonEstimator(), progress=False)

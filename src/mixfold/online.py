@@ -82,15 +82,51 @@ def step_size(rows_before: int, block_rows: int, exponent: float, offset: float)
 class OnlineEM:
     """Stepwise EM over row blocks as they arrive; ``model`` is usable between blocks.
 
-    ``estimator``: the model structure. ``init``: a starting distribution (also fixes the
-    vocabularies), or ``None`` to seed from the first ``init_rows`` rows with ``seed``.
-    ``step_exponent`` (alpha, in (0.5, 1]) and ``step_offset`` (t0 >= 1) set the step sizes
-    ``(row + t0)^-alpha``; ``chunk_rows`` bounds the E-step's working memory. See the module
-    docstring for the update and its convergence.
+    Each block of rows is folded under the current model into sufficient statistics, the
+    running statistics move towards them by a step size per row, and the model is re-estimated
+    (the module docstring gives the update and its convergence).
 
-    After each block: ``model`` (``None`` until seeded), ``n_rows_seen`` and ``n_steps``;
-    :meth:`score` gives the mean log-likelihood per row of held-out rows.
+    Parameters
+    ----------
+    estimator : Estimator
+        The model's structure, as for :func:`~mixfold.optimize`.
+    init : Distribution, default=None
+        A starting distribution (it also fixes the vocabularies); None: seed the model from
+        the first ``init_rows`` rows with ``seed``, as a batch fit would.
+    seed : int, default=0
+        The seed of the start when ``init`` is None.
+    step_exponent : float, default=0.85
+        alpha in (0.5, 1] of the step sizes ``(row + t0)^-alpha``; smaller forgets faster.
+    step_offset : float, default=1.0
+        t0 >= 1 of the step sizes.
+    init_rows : int, default=1000
+        Rows that seed the model when ``init`` is None.
+    chunk_rows : int, default=None
+        Bounds the E-step's working memory (rows per chunk); None: the fold's default.
 
+    Attributes
+    ----------
+    model : Distribution or None
+        The current model; None until ``init_rows`` rows have seeded it.
+    n_rows_seen : int
+        Rows folded into the statistics so far.
+    n_steps : int
+        Steps taken (one per non-empty block after seeding).
+
+    Raises
+    ------
+    ValueError
+        An option outside its allowed values, naming it and what was expected.
+    TypeError
+        ``estimator`` is not a mixfold Estimator or ``init`` not a Distribution.
+
+    See Also
+    --------
+    optimize : the batch fit; with a :class:`~mixfold.RowBlocks` source it is exact out of
+        core.
+
+    Examples
+    --------
     >>> import numpy as np, mixfold
     >>> truth = mixfold.MixtureDistribution([mixfold.GaussianDistribution(-3.0, 1.0),
     ...                                      mixfold.GaussianDistribution(3.0, 1.0)], [0.3, 0.7])
@@ -144,8 +180,24 @@ class OnlineEM:
         return self._estimator
 
     def partial_fit(self, block: Any) -> OnlineEM:
-        """Take one stepwise-EM step on the rows of ``block`` (raw rows, a DataFrame or an Arrow
-        table); an empty block takes no step. Returns ``self``."""
+        """Take one stepwise-EM step on the rows of ``block``.
+
+        Parameters
+        ----------
+        block : array-like, list of rows, DataFrame or Arrow table
+            The block's rows, in the format the estimator's encoder reads. An empty block
+            takes no step; before the model is seeded, rows are held until ``init_rows``
+            have arrived.
+
+        Returns
+        -------
+        self : OnlineEM
+
+        Raises
+        ------
+        DataError
+            A bad row (naming it), or a categorical level the fixed vocabulary lacks.
+        """
         layout = "frame" if reads_named_fields(self._base_encoder) else "array"
         rows = table_rows(block, layout)
         if not hasattr(rows, "__len__"):
@@ -161,10 +213,21 @@ class OnlineEM:
         return self
 
     def fit_blocks(self, source: RowBlocks, epochs: int = 1) -> OnlineEM:
-        """``partial_fit`` on every block of ``source``, ``epochs`` passes; returns ``self``.
+        """:meth:`partial_fit` on every block of ``source``, for ``epochs`` passes.
 
         Rows still waiting to seed the model at the end (fewer than ``init_rows`` in all) seed
         it then.
+
+        Parameters
+        ----------
+        source : RowBlocks
+            The blocks, read one at a time.
+        epochs : int, default=1
+            Passes over the source.
+
+        Returns
+        -------
+        self : OnlineEM
         """
         if not int_at_least(epochs, 1):
             raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
@@ -181,7 +244,22 @@ class OnlineEM:
         return self
 
     def score(self, rows: Any) -> float:
-        """Mean log-likelihood per row of ``rows`` under the current model."""
+        """The mean log-likelihood per row of ``rows`` under the current model.
+
+        Parameters
+        ----------
+        rows : array-like, list of rows, DataFrame or Arrow table
+            Rows to score, e.g. held out from the stream.
+
+        Returns
+        -------
+        score : float
+
+        Raises
+        ------
+        ValueError
+            No model yet (fewer than ``init_rows`` rows seen; :meth:`flush` seeds it now).
+        """
         if self.model is None:
             raise ValueError(f"no model yet: {self.init_rows} rows seed it "
                              f"({sum(len(r) for r in self._pending)} so far; flush() seeds it now)")

@@ -47,10 +47,31 @@ def _axes(ax: Any) -> Any:
 
 
 def plot_log_likelihood(fit: Any, ax: Any = None) -> Any:
-    """The mean log-likelihood per row after each EM iteration.
+    """Draw the mean log-likelihood per row after each EM iteration.
 
-    ``fit``: a :class:`~mixfold.FitResult`, a fitted model (its ``fit_result``), a fitted
-    wrapper of :mod:`mixfold.sklearn`, or a sequence of values.
+    Parameters
+    ----------
+    fit : FitResult, Distribution, fitted wrapper or sequence of float
+        A :class:`~mixfold.FitResult`, a fitted model (its ``fit_result``), a fitted wrapper
+        of :mod:`mixfold.sklearn`, or the values themselves.
+    ax : matplotlib Axes, default=None
+        Where to draw; None: a new figure.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+
+    Raises
+    ------
+    ValueError
+        The trace is empty or not one-dimensional.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> ax = plot_log_likelihood([-3.2, -2.9, -2.85, -2.849])
+    >>> ax.get_xlabel()
+    'EM iteration'
     """
     result = getattr(_model(fit), "fit_result", fit)
     trace = np.asarray(getattr(result, "log_likelihood", result), dtype=np.float64)
@@ -66,10 +87,31 @@ def plot_log_likelihood(fit: Any, ax: Any = None) -> Any:
 
 
 def plot_clusters(X: Any, model: Distribution, ax: Any = None) -> Any:
-    """Rows of ``X`` (array of shape (n_rows, 2), or a DataFrame of two columns, which name the
-    axes) coloured by their most probable component of the fitted mixture ``model`` (or a
-    fitted wrapper); component means as crosses, the 2-sigma ellipse of each Gaussian component
-    (full or diagonal covariance), and a legend of the components with their weights."""
+    """Draw 2-D rows coloured by their most probable component of a fitted mixture.
+
+    Component means are drawn as crosses, the 2-sigma ellipse of each Gaussian component (full
+    or diagonal covariance) around them, and a legend gives the components' weights.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_rows, 2) or DataFrame of two columns
+        The rows; a DataFrame's column names label the axes.
+    model : MixtureDistribution or fitted wrapper
+        The fitted mixture (or a fitted wrapper of :mod:`mixfold.sklearn`).
+    ax : matplotlib Axes, default=None
+        Where to draw; None: a new figure.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+
+    Raises
+    ------
+    ValueError
+        ``X`` is not of shape (n_rows, 2).
+    TypeError
+        ``model`` is not a fitted mixture.
+    """
     names = [str(c) for c in getattr(X, "columns", ["x0", "x1"])]
     model = _model(model)
     X = np.asarray(X, dtype=np.float64)
@@ -108,10 +150,24 @@ def plot_clusters(X: Any, model: Distribution, ax: Any = None) -> Any:
 
 
 def plot_plan_timeline(spans: Sequence[tuple[str, float, float]], ax: Any = None) -> Any:
-    """One horizontal bar per worker from ``start`` to ``finish`` (seconds), workers in order.
+    """Draw one horizontal bar per worker from its start to its finish time, workers in order.
 
-    ``spans``: ``(worker name, start, finish)`` triples; a worker may appear more than once
-    (several tasks), each span drawn on its row.
+    Parameters
+    ----------
+    spans : sequence of (str, float, float)
+        ``(worker name, start, finish)`` triples in seconds; a worker may appear more than
+        once (several tasks), each span drawn on its row.
+    ax : matplotlib Axes, default=None
+        Where to draw; None: a new figure.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+
+    Raises
+    ------
+    ValueError
+        No spans, a span that is not a triple, or one whose finish is before its start.
     """
     rows: list[str] = []
     bars: list[tuple[int, float, float]] = []
@@ -140,12 +196,28 @@ def plot_plan_timeline(spans: Sequence[tuple[str, float, float]], ax: Any = None
 
 
 def plot_model_selection(selection: Any, ax: Any = None) -> Any:
-    """BIC and AIC (lower is better) against the number of components, the best BIC marked.
+    """Draw BIC and AIC (lower is better) against the number of components, the best BIC marked.
 
-    ``selection``: a :class:`mixfold.sklearn.ComponentSelection` (from
-    :func:`mixfold.sklearn.select_n_components`), or a mapping n_components ->
-    :class:`~mixfold.FitResult`.
+    Parameters
+    ----------
+    selection : ComponentSelection or dict of int to FitResult
+        A :class:`mixfold.sklearn.ComponentSelection` (from
+        :func:`mixfold.sklearn.select_n_components`), or a mapping n_components ->
+        :class:`~mixfold.FitResult`.
+    ax : matplotlib Axes, default=None
+        Where to draw; None: a new figure.
 
+    Returns
+    -------
+    ax : matplotlib Axes
+
+    Raises
+    ------
+    ValueError
+        No fits to draw.
+
+    Examples
+    --------
     >>> import matplotlib; matplotlib.use("Agg")
     >>> import numpy as np, mixfold
     >>> x = np.random.default_rng(0).normal(size=300) + np.repeat([0, 5], 150)

@@ -174,6 +174,25 @@ def _fsync_directory(directory: Path) -> None:
 def save(model: Distribution, path: str | os.PathLike) -> Path:
     """Write ``model`` to ``path`` as JSON, atomically (a temporary file, then a rename).
 
+    Parameters
+    ----------
+    model : Distribution
+        Any fitted (or hand-built) mixfold distribution.
+    path : str or path
+        The file to write; a kill at any instant leaves the old file or the new one.
+
+    Returns
+    -------
+    path : Path
+        The file written.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a mixfold Distribution.
+
+    Examples
+    --------
     >>> import tempfile, os, mixfold
     >>> d = mixfold.GaussianDistribution(1.5, 0.25)
     >>> p = mixfold.save(d, os.path.join(tempfile.mkdtemp(), "m.json"))
@@ -194,9 +213,30 @@ def load(path: str | os.PathLike, *, max_bytes: int = MAX_FILE_BYTES,
          timeout: float = READ_TIMEOUT_S) -> Distribution:
     """Read a model written by :func:`save`; a malformed file raises :class:`ModelFileError`.
 
-    At most ``max_bytes`` bytes are read, and a pipe or device that has not ended after
-    ``timeout`` seconds is refused; see the module docstring for every check.
+    Loading never unpickles or evaluates: the file is untrusted input, checked field by field
+    against the model it describes (the module docstring lists every check).
 
+    Parameters
+    ----------
+    path : str or path
+        The model file.
+    max_bytes : int, default=64 MiB
+        The most bytes read; a larger file is refused.
+    timeout : float
+        Seconds after which a pipe or device that has not ended is refused.
+
+    Returns
+    -------
+    model : Distribution
+
+    Raises
+    ------
+    ModelFileError
+        A malformed, oversized, too deeply nested or non-finite file, an unknown family, or a
+        field, type or list length that does not match, naming the place.
+
+    Examples
+    --------
     >>> import tempfile, os, mixfold
     >>> p = os.path.join(tempfile.mkdtemp(), "m.json")
     >>> with open(p, "w") as fh:

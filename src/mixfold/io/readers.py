@@ -72,11 +72,23 @@ def _files(path: str | os.PathLike, suffix: str) -> list[Path]:
 class RowBlocks:
     """A re-iterable source of row blocks; each :meth:`blocks` call is one fresh pass.
 
-    ``make_blocks()`` returns a new iterable of blocks on every call. ``n_rows`` is the total
-    row count when the source knows it up front (Parquet metadata), else ``None``. ``layout``
-    says how table blocks become rows (module docstring); other blocks pass through unchanged.
-    Build one with :meth:`parquet`, :meth:`csv`, :meth:`from_factory` or :meth:`from_array`.
+    ``optimize`` fits such a source out of core on the local backend (one pass per iteration,
+    one block in memory at a time); :class:`~mixfold.OnlineEM` streams it. Build one with
+    :meth:`parquet`, :meth:`csv`, :meth:`from_factory` or :meth:`from_array`.
 
+    Parameters
+    ----------
+    make_blocks : callable
+        Returns a new iterable of blocks on every call.
+    n_rows : int, default=None
+        The total row count when the source knows it up front (Parquet metadata).
+    layout : str, default="auto"
+        How table blocks become rows (module docstring); other blocks pass through unchanged.
+    description : str, default="row blocks"
+        What the source is, for messages.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> source = RowBlocks.from_array(np.arange(10.0), block_rows=4)
     >>> [b.tolist() for b in source.blocks()]

@@ -3,8 +3,9 @@
 Three workers of unequal speed and arithmetic — one that runs only float32, twice as fast as
 the others, one that runs float32 or float64, and one that runs only float64 — share a fit of a
 two-component Gaussian mixture. The planner gives each worker the fastest band it supports whose
-a-priori error meets the accuracy budget (or, when none does, its most accurate one), splits the
-rows in proportion to speed, and the fit executes exactly
+error meets the accuracy budget (measured by ``Resources.calibrate`` when the workers were
+calibrated, else a-priori; a worker none of whose bands meets it gets no rows), splits the rows
+in proportion to speed, and the fit executes exactly
 that plan (here in this process; ``backend="mp"``, ``"spark"``, ``"dask"``, ``"ray"`` or
 ``"mpi"`` alike). The same planner then lays out 2,000 workers on paper and the simulator times
 one iteration of that plan against an even split of the rows.
@@ -32,7 +33,7 @@ WORKERS = (Worker("fast", precisions=("float32",), base_throughput=2.0),
            Worker("plain", precisions=("float64",)))
 
 
-def run(n_rows: int = 20_000, target_rel_error: float = 1e-5) -> dict:
+def run(n_rows: int = 20_000, target_rel_error: float = 1e-4) -> dict:
     """Plan and execute the fit over :data:`WORKERS`; the float64 fit is the reference."""
     truth = MixtureDistribution([GaussianDistribution(-2.0, 1.0),
                                  GaussianDistribution(3.0, 2.0)], [0.4, 0.6])

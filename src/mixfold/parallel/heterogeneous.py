@@ -200,7 +200,7 @@ class HeterogeneousPlan:
 
     def promoted(self) -> HeterogeneousPlan | None:
         """This plan with the least accurate band that holds rows promoted (every worker in it:
-        :func:`~mixfold.precision.bands.promoted`); ``None`` when none can be.
+        :func:`~mixfold.precision.promoted`); ``None`` when none can be.
 
         >>> plan = HeterogeneousPlan((WorkerAssignment("a", 5, "bfloat16", 1.0),
         ...                           WorkerAssignment("b", 5, "float64", 1.0)), 1)

@@ -232,7 +232,7 @@ class Resources:
         timed for at least ``min_seconds`` and the best rate kept, in rows per second: it goes to
         ``band_throughput``, and ``throughput`` becomes the float64 rate (else the most accurate
         band measured). Each band measured is also judged on what a user gets of it: one EM
-        step of ``model`` over (up to :data:`ERROR_SAMPLE_ROWS` of) the sample in the band
+        step of ``model`` over (up to ``ERROR_SAMPLE_ROWS``, 20,000, of) the sample in the band
         against float64 -- the log-likelihood it reports and the model it makes
         (:func:`~mixfold.compute.accuracy.step_error`) -- in ``band_error``, which the planner
         holds against its accuracy budget. Each band is timed on the real engine that runs it on

@@ -107,7 +107,6 @@ def test_the_kernels_compile_once_per_machine(tmp_path):
     later = report(start())
     assert (later["hits"], later["misses"]) == (1, 0)  # read back, not compiled
     assert cache_files() == files  # the index was not rewritten with a new entry
-    assert later["seconds"] < max(r["seconds"] for r in together)
 
 
 @pytest.mark.parametrize("cut", [False, True])

@@ -10,30 +10,31 @@ bands below float64 normalises a block's scores in one compiled call instead of 
 operations (:mod:`mixfold.compute.numba_bands`, loaded by that engine). numba is imported on first
 use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`)
 load their machine code from numba's on-disk cache: a machine compiles them once, every later
-process reads them.
+process reads them (:mod:`mixfold.compute.kernel_cache` finds a place that works, or compiles in
+memory). The HMM fold runs its row blocks on the row-block threads
+(:mod:`mixfold.compute.row_blocks`): threads that sleep when idle and are re-made after a fork.
 
 The NumPy path stays the reference: tests check that both give the same statistics.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: no lock, concurrent first loads each compile
-    fcntl = None
+from mixfold.compute.kernel_cache import load_kernel_module
+from mixfold.compute.row_blocks import map_row_blocks, row_threads
 
 __all__ = ["hmm_forward_backward", "lda_norm", "lda_update", "lda_step", "kernels_available",
            "band_kernels"]
 
 _KERNELS: dict[str, Any] = {}
+#: the HMM fold's row blocks: partial counts per block, added in block order
+HMM_BLOCKS = 64
+#: items x states^2 below which the HMM fold runs on the calling thread (~50 us of work)
+HMM_SERIAL_WORK = 20_000
 _DISABLED = os.environ.get("MIXFOLD_DISABLE_KERNELS", "") not in ("", "0")
 
 
@@ -85,9 +86,8 @@ def _rows(a: np.ndarray) -> np.ndarray:
 
 def _lda_kernels() -> dict[str, Any]:
     if "lda_norm" not in _KERNELS:
-        with _first_load_lock():
-            from mixfold.compute.numba_lda import lda_norm, lda_step, lda_update
-        _KERNELS.update(lda_norm=lda_norm, lda_update=lda_update, lda_step=lda_step)
+        lda = load_kernel_module("mixfold.compute.numba_lda")
+        _KERNELS.update(lda_norm=lda.lda_norm, lda_update=lda.lda_update, lda_step=lda.lda_step)
     return _KERNELS
 
 
@@ -99,50 +99,11 @@ def band_kernels() -> dict[str, Any] | None:
     if not kernels_available():
         return None
     if "band_exp_totals" not in _KERNELS:
-        with _first_load_lock():
-            from mixfold.compute.numba_bands import (band_exp_totals, band_normalise,
-                                                     band_normalise_bits, band_posteriors,
-                                                     band_tile_layouts)
-        _KERNELS.update(band_exp_totals=band_exp_totals, band_posteriors=band_posteriors,
-                        band_normalise=band_normalise, band_normalise_bits=band_normalise_bits,
-                        band_tile_layouts=band_tile_layouts)
+        bands = load_kernel_module("mixfold.compute.numba_bands")
+        _KERNELS.update({name: getattr(bands, name) for name in (
+            "band_exp_totals", "band_posteriors", "band_normalise", "band_normalise_bits",
+            "band_tile_layouts")})
     return _KERNELS
-
-
-@contextlib.contextmanager
-def _first_load_lock() -> Iterator[None]:
-    """A file lock held around a kernel module's first import (compile or cache read), so that
-    processes starting together compile once and the others read the cache; none off POSIX."""
-    if fcntl is None:
-        yield
-        return
-    with open(os.path.join(tempfile.gettempdir(), f"mixfold-numba-{os.getuid()}.lock"),
-              "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        yield
-
-
-def _load_hmm_fold() -> Any:
-    """The compiled forward-backward: machine code from numba's on-disk cache, compiled once per
-    machine. Processes that start together (mp, Dask, Ray workers on one host) hold a file lock
-    around the first load, so one compiles and the others then read its cache."""
-    # numba's OpenMP threads spin between calls (300,000 spins by default): on a machine with
-    # more runnable threads than cores that spinning stalls every call, while sleeping at once
-    # costs a wake-up per parallel region; a short spin keeps both small (read when libgomp
-    # starts: before the first kernel)
-    os.environ.setdefault("GOMP_SPINCOUNT", "20000")
-    with _first_load_lock():
-        from mixfold.compute.numba_kernels import hmm_fold
-    return hmm_fold
-
-
-def _match_thread_budget() -> None:
-    """Use no more kernel threads than the process was given (mp/Dask/Ray/MPI workers set 1)."""
-    import numba
-
-    budget = os.environ.get("OMP_NUM_THREADS") or os.environ.get("NUMBA_NUM_THREADS")
-    if budget and budget.isdigit():
-        numba.set_num_threads(max(1, min(int(budget), numba.config.NUMBA_NUM_THREADS)))
 
 
 def _vector(a: np.ndarray) -> np.ndarray:
@@ -161,16 +122,30 @@ def hmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, initial: np.nd
     caller applies the length-0 convention.
     """
     if "hmm" not in _KERNELS:
-        _KERNELS["hmm"] = _load_hmm_fold()
-        _match_thread_budget()
+        _KERNELS["hmm"] = load_kernel_module("mixfold.compute.numba_kernels").hmm_fold
     n_rows = offsets.size - 1
     s = step.shape[0]
     gamma = np.empty(scores.shape)
     ll = np.zeros(n_rows)
-    counts = np.zeros(s), np.zeros((s, s)), np.zeros(s)
-    n_blocks = max(1, min(n_rows, 64))
-    _KERNELS["hmm"](np.asarray(scores, dtype=np.float64),  # any layout: no copy
-                    np.ascontiguousarray(offsets, dtype=np.int64), _vector(initial),
-                    np.ascontiguousarray(step, dtype=np.float64), _vector(end_factor),
-                    _vector(weights), gamma, ll, n_blocks, *counts)
-    return (gamma, ll, *counts)
+    n_blocks = max(1, min(n_rows, HMM_BLOCKS))  # the blocks fix the bits, not the threads
+    parts = np.zeros((n_blocks, s)), np.zeros((n_blocks, s, s)), np.zeros((n_blocks, s))
+    args = (np.asarray(scores, dtype=np.float64),  # any layout: no copy
+            np.ascontiguousarray(offsets, dtype=np.int64), _vector(initial),
+            np.ascontiguousarray(step, dtype=np.float64), _vector(end_factor),
+            _vector(weights), gamma, ll, n_blocks)
+    fold = _KERNELS["hmm"]
+    per_task = _hmm_blocks_per_task(scores.shape[0] * s * s, n_blocks)
+    if per_task == n_blocks:
+        fold(*args, 0, n_blocks, *parts)
+    else:
+        map_row_blocks(n_blocks, per_task, lambda lo, hi: fold(*args, lo, hi, *parts))
+    return (gamma, ll, *(p.sum(axis=0) for p in parts))  # blocks added in order
+
+
+def _hmm_blocks_per_task(work: int, n_blocks: int) -> int:
+    """All blocks in one call below :data:`HMM_SERIAL_WORK` (a task hand-over costs more than
+    it saves), else about four tasks per thread, so a thread the OS slows takes fewer."""
+    threads = row_threads()
+    if threads <= 1 or work < HMM_SERIAL_WORK:
+        return n_blocks
+    return max(1, n_blocks // (4 * threads))

@@ -37,6 +37,8 @@ import math
 import numba
 import numpy as np
 
+from mixfold.compute.kernel_cache import on_disk
+
 __all__ = ["band_exp_totals", "band_posteriors", "band_normalise", "band_normalise_bits",
            "band_tile_layouts", "EXP_COEFFICIENTS"]
 
@@ -81,7 +83,7 @@ def _exp(x):
     return np.uint32(bits).view(np.float32)
 
 
-@numba.njit(EXP_TOTALS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
+@numba.njit(EXP_TOTALS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=on_disk())
 def band_exp_totals(scores, top, centre, floor, floor_exp, total):
     # scores (K, m) -> exp(score - top) - exp(floor) above the floor, else 0, in place; total
     # (m,) their sums; top (m,) each row's maximum when centre (0 for a row no component
@@ -144,7 +146,7 @@ def _posteriors(scores, w, total, scale, to_bfloat16):
                 row[j] *= scale[j]
 
 
-@numba.njit(POSTERIORS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
+@numba.njit(POSTERIORS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=on_disk())
 def band_posteriors(scores, w, total, scale, to_bfloat16):
     # the second pass alone (the tests' two-pass reference of the normalisations below)
     _posteriors(scores, w, total, scale, to_bfloat16)
@@ -194,7 +196,7 @@ def _exp_totals_logs(scores, top, centre, floor, floor_exp, total, least_total, 
     return True
 
 
-@numba.njit(NORMALISE_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
+@numba.njit(NORMALISE_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=on_disk())
 def band_normalise(scores, top, centre, floor, floor_exp, total, least_total, w, scale,
                    to_bfloat16, lse, shift):
     # a block's whole normalisation in one call: exp and totals, each row's log-density into
@@ -208,7 +210,8 @@ def band_normalise(scores, top, centre, floor, floor_exp, total, least_total, w,
     return True
 
 
-@numba.njit(NORMALISE_BITS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
+@numba.njit(NORMALISE_BITS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy",
+            cache=on_disk())
 def band_normalise_bits(scores, top, centre, floor, floor_exp, total, least_total, w, scale,
                         bits, lse, shift):
     # band_normalise with the posteriors written as bfloat16 bit patterns (the tiles' operand)
@@ -227,7 +230,7 @@ def _bits_at(z, f, j):
     return _bfloat16_bits(z[f, j]) if f < f1 and j < m else np.uint32(0)
 
 
-@numba.njit(LAYOUTS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
+@numba.njit(LAYOUTS_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=on_disk())
 def band_tile_layouts(z, pairs, rows):
     # z (F1, m) float32 -> its bfloat16 bit patterns in the tiles' two layouts, padded with
     # zeros, each pair of values one uint32 (the first in the low half): pairs (F1p/2, mp),

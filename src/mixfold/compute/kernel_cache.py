@@ -77,6 +77,8 @@ def load_kernel_module(name: str) -> ModuleType:
     with _loading, _first_load_lock():
         refused: list[str] = []
         for place in _places():
+            with _caching_at(place):
+                fresh = place == _MEMORY or not _entries(source)
             try:
                 module = _import_at(name, source, place)
             except Exception as exc:  # any failure of this place: the next one
@@ -84,7 +86,7 @@ def load_kernel_module(name: str) -> ModuleType:
                 if place == _MEMORY:
                     raise
                 continue
-            if refused:
+            if refused and fresh:  # said when the fallback is first filled, not every process
                 warnings.warn(f"mixfold: the compiled kernels of {name} could not be cached in "
                               f"{refused[0]}; they are {_describe(place)}", KernelCacheWarning,
                               stacklevel=3)
@@ -120,8 +122,10 @@ def _import_at(name: str, source: str, place: str | None) -> ModuleType:
             discarded = _discard_entries(source) if place != _MEMORY else []
             if not discarded:
                 raise
-            warnings.warn(f"mixfold: a damaged compiled-kernel cache entry ({discarded[0]}: "
-                          f"{type(exc).__name__}) was discarded; compiling {name} again",
+            names = ", ".join(os.path.basename(p) for p in discarded)
+            warnings.warn(f"mixfold: the compiled-kernel cache of {name} was damaged "
+                          f"({type(exc).__name__}: {exc}); discarded {names} in "
+                          f"{os.path.dirname(discarded[0])} and compiling again",
                           KernelCacheWarning, stacklevel=5)
         return importlib.import_module(name)
 
@@ -143,21 +147,25 @@ def _caching_at(place: str | None) -> Iterator[None]:
         _on_disk = True
 
 
-def _discard_entries(source: str) -> list[str]:
-    """Delete the cache entries (index and data files) of the kernels defined in ``source``
-    where numba now looks for them; returns their paths."""
+def _entries(source: str) -> list[str]:
+    """The cache entries (index and data files) of the kernels defined in ``source`` where numba
+    now looks for them (none where it cannot cache)."""
     from numba.core import caching
 
+    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # (renamed in 0.68)
     stem = os.path.splitext(os.path.basename(source))[0] + "."
-    for locator in caching._CacheImpl._locator_classes:  # numba's own search order
-        found = locator.from_function(_discard_entries, source)
+    for locator in impl._locator_classes:  # numba's own search order
+        found = locator.from_function(_entries, source)
         if found is not None:
             folder = found.get_cache_path()
-            break
-    else:
-        return []
-    entries = [os.path.join(folder, f) for f in sorted(os.listdir(folder))
-               if f.startswith(stem) and f.endswith((".nbi", ".nbc"))]
+            return [os.path.join(folder, f) for f in sorted(os.listdir(folder))
+                    if f.startswith(stem) and f.endswith((".nbi", ".nbc"))]
+    return []
+
+
+def _discard_entries(source: str) -> list[str]:
+    """Delete :func:`_entries` of ``source``; returns their paths."""
+    entries = _entries(source)
     for path in entries:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)

@@ -151,8 +151,9 @@ def test_the_hmm_fold_gives_the_same_bits_on_any_number_of_threads(monkeypatch, 
     monkeypatch.setenv("MIXFOLD_NUM_THREADS", "1")
     serial = kernels.hmm_forward_backward(*args)
     monkeypatch.setenv("MIXFOLD_NUM_THREADS", threads)
-    threaded = kernels.hmm_forward_backward(*args)
-    assert all(np.array_equal(a, b) for a, b in zip(serial, threaded))
+    for _ in range(3):  # on the threads, then on this thread once measured, then the faster
+        threaded = kernels.hmm_forward_backward(*args)
+        assert all(np.array_equal(a, b) for a, b in zip(serial, threaded))
     # and they are the forward-backward's: the posteriors of each item add up to its row weight
     rows = np.repeat(np.arange(100), 60)
     np.testing.assert_allclose(serial[0].sum(axis=1), args[5][rows], rtol=1e-12)

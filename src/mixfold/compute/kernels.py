@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.compute.kernel_cache import load_kernel_module
-from mixfold.compute.row_blocks import map_row_blocks, row_threads
+from mixfold.compute.row_blocks import MeasuredThreads, map_row_blocks, row_threads
 
 __all__ = ["hmm_forward_backward", "lda_norm", "lda_update", "lda_step", "kernels_available",
            "band_kernels"]
@@ -35,6 +35,7 @@ _KERNELS: dict[str, Any] = {}
 HMM_BLOCKS = 64
 #: items x states^2 below which the HMM fold runs on the calling thread (~50 us of work)
 HMM_SERIAL_WORK = 20_000
+_HMM_THREADS = MeasuredThreads()  # threads where they pay, measured per process
 _DISABLED = os.environ.get("MIXFOLD_DISABLE_KERNELS", "") not in ("", "0")
 
 
@@ -134,18 +135,14 @@ def hmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, initial: np.nd
             np.ascontiguousarray(step, dtype=np.float64), _vector(end_factor),
             _vector(weights), gamma, ll, n_blocks)
     fold = _KERNELS["hmm"]
-    per_task = _hmm_blocks_per_task(scores.shape[0] * s * s, n_blocks)
-    if per_task == n_blocks:
+    work = scores.shape[0] * s * s
+    if row_threads() <= 1 or work < HMM_SERIAL_WORK:
         fold(*args, 0, n_blocks, *parts)
-    else:
-        map_row_blocks(n_blocks, per_task, lambda lo, hi: fold(*args, lo, hi, *parts))
+    else:  # about four tasks per thread: a thread the OS slows takes fewer
+        per_task = max(1, n_blocks // (4 * row_threads()))
+        threaded = _HMM_THREADS.threaded(work)
+        _HMM_THREADS.timed(work, threaded, lambda: map_row_blocks(
+            n_blocks, per_task if threaded else n_blocks,
+            lambda lo, hi: fold(*args, lo, hi, *parts)))
     return (gamma, ll, *(p.sum(axis=0) for p in parts))  # blocks added in order
 
-
-def _hmm_blocks_per_task(work: int, n_blocks: int) -> int:
-    """All blocks in one call below :data:`HMM_SERIAL_WORK` (a task hand-over costs more than
-    it saves), else about four tasks per thread, so a thread the OS slows takes fewer."""
-    threads = row_threads()
-    if threads <= 1 or work < HMM_SERIAL_WORK:
-        return n_blocks
-    return max(1, n_blocks // (4 * threads))

@@ -33,8 +33,9 @@ __all__ = ["hmm_forward_backward", "lda_norm", "lda_update", "lda_step", "kernel
 _KERNELS: dict[str, Any] = {}
 #: the HMM fold's row blocks: partial counts per block, added in block order
 HMM_BLOCKS = 64
-#: items x states^2 below which the HMM fold runs on the calling thread (~50 us of work)
-HMM_SERIAL_WORK = 20_000
+#: items x states^2 below which the HMM fold runs on the calling thread (~0.3 ms of work: less
+#: than a scheduler slice that a helper thread may wait on a busy machine)
+HMM_SERIAL_WORK = 100_000
 _HMM_THREADS = MeasuredThreads()  # threads where they pay, measured per process
 _DISABLED = os.environ.get("MIXFOLD_DISABLE_KERNELS", "") not in ("", "0")
 

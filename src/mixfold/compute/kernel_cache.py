@@ -152,14 +152,17 @@ def _entries(source: str) -> list[str]:
     now looks for them (none where it cannot cache)."""
     from numba.core import caching
 
-    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # (renamed in 0.68)
     stem = os.path.splitext(os.path.basename(source))[0] + "."
-    for locator in impl._locator_classes:  # numba's own search order
-        found = locator.from_function(_entries, source)
-        if found is not None:
-            folder = found.get_cache_path()
-            return [os.path.join(folder, f) for f in sorted(os.listdir(folder))
-                    if f.startswith(stem) and f.endswith((".nbi", ".nbc"))]
+    try:
+        impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # (renamed in 0.68)
+        for locator in impl._locator_classes:  # numba's own search order
+            found = locator.from_function(_entries, source)
+            if found is not None:
+                folder = found.get_cache_path()
+                return [os.path.join(folder, f) for f in sorted(os.listdir(folder))
+                        if f.startswith(stem) and f.endswith((".nbi", ".nbc"))]
+    except (AttributeError, OSError):  # another numba's internals, a vanished directory
+        pass
     return []
 
 

@@ -2,11 +2,13 @@
 HOME, nothing writable at all, a damaged cache entry, a link or a directory planted where the
 first-load lock goes. Each case runs in a child process under a timeout.
 
-"Unwritable" is emulated so that it holds for root too (who writes through any mode bits): the
-installed tree is made read-only (mode 0555) *and* has a regular file where each ``__pycache__``
-directory would go, HOME is a path below a regular file, and where no temporary directory may be
-writable the child sets ``tempfile.tempdir`` to such a path (``gettempdir`` would otherwise fall
-back to /tmp). Creating anything below a file fails with ENOTDIR for every user.
+The slow test installs mixfold with pip (not editable) into a temporary prefix; the quick ones
+copy the package's files there (the same tree, without a build). "Unwritable" is emulated so
+that it holds for root too (who writes through any mode bits): the installed tree is made
+read-only (mode 0555) *and* has a regular file where each ``__pycache__`` directory would go,
+HOME is a path below a regular file, and where no temporary directory may be writable the
+child sets ``tempfile.tempdir`` to such a path (``gettempdir`` would otherwise fall back to
+/tmp). Creating anything below a file fails with ENOTDIR for every user.
 """
 
 import os
@@ -52,7 +54,8 @@ def _unwritable(root: Path) -> Path:
 
 def _read_only_install(root: Path, extra: dict[str, str] | None = None) -> Path:
     """mixfold's files copied into a prefix (what a non-editable pip install puts in
-    site-packages), with ``extra`` modules beside it, then made read-only."""
+    site-packages: see :func:`_pip_install`, which the slow test runs), with ``extra`` modules
+    beside it, then made read-only."""
     site = root / "site-packages"
     shutil.copytree(SRC / "mixfold", site / "mixfold",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -177,17 +180,41 @@ docs = [{int(w): 1 for w in rng.integers(0, 20, 8)} for _ in range(30)]
 lda = mf.optimize(docs, mf.LDAEstimator(2, vocabulary=range(20)), max_iter=2, progress=False,
                   seed=0)
 from mixfold.compute.kernels import _KERNELS
+print(mf.__file__)
 print(sorted(k for k in ("hmm", "lda_norm") if k in _KERNELS))
 """
+
+
+def _pip_install(root: Path) -> Path:
+    """mixfold installed by pip, not editable, into a prefix (from a copy of the project, so
+    the build writes nothing into the source tree), then made read-only."""
+    project = root / "project"
+    project.mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (SRC.parent / name).exists():
+            shutil.copy(SRC.parent / name, project / name)
+    shutil.copytree(SRC, project / "src", ignore=shutil.ignore_patterns(
+        "__pycache__", "*.pyc", "*.egg-info"))
+    site = root / "site-packages"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+                    "--no-compile", "--quiet", "--target", str(site), str(project)],
+                   check=True, capture_output=True, timeout=300)
+    for folder in [site, *(p for p in site.rglob("*") if p.is_dir())]:
+        (folder / "__pycache__").write_text("")  # numba's place beside the source: taken
+    for path in [*site.rglob("*"), site]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    return site
 
 
 @pytest.mark.slow
 def test_hmm_and_lda_fit_from_a_read_only_install_without_a_writable_home(scratch):
     # the reported failure: "cannot cache function 'hmm_fold': no locator available"
-    site = _read_only_install(scratch / "prefix")
+    site = _pip_install(scratch / "prefix")
     home, tmp = _unwritable(scratch), scratch / "tmp"
     tmp.mkdir()
     out = _run(HMM_AND_LDA_FIT, site, home, tmp)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[-1] == "['hmm', 'lda_norm']"  # the compiled paths ran
+    where, ran = out.stdout.splitlines()[-2:]
+    assert where.startswith(str(site))  # the installed copy, not the source tree
+    assert ran == "['hmm', 'lda_norm']"  # the compiled paths ran
     assert len(_warnings(out.stderr)) == 2  # one per kernel module: where its cache went

@@ -197,3 +197,29 @@ def test_fit_fork_fit_and_a_fork_pool_after_a_fit():
                          capture_output=True, timeout=180)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["fork child exit 0", "pool [True, True]"]
+
+
+def test_the_lda_kernels_give_the_same_bits_on_any_number_of_threads(monkeypatch):
+    # documents cut into blocks of about equal nonzeros: each document's result is its own
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(0, 25, 2000)
+    sizes[5] = 0
+    k, nnz = 10, int(sizes.sum())
+    theta, cols = rng.gamma(1.0, 1.0, (2000, k)), rng.gamma(1.0, 1.0, (nnz, k))
+    counts, alpha = rng.integers(1, 4, nnz).astype(float), np.full(k, 0.1)
+
+    def run() -> list[np.ndarray]:
+        step, update = np.empty((2000, k)), np.empty((2000, k))
+        kernels.lda_step(theta, cols, sizes, counts, alpha, step)
+        norm = kernels.lda_norm(theta, cols, sizes)
+        kernels.lda_update(theta, cols, sizes, counts / norm, alpha, update)
+        return [step, norm, update]
+
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "1")
+    serial = run()
+    doc = np.repeat(np.arange(2000), sizes)
+    np.testing.assert_allclose(serial[1], np.einsum("ik,ik->i", theta[doc], cols), rtol=1e-12)
+    np.testing.assert_allclose(serial[0], serial[2], rtol=1e-12)  # one pass = two passes
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "3")
+    for _ in range(3):  # threaded, then on this thread once measured, then the faster
+        assert all(np.array_equal(a, b) for a, b in zip(serial, run()))

@@ -11,8 +11,9 @@ operations (:mod:`mixfold.compute.numba_bands`, loaded by that engine). numba is
 use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`)
 load their machine code from numba's on-disk cache: a machine compiles them once, every later
 process reads them (:mod:`mixfold.compute.kernel_cache` finds a place that works, or compiles in
-memory). The HMM fold runs its row blocks on the row-block threads
-(:mod:`mixfold.compute.row_blocks`): threads that sleep when idle and are re-made after a fork.
+memory). The HMM fold's row blocks and LDA's blocks of documents run on the row-block threads
+(:mod:`mixfold.compute.row_blocks`: threads that sleep when idle and are re-made after a fork)
+where measuring shows they pay; the blocks, not the threads, fix the bits.
 
 The NumPy path stays the reference: tests check that both give the same statistics.
 """
@@ -20,6 +21,7 @@ The NumPy path stays the reference: tests check that both give the same statisti
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,10 @@ HMM_BLOCKS = 64
 #: than a scheduler slice that a helper thread may wait on a busy machine)
 HMM_SERIAL_WORK = 100_000
 _HMM_THREADS = MeasuredThreads()  # threads where they pay, measured per process
+#: LDA's document blocks (at most), and the nonzeros x topics below which one call runs them
+LDA_BLOCKS = 64
+LDA_SERIAL_WORK = 100_000
+_LDA_THREADS = MeasuredThreads()
 _DISABLED = os.environ.get("MIXFOLD_DISABLE_KERNELS", "") not in ("", "0")
 
 
@@ -56,8 +62,10 @@ def lda_norm(theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray) -> np.ndarr
     ``theta`` (documents, topics), ``cols`` (nonzeros, topics), document d owning the next
     ``sizes[d]`` nonzeros."""
     out = np.empty(cols.shape[0])
-    _lda_kernels()["lda_norm"](_rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64),
-                               out)
+    theta, cols, sizes = _rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64)
+    norm = _lda_kernels()["lda_norm"]
+    _by_documents(sizes, cols.shape[1], lambda d, e, p, q: norm(
+        theta[d:e], cols[p:q], sizes[d:e], out[p:q]))
     return out
 
 
@@ -66,9 +74,10 @@ def lda_update(theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray, ratio: np
     """``out[d] = alpha + theta[d] * sum_p ratio[p] cols[p]`` over document d's nonzeros (LDA's
     gamma update over a topic range), in place (``out`` may be a slice)."""
     target = out if out.flags.c_contiguous else np.empty(out.shape)
-    _lda_kernels()["lda_update"](_rows(theta), _rows(cols),
-                                 np.ascontiguousarray(sizes, np.int64), _vector(ratio),
-                                 _vector(alpha), target)
+    theta, cols, sizes = _rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64)
+    ratio, alpha, update = _vector(ratio), _vector(alpha), _lda_kernels()["lda_update"]
+    _by_documents(sizes, cols.shape[1], lambda d, e, p, q: update(
+        theta[d:e], cols[p:q], sizes[d:e], ratio[p:q], alpha, target[d:e]))
     if target is not out:
         out[...] = target
 
@@ -77,8 +86,30 @@ def lda_step(theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray, counts: np.
              alpha: np.ndarray, out: np.ndarray) -> None:
     """:func:`lda_norm` and :func:`lda_update` over every topic in one pass (``ratio`` =
     ``counts`` / the normalisers), into ``out`` (documents, topics), C-contiguous."""
-    _lda_kernels()["lda_step"](_rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64),
-                               _vector(counts), _vector(alpha), out)
+    theta, cols, sizes = _rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64)
+    counts, alpha, step = _vector(counts), _vector(alpha), _lda_kernels()["lda_step"]
+    _by_documents(sizes, cols.shape[1], lambda d, e, p, q: step(
+        theta[d:e], cols[p:q], sizes[d:e], counts[p:q], alpha, out[d:e]))
+
+
+def _by_documents(sizes: np.ndarray, n_topics: int,
+                  call: Callable[[int, int, int, int], None]) -> None:
+    """``call(d, e, p, q)`` for blocks of documents ``[d, e)`` owning nonzeros ``[p, q)``,
+    cut to about equal nonzeros, on the row threads where that pays (every document's result
+    is its own: the cut never changes the bits), else in one call."""
+    starts = np.zeros(sizes.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    work = int(starts[-1]) * n_topics
+    if row_threads() <= 1 or work < LDA_SERIAL_WORK or sizes.size < 2:
+        call(0, sizes.size, 0, int(starts[-1]))
+        return
+    cuts = np.unique(np.searchsorted(starts, np.linspace(0, starts[-1], LDA_BLOCKS + 1)))
+    cuts = np.unique(np.concatenate([[0], np.minimum(cuts, sizes.size), [sizes.size]]))
+    blocks = [(int(d), int(e), int(starts[d]), int(starts[e])) for d, e in zip(cuts, cuts[1:])]
+    threaded = _LDA_THREADS.threaded(work)
+    per_task = max(1, len(blocks) // (4 * row_threads())) if threaded else len(blocks)
+    _LDA_THREADS.timed(work, threaded, lambda: map_row_blocks(
+        len(blocks), per_task, lambda lo, hi: [call(*b) for b in blocks[lo:hi]]))
 
 
 def _rows(a: np.ndarray) -> np.ndarray:

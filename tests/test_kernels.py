@@ -168,10 +168,16 @@ rows = [np.concatenate([rng.normal(0, 1, 150), rng.normal(4, 1, 150)]).tolist()
         for _ in range(40)]
 
 
-def fit(seed):  # the fitted transitions, as text
+points = rng.normal(size=(40_000, 4)) + rng.integers(0, 3, (40_000, 1)) * 3.0
+
+
+def fit(seed):  # the fitted HMM's transitions and a Gaussian mixture's weights, as text
     est = mf.HiddenMarkovEstimator([mf.GaussianEstimator()] * 2)
     model = mf.optimize(rows, est, max_iter=5, progress=False, seed=seed)
-    return repr(np.asarray(model.transitions).round(10).tolist())
+    gmm = mf.optimize(points, mf.MixtureEstimator([mf.DiagonalGaussianEstimator()] * 3),
+                      max_iter=3, progress=False, seed=seed)  # row blocks on the threads too
+    return repr([np.asarray(model.transitions).round(10).tolist(),
+                 np.sort(gmm.weights).round(10).tolist()])
 
 
 reference = fit(0)

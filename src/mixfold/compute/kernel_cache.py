@@ -46,14 +46,24 @@ class KernelCacheWarning(UserWarning):
 
 def on_disk() -> bool:
     """Whether the kernel module now being imported may cache its machine code on disk
-    (``cache=on_disk()`` in its decorators; ``False`` while compiling in memory)."""
+    (``cache=on_disk()`` in its decorators; ``False`` while compiling in memory).
+
+    >>> on_disk()  # no kernel module is being compiled in memory now
+    True
+    """
     return _on_disk
 
 
 def private_dir() -> str | None:
     """``<tmp>/mixfold-<uid>``: this user's directory (mode 0700, made if missing), or ``None``
     where what is there is not a directory of this user's that only they can open (a planted
-    link or directory) or none can be made."""
+    link or directory) or none can be made.
+
+    >>> folder = private_dir()
+    >>> folder is None or (os.stat(folder).st_mode & 0o777, os.stat(folder).st_uid) == (
+    ...     0o700, os.getuid())
+    True
+    """
     path = os.path.join(tempfile.gettempdir(), f"mixfold-{os.getuid()}")
     try:
         os.mkdir(path, 0o700)

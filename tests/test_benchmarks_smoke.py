@@ -58,3 +58,31 @@ def test_p1_profile_reports_every_step():
     for step in ("layout", "score", "exp_scores", "normalise", "accumulate", "(whole iteration)"):
         assert step in steps, proc.stdout
     assert float(steps["score"]) > 0 and float(steps["normalise"]) > 0
+
+
+@pytest.mark.slow
+def test_runtime_benchmark_prints_startup_and_a_row_per_library():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "runtime.py"), "--quick"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^mixfold\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+$", proc.stdout, re.MULTILINE)
+    for case in ("SMALL", "P3"):
+        for load in ("quiet", "loaded"):
+            for lib in ("mixfold", "mixfold 1 thread", "hmmlearn"):
+                row = re.search(rf"^{case}\s+{load}\s+{lib}\s+(\d+\.\d+)\s", proc.stdout,
+                                re.MULTILINE)
+                assert row and float(row.group(1)) > 0, (case, load, lib, proc.stdout)
+
+
+@pytest.mark.slow
+def test_small_data_benchmark_prints_a_row_per_data_set_and_covariance():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "small_data.py"),
+                           "--repeats", "1", "--max-iter", "3", "--datasets", "iris,wine"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = re.findall(r"^(iris|wine)\s+\d+x\d+\s+3\s+(\w+)\s+\d+\.\d+\s+\d+\.\d+\s+3/3\s",
+                      proc.stdout, re.MULTILINE)
+    assert sorted(rows) == sorted((d, k) for d in ("iris", "wine")
+                                  for k in ("full", "tied", "diag", "spherical")), proc.stdout

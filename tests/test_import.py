@@ -5,14 +5,18 @@ ENGINES = ["pyspark", "mpi4py", "dask", "distributed", "ray", "torch", "pandas",
            "sklearn", "matplotlib", "click", "yaml"]
 
 
+# heavy modules that `import mixfold` must not load: the optional engines, and what only a fit
+# that needs them loads (scipy, threadpoolctl); how long the import takes is measured by
+# benchmarks/runtime.py, not asserted here (a busy machine would fail a timed test)
+NOT_AT_IMPORT = ENGINES + ["scipy", "threadpoolctl", "llvmlite"]
+
+
 def test_import_is_light_and_loads_no_optional_engine():
-    code = ("import sys, time; t = time.perf_counter(); import mixfold; "
-            "print(time.perf_counter() - t); "
-            f"print([m for m in {ENGINES!r} if m in sys.modules])")
+    code = ("import sys; import mixfold; "
+            f"print([m for m in {NOT_AT_IMPORT!r} if m in sys.modules]); "
+            "print(sorted(m for m in sys.modules if m.startswith('mixfold.compute.numba')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    seconds, loaded = out.stdout.splitlines()
-    assert loaded == "[]"
-    assert float(seconds) < 1.0
+    assert out.stdout.splitlines() == ["[]", "[]"]
 
 
 def test_scipy_is_imported_by_the_first_family_that_calls_it():

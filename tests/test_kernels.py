@@ -107,7 +107,6 @@ def test_the_kernels_compile_once_per_machine(tmp_path):
     later = report(start())
     assert (later["hits"], later["misses"]) == (1, 0)  # read back, not compiled
     assert cache_files() == files  # the index was not rewritten with a new entry
-    assert later["seconds"] < max(r["seconds"] for r in together)
 
 
 @pytest.mark.parametrize("cut", [False, True])
@@ -136,3 +135,97 @@ def test_lda_kernels_equal_the_numpy_fixed_point(monkeypatch, cut):
         return ll, acc.to_array()
 
     assert_compiled_equals_numpy(monkeypatch, update)
+
+
+def _long_sequences(n_rows: int, length: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(-2.0, 1.0, (n_rows * length, 3))
+    offsets = np.arange(0, n_rows * length + 1, length)
+    step = rng.dirichlet(np.ones(3), 3) * 0.9
+    return scores, offsets, np.full(3, 1 / 3), step, np.ones(3), rng.uniform(0.5, 2, n_rows)
+
+
+@pytest.mark.parametrize("threads", ["2", "3"])
+def test_the_hmm_fold_gives_the_same_bits_on_any_number_of_threads(monkeypatch, threads):
+    args = _long_sequences(100, 60)
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "1")
+    serial = kernels.hmm_forward_backward(*args)
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", threads)
+    for _ in range(3):  # on the threads, then on this thread once measured, then the faster
+        threaded = kernels.hmm_forward_backward(*args)
+        assert all(np.array_equal(a, b) for a, b in zip(serial, threaded))
+    # and they are the forward-backward's: the posteriors of each item add up to its row weight
+    rows = np.repeat(np.arange(100), 60)
+    np.testing.assert_allclose(serial[0].sum(axis=1), args[5][rows], rtol=1e-12)
+
+
+_FIT_FORK_FIT = """
+import multiprocessing, os
+import numpy as np, mixfold as mf
+
+rng = np.random.default_rng(0)
+rows = [np.concatenate([rng.normal(0, 1, 150), rng.normal(4, 1, 150)]).tolist()
+        for _ in range(40)]
+
+
+points = rng.normal(size=(40_000, 4)) + rng.integers(0, 3, (40_000, 1)) * 3.0
+
+
+def fit(seed):  # the fitted HMM's transitions and a Gaussian mixture's weights, as text
+    est = mf.HiddenMarkovEstimator([mf.GaussianEstimator()] * 2)
+    model = mf.optimize(rows, est, max_iter=5, progress=False, seed=seed)
+    gmm = mf.optimize(points, mf.MixtureEstimator([mf.DiagonalGaussianEstimator()] * 3),
+                      max_iter=3, progress=False, seed=seed)  # row blocks on the threads too
+    return repr([np.asarray(model.transitions).round(10).tolist(),
+                 np.sort(gmm.weights).round(10).tolist()])
+
+
+reference = fit(0)
+pid = os.fork()
+if pid == 0:  # the child fits on the compiled, threaded path too
+    os._exit(0 if fit(0) == reference else 3)
+_, status = os.waitpid(pid, 0)
+print("fork child exit", os.waitstatus_to_exitcode(status))
+with multiprocessing.get_context("fork").Pool(2) as pool:
+    print("pool", [r == reference for r in pool.map(fit, [0, 0])])
+"""
+
+
+def test_fit_fork_fit_and_a_fork_pool_after_a_fit():
+    # numba's OpenMP layer killed a child forked after a fit, and hung a fork Pool
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MIXFOLD_NUM_THREADS": "2"}  # the threaded path, even on one core
+    env.pop("OMP_NUM_THREADS", None)
+    out = subprocess.run([sys.executable, "-c", _FIT_FORK_FIT], env=env, text=True,
+                         capture_output=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["fork child exit 0", "pool [True, True]"]
+
+
+def test_the_lda_kernels_give_the_same_bits_on_any_number_of_threads(monkeypatch):
+    # documents cut into blocks of about equal nonzeros: each document's result is its own
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(0, 25, 2000)
+    sizes[5] = 0
+    k, nnz = 10, int(sizes.sum())
+    theta, cols = rng.gamma(1.0, 1.0, (2000, k)), rng.gamma(1.0, 1.0, (nnz, k))
+    counts, alpha = rng.integers(1, 4, nnz).astype(float), np.full(k, 0.1)
+
+    def run() -> list[np.ndarray]:
+        step, update = np.empty((2000, k)), np.empty((2000, k))
+        kernels.lda_step(theta, cols, sizes, counts, alpha, step)
+        norm = kernels.lda_norm(theta, cols, sizes)
+        kernels.lda_update(theta, cols, sizes, counts / norm, alpha, update)
+        return [step, norm, update]
+
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "1")
+    serial = run()
+    doc = np.repeat(np.arange(2000), sizes)
+    np.testing.assert_allclose(serial[1], np.einsum("ik,ik->i", theta[doc], cols), rtol=1e-12)
+    np.testing.assert_allclose(serial[0], serial[2], rtol=1e-12)  # one pass = two passes
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "3")
+    for _ in range(3):  # threaded, then on this thread once measured, then the faster
+        assert all(np.array_equal(a, b) for a, b in zip(serial, run()))

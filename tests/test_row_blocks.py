@@ -8,7 +8,7 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 from threadpoolctl import threadpool_limits
 
-from mixfold.compute.row_blocks import map_row_blocks, row_threads
+from mixfold.compute.row_blocks import MeasuredThreads, map_row_blocks, row_threads
 from mixfold.families._protocol import ArrayEncoded
 from mixfold.compute.linear import MAX_FUSED_BLOCK_ROWS, fold_linear_mixture, gaussian_centre
 from mixfold.families.diagonal_gaussian import (DiagonalGaussianAccumulator,
@@ -95,3 +95,20 @@ def test_float32_responsibilities_below_the_floor_are_exactly_zero():
         assert np.all(stats[10:] == 0.0)  # the far component's weight, sums, squares, sum w c
         np.testing.assert_allclose(lse, norm.logpdf(x).sum(axis=1) + np.log(0.5),
                                    rtol=1e-12 if precision == "float64" else 1e-4)
+
+
+@pytest.mark.parametrize("slow_way", [True, False])
+def test_measured_threads_settle_on_the_faster_way_and_try_the_other_again(slow_way):
+    # a way that sleeps 4 ms a call against one that returns at once: the fast way is chosen,
+    # the slow one tried again after at most 16 x 32 calls (so a change of load is noticed)
+    import time
+
+    choice, ways = MeasuredThreads(), []
+    for _ in range(1100):
+        way = choice.threaded(5000)
+        choice.timed(5000, way, (lambda: time.sleep(0.004)) if way == slow_way else (lambda: 0))
+        ways.append(way)
+    slow_calls = [i for i, w in enumerate(ways) if w == slow_way]
+    assert ways.count(not slow_way) >= 1096
+    assert 1 + 2 <= len(slow_calls) <= 4  # the first measurement, then one per 512 calls
+    assert choice.threaded(10**6) is True  # another size class is measured on its own

@@ -130,8 +130,8 @@ class GaussianMixtureEstimator(MixtureEstimator):
         model = super().estimate(nobs, stats)
         if self.covariance_type == "tied":
             cov = sum(w * c.cov for w, c in zip(model.weights, model.components))
-            return MixtureDistribution([MultivariateGaussianDistribution(c.mu, cov)
-                                        for c in model.components], model.weights)
+            return MixtureDistribution(MultivariateGaussianDistribution.tied(
+                [c.mu for c in model.components], cov), model.weights)
         if self.covariance_type == "spherical":
             return MixtureDistribution([DiagonalGaussianDistribution(
                 c.mu, np.full(c.mu.size, c.sigma2.mean())) for c in model.components],
@@ -342,7 +342,7 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         if kind == "full":
             comps = [MultivariateGaussianDistribution(m, c) for m, c in zip(means, cov)]
         elif kind == "tied":
-            comps = [MultivariateGaussianDistribution(m, cov) for m in means]
+            comps = MultivariateGaussianDistribution.tied(means, cov)
         else:
             var = cov if kind == "diag" else np.repeat(cov[:, None], d, axis=1)
             comps = [DiagonalGaussianDistribution(m, v) for m, v in zip(means, var)]

@@ -10,30 +10,39 @@ bands below float64 normalises a block's scores in one compiled call instead of 
 operations (:mod:`mixfold.compute.numba_bands`, loaded by that engine). numba is imported on first
 use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`)
 load their machine code from numba's on-disk cache: a machine compiles them once, every later
-process reads them.
+process reads them (:mod:`mixfold.compute.kernel_cache` finds a place that works, or compiles in
+memory). The HMM fold's row blocks and LDA's blocks of documents run on the row-block threads
+(:mod:`mixfold.compute.row_blocks`: threads that sleep when idle and are re-made after a fork)
+where measuring shows they pay; the blocks, not the threads, fix the bits.
 
 The NumPy path stays the reference: tests check that both give the same statistics.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: no lock, concurrent first loads each compile
-    fcntl = None
+from mixfold.compute.kernel_cache import load_kernel_module
+from mixfold.compute.row_blocks import MeasuredThreads, map_row_blocks, row_threads
 
 __all__ = ["hmm_forward_backward", "lda_norm", "lda_update", "lda_step", "kernels_available",
            "band_kernels"]
 
 _KERNELS: dict[str, Any] = {}
+#: the HMM fold's row blocks: partial counts per block, added in block order
+HMM_BLOCKS = 64
+#: items x states^2 below which the HMM fold runs on the calling thread (~0.3 ms of work: less
+#: than a scheduler slice that a helper thread may wait on a busy machine)
+HMM_SERIAL_WORK = 100_000
+_HMM_THREADS = MeasuredThreads()  # threads where they pay, measured per process
+#: LDA's document blocks (at most), and the nonzeros x topics below which one call runs them
+LDA_BLOCKS = 64
+LDA_SERIAL_WORK = 100_000
+_LDA_THREADS = MeasuredThreads()
 _DISABLED = os.environ.get("MIXFOLD_DISABLE_KERNELS", "") not in ("", "0")
 
 
@@ -53,8 +62,10 @@ def lda_norm(theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray) -> np.ndarr
     ``theta`` (documents, topics), ``cols`` (nonzeros, topics), document d owning the next
     ``sizes[d]`` nonzeros."""
     out = np.empty(cols.shape[0])
-    _lda_kernels()["lda_norm"](_rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64),
-                               out)
+    theta, cols, sizes = _rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64)
+    norm = _lda_kernels()["lda_norm"]
+    _by_documents(sizes, cols.shape[1], lambda d, e, p, q: norm(
+        theta[d:e], cols[p:q], sizes[d:e], out[p:q]))
     return out
 
 
@@ -63,9 +74,10 @@ def lda_update(theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray, ratio: np
     """``out[d] = alpha + theta[d] * sum_p ratio[p] cols[p]`` over document d's nonzeros (LDA's
     gamma update over a topic range), in place (``out`` may be a slice)."""
     target = out if out.flags.c_contiguous else np.empty(out.shape)
-    _lda_kernels()["lda_update"](_rows(theta), _rows(cols),
-                                 np.ascontiguousarray(sizes, np.int64), _vector(ratio),
-                                 _vector(alpha), target)
+    theta, cols, sizes = _rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64)
+    ratio, alpha, update = _vector(ratio), _vector(alpha), _lda_kernels()["lda_update"]
+    _by_documents(sizes, cols.shape[1], lambda d, e, p, q: update(
+        theta[d:e], cols[p:q], sizes[d:e], ratio[p:q], alpha, target[d:e]))
     if target is not out:
         out[...] = target
 
@@ -74,8 +86,30 @@ def lda_step(theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray, counts: np.
              alpha: np.ndarray, out: np.ndarray) -> None:
     """:func:`lda_norm` and :func:`lda_update` over every topic in one pass (``ratio`` =
     ``counts`` / the normalisers), into ``out`` (documents, topics), C-contiguous."""
-    _lda_kernels()["lda_step"](_rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64),
-                               _vector(counts), _vector(alpha), out)
+    theta, cols, sizes = _rows(theta), _rows(cols), np.ascontiguousarray(sizes, np.int64)
+    counts, alpha, step = _vector(counts), _vector(alpha), _lda_kernels()["lda_step"]
+    _by_documents(sizes, cols.shape[1], lambda d, e, p, q: step(
+        theta[d:e], cols[p:q], sizes[d:e], counts[p:q], alpha, out[d:e]))
+
+
+def _by_documents(sizes: np.ndarray, n_topics: int,
+                  call: Callable[[int, int, int, int], None]) -> None:
+    """``call(d, e, p, q)`` for blocks of documents ``[d, e)`` owning nonzeros ``[p, q)``,
+    cut to about equal nonzeros, on the row threads where that pays (every document's result
+    is its own: the cut never changes the bits), else in one call."""
+    starts = np.zeros(sizes.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    work = int(starts[-1]) * n_topics
+    if row_threads() <= 1 or work < LDA_SERIAL_WORK or sizes.size < 2:
+        call(0, sizes.size, 0, int(starts[-1]))
+        return
+    cuts = np.unique(np.searchsorted(starts, np.linspace(0, starts[-1], LDA_BLOCKS + 1)))
+    cuts = np.unique(np.concatenate([[0], np.minimum(cuts, sizes.size), [sizes.size]]))
+    blocks = [(int(d), int(e), int(starts[d]), int(starts[e])) for d, e in zip(cuts, cuts[1:])]
+    threaded = _LDA_THREADS.threaded(work)
+    per_task = max(1, len(blocks) // (4 * row_threads())) if threaded else len(blocks)
+    _LDA_THREADS.timed(work, threaded, lambda: map_row_blocks(
+        len(blocks), per_task, lambda lo, hi: [call(*b) for b in blocks[lo:hi]]))
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -85,9 +119,8 @@ def _rows(a: np.ndarray) -> np.ndarray:
 
 def _lda_kernels() -> dict[str, Any]:
     if "lda_norm" not in _KERNELS:
-        with _first_load_lock():
-            from mixfold.compute.numba_lda import lda_norm, lda_step, lda_update
-        _KERNELS.update(lda_norm=lda_norm, lda_update=lda_update, lda_step=lda_step)
+        lda = load_kernel_module("mixfold.compute.numba_lda")
+        _KERNELS.update(lda_norm=lda.lda_norm, lda_update=lda.lda_update, lda_step=lda.lda_step)
     return _KERNELS
 
 
@@ -99,47 +132,11 @@ def band_kernels() -> dict[str, Any] | None:
     if not kernels_available():
         return None
     if "screen_rescore" not in _KERNELS:
-        with _first_load_lock():
-            from mixfold.compute.numba_bands import band_pairs_layout
-            from mixfold.compute.numba_screen import screen_rescore
-        _KERNELS.update(band_pairs_layout=band_pairs_layout, screen_rescore=screen_rescore)
+        bands = load_kernel_module("mixfold.compute.numba_bands")
+        screen = load_kernel_module("mixfold.compute.numba_screen")
+        _KERNELS.update(band_pairs_layout=bands.band_pairs_layout,
+                        screen_rescore=screen.screen_rescore)
     return _KERNELS
-
-
-@contextlib.contextmanager
-def _first_load_lock() -> Iterator[None]:
-    """A file lock held around a kernel module's first import (compile or cache read), so that
-    processes starting together compile once and the others read the cache; none off POSIX."""
-    if fcntl is None:
-        yield
-        return
-    with open(os.path.join(tempfile.gettempdir(), f"mixfold-numba-{os.getuid()}.lock"),
-              "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        yield
-
-
-def _load_hmm_fold() -> Any:
-    """The compiled forward-backward: machine code from numba's on-disk cache, compiled once per
-    machine. Processes that start together (mp, Dask, Ray workers on one host) hold a file lock
-    around the first load, so one compiles and the others then read its cache."""
-    # numba's OpenMP threads spin between calls (300,000 spins by default): on a machine with
-    # more runnable threads than cores that spinning stalls every call, while sleeping at once
-    # costs a wake-up per parallel region; a short spin keeps both small (read when libgomp
-    # starts: before the first kernel)
-    os.environ.setdefault("GOMP_SPINCOUNT", "20000")
-    with _first_load_lock():
-        from mixfold.compute.numba_kernels import hmm_fold
-    return hmm_fold
-
-
-def _match_thread_budget() -> None:
-    """Use no more kernel threads than the process was given (mp/Dask/Ray/MPI workers set 1)."""
-    import numba
-
-    budget = os.environ.get("OMP_NUM_THREADS") or os.environ.get("NUMBA_NUM_THREADS")
-    if budget and budget.isdigit():
-        numba.set_num_threads(max(1, min(int(budget), numba.config.NUMBA_NUM_THREADS)))
 
 
 def _vector(a: np.ndarray) -> np.ndarray:
@@ -158,16 +155,26 @@ def hmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, initial: np.nd
     caller applies the length-0 convention.
     """
     if "hmm" not in _KERNELS:
-        _KERNELS["hmm"] = _load_hmm_fold()
-        _match_thread_budget()
+        _KERNELS["hmm"] = load_kernel_module("mixfold.compute.numba_kernels").hmm_fold
     n_rows = offsets.size - 1
     s = step.shape[0]
     gamma = np.empty(scores.shape)
     ll = np.zeros(n_rows)
-    counts = np.zeros(s), np.zeros((s, s)), np.zeros(s)
-    n_blocks = max(1, min(n_rows, 64))
-    _KERNELS["hmm"](np.asarray(scores, dtype=np.float64),  # any layout: no copy
-                    np.ascontiguousarray(offsets, dtype=np.int64), _vector(initial),
-                    np.ascontiguousarray(step, dtype=np.float64), _vector(end_factor),
-                    _vector(weights), gamma, ll, n_blocks, *counts)
-    return (gamma, ll, *counts)
+    n_blocks = max(1, min(n_rows, HMM_BLOCKS))  # the blocks fix the bits, not the threads
+    parts = np.zeros((n_blocks, s)), np.zeros((n_blocks, s, s)), np.zeros((n_blocks, s))
+    args = (np.asarray(scores, dtype=np.float64),  # any layout: no copy
+            np.ascontiguousarray(offsets, dtype=np.int64), _vector(initial),
+            np.ascontiguousarray(step, dtype=np.float64), _vector(end_factor),
+            _vector(weights), gamma, ll, n_blocks)
+    fold = _KERNELS["hmm"]
+    work = scores.shape[0] * s * s
+    if row_threads() <= 1 or work < HMM_SERIAL_WORK:
+        fold(*args, 0, n_blocks, *parts)
+    else:  # about four tasks per thread: a thread the OS slows takes fewer
+        per_task = max(1, n_blocks // (4 * row_threads()))
+        threaded = _HMM_THREADS.threaded(work)
+        _HMM_THREADS.timed(work, threaded, lambda: map_row_blocks(
+            n_blocks, per_task if threaded else n_blocks,
+            lambda lo, hi: fold(*args, lo, hi, *parts)))
+    return (gamma, ll, *(p.sum(axis=0) for p in parts))  # blocks added in order
+

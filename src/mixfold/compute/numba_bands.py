@@ -16,6 +16,8 @@ import math
 import numba
 import numpy as np
 
+from mixfold.compute.kernel_cache import on_disk
+
 __all__ = ["band_pairs_layout", "exp32", "log32", "EXP_COEFFICIENTS"]
 
 #: exp(f) on [-ln2/2, ln2/2], lowest degree first: a relative least-squares fit at Chebyshev
@@ -75,7 +77,7 @@ def _bits_at(z, f, j):
     return _bfloat16_bits(z[f, j]) if f < f1 and j < m else np.uint32(0)
 
 
-@numba.njit(LAYOUT_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
+@numba.njit(LAYOUT_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=on_disk())
 def band_pairs_layout(z, pairs):
     # z (F1, m) float32 -> its bfloat16 bit patterns in the scoring tiles' layout, padded with
     # zeros: pairs (F1p/2, mp), each row's features in pairs, each pair one uint32 (the first in

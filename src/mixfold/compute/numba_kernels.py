@@ -1,6 +1,10 @@
 """The numba-compiled kernels themselves, loaded by :mod:`mixfold.compute.kernels` on first use.
 
-Every kernel is a module-level ``@njit(cache=True)`` function with no closure: numba keys its
+The fold runs one thread's share of row blocks and releases the GIL (``nogil``): the threads
+are the project's row-block pool, not numba's OpenMP layer, whose spinning workers stall on a
+busy machine and whose runtime kills a child forked after a fit.
+
+Every kernel is a module-level ``@njit(cache=...)`` function with no closure: numba keys its
 on-disk cache by the function's code and closure, so a kernel made inside a factory (closing over
 numba or another kernel) writes a new cache entry in every process and never loads one. The fold
 has one explicit signature, compiled (or loaded from the cache) when this module is imported: one
@@ -14,9 +18,12 @@ from typing import Any
 import numba
 import numpy as np
 
+from mixfold.compute.kernel_cache import on_disk
+
 __all__ = ["hmm_fold"]
 
-_F1, _F2 = numba.float64[::1], numba.float64[:, ::1]
+_F1, _F2, _F3 = numba.float64[::1], numba.float64[:, ::1], numba.float64[:, :, ::1]
+_I8 = numba.int64
 
 
 def _input(dtype: Any, ndim: int, layout: str = "C") -> Any:
@@ -29,7 +36,7 @@ def _input(dtype: Any, ndim: int, layout: str = "C") -> Any:
 HMM_FOLD_SIGNATURE = numba.void(_input(numba.float64, 2, "A"), _input(numba.int64, 1),
                                 _input(numba.float64, 1), _input(numba.float64, 2),
                                 _input(numba.float64, 1), _input(numba.float64, 1), _F2, _F1,
-                                numba.int64, _F1, _F2, _F1)
+                                _I8, _I8, _I8, _F2, _F3, _F2)
 
 
 @numba.njit(inline="always", fastmath={"contract"})
@@ -61,18 +68,16 @@ def exp_nonpositive(v, bits):
     for i in range(v.size):
         v[i] *= two_k[i]
 
-@numba.njit(HMM_FOLD_SIGNATURE, parallel=True, fastmath={"contract"}, cache=True)
+@numba.njit(HMM_FOLD_SIGNATURE, nogil=True, fastmath={"contract"}, cache=on_disk())
 def hmm_fold(scores, offsets, initial, step, end_factor, weights, gamma, ll, n_blocks,
-             init_counts, trans_counts, end_counts):
-    # scaled forward-backward, one sequence at a time; gamma (n_items, S) holds the forward
-    # variables, then the weighted posteriors; per-block partial counts, reduced in order
+             block_lo, block_hi, part_init, part_trans, part_end):
+    # scaled forward-backward, one sequence at a time, over blocks [block_lo, block_hi) of
+    # n_blocks; gamma (n_items, S) holds the forward variables, then the weighted posteriors;
+    # each block adds its counts to its own row of the (zeroed) part_* arrays
     n_rows = offsets.size - 1
     s = step.shape[0]
-    part_init = np.zeros((n_blocks, s))
-    part_trans = np.zeros((n_blocks, s, s))
-    part_end = np.zeros((n_blocks, s))
     per_block = (n_rows + n_blocks - 1) // n_blocks
-    for blk in numba.prange(n_blocks):
+    for blk in range(block_lo, block_hi):
         g = np.empty(s)
         beta = np.empty(s)
         beta_next = np.empty(s)
@@ -156,7 +161,3 @@ def hmm_fold(scores, offsets, initial, step, end_factor, weights, gamma, ll, n_b
             for a in range(s):
                 part_init[blk, a] += gamma[lo, a]
                 part_end[blk, a] += gamma[hi - 1, a]
-    for blk in range(n_blocks):
-        init_counts += part_init[blk]
-        trans_counts += part_trans[blk]
-        end_counts += part_end[blk]

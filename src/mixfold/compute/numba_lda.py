@@ -18,6 +18,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from mixfold.compute.kernel_cache import on_disk
+
 __all__ = ["lda_norm", "lda_update", "lda_step"]
 
 
@@ -55,7 +57,7 @@ def _gamma_row(out, alpha, theta, acc):
         out[k] = alpha[k] + theta[k] * acc[k]
 
 
-@numba.njit(LDA_NORM_SIGNATURE, nogil=True, fastmath=True, cache=True)
+@numba.njit(LDA_NORM_SIGNATURE, nogil=True, fastmath=True, cache=on_disk())
 def lda_norm(theta, cols, sizes, out):
     # out[p] = theta[d] . cols[p] for the nonzeros p of document d (documents in order)
     p = 0
@@ -66,7 +68,7 @@ def lda_norm(theta, cols, sizes, out):
             p += 1
 
 
-@numba.njit(LDA_UPDATE_SIGNATURE, nogil=True, fastmath=True, cache=True)
+@numba.njit(LDA_UPDATE_SIGNATURE, nogil=True, fastmath=True, cache=on_disk())
 def lda_update(theta, cols, sizes, ratio, alpha, out):
     # out[d] = alpha + theta[d] * sum_p ratio[p] cols[p] over the nonzeros p of document d
     acc = np.empty(cols.shape[1])
@@ -79,7 +81,7 @@ def lda_update(theta, cols, sizes, ratio, alpha, out):
         _gamma_row(out[d], alpha, theta[d], acc)
 
 
-@numba.njit(LDA_STEP_SIGNATURE, nogil=True, fastmath=True, cache=True)
+@numba.njit(LDA_STEP_SIGNATURE, nogil=True, fastmath=True, cache=on_disk())
 def lda_step(theta, cols, sizes, counts, alpha, out):
     # lda_norm then lda_update in one pass, for all topics at once: a nonzero's columns are
     # read once, still in cache from its normaliser when its share is added

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from mixfold.compute.kernel_cache import on_disk
+
 from mixfold.compute.numba_bands import exp32, log32
 
 __all__ = ["screen_rescore", "SCREEN_SIGNATURE"]
@@ -95,7 +97,7 @@ def _rescore_row(scores, zj, coef, tables, codes, j, low, cand, exact):
     return n, best
 
 
-@numba.njit(SCREEN_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=True)
+@numba.njit(SCREEN_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=on_disk())
 def screen_rescore(scores, z, coef, coef_t, cmax, eta, slack, cutoff, shift, tables, codes, w,
                    lse, posteriors, counts):
     # scores (K, m) band scores less the shift; z (F1, m) exact features, ones row included;

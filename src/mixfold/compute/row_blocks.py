@@ -26,13 +26,14 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from typing import Any, Generic, TypeVar
 
 __all__ = ["map_row_blocks", "run_each", "row_threads", "FirstBlockDecision", "blas_threads",
-           "one_blas_thread_in_children"]
+           "one_blas_thread_in_children", "MeasuredThreads"]
 
 _T = TypeVar("_T")
 _lock = threading.Lock()
@@ -119,8 +120,51 @@ def map_row_blocks(n_rows: int, block_rows: int, fold_block: Callable[[int, int]
         futures = [pool.submit(fold_share) for _ in range(1, threads)]
         fold_share()  # this thread takes blocks too, instead of waiting idle
         for f in futures:
-            f.result()
+            # a helper the OS has not run yet has no block left to take: not waited for (on a
+            # busy machine that wait is a scheduler slice, longer than a small fold)
+            if not f.cancel():
+                f.result()
         return results
+
+
+class MeasuredThreads:
+    """Whether a call that repeats (a fold per EM iteration) runs its blocks on the row threads
+    or all on the calling thread, chosen by what each way has cost per unit of work so far, per
+    size class: on a busy machine a helper thread waits a scheduler slice before it runs, and
+    one thread wins. The slower way is tried again after ``probe_every`` calls times how much
+    slower it was, at most 16 (a change of load is seen; trying costs about 1/``probe_every``).
+    The choice never changes the bits: the blocks stay the same.
+
+    >>> choice = MeasuredThreads()
+    >>> way = choice.threaded(1000)
+    >>> choice.timed(1000, way, lambda: None)
+    >>> way, choice.threaded(1000)  # each way is measured once first
+    (True, False)
+    """
+
+    def __init__(self, probe_every: int = 32) -> None:
+        self.probe_every = probe_every
+        self._seen: dict[int, dict[bool, list[float]]] = {}  # size class -> way -> [cost, age]
+
+    def threaded(self, work: int) -> bool:
+        ways = self._seen.setdefault(work.bit_length(), {})
+        for way in (True, False):
+            if way not in ways:
+                return way
+        best = min(ways, key=lambda w: ways[w][0])
+        other = ways[not best]
+        other[1] += 1
+        slower = min(other[0] / max(ways[best][0], 1e-300), 16.0)  # tried again at least once
+        return (not best) if other[1] >= self.probe_every * slower else best  # per 512 calls
+
+    def timed(self, work: int, threaded: bool, run: Callable[[], Any]) -> None:
+        """``run()``, its cost per unit of ``work`` recorded for the way it ran."""
+        start = time.perf_counter()
+        run()
+        cost = (time.perf_counter() - start) / max(work, 1)
+        ways = self._seen.setdefault(work.bit_length(), {})
+        old = ways.get(threaded)
+        ways[threaded] = [cost if old is None else 0.7 * old[0] + 0.3 * cost, 0]
 
 
 class FirstBlockDecision(Generic[_T]):

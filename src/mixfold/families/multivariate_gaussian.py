@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -106,6 +107,31 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         for a in (self.mu, self.cov, self.cov_cholesky, self.precision_cholesky):
             a.setflags(write=False)
 
+    @classmethod
+    def tied(cls, means: Sequence[Sequence[float]] | np.ndarray,
+             cov: Sequence[Sequence[float]] | np.ndarray,
+             missing: bool = False) -> list[MultivariateGaussianDistribution]:
+        """Distributions with these means (array of shape (K, D)) and one covariance (D, D), as
+        a tied mixture's components: the covariance is factored once and its factors shared,
+        so the stacked scoring whitens each block of rows once for all of them.
+
+        >>> a, b = MultivariateGaussianDistribution.tied([[0.0, 0.0], [1.0, 2.0]], np.eye(2))
+        >>> a.precision_cholesky is b.precision_cholesky, b.mu.tolist()
+        (True, [1.0, 2.0])
+        """
+        means_arr = _array("means", means, 2)
+        first = cls(means_arr[0], cov, missing)
+        if means_arr.shape[1] != first.dim:
+            raise ParameterError(f"means must have shape (K, {first.dim}) for a ({first.dim}, "
+                                 f"{first.dim}) cov, got {means_arr.shape}")
+        comps = [first]
+        for mu in means_arr[1:]:
+            comp = copy.copy(first)  # the factors are read-only: shared, not copied
+            comp.mu = mu.copy()
+            comp.mu.setflags(write=False)
+            comps.append(comp)
+        return comps
+
     @property
     def dim(self) -> int:
         """The length D of the vectors."""
@@ -184,19 +210,11 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         n = enc.n_rows
         out = np.empty((stop - start, n), dtype=dt)
         step = max(64, (1 << 17) // d)  # a block of rows (rows, D) and its whitened copy: ~2 MB
-        # [U_k; -(mu_k - c) U_k]: one GEMM of the block with a ones column whitens and offsets
-        whitening = [np.vstack([comp.precision_cholesky,
-                                -((comp.mu - center) @ comp.precision_cholesky)]).astype(dt)
-                     for comp in components[start:stop]]
-        for lo in range(0, n, step):  # the block stays in cache while every component reads it
-            hi = min(n, lo + step)
-            block = scratch("mvg.block", (hi - lo, d + 1), dt)
-            np.subtract(enc.values[lo:hi], center, dtype=dt, out=block[:, :d])
-            block[:, d] = 1.0
-            y = scratch("mvg.y", (hi - lo, d), dt)
-            for j, whiten in enumerate(whitening):
-                np.matmul(block, whiten, out=y)
-                np.einsum("ij,ij->i", y, y, out=out[j, lo:hi])  # one pass: square and sum
+        shared = components[0].precision_cholesky  # a tied mixture: whiten each block once
+        if len(components) > 1 and all(c.precision_cholesky is shared for c in components):
+            _tied_squares(components[start:stop], enc.values, center, dt, step, out)
+        else:
+            _squares(components[start:stop], enc.values, center, dt, step, out)
         const = np.array([c.log_det_precision_cholesky for c in components[start:stop]])
         out *= dt.type(-0.5)
         out += (const - 0.5 * d * LOG_2PI).astype(dt)[:, None]
@@ -254,6 +272,46 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         held = (self.mu, self.cov, self.cov_cholesky, self.precision_cholesky)
         return Decomposition.atomic(row_work=float(self.dim * self.dim),
                                     param_bytes=sum(a.nbytes for a in held))
+
+
+def _squares(components: Sequence[MultivariateGaussianDistribution], x: np.ndarray,
+             center: np.ndarray, dt: np.dtype, step: int, out: np.ndarray) -> None:
+    """``out[k] = |(x - mu_k) U_k|^2`` per row, block by block of rows (each block stays in
+    cache while every component reads it)."""
+    n, d = x.shape
+    # [U_k; -(mu_k - c) U_k]: one GEMM of the block with a ones column whitens and offsets
+    whitening = [np.vstack([comp.precision_cholesky,
+                            -((comp.mu - center) @ comp.precision_cholesky)]).astype(dt)
+                 for comp in components]
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        block = scratch("mvg.block", (hi - lo, d + 1), dt)
+        np.subtract(x[lo:hi], center, dtype=dt, out=block[:, :d])
+        block[:, d] = 1.0
+        y = scratch("mvg.y", (hi - lo, d), dt)
+        for j, whiten in enumerate(whitening):
+            np.matmul(block, whiten, out=y)
+            np.einsum("ij,ij->i", y, y, out=out[j, lo:hi])  # one pass: square and sum
+
+
+def _tied_squares(components: Sequence[MultivariateGaussianDistribution], x: np.ndarray,
+                  center: np.ndarray, dt: np.dtype, step: int, out: np.ndarray) -> None:
+    """:func:`_squares` where every component has the same ``U``: one GEMM per block whitens
+    the rows, each component then subtracts its whitened mean ``(mu_k - c) U``."""
+    n, d = x.shape
+    u = components[0].precision_cholesky.astype(dt)
+    offsets = [((comp.mu - center) @ components[0].precision_cholesky).astype(dt)
+               for comp in components]
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        block = scratch("mvg.block", (hi - lo, d), dt)
+        np.subtract(x[lo:hi], center, dtype=dt, out=block)
+        white = scratch("mvg.white", (hi - lo, d), dt)
+        np.matmul(block, u, out=white)
+        y = scratch("mvg.y", (hi - lo, d), dt)
+        for j, offset in enumerate(offsets):
+            np.subtract(white, offset, out=y)
+            np.einsum("ij,ij->i", y, y, out=out[j, lo:hi])
 
 
 #: The most features (``D (D + 3) / 2``: the products, the coordinates) the fused band E-step takes

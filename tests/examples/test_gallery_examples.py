@@ -54,8 +54,9 @@ def test_heterogeneous_plan_runs_the_planned_bands():
 
     out = heterogeneous_plan.run()
     plan = out["plan"]
+    # a budget of 1e-4: float32's a-priori error (6e-5) meets it, so "either" runs float32 too
     assert [(a.name, a.precision, a.rows) for a in plan.assignments] == [
-        ("fast", "float32", 12000), ("either", "float64", 4000), ("plain", "float64", 4000)]
+        ("fast", "float32", 10909), ("either", "float32", 5455), ("plain", "float64", 3636)]
     assert out["largest_mean_difference"] < 1e-4  # float32 rows agree with float64's fit
     plan, report = heterogeneous_plan.simulated_pool(n_workers=200)
     assert report.lower_bound <= report.makespan < report.uniform_makespan

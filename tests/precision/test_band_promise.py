@@ -82,7 +82,8 @@ def test_a_mixed_plan_climbs_and_ends_within_its_worst_bands_promise(bands):
         fit = mixfold.optimize(x, est, resources=pool, precision="auto", tol=0, max_iter=40,
                                progress=False)
     result = fit.fit_result
-    assert result.stop_reason == "max_iter" and result.iterations == 40
+    assert result.stop_reason in ("max_iter", "converged")  # (tol=0: a step that moves nothing)
+    assert result.promotions == []
     assert [a.rows > 0 for a in result.plan.assignments] == [True, True]
     lls = np.array(result.log_likelihood)
     assert (np.diff(lls) >= -ROUND_OFF * np.abs(lls[1:])).all()

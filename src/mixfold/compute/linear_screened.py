@@ -116,7 +116,7 @@ class TileScreener:
     def score(self, rows: Any, scores: np.ndarray) -> np.ndarray:
         pairs, z = rows
         self.gemms.score(self.coef, pairs, scores)
-        return scores[:, :z.shape[1]]
+        return scores  # (its padding columns past the rows are not read)
 
 
 def runs_on_tiles(terms: Sequence[LinearTerms], band: str) -> bool:
@@ -189,15 +189,16 @@ class ScreenedEStep:
         codes = self.screen.codes(self.codes, lo, hi)
         scores = self.screener.score(rows, self._buffer("scores", self.screener.columns(hi - lo)))
         for c in codes:  # each table's rounded log-probabilities
-            scores += self.screener.tables[:, c]
+            scores[:, :hi - lo] += self.screener.tables[:, c]
         z = self.screener.exact(rows)
         posteriors = self._buffer("posteriors", hi - lo)
+        args = (scores, z, self.weights[lo:hi], codes, self.lse[lo:hi], posteriors)
         if self.compiled is None:
-            counts = self.screen.rescore_numpy(scores, z, self.weights[lo:hi], codes,
-                                               self.lse[lo:hi], posteriors)
-        else:
-            counts = self.screen.rescore(self.compiled["screen_rescore"], scores, z,
-                                         self.weights[lo:hi], codes, self.lse[lo:hi], posteriors)
+            counts = self.screen.rescore_numpy(*args)
+        elif self.band == "float32":  # float32's scores are the posteriors' own: only each
+            counts = self.screen.rescore_top(self.compiled["exact_top_normalise"], *args)  # row's
+        else:  # best is rescored (its log-density); a coarser band's scores only screen
+            counts = self.screen.rescore(self.compiled["screen_rescore"], *args)
         return statistics(z, posteriors), counts
 
     def layout(self, lo: int, hi: int) -> Any:

@@ -29,15 +29,16 @@ __all__ = ["screen_rescore", "SCREEN_SIGNATURE"]
 _FLAGS = {"contract", "reassoc", "nsz", "arcp", "afn"}
 
 _F4, _F8, _I8 = numba.float32, numba.float64, numba.int64
-SCREEN_SIGNATURE = numba.void(_F4[:, :], _F4[:, ::1], _F8[:, ::1], _F8[:, ::1], _F8[::1], _F8,
+SCREEN_SIGNATURE = numba.void(_F4[:, ::1], _F4[:, ::1], _F8[:, ::1], _F8[:, ::1], _F8[::1], _F8,
                               _F8, _F8, _F8, _F8[:, ::1], _I8[:, ::1], _F8[::1], _F8[::1],
                               _F4[:, ::1], _F8[:, ::1])
 
 
 @numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
 def _best_two(scores, top, arg, second):
-    # each row's best band score, its component, and the second best
-    k_all, m = scores.shape
+    # each row's best band score, its component, and the second best (the rows of top: scores
+    # may hold padding columns past them)
+    k_all, m = scores.shape[0], top.size
     for j in range(m):
         top[j] = -np.inf
         second[j] = -np.inf
@@ -49,7 +50,7 @@ def _best_two(scores, top, arg, second):
             second[j] = max(second[j], min(s, top[j]))
             if s > top[j]:
                 top[j] = s
-                arg[j] = c
+                arg[j] = np.int32(c)
 
 
 @numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
@@ -104,11 +105,12 @@ def screen_rescore(scores, z, coef, coef_t, cmax, eta, slack, cutoff, shift, tab
     # coef (K, F1) float64 (const less the shift in the ones column) and coef_t its transpose;
     # tables (K, V) every table side by side, codes (T, m) each table's codes offset to its
     # columns; w (m,) row weights -> lse (m,) log-densities, the shift added; posteriors (K, m)
-    # the weighted posteriors (0 off the candidates); counts (K, V) += the table counts
-    k_all, m = scores.shape
+    # the weighted posteriors (0 off the candidates); counts (K, V) += the table counts (scores
+    # may hold padding columns past the m rows of z)
+    k_all, m = scores.shape[0], z.shape[1]
     top = np.empty(m, np.float32)
     second = np.empty(m, np.float32)
-    arg = np.empty(m, np.int64)
+    arg = np.empty(m, np.int32)
     low = np.empty(m, np.float64)
     single = np.empty(m, np.float64)
     _best_two(scores, top, arg, second)
@@ -153,3 +155,57 @@ def screen_rescore(scores, z, coef, coef_t, cmax, eta, slack, cutoff, shift, tab
             posteriors[cand[q], j] = r
             for t in range(n_tables):
                 counts[cand[q], codes[t, j]] += r
+
+
+#: Shifted float32 scores at or below this give a posterior of exactly 0 (exp(-60) is far below
+#: float32's resolution of a row's total, and no subnormal is formed).
+_FLOOR = np.float32(-60.0)
+_FLOOR_EXP = np.float32(np.exp(np.float32(-60.0)))
+TOP_SIGNATURE = numba.void(_F4[:, ::1], _F4[:, ::1], _F8[:, ::1], _F8, _F8[:, ::1], _I8[:, ::1],
+                           _F8[::1], _F8[::1], _F4[:, ::1], _F8[:, ::1])
+
+
+@numba.njit(TOP_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=on_disk())
+def exact_top_normalise(scores, z, coef_t, shift, tables, codes, w, lse, posteriors, counts):
+    # the float32 band: scores (K, m) are float32 GEMM scores less the shift (tables included);
+    # every component's posterior comes from them (exp and totals along the rows), and each
+    # row's log-density is its best component's score rescored in float64 from the exact
+    # features z (F1, m) (coef_t (F1, K) float64, tables (K, V), codes (T, m)) plus the log of
+    # the total of exp(score - best): the part of a log-density a float32 sum of thousands of
+    # nats would miss. -> lse (m,), posteriors (K, m) weighted, counts (K, V) += table counts
+    k_all, m = scores.shape[0], z.shape[1]
+    top = np.empty(m, np.float32)
+    second = np.empty(m, np.float32)
+    arg = np.empty(m, np.int32)
+    total = np.zeros(m, np.float32)
+    best = np.empty(m, np.float64)
+    _best_two(scores, top, arg, second)
+    for c in range(k_all):
+        row, out = scores[c], posteriors[c]
+        for j in range(m):
+            x = row[j] - top[j]
+            # what sits at the floor (a -inf of a table, a dead row's NaN) is exactly 0
+            e = exp32(x) - _FLOOR_EXP if x > _FLOOR else np.float32(0.0)
+            out[j] = e
+            total[j] += e
+    _single_scores(z, coef_t, arg, best)
+    for j in range(m):
+        if top[j] == -np.inf:  # no component scores the row
+            lse[j] = -np.inf
+            total[j] = np.inf  # (its posteriors 0, not NaN)
+            continue
+        e = best[j]
+        for t in range(codes.shape[0]):
+            e += tables[arg[j], codes[t, j]]
+        lse[j] = e + np.float64(log32(total[j])) + shift
+    for j in range(m):  # the weighted posteriors' scale, once a row
+        total[j] = w[j] / total[j]
+    for c in range(k_all):
+        out = posteriors[c]
+        for j in range(m):
+            out[j] *= total[j]
+    for t in range(codes.shape[0]):
+        for c in range(k_all):
+            out = posteriors[c]
+            for j in range(m):
+                counts[c, codes[t, j]] += out[j]

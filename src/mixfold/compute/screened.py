@@ -163,6 +163,16 @@ class Screen:
                posteriors, counts)
         return counts
 
+    def rescore_top(self, kernel: Any, scores: np.ndarray, z: np.ndarray, w: np.ndarray,
+                    codes: np.ndarray, lse: np.ndarray, posteriors: np.ndarray) -> np.ndarray:
+        """The float32 band's block (:func:`~mixfold.compute.numba_screen.exact_top_normalise`):
+        float32 ``scores`` give every posterior; each row's best component is rescored in
+        float64 for its log-density. Returns the joined table counts (K, V) in float64."""
+        counts = np.zeros((self.coef.shape[0], self.n_levels))
+        kernel(scores, z, self.coef_t, self.shift, self.tables, codes,
+               np.ascontiguousarray(w, np.float64), lse, posteriors, counts)
+        return counts
+
     def rescore_numpy(self, scores: np.ndarray, z: np.ndarray, w: np.ndarray,
                       codes: np.ndarray, lse: np.ndarray, posteriors: np.ndarray) -> np.ndarray:
         """:meth:`rescore` in NumPy's operations (where numba is missing): the same candidates,

@@ -41,6 +41,7 @@ from mixfold.io.model_files import (
     read_json_bounded,
     write_json_atomic,
 )
+from mixfold.io.outputs import check_destination
 
 __all__ = ["Checkpoint", "CheckpointFile", "fit_fingerprint", "write_checkpoint",
            "read_checkpoint", "check_resumable", "check_model_fits", "check_checkpoint_path",
@@ -301,13 +302,8 @@ def check_resumable(ckpt: Checkpoint, fingerprint: dict[str, Any], seed: int,
 
 def check_checkpoint_path(path: str | os.PathLike) -> None:
     """Refuse, before any work, a checkpoint path that cannot be written: a folder, or a file
-    in a folder that does not exist."""
-    target = Path(os.path.realpath(path))
-    if target.is_dir():
-        raise IsADirectoryError(f"checkpoint {str(path)!r} is a folder, not a file")
-    if not target.parent.is_dir():
-        raise FileNotFoundError(f"checkpoint {str(path)!r}: the folder {str(target.parent)!r} "
-                                f"does not exist")
+    in a folder that does not exist or is not writable."""
+    check_destination(path, (), "checkpoint")
 
 
 def check_model_fits(model: Distribution, estimator: Estimator,

@@ -29,6 +29,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from mixfold.families import HiddenMarkovDistribution, MixtureDistribution, Reco
 from mixfold.families.composite import records_log_densities
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.model_files import FORMAT, model_document, model_from_document
+from mixfold.io.outputs import atomic_output, check_destination
 from mixfold.io.readers import RowBlocks
 from mixfold.io.tables import as_fit_input, column_specs, read_data
 from mixfold.parallel.heterogeneous import Worker, plan_heterogeneous
@@ -145,6 +147,42 @@ def _blocks(data: Any, model: Distribution) -> Iterator[Any]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Writing outputs: checked before any work, written beside the target, renamed when complete
+
+
+def _check_output(path: str | None, option: str, *inputs: str | None) -> None:
+    """Refuse, before any fitting or scoring, an output that is one of the inputs or that
+    cannot be written (``-`` is standard output)."""
+    if path is not None and path != "-":
+        check_destination(path, [p for p in inputs if p is not None and p != "-"], option)
+
+
+def _inline_or_file(spec: str) -> str | None:
+    """The spec's path when SPEC names a file (an input --out must not overwrite)."""
+    return spec if os.path.exists(spec) else None
+
+
+@contextmanager
+def _output(path: str | None, mode: str = "w") -> Iterator[Any]:
+    """Standard output for ``-``, nothing for None, else a file that replaces ``path`` only
+    when the command completes (a failure on a later block leaves the old file)."""
+    if path is None:
+        yield None
+    elif path == "-":
+        yield sys.stdout
+    else:
+        with atomic_output(path, mode) as fh:
+            yield fh
+
+
+def _save_figure(figure: Any, path: str) -> None:
+    """Save a matplotlib figure atomically, in the format its suffix names (PNG without one)."""
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    with _output(path, "wb") as fh:
+        figure.savefig(fh, format=fmt)
+
+
+# ---------------------------------------------------------------------------------------------
 # fit
 
 
@@ -176,9 +214,7 @@ def _blocks(data: Any, model: Distribution) -> Iterator[Any]:
 def fit(data: str, spec: str, backend: str, workers: int | None, precision: str, max_iter: int,
         tol: float, seed: int, init_path: str | None, out: str, progress: bool | None) -> None:
     """Fit the model SPEC to DATA by EM and write the fitted model as JSON."""
-    folder = Path(os.path.realpath(out)).parent
-    if out != "-" and not folder.is_dir():  # before the fit, not after it
-        raise CLIError(f"--out {out!r}: the folder {str(folder)!r} does not exist")
+    _check_output(out, "--out", data, init_path, _inline_or_file(spec))  # before the fit
     estimator = _estimator(spec, data)
     start = None if init_path is None else _load_model(init_path)
     rows = as_fit_input(data, estimator, backend=backend)
@@ -232,12 +268,12 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
 @_reports_bad_input
 def score(model_path: str, data: str, per_row: str | None, unknown: str) -> None:
     """Log-likelihood of DATA under the fitted MODEL (read block by block)."""
+    _check_output(per_row, "--per-row", model_path, data)
     model = _load_model(model_path)
     source = read_data(data)
     n, total = 0, 0.0
     to_stdout = per_row == "-"
-    sink = (sys.stdout if to_stdout else open(per_row, "w")) if per_row else None  # noqa: SIM115
-    try:
+    with _output(per_row) as sink:
         for block in _blocks(source, model):
             start = n
             try:
@@ -252,11 +288,8 @@ def score(model_path: str, data: str, per_row: str | None, unknown: str) -> None
             total += float(scores.sum())
             if sink is not None:
                 np.savetxt(sink, scores, fmt="%.17g")
-    finally:
-        if sink is not None and not to_stdout:
-            sink.close()
-    if n == 0:
-        raise CLIError(f"{data!r} has no rows")
+        if n == 0:
+            raise CLIError(f"{data!r} has no rows")
     click.echo(f"rows {n}  total log-likelihood {total:.10g}  mean {total / n:.10g}",
                err=to_stdout)  # with the per-row scores on stdout, the summary goes to stderr
 
@@ -330,13 +363,13 @@ def predict(model_path: str, data: str, proba: bool, out: str, fmt: str | None,
     """The most likely component of every row of DATA under the fitted MODEL (a mixture; the
     Viterbi states of each sequence for a hidden Markov model), or ``--proba`` the
     posteriors; DATA is read block by block."""
+    _check_output(out, "--out", model_path, data)
     model = _load_model(model_path)
     if fmt is None:
         fmt = "jsonl" if Path(out).suffix.lower() in (".json", ".jsonl") else "csv"
     source = read_data(data)
-    sink = sys.stdout if out == "-" else open(out, "w")  # noqa: SIM115
     n = 0
-    try:
+    with _output(out) as sink:
         for block in _blocks(source, model):
             try:
                 if unknown == "missing":
@@ -350,11 +383,8 @@ def predict(model_path: str, data: str, proba: bool, out: str, fmt: str | None,
                 raise CLIError(str(err.within(row=row))) from None
             _write_predictions(sink, _predictions(model, enc, proba), fmt, proba, n == 0)
             n += len(enc)
-    finally:
-        if out != "-":
-            sink.close()
-    if n == 0:
-        raise CLIError(f"{data!r} has no rows")
+        if n == 0:
+            raise CLIError(f"{data!r} has no rows")
 
 
 def _jsonable(v: Any) -> Any:
@@ -436,6 +466,7 @@ def _k_range(text: str) -> list[int]:
 def select(data: str, spec: str, k_text: str, seed: int, n_init: int, max_iter: int,
            plot_path: str | None) -> None:
     """Fit the mixture SPEC to DATA for each K and print BIC and AIC (lower is better)."""
+    _check_output(plot_path, "--plot", data, _inline_or_file(spec))
     node = load_spec(spec)
     if not isinstance(node, dict) or "mixture" not in node:
         raise CLIError("select needs a mixture spec ({\"mixture\": ..., \"k\": ...})")
@@ -454,7 +485,7 @@ def select(data: str, spec: str, k_text: str, seed: int, n_init: int, max_iter: 
         import matplotlib
 
         matplotlib.use("Agg")
-        plot_model_selection(fits).figure.savefig(plot_path)
+        _save_figure(plot_model_selection(fits).figure, plot_path)
         click.echo(f"plot written to {plot_path}")
 
 
@@ -537,6 +568,7 @@ def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int
 def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None,
          target_rel_error: float | None, plot_path: str | None) -> None:
     """Print the model decomposition and the heterogeneous (rows and precision) plan."""
+    _check_output(plot_path, "--plot", resources_path, data, _inline_or_file(model_arg))
     try:
         resources = Resources.from_json(Path(resources_path).read_text())
     except (ValueError, KeyError, TypeError) as err:
@@ -569,7 +601,7 @@ def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None
         # resources were calibrated)
         spans = [(a.name, 0.0, a.rows / a.effective_throughput) for a in hetero.assignments
                  if a.effective_throughput > 0]
-        plot_plan_timeline(spans).figure.savefig(plot_path)
+        _save_figure(plot_plan_timeline(spans).figure, plot_path)
         click.echo(f"timeline written to {plot_path}")
 
 

@@ -19,25 +19,18 @@ where numbers are expected, lists of the right lengths. Every failure is a
 
 from __future__ import annotations
 
-import errno
-import glob
 import json
 import math
 import os
-import secrets
 import selectors
 import stat
 import time
 from pathlib import Path
 from typing import Any
 
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks, stale temporary files are left alone
-    fcntl = None  # type: ignore[assignment]
-
 from mixfold.errors import ModelFileError
 from mixfold.families._protocol import Distribution, family_class
+from mixfold.io.outputs import atomic_output
 
 __all__ = ["save", "load", "FORMAT", "VERSION", "MAX_FILE_BYTES", "MAX_DEPTH",
            "model_from_document", "check_document_shape", "write_json_atomic",
@@ -58,117 +51,13 @@ MEMORY_FLOOR = 64 * 1024 * 1024
 
 
 def write_json_atomic(path: str | os.PathLike, doc: Any) -> Path:
-    """Write ``doc`` as JSON to ``path``; a regular file is replaced atomically.
-
-    A regular file (or a new path) gets a temporary file in the same directory, flushed to disk
-    (fsync), then renamed over it: a reader sees the old file or the new one, never a half-written
-    one, even if the process is killed mid-write. The new file gets the old file's permissions,
-    or the user's umask for a new path. A symbolic link is followed and its target replaced. A
-    character device or a FIFO (``/dev/stdout``, ``/dev/null``, a pipe) is written as a stream,
-    never replaced; a socket, a block device or a directory is refused with an ``OSError``. The
-    temporary file is named ``.<name>.mixfold-<random>.tmp``; one left behind by a killed writer
-    is removed by the next write of the same path.
-    """
+    """Write ``doc`` as JSON to ``path`` through :func:`~mixfold.io.outputs.atomic_output`: a
+    regular file is replaced atomically (a temporary file beside it, fsync, rename), a FIFO or
+    a character device is written as a stream, a socket, block device or folder is refused."""
     text = json.dumps(doc, allow_nan=False, indent=1)
-    path = Path(path)
-    target = Path(os.path.realpath(path))  # a symlink's target is what the user means to write
-    try:
-        mode = os.stat(target).st_mode
-    except FileNotFoundError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode):
-        _write_special(target, mode, text, path)
-        return path
-    directory = target.parent
-    _remove_stale_temporaries(target)
-    fd, tmp = _locked_temporary(target)
-    try:
-        with os.fdopen(fd, "w") as fh:  # closing it releases the lock
-            if mode is not None:  # keep a file's permissions (a private model stays private)
-                os.fchmod(fh.fileno(), stat.S_IMODE(mode))
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(directory)
-    return path
-
-
-def _write_special(target: Path, mode: int, text: str, path: Path) -> None:
-    """Stream ``text`` into a character device or a FIFO; refuse any other non-regular file."""
-    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode)
-                else "a block device" if stat.S_ISBLK(mode) else "not a regular file")
-        raise OSError(errno.EINVAL, f"cannot write a model to {kind}", str(path))
-    try:  # non-blocking open: a FIFO nobody reads is an error, not a hang
-        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError as err:
-        if err.errno == errno.ENXIO:
-            raise OSError(errno.ENXIO, "no process is reading from this FIFO", str(path)) \
-                from None
-        raise
-    os.set_blocking(fd, True)
-    with os.fdopen(fd, "w") as fh:
+    with atomic_output(path, what="a model") as fh:
         fh.write(text)
-
-
-_TEMPORARY = ".{name}.mixfold-{tag}.tmp"
-
-
-def _locked_temporary(target: Path) -> tuple[int, str]:
-    """A new temporary file beside ``target`` (permissions from the umask), opened and held
-    under an exclusive lock for as long as it is open: the lock tells live writers from dead."""
-    while True:
-        tmp = str(target.with_name(_TEMPORARY.format(name=target.name,
-                                                     tag=secrets.token_hex(4))))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                     0o666)
-        if fcntl is None:
-            return fd, tmp
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:  # a cleaner may have removed it before the lock was taken: start over
-            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
-                return fd, tmp
-        except FileNotFoundError:
-            pass
-        os.close(fd)
-
-
-def _remove_stale_temporaries(target: Path) -> None:
-    """Remove temporary files of ``target`` whose writer is gone (nobody holds their lock)."""
-    if fcntl is None:
-        return
-    pattern = _TEMPORARY.format(name=glob.escape(target.name), tag="*")
-    for stale in glob.glob(os.path.join(glob.escape(str(target.parent)), pattern)):
-        try:
-            fd = os.open(stale, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                os.unlink(stale)
-        except OSError:  # locked: a live writer's file
-            pass
-        finally:
-            os.close(fd)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:  # makes the rename itself durable; not every platform can open a directory
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    return Path(path)
 
 
 def save(model: Distribution, path: str | os.PathLike) -> Path:

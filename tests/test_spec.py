@@ -131,7 +131,7 @@ def test_load_spec_reads_json_yaml_and_inline(tmp_path):
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(spec))
     assert load_spec(str(tmp_path / "m.yaml")) == spec
     (tmp_path / "bad.json").write_text("{nope")
-    with pytest.raises(SpecError, match="bad.json' is not valid JSON"):
+    with pytest.raises(SpecError, match="bad.json: not valid JSON"):
         load_spec(tmp_path / "bad.json")
     with pytest.raises(SpecError, match="no such spec file"):
         load_spec(tmp_path / "absent.json")

@@ -34,7 +34,7 @@ from mixfold.io.outputs import atomic_output
 
 __all__ = ["save", "load", "FORMAT", "VERSION", "MAX_FILE_BYTES", "MAX_DEPTH",
            "model_from_document", "check_document_shape", "write_json_atomic",
-           "read_json_bounded"]
+           "read_json_bounded", "read_bytes_bounded", "json_depth"]
 
 FORMAT = "mixfold-model"
 VERSION = 1
@@ -100,17 +100,29 @@ def load(path: str | os.PathLike, *, max_bytes: int = MAX_FILE_BYTES,
     return model_from_document(doc, str(path))
 
 
-def read_json_bounded(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES,
-                      timeout: float = READ_TIMEOUT_S) -> Any:
-    """Parse the JSON file at ``path``, refusing more than ``max_bytes`` bytes, a pipe or device
-    still open after ``timeout`` seconds, a document whose parsed form would take more than
-    :data:`MEMORY_FACTOR` times its size in memory, nesting deeper than :data:`MAX_DEPTH` and
-    non-finite numbers, with :class:`ModelFileError`."""
+def read_bytes_bounded(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES,
+                       timeout: float = READ_TIMEOUT_S, *,
+                       raise_with: str = "load(..., max_bytes=...)") -> bytes:
+    """The bytes of the file at ``path``, refusing more than ``max_bytes`` and a pipe or device
+    still open after ``timeout`` seconds with :class:`ModelFileError` (whose message says that
+    ``raise_with`` raises the limit)."""
     path = Path(path)
     raw = _read_bounded(path, max_bytes, timeout)
     if len(raw) > max_bytes:
         raise ModelFileError(f"{path}: more than {max_bytes} bytes: over the size limit "
-                             f"(load(..., max_bytes=...) raises it)")
+                             f"({raise_with} raises it)")
+    return raw
+
+
+def read_json_bounded(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES,
+                      timeout: float = READ_TIMEOUT_S, *, max_depth: int = MAX_DEPTH,
+                      raise_with: str = "load(..., max_bytes=...)") -> Any:
+    """Parse the JSON file at ``path``, refusing more than ``max_bytes`` bytes, a pipe or device
+    still open after ``timeout`` seconds, a document whose parsed form would take more than
+    :data:`MEMORY_FACTOR` times its size in memory, nesting deeper than ``max_depth`` and
+    non-finite numbers, with :class:`ModelFileError`."""
+    path = Path(path)
+    raw = read_bytes_bounded(path, max_bytes, timeout, raise_with=raise_with)
     estimate = _parsed_size_estimate(raw)
     if estimate > MEMORY_FACTOR * len(raw) + MEMORY_FLOOR:
         raise ModelFileError(f"{path}: too many JSON values for its size: parsing would take "
@@ -124,11 +136,11 @@ def read_json_bounded(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES,
     try:
         doc = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
-        raise ModelFileError(f"{path}: JSON nested more than {MAX_DEPTH} levels deep") from None
+        raise ModelFileError(f"{path}: JSON nested more than {max_depth} levels deep") from None
     except ValueError as err:
         raise ModelFileError(f"{path}: not valid JSON: {err}") from None
-    if _depth(doc) > MAX_DEPTH:
-        raise ModelFileError(f"{path}: JSON nested more than {MAX_DEPTH} levels deep")
+    if json_depth(doc, max_depth) > max_depth:
+        raise ModelFileError(f"{path}: JSON nested more than {max_depth} levels deep")
     return doc
 
 
@@ -204,8 +216,8 @@ def _finite_float(text: str) -> float:
 _CONTAINERS = frozenset((dict, list))
 
 
-def _depth(doc: Any) -> int:
-    """Deepest nesting of objects and arrays in ``doc``, up to MAX_DEPTH + 1.
+def json_depth(doc: Any, limit: int = MAX_DEPTH) -> int:
+    """Deepest nesting of objects and arrays in ``doc``, up to ``limit + 1``.
 
     Iterative, holding one iterator per level (memory grows with the depth, not the size); a
     container holding no containers is measured without a Python-level pass over its items.
@@ -216,7 +228,7 @@ def _depth(doc: Any) -> int:
             if type(node) in _CONTAINERS:
                 level = len(stack)
                 deepest = max(deepest, level)
-                if level > MAX_DEPTH:
+                if level > limit:
                     return level
                 children = node.values() if type(node) is dict else node
                 if not _CONTAINERS.isdisjoint(map(type, children)):

@@ -53,12 +53,16 @@ from mixfold.parallel.resources import Resources
 from mixfold.plots import plot_plan_timeline
 from mixfold.plots import plot_model_selection
 from mixfold.precision import BANDS, resolve_precision
+from mixfold.precision.gpu import torch_device_available
 from mixfold.spec import LeftOut, estimator_from_spec, load_spec
 
 __all__ = ["main", "CLIError"]
 
 #: Errors that mean bad input, reported as one line; anything else is a bug and keeps its trace.
 _USER_ERRORS = (ValueError, TypeError, KeyError, OSError, ImportError, ArithmeticError)
+
+#: Rows ``sample`` draws at a time: one block is held in memory, whatever ``-n`` is.
+SAMPLE_BLOCK_ROWS = 10_000
 
 #: What a value the model cannot score does (score, predict): raise, or count as missing.
 UNKNOWN_CHOICES = ("error", "missing")
@@ -87,6 +91,16 @@ def _checked_precision(value: str) -> str:
         return str(resolve_precision(value))
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
+
+
+def _check_device(precision: str) -> None:
+    """Refuse, before reading anything, a torch device this machine does not have (the API
+    finds out in the first E-step)."""
+    p = resolve_precision(precision)
+    if p.engine == "torch" and p.device is not None and not torch_device_available(p.device):
+        raise CLIError(f"--precision {precision!r} runs through torch on {p.device!r}, which "
+                       f"this machine does not have: run the band on the CPU ('{p.band}@cpu') "
+                       f"or on a machine with that device")
 
 
 def _reports_bad_input(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -215,6 +229,7 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
         tol: float, seed: int, init_path: str | None, out: str, progress: bool | None) -> None:
     """Fit the model SPEC to DATA by EM and write the fitted model as JSON."""
     _check_output(out, "--out", data, init_path, _inline_or_file(spec))  # before the fit
+    _check_device(precision)
     estimator = _estimator(spec, data)
     start = None if init_path is None else _load_model(init_path)
     rows = as_fit_input(data, estimator, backend=backend)
@@ -410,7 +425,8 @@ def _jsonable(v: Any) -> Any:
               help="Sequence / hidden Markov models: draw sequences of exactly this length.")
 @_reports_bad_input
 def sample(model_path: str, count: int, seed: int | None, length: int | None) -> None:
-    """Draw rows from the fitted MODEL, one JSON value per line."""
+    """Draw rows from the fitted MODEL, one JSON value per line (drawn and printed in blocks
+    of 10,000 rows: memory does not grow with -n)."""
     model = _load_model(model_path)
     if length is None:
         sampler = model.sampler(seed)
@@ -420,15 +436,15 @@ def sample(model_path: str, count: int, seed: int | None, length: int | None) ->
         except TypeError:
             raise CLIError(f"--length applies to sequence and hidden Markov models, not to a "
                            f"{type(model).__name__}") from None
-    try:
-        rows = sampler.sample(count)
-    except ValueError as err:
-        if "sample_length" not in str(err):
-            raise
-        raise CLIError(f"{str(err).split(':')[0]}: pass --length L to draw sequences of L "
-                       f"items") from None
-    for row in rows:
-        click.echo(json.dumps(_jsonable(row)))
+    for begin in range(0, count, SAMPLE_BLOCK_ROWS):  # printed block by block: bounded memory
+        try:
+            rows = sampler.sample(min(SAMPLE_BLOCK_ROWS, count - begin))
+        except ValueError as err:
+            if "sample_length" not in str(err):
+                raise
+            raise CLIError(f"{str(err).split(':')[0]}: pass --length L to draw sequences of L "
+                           f"items") from None
+        click.echo("\n".join(json.dumps(_jsonable(row)) for row in rows))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -43,7 +43,8 @@ from mixfold.errors import DegenerateFitWarning, EMDecreaseWarning, ModelFileErr
 from mixfold.families import HiddenMarkovDistribution, MixtureDistribution, RecordDistribution
 from mixfold.families.composite import records_log_densities
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.io.model_files import FORMAT, model_document, model_from_document
+from mixfold.io.model_files import (FORMAT, MAX_FILE_BYTES, model_document,
+                                    model_from_document, read_json_bounded)
 from mixfold.io.outputs import atomic_output, check_destination
 from mixfold.io.readers import RowBlocks
 from mixfold.io.tables import as_fit_input, column_specs, read_data
@@ -144,9 +145,19 @@ def _estimator(spec_source: str, data_path: str | None) -> Estimator:
     return estimator_from_spec(spec, None if data_path is None else _columns_of(data_path))
 
 
-def _load_model(path: str) -> Distribution:
+def _max_model_bytes(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``--max-model-bytes`` option of a command that reads model files."""
+    return click.option("--max-model-bytes", type=click.IntRange(min=1), default=MAX_FILE_BYTES,
+                        show_default=True, help="Largest model file read (an untrusted file "
+                        "is refused above it; raise it for a model this large that you "
+                        "wrote).")(command)
+
+
+def _load_model(path: str, max_bytes: int = MAX_FILE_BYTES) -> Distribution:
+    """The model file at ``path``, read with the guards of :func:`mixfold.load`."""
     try:
-        return mixfold.load(path)
+        doc = read_json_bounded(path, max_bytes, raise_with="--max-model-bytes")
+        return model_from_document(doc, str(path))
     except FileNotFoundError:
         raise CLIError(f"no such model file: {path!r}") from None
     except ModelFileError as err:
@@ -224,14 +235,16 @@ def _save_figure(figure: Any, path: str) -> None:
               help="Where to write the fitted model (JSON); '-' writes it to standard output.")
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar on stderr (default: when stderr is a terminal).")
+@_max_model_bytes
 @_reports_bad_input
 def fit(data: str, spec: str, backend: str, workers: int | None, precision: str, max_iter: int,
-        tol: float, seed: int, init_path: str | None, out: str, progress: bool | None) -> None:
+        tol: float, seed: int, init_path: str | None, out: str, progress: bool | None,
+        max_model_bytes: int) -> None:
     """Fit the model SPEC to DATA by EM and write the fitted model as JSON."""
     _check_output(out, "--out", data, init_path, _inline_or_file(spec))  # before the fit
     _check_device(precision)
     estimator = _estimator(spec, data)
-    start = None if init_path is None else _load_model(init_path)
+    start = None if init_path is None else _load_model(init_path, max_model_bytes)
     rows = as_fit_input(data, estimator, backend=backend)
     if progress is None:
         progress = sys.stderr.isatty()
@@ -280,11 +293,13 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
               show_default=True, help="A value the model cannot score (a level never seen at "
               "fit, a NaN where the fit had none): an error, or left out of its row as missing "
               "(records and mixtures of records).")
+@_max_model_bytes
 @_reports_bad_input
-def score(model_path: str, data: str, per_row: str | None, unknown: str) -> None:
+def score(model_path: str, data: str, per_row: str | None, unknown: str,
+          max_model_bytes: int) -> None:
     """Log-likelihood of DATA under the fitted MODEL (read block by block)."""
     _check_output(per_row, "--per-row", model_path, data)
-    model = _load_model(model_path)
+    model = _load_model(model_path, max_model_bytes)
     source = read_data(data)
     n, total = 0, 0.0
     to_stdout = per_row == "-"
@@ -372,14 +387,15 @@ def _write_predictions(sink: Any, values: list[Any], fmt: str, proba: bool, firs
 @click.option("--unknown", type=click.Choice(UNKNOWN_CHOICES), default="error",
               show_default=True, help="A value the model cannot score: an error, or left out "
               "of its row as missing (mixtures of records).")
+@_max_model_bytes
 @_reports_bad_input
 def predict(model_path: str, data: str, proba: bool, out: str, fmt: str | None,
-            unknown: str) -> None:
+            unknown: str, max_model_bytes: int) -> None:
     """The most likely component of every row of DATA under the fitted MODEL (a mixture; the
     Viterbi states of each sequence for a hidden Markov model), or ``--proba`` the
     posteriors; DATA is read block by block."""
     _check_output(out, "--out", model_path, data)
-    model = _load_model(model_path)
+    model = _load_model(model_path, max_model_bytes)
     if fmt is None:
         fmt = "jsonl" if Path(out).suffix.lower() in (".json", ".jsonl") else "csv"
     source = read_data(data)
@@ -423,11 +439,13 @@ def _jsonable(v: Any) -> Any:
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Random seed.")
 @click.option("--length", type=click.IntRange(min=0), default=None,
               help="Sequence / hidden Markov models: draw sequences of exactly this length.")
+@_max_model_bytes
 @_reports_bad_input
-def sample(model_path: str, count: int, seed: int | None, length: int | None) -> None:
+def sample(model_path: str, count: int, seed: int | None, length: int | None,
+           max_model_bytes: int) -> None:
     """Draw rows from the fitted MODEL, one JSON value per line (drawn and printed in blocks
     of 10,000 rows: memory does not grow with -n)."""
-    model = _load_model(model_path)
+    model = _load_model(model_path, max_model_bytes)
     if length is None:
         sampler = model.sampler(seed)
     else:
@@ -535,7 +553,8 @@ def spec_command(data: str, k: int | None) -> None:
 # plan
 
 
-def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int | None]:
+def _model_for_plan(model_arg: str, data: str | None,
+                    max_model_bytes: int = MAX_FILE_BYTES) -> tuple[Distribution, int | None]:
     """A model to plan for and the data's row count (when DATA says it).
 
     A fitted model file is used as it is. A spec is sized by DATA when given (its seeded
@@ -544,7 +563,10 @@ def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int
     """
     path = Path(model_arg)
     if path.suffix.lower() == ".json" and path.is_file():
-        doc = json.loads(path.read_text())
+        try:
+            doc = read_json_bounded(path, max_model_bytes, raise_with="--max-model-bytes")
+        except ModelFileError as err:
+            raise CLIError(str(err)) from None
         if isinstance(doc, dict) and doc.get("format") == FORMAT:
             return model_from_document(doc, str(path)), None
     estimator = _estimator(model_arg, data)
@@ -580,9 +602,10 @@ def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int
               help="Accuracy budget of the precision plan (default: none).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True),
               default=None, help="Also draw the planned per-worker timeline (needs matplotlib).")
+@_max_model_bytes
 @_reports_bad_input
 def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None,
-         target_rel_error: float | None, plot_path: str | None) -> None:
+         target_rel_error: float | None, plot_path: str | None, max_model_bytes: int) -> None:
     """Print the model decomposition and the heterogeneous (rows and precision) plan."""
     _check_output(plot_path, "--plot", resources_path, data, _inline_or_file(model_arg))
     try:
@@ -590,7 +613,7 @@ def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None
     except (ValueError, KeyError, TypeError) as err:
         raise CLIError(f"{resources_path!r} is not a resources description: "
                        f"{_one_line(err)}") from None
-    model, data_rows = _model_for_plan(model_arg, data)
+    model, data_rows = _model_for_plan(model_arg, data, max_model_bytes)
     n_rows = rows or data_rows or 1_000_000
     decomposition = decompose_model(model, resources, n_data=n_rows)
     click.echo(f"model decomposition for {n_rows} rows on {len(resources.devices)} devices")

@@ -667,9 +667,16 @@ class HiddenMarkovPartsEstimator(HiddenMarkovEstimator):
     ``fixed`` maps "s" (start probabilities), "t" (transitions), "m" (means) and "c"
     (covariances) to their values; the others are estimated."""
 
+    option_rules = {**HiddenMarkovEstimator.option_rules,
+                    "fixed": rule(lambda v: v is None or (isinstance(v, Mapping)
+                                                          and set(v) <= set(HMM_PARAMS)),
+                                  f"None or a mapping from the letters {HMM_PARAMS!r} to "
+                                  f"arrays")}
+
     def __init__(self, emissions: Sequence[Estimator], pseudo_count: float = 0.0,
                  fixed: Mapping[str, np.ndarray] | None = None):
         super().__init__(emissions, pseudo_count)
+        self.check_options(fixed=fixed)
         self.fixed = dict(fixed or {})
 
     def bind(self, encoder: Encoder) -> HiddenMarkovPartsEstimator:

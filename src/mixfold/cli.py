@@ -64,6 +64,8 @@ _USER_ERRORS = (ValueError, TypeError, KeyError, OSError, ImportError, Arithmeti
 
 #: Rows ``sample`` draws at a time: one block is held in memory, whatever ``-n`` is.
 SAMPLE_BLOCK_ROWS = 10_000
+#: Longest sequence ``sample --length`` draws: a sequence is one line, held whole in memory.
+MAX_SAMPLE_LENGTH = 1_000_000
 
 #: What a value the model cannot score does (score, predict): raise, or count as missing.
 UNKNOWN_CHOICES = ("error", "missing")
@@ -444,7 +446,10 @@ def _jsonable(v: Any) -> Any:
 def sample(model_path: str, count: int, seed: int | None, length: int | None,
            max_model_bytes: int) -> None:
     """Draw rows from the fitted MODEL, one JSON value per line (drawn and printed in blocks
-    of 10,000 rows: memory does not grow with -n)."""
+    of 10,000 rows, or of 10,000 items with --length: memory does not grow with -n)."""
+    if length is not None and length > MAX_SAMPLE_LENGTH:
+        raise CLIError(f"--length {length} is over the limit of {MAX_SAMPLE_LENGTH} items: a "
+                       f"sequence is one line, drawn and held whole in memory")
     model = _load_model(model_path, max_model_bytes)
     if length is None:
         sampler = model.sampler(seed)
@@ -454,9 +459,10 @@ def sample(model_path: str, count: int, seed: int | None, length: int | None,
         except TypeError:
             raise CLIError(f"--length applies to sequence and hidden Markov models, not to a "
                            f"{type(model).__name__}") from None
-    for begin in range(0, count, SAMPLE_BLOCK_ROWS):  # printed block by block: bounded memory
+    block = SAMPLE_BLOCK_ROWS if not length else max(1, SAMPLE_BLOCK_ROWS // length)
+    for begin in range(0, count, block):  # printed block by block: bounded memory
         try:
-            rows = sampler.sample(min(SAMPLE_BLOCK_ROWS, count - begin))
+            rows = sampler.sample(min(block, count - begin))
         except ValueError as err:
             if "sample_length" not in str(err):
                 raise

@@ -2,15 +2,17 @@
 what a file merely declares; ``sample`` streams in bounded memory."""
 
 import json
+import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 import mixfold
-from mixfold.cli import SAMPLE_BLOCK_ROWS, main
+from mixfold.cli import MAX_SAMPLE_LENGTH, SAMPLE_BLOCK_ROWS, main
 from mixfold.io.tables import read_data
 from mixfold.precision.gpu import torch_device_available
 
@@ -107,3 +109,40 @@ def test_sample_memory_does_not_grow_with_n(model_file):
     path, _ = model_file
     small, large = _peak_kib(path, 1000), _peak_kib(path, 400_000)
     assert large - small < 20_000  # KiB; drawing every row first took ~100 MB more
+
+
+def test_sample_refuses_a_sequence_length_it_cannot_hold_in_one_line(tmp_path):
+    hmm = mixfold.HiddenMarkovDistribution([mixfold.GaussianDistribution(0.0, 1.0)], [1.0],
+                                           [[1.0]])
+    path = mixfold.save(hmm, tmp_path / "hmm.json")
+    _one_error_line(run("sample", path, "-n", 1, "--length", 10**11), "--length",
+                    str(MAX_SAMPLE_LENGTH))
+    drawn = run("sample", path, "-n", 3, "--length", 4000, "--seed", 1)  # 2 items a block
+    assert drawn.exit_code == 0
+    sampler = hmm.sampler(1, sample_length=4000)
+    expected = [*sampler.sample(2), *sampler.sample(1)]
+    assert [json.loads(line) for line in drawn.stdout.splitlines()] == \
+        [np.asarray(row).tolist() for row in expected]
+
+
+@pytest.mark.slow  # waits the model files' 10 s timeout
+def test_a_stalled_fifo_model_is_one_line_after_the_timeout(tmp_path):
+    fifo = tmp_path / "model.json"
+    os.mkfifo(fifo)
+    release = threading.Event()
+
+    def stall():  # a few bytes, then the pipe held open
+        with open(fifo, "w") as fh:
+            fh.write('{"format": ')
+            fh.flush()
+            release.wait(60)
+
+    writer = threading.Thread(target=stall)
+    writer.start()
+    try:
+        result = run("sample", fifo, "-n", 1)
+    finally:
+        release.set()
+        writer.join(10)
+    # the writer lets go after 60 s: a reader waiting for it would see bad JSON, not this
+    _one_error_line(result, "did not end within 10 s")

@@ -19,6 +19,12 @@ other backends hold the data resident, so it is read into memory first (under
 rank 0 prints the trace and writes the model). SPEC is a model spec
 (:mod:`mixfold.spec`) as a JSON or YAML file or inline JSON. Bad input (an unreadable file, a bad
 spec, an unknown column) prints one line, ``mixfold: error: ...``, and exits with status 1.
+
+Every file a command writes (``--out``, ``--per-row``, ``--plot``) is written beside its target
+and renamed into place only when complete (a failure on a later block leaves the old file); a
+target that is one of the inputs (the same file, by device and inode) or whose folder is missing
+or not writable is refused before any fitting or scoring. Model files larger than 64 MiB are
+read with ``--max-model-bytes``.
 """
 
 from __future__ import annotations
@@ -275,7 +281,11 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
     if to_stdout:
         click.echo(json.dumps(model_document(result.model), allow_nan=False, indent=1))
     else:
-        mixfold.save(result.model, out)
+        with warnings.catch_warnings(record=True) as large:  # one line, not a Python warning
+            warnings.simplefilter("always", RuntimeWarning)
+            mixfold.save(result.model, out)
+        for warning in large:
+            click.echo(f"warning: {warning.message}", err=True)
     click.echo(f"{result.stop_reason} after {result.iterations} iterations on {result.n_rows} "
                f"rows ({result.backend}, {result.precision}); model written to "
                f"{'standard output' if to_stdout else out}", err=report)

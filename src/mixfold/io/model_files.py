@@ -25,6 +25,7 @@ import os
 import selectors
 import stat
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,9 @@ def write_json_atomic(path: str | os.PathLike, doc: Any) -> Path:
 def save(model: Distribution, path: str | os.PathLike) -> Path:
     """Write ``model`` to ``path`` as JSON, atomically (a temporary file, then a rename).
 
+    A file larger than :func:`load` reads by default (:data:`MAX_FILE_BYTES`) is written, with
+    a :class:`RuntimeWarning` saying the ``max_bytes`` that reads it back.
+
     >>> import tempfile, os, mixfold
     >>> d = mixfold.GaussianDistribution(1.5, 0.25)
     >>> p = mixfold.save(d, os.path.join(tempfile.mkdtemp(), "m.json"))
@@ -71,7 +75,14 @@ def save(model: Distribution, path: str | os.PathLike) -> Path:
     """
     if not isinstance(model, Distribution):
         raise TypeError(f"model must be a mixfold Distribution, got {type(model).__name__}")
-    return write_json_atomic(path, model_document(model))
+    written = write_json_atomic(path, model_document(model))
+    size = written.stat().st_size if written.is_file() else 0
+    if size > MAX_FILE_BYTES:
+        warnings.warn(f"model file {str(path)!r} is {size} bytes, more than the "
+                      f"{MAX_FILE_BYTES} load() reads by default: read it back with "
+                      f"load(path, max_bytes={size}) (the CLI: --max-model-bytes {size})",
+                      RuntimeWarning, stacklevel=2)
+    return written
 
 
 def model_document(model: Distribution) -> dict[str, Any]:

@@ -14,7 +14,7 @@ SRC = Path(mixfold.__file__).parent
 #: Bottom to top; a module belongs to the layer of its longest matching prefix.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("contracts and arithmetic", ("mixfold.errors", "mixfold.decomposition", "mixfold.precision",
-                                  "mixfold.capabilities")),
+                                  "mixfold.capabilities", "mixfold.options")),
     ("compute", ("mixfold.compute",)),
     ("families", ("mixfold.families",)),
     ("data formats", ("mixfold.io", "mixfold.spec")),

@@ -91,7 +91,8 @@ def test_record_star_uses_the_data_columns_in_order():
     ({"mixture": "gaussian", "k": 0}, None, r"spec \$\.mixture: k must be an integer >= 1, got 0"),
     ({"mixture": ["gaussian", "poisson"], "k": 3}, None, r"k=3 but the list holds 2 children"),
     ({"mixture": "gaussian", "kk": 3}, None, r"unknown option 'kk' for mixture"),
-    ({"gaussian": {"reg_covar": -1.0}}, None, r"spec \$\.gaussian: reg_covar must be >= 0"),
+    ({"gaussian": {"reg_covar": -1.0}}, None,
+     r"spec \$\.gaussian: GaussianEstimator: reg_covar must be a finite number >= 0, got -1"),
     ({"gaussian": {"sigma": 1.0}}, None, r"unknown option 'sigma' for gaussian"),
     ({"gaussian": {}, "reg_covar": 1.0}, None, r"a leaf takes its options inside its own"),
     ("mixture", None, r"'mixture' is a combinator"),
@@ -131,7 +132,7 @@ def test_load_spec_reads_json_yaml_and_inline(tmp_path):
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(spec))
     assert load_spec(str(tmp_path / "m.yaml")) == spec
     (tmp_path / "bad.json").write_text("{nope")
-    with pytest.raises(SpecError, match="bad.json' is not valid JSON"):
+    with pytest.raises(SpecError, match="bad.json: not valid JSON"):
         load_spec(tmp_path / "bad.json")
     with pytest.raises(SpecError, match="no such spec file"):
         load_spec(tmp_path / "absent.json")

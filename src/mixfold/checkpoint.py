@@ -18,6 +18,10 @@ no random numbers (the start itself is a hash of the seed and the row indices, s
 history are the whole state: a resumed fit repeats, bit for bit, the iterations the interrupted
 one would have run. Resuming against other data, another estimator or another seed is refused
 with :class:`~mixfold.CheckpointError`.
+
+Reading refuses a file over 64 MiB (as a model file) unless the path says otherwise: a fit whose
+model is larger (a categorical over a million levels) passes
+``checkpoint=CheckpointPath(path, max_bytes=...)``, and the refusal names that limit.
 """
 
 from __future__ import annotations
@@ -36,13 +40,15 @@ import numpy as np
 from mixfold.errors import CheckpointError, ModelFileError
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.model_files import (
+    MAX_FILE_BYTES,
     model_document,
     model_from_document,
     read_json_bounded,
     write_json_atomic,
 )
+from mixfold.io.outputs import check_destination
 
-__all__ = ["Checkpoint", "CheckpointFile", "fit_fingerprint", "write_checkpoint",
+__all__ = ["Checkpoint", "CheckpointFile", "CheckpointPath", "fit_fingerprint", "write_checkpoint",
            "read_checkpoint", "check_resumable", "check_model_fits", "check_checkpoint_path",
            "FORMAT", "VERSION"]
 
@@ -53,6 +59,43 @@ FINISHED = ("converged", "decrease")
 _MAX_DIGEST_DEPTH = 200
 _BY_NAME = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
             type)
+
+
+class CheckpointPath(os.PathLike):
+    """A checkpoint path with the largest file that may be read back from it: pass it as
+    ``fit(..., checkpoint=CheckpointPath(path, max_bytes=...))`` when the fit's model makes its
+    checkpoint larger than the 64 MiB a file is allowed by default.
+
+    >>> import os, tempfile, numpy as np, mixfold
+    >>> path = CheckpointPath(os.path.join(tempfile.mkdtemp(), "fit.json"), max_bytes=100)
+    >>> x = np.random.default_rng(0).normal(size=100)
+    >>> _ = mixfold.fit(x, mixfold.GaussianEstimator(), max_iter=2, progress=False,
+    ...                 checkpoint=path)
+    >>> mixfold.fit(x, mixfold.GaussianEstimator(), progress=False, checkpoint=path)
+    Traceback (most recent call last):
+    ...
+    mixfold.errors.CheckpointError: checkpoint ...: more than 100 bytes: over the size limit ...
+    """
+
+    def __init__(self, path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES):
+        if not (isinstance(max_bytes, int) and not isinstance(max_bytes, bool)
+                and max_bytes >= 1):
+            raise ValueError(f"max_bytes must be an integer >= 1, got {max_bytes!r}")
+        self.path = os.fspath(path)
+        self.max_bytes = max_bytes
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __str__(self) -> str:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f"CheckpointPath({self.path!r}, max_bytes={self.max_bytes})"
+
+
+def _max_bytes(path: str | os.PathLike) -> int:
+    return path.max_bytes if isinstance(path, CheckpointPath) else MAX_FILE_BYTES
 
 
 @dataclass
@@ -175,7 +218,8 @@ def _checksum(doc: dict[str, Any]) -> str:
 
 def read_checkpoint(path: str | os.PathLike) -> Checkpoint | None:
     """The checkpoint at ``path``; None when there is no file. A file that is not a complete
-    mixfold checkpoint raises :class:`~mixfold.CheckpointError`.
+    mixfold checkpoint, or larger than the path allows (:class:`CheckpointPath`), raises
+    :class:`~mixfold.CheckpointError`.
 
     >>> import os, tempfile, numpy as np, mixfold
     >>> path = os.path.join(tempfile.mkdtemp(), "fit.json")
@@ -188,11 +232,12 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint | None:
     >>> more.iterations, more.log_likelihood[:3] == first.log_likelihood
     (8, True)
     """
-    path = Path(path)
+    max_bytes, path = _max_bytes(path), Path(path)
     if not path.exists():
         return None
     try:
-        doc = read_json_bounded(path)
+        doc = read_json_bounded(path, max_bytes, raise_with="checkpoint=CheckpointPath(path, "
+                                                            "max_bytes=...)")
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise CheckpointError(f"{path}: not a mixfold checkpoint (expected format "
                                   f"{FORMAT!r})")
@@ -301,13 +346,8 @@ def check_resumable(ckpt: Checkpoint, fingerprint: dict[str, Any], seed: int,
 
 def check_checkpoint_path(path: str | os.PathLike) -> None:
     """Refuse, before any work, a checkpoint path that cannot be written: a folder, or a file
-    in a folder that does not exist."""
-    target = Path(os.path.realpath(path))
-    if target.is_dir():
-        raise IsADirectoryError(f"checkpoint {str(path)!r} is a folder, not a file")
-    if not target.parent.is_dir():
-        raise FileNotFoundError(f"checkpoint {str(path)!r}: the folder {str(target.parent)!r} "
-                                f"does not exist")
+    in a folder that does not exist or is not writable."""
+    check_destination(path, (), "checkpoint")
 
 
 def check_model_fits(model: Distribution, estimator: Estimator,
@@ -361,16 +401,25 @@ class CheckpointFile:
         self.path = Path(path)
         self.seed = int(seed)
         self.fingerprint = fit_fingerprint(handle, estimator, seed)
-        self.resumed = read_checkpoint(self.path)
+        self.max_bytes, self.warned = _max_bytes(path), False
+        self.resumed = read_checkpoint(path)
         if self.resumed is not None:
             check_resumable(self.resumed, self.fingerprint, self.seed, self.path)
             check_model_fits(self.resumed.model, estimator, self.path)
 
     def save(self, result: Any) -> None:
-        """Write the state of ``result`` (a :class:`~mixfold.FitResult`) atomically."""
+        """Write the state of ``result`` (a :class:`~mixfold.FitResult`) atomically; warn once
+        when the file is larger than a resume reads back by default."""
         stop = result.stop_reason if result.stop_reason in FINISHED else None
         write_checkpoint(self.path, Checkpoint(
             model=result.model, iterations=result.iterations,
             log_likelihood=result.log_likelihood, seconds=result.seconds, seed=self.seed,
             fingerprint=self.fingerprint, init_seconds=result.init_seconds,
             warnings=result.warnings, stop_reason=stop))
+        size = self.path.stat().st_size if self.path.is_file() else 0
+        if size > self.max_bytes and not self.warned:
+            self.warned = True
+            warnings.warn(f"checkpoint {str(self.path)!r} is {size} bytes, more than the "
+                          f"{self.max_bytes} a resume reads: resume with checkpoint="
+                          f"CheckpointPath(path, max_bytes={size * 2})", RuntimeWarning,
+                          stacklevel=2)

@@ -19,6 +19,12 @@ other backends hold the data resident, so it is read into memory first (under
 rank 0 prints the trace and writes the model). SPEC is a model spec
 (:mod:`mixfold.spec`) as a JSON or YAML file or inline JSON. Bad input (an unreadable file, a bad
 spec, an unknown column) prints one line, ``mixfold: error: ...``, and exits with status 1.
+
+Every file a command writes (``--out``, ``--per-row``, ``--plot``) is written beside its target
+and renamed into place only when complete (a failure on a later block leaves the old file); a
+target that is one of the inputs (the same file, by device and inode) or whose folder is missing
+or not writable is refused before any fitting or scoring. Model files larger than 64 MiB are
+read with ``--max-model-bytes``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import Any
@@ -42,7 +49,9 @@ from mixfold.errors import DegenerateFitWarning, EMDecreaseWarning, ModelFileErr
 from mixfold.families import HiddenMarkovDistribution, MixtureDistribution, RecordDistribution
 from mixfold.families.composite import records_log_densities
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.io.model_files import FORMAT, model_document, model_from_document
+from mixfold.io.model_files import (FORMAT, MAX_FILE_BYTES, model_document,
+                                    model_from_document, read_json_bounded)
+from mixfold.io.outputs import atomic_output, check_destination
 from mixfold.io.readers import RowBlocks
 from mixfold.io.tables import as_fit_input, column_specs, read_data
 from mixfold.parallel.heterogeneous import Worker, plan_heterogeneous
@@ -51,12 +60,18 @@ from mixfold.parallel.resources import Resources
 from mixfold.plots import plot_plan_timeline
 from mixfold.plots import plot_model_selection
 from mixfold.precision import BANDS, resolve_precision
+from mixfold.precision.gpu import torch_device_available
 from mixfold.spec import LeftOut, estimator_from_spec, load_spec
 
 __all__ = ["main", "CLIError"]
 
 #: Errors that mean bad input, reported as one line; anything else is a bug and keeps its trace.
 _USER_ERRORS = (ValueError, TypeError, KeyError, OSError, ImportError, ArithmeticError)
+
+#: Rows ``sample`` draws at a time: one block is held in memory, whatever ``-n`` is.
+SAMPLE_BLOCK_ROWS = 10_000
+#: Longest sequence ``sample --length`` draws: a sequence is one line, held whole in memory.
+MAX_SAMPLE_LENGTH = 1_000_000
 
 #: What a value the model cannot score does (score, predict): raise, or count as missing.
 UNKNOWN_CHOICES = ("error", "missing")
@@ -85,6 +100,16 @@ def _checked_precision(value: str) -> str:
         return str(resolve_precision(value))
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
+
+
+def _check_device(precision: str) -> None:
+    """Refuse, before reading anything, a torch device this machine does not have (the API
+    finds out in the first E-step)."""
+    p = resolve_precision(precision)
+    if p.engine == "torch" and p.device is not None and not torch_device_available(p.device):
+        raise CLIError(f"--precision {precision!r} runs through torch on {p.device!r}, which "
+                       f"this machine does not have: run the band on the CPU ('{p.band}@cpu') "
+                       f"or on a machine with that device")
 
 
 def _reports_bad_input(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -128,9 +153,19 @@ def _estimator(spec_source: str, data_path: str | None) -> Estimator:
     return estimator_from_spec(spec, None if data_path is None else _columns_of(data_path))
 
 
-def _load_model(path: str) -> Distribution:
+def _max_model_bytes(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``--max-model-bytes`` option of a command that reads model files."""
+    return click.option("--max-model-bytes", type=click.IntRange(min=1), default=MAX_FILE_BYTES,
+                        show_default=True, help="Largest model file read (an untrusted file "
+                        "is refused above it; raise it for a model this large that you "
+                        "wrote).")(command)
+
+
+def _load_model(path: str, max_bytes: int = MAX_FILE_BYTES) -> Distribution:
+    """The model file at ``path``, read with the guards of :func:`mixfold.load`."""
     try:
-        return mixfold.load(path)
+        doc = read_json_bounded(path, max_bytes, raise_with="--max-model-bytes")
+        return model_from_document(doc, str(path))
     except FileNotFoundError:
         raise CLIError(f"no such model file: {path!r}") from None
     except ModelFileError as err:
@@ -142,6 +177,42 @@ def _blocks(data: Any, model: Distribution) -> Iterator[Any]:
         yield from data.blocks(model.encoder())
     else:
         yield data
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing outputs: checked before any work, written beside the target, renamed when complete
+
+
+def _check_output(path: str | None, option: str, *inputs: str | None) -> None:
+    """Refuse, before any fitting or scoring, an output that is one of the inputs or that
+    cannot be written (``-`` is standard output)."""
+    if path is not None and path != "-":
+        check_destination(path, [p for p in inputs if p is not None and p != "-"], option)
+
+
+def _inline_or_file(spec: str) -> str | None:
+    """The spec's path when SPEC names a file (an input --out must not overwrite)."""
+    return spec if os.path.exists(spec) else None
+
+
+@contextmanager
+def _output(path: str | None, mode: str = "w") -> Iterator[Any]:
+    """Standard output for ``-``, nothing for None, else a file that replaces ``path`` only
+    when the command completes (a failure on a later block leaves the old file)."""
+    if path is None:
+        yield None
+    elif path == "-":
+        yield sys.stdout
+    else:
+        with atomic_output(path, mode) as fh:
+            yield fh
+
+
+def _save_figure(figure: Any, path: str) -> None:
+    """Save a matplotlib figure atomically, in the format its suffix names (PNG without one)."""
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    with _output(path, "wb") as fh:
+        figure.savefig(fh, format=fmt)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,15 +243,16 @@ def _blocks(data: Any, model: Distribution) -> Iterator[Any]:
               help="Where to write the fitted model (JSON); '-' writes it to standard output.")
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar on stderr (default: when stderr is a terminal).")
+@_max_model_bytes
 @_reports_bad_input
 def fit(data: str, spec: str, backend: str, workers: int | None, precision: str, max_iter: int,
-        tol: float, seed: int, init_path: str | None, out: str, progress: bool | None) -> None:
+        tol: float, seed: int, init_path: str | None, out: str, progress: bool | None,
+        max_model_bytes: int) -> None:
     """Fit the model SPEC to DATA by EM and write the fitted model as JSON."""
-    folder = Path(os.path.realpath(out)).parent
-    if out != "-" and not folder.is_dir():  # before the fit, not after it
-        raise CLIError(f"--out {out!r}: the folder {str(folder)!r} does not exist")
+    _check_output(out, "--out", data, init_path, _inline_or_file(spec))  # before the fit
+    _check_device(precision)
     estimator = _estimator(spec, data)
-    start = None if init_path is None else _load_model(init_path)
+    start = None if init_path is None else _load_model(init_path, max_model_bytes)
     rows = as_fit_input(data, estimator, backend=backend)
     if progress is None:
         progress = sys.stderr.isatty()
@@ -209,7 +281,11 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
     if to_stdout:
         click.echo(json.dumps(model_document(result.model), allow_nan=False, indent=1))
     else:
-        mixfold.save(result.model, out)
+        with warnings.catch_warnings(record=True) as large:  # one line, not a Python warning
+            warnings.simplefilter("always", RuntimeWarning)
+            mixfold.save(result.model, out)
+        for warning in large:
+            click.echo(f"warning: {warning.message}", err=True)
     click.echo(f"{result.stop_reason} after {result.iterations} iterations on {result.n_rows} "
                f"rows ({result.backend}, {result.precision}); model written to "
                f"{'standard output' if to_stdout else out}", err=report)
@@ -229,15 +305,17 @@ def fit(data: str, spec: str, backend: str, workers: int | None, precision: str,
               show_default=True, help="A value the model cannot score (a level never seen at "
               "fit, a NaN where the fit had none): an error, or left out of its row as missing "
               "(records and mixtures of records).")
+@_max_model_bytes
 @_reports_bad_input
-def score(model_path: str, data: str, per_row: str | None, unknown: str) -> None:
+def score(model_path: str, data: str, per_row: str | None, unknown: str,
+          max_model_bytes: int) -> None:
     """Log-likelihood of DATA under the fitted MODEL (read block by block)."""
-    model = _load_model(model_path)
+    _check_output(per_row, "--per-row", model_path, data)
+    model = _load_model(model_path, max_model_bytes)
     source = read_data(data)
     n, total = 0, 0.0
     to_stdout = per_row == "-"
-    sink = (sys.stdout if to_stdout else open(per_row, "w")) if per_row else None  # noqa: SIM115
-    try:
+    with _output(per_row) as sink:
         for block in _blocks(source, model):
             start = n
             try:
@@ -252,11 +330,8 @@ def score(model_path: str, data: str, per_row: str | None, unknown: str) -> None
             total += float(scores.sum())
             if sink is not None:
                 np.savetxt(sink, scores, fmt="%.17g")
-    finally:
-        if sink is not None and not to_stdout:
-            sink.close()
-    if n == 0:
-        raise CLIError(f"{data!r} has no rows")
+        if n == 0:
+            raise CLIError(f"{data!r} has no rows")
     click.echo(f"rows {n}  total log-likelihood {total:.10g}  mean {total / n:.10g}",
                err=to_stdout)  # with the per-row scores on stdout, the summary goes to stderr
 
@@ -324,19 +399,20 @@ def _write_predictions(sink: Any, values: list[Any], fmt: str, proba: bool, firs
 @click.option("--unknown", type=click.Choice(UNKNOWN_CHOICES), default="error",
               show_default=True, help="A value the model cannot score: an error, or left out "
               "of its row as missing (mixtures of records).")
+@_max_model_bytes
 @_reports_bad_input
 def predict(model_path: str, data: str, proba: bool, out: str, fmt: str | None,
-            unknown: str) -> None:
+            unknown: str, max_model_bytes: int) -> None:
     """The most likely component of every row of DATA under the fitted MODEL (a mixture; the
     Viterbi states of each sequence for a hidden Markov model), or ``--proba`` the
     posteriors; DATA is read block by block."""
-    model = _load_model(model_path)
+    _check_output(out, "--out", model_path, data)
+    model = _load_model(model_path, max_model_bytes)
     if fmt is None:
         fmt = "jsonl" if Path(out).suffix.lower() in (".json", ".jsonl") else "csv"
     source = read_data(data)
-    sink = sys.stdout if out == "-" else open(out, "w")  # noqa: SIM115
     n = 0
-    try:
+    with _output(out) as sink:
         for block in _blocks(source, model):
             try:
                 if unknown == "missing":
@@ -350,11 +426,8 @@ def predict(model_path: str, data: str, proba: bool, out: str, fmt: str | None,
                 raise CLIError(str(err.within(row=row))) from None
             _write_predictions(sink, _predictions(model, enc, proba), fmt, proba, n == 0)
             n += len(enc)
-    finally:
-        if out != "-":
-            sink.close()
-    if n == 0:
-        raise CLIError(f"{data!r} has no rows")
+        if n == 0:
+            raise CLIError(f"{data!r} has no rows")
 
 
 def _jsonable(v: Any) -> Any:
@@ -378,10 +451,16 @@ def _jsonable(v: Any) -> Any:
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Random seed.")
 @click.option("--length", type=click.IntRange(min=0), default=None,
               help="Sequence / hidden Markov models: draw sequences of exactly this length.")
+@_max_model_bytes
 @_reports_bad_input
-def sample(model_path: str, count: int, seed: int | None, length: int | None) -> None:
-    """Draw rows from the fitted MODEL, one JSON value per line."""
-    model = _load_model(model_path)
+def sample(model_path: str, count: int, seed: int | None, length: int | None,
+           max_model_bytes: int) -> None:
+    """Draw rows from the fitted MODEL, one JSON value per line (drawn and printed in blocks
+    of 10,000 rows, or of 10,000 items with --length: memory does not grow with -n)."""
+    if length is not None and length > MAX_SAMPLE_LENGTH:
+        raise CLIError(f"--length {length} is over the limit of {MAX_SAMPLE_LENGTH} items: a "
+                       f"sequence is one line, drawn and held whole in memory")
+    model = _load_model(model_path, max_model_bytes)
     if length is None:
         sampler = model.sampler(seed)
     else:
@@ -390,15 +469,16 @@ def sample(model_path: str, count: int, seed: int | None, length: int | None) ->
         except TypeError:
             raise CLIError(f"--length applies to sequence and hidden Markov models, not to a "
                            f"{type(model).__name__}") from None
-    try:
-        rows = sampler.sample(count)
-    except ValueError as err:
-        if "sample_length" not in str(err):
-            raise
-        raise CLIError(f"{str(err).split(':')[0]}: pass --length L to draw sequences of L "
-                       f"items") from None
-    for row in rows:
-        click.echo(json.dumps(_jsonable(row)))
+    block = SAMPLE_BLOCK_ROWS if not length else max(1, SAMPLE_BLOCK_ROWS // length)
+    for begin in range(0, count, block):  # printed block by block: bounded memory
+        try:
+            rows = sampler.sample(min(block, count - begin))
+        except ValueError as err:
+            if "sample_length" not in str(err):
+                raise
+            raise CLIError(f"{str(err).split(':')[0]}: pass --length L to draw sequences of L "
+                           f"items") from None
+        click.echo("\n".join(json.dumps(_jsonable(row)) for row in rows))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,6 +516,7 @@ def _k_range(text: str) -> list[int]:
 def select(data: str, spec: str, k_text: str, seed: int, n_init: int, max_iter: int,
            plot_path: str | None) -> None:
     """Fit the mixture SPEC to DATA for each K and print BIC and AIC (lower is better)."""
+    _check_output(plot_path, "--plot", data, _inline_or_file(spec))
     node = load_spec(spec)
     if not isinstance(node, dict) or "mixture" not in node:
         raise CLIError("select needs a mixture spec ({\"mixture\": ..., \"k\": ...})")
@@ -454,7 +535,7 @@ def select(data: str, spec: str, k_text: str, seed: int, n_init: int, max_iter: 
         import matplotlib
 
         matplotlib.use("Agg")
-        plot_model_selection(fits).figure.savefig(plot_path)
+        _save_figure(plot_model_selection(fits).figure, plot_path)
         click.echo(f"plot written to {plot_path}")
 
 
@@ -488,7 +569,8 @@ def spec_command(data: str, k: int | None) -> None:
 # plan
 
 
-def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int | None]:
+def _model_for_plan(model_arg: str, data: str | None,
+                    max_model_bytes: int = MAX_FILE_BYTES) -> tuple[Distribution, int | None]:
     """A model to plan for and the data's row count (when DATA says it).
 
     A fitted model file is used as it is. A spec is sized by DATA when given (its seeded
@@ -497,7 +579,10 @@ def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int
     """
     path = Path(model_arg)
     if path.suffix.lower() == ".json" and path.is_file():
-        doc = json.loads(path.read_text())
+        try:
+            doc = read_json_bounded(path, max_model_bytes, raise_with="--max-model-bytes")
+        except ModelFileError as err:
+            raise CLIError(str(err)) from None
         if isinstance(doc, dict) and doc.get("format") == FORMAT:
             return model_from_document(doc, str(path)), None
     estimator = _estimator(model_arg, data)
@@ -533,16 +618,18 @@ def _model_for_plan(model_arg: str, data: str | None) -> tuple[Distribution, int
               help="Accuracy budget of the precision plan (default: none).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True),
               default=None, help="Also draw the planned per-worker timeline (needs matplotlib).")
+@_max_model_bytes
 @_reports_bad_input
 def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None,
-         target_rel_error: float | None, plot_path: str | None) -> None:
+         target_rel_error: float | None, plot_path: str | None, max_model_bytes: int) -> None:
     """Print the model decomposition and the heterogeneous (rows and precision) plan."""
+    _check_output(plot_path, "--plot", resources_path, data, _inline_or_file(model_arg))
     try:
         resources = Resources.from_json(Path(resources_path).read_text())
     except (ValueError, KeyError, TypeError) as err:
         raise CLIError(f"{resources_path!r} is not a resources description: "
                        f"{_one_line(err)}") from None
-    model, data_rows = _model_for_plan(model_arg, data)
+    model, data_rows = _model_for_plan(model_arg, data, max_model_bytes)
     n_rows = rows or data_rows or 1_000_000
     decomposition = decompose_model(model, resources, n_data=n_rows)
     click.echo(f"model decomposition for {n_rows} rows on {len(resources.devices)} devices")
@@ -569,7 +656,7 @@ def plan(model_arg: str, resources_path: str, data: str | None, rows: int | None
         # resources were calibrated)
         spans = [(a.name, 0.0, a.rows / a.effective_throughput) for a in hetero.assignments
                  if a.effective_throughput > 0]
-        plot_plan_timeline(spans).figure.savefig(plot_path)
+        _save_figure(plot_plan_timeline(spans).figure, plot_path)
         click.echo(f"timeline written to {plot_path}")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import sys
 import time
@@ -27,6 +26,8 @@ from mixfold.errors import (
 )
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.tables import as_fit_input
+from mixfold.options import (Rule, check_options, flag, integer, none_or, number, path_like,
+                             rule)
 from mixfold.parallel.heterogeneous import PlanRequest
 from mixfold.precision import (BANDS, PLANNED, Precision, check_precision,
                                log_likelihood_resolution, promoted, resolve_precision)
@@ -158,32 +159,19 @@ class FitResult:
         return self.n_parameters
 
 
-def int_at_least(v: Any, low: int) -> bool:
-    """Whether an option's value is an integer (Python or NumPy, not a bool) >= ``low``.
-
-    >>> int_at_least(3, 1), int_at_least(True, 0), int_at_least(2.0, 0)
-    (True, False, False)
-    """
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= low
-
-
-# option -> (check, what is expected); checked once, up front
-_OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "max_iter": (lambda v: int_at_least(v, 0), "an integer >= 0"),
-    "tol": (lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v >= 0,
-            "a finite number >= 0"),
-    "seed": (lambda v: int_at_least(v, 0), "an integer >= 0"),
-    "n_init": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-    "chunk_rows": (lambda v: v is None or int_at_least(v, 1), "None or an integer >= 1"),
-    "progress": (lambda v: v is None or isinstance(v, bool), "None, True or False"),
-    "target_rel_error": (lambda v: v is None or (isinstance(v, (int, float)) and not
-                                                 isinstance(v, bool) and math.isfinite(v)
-                                                 and v > 0), "None or a finite number > 0"),
-    "precision": (lambda v: v == "auto" or _is_precision(v),
-                  "'auto' or a precision band (optionally '<band>@<device>')"),
-    "checkpoint": (lambda v: v is None or isinstance(v, (str, os.PathLike)),
-                   "None or a file path"),
-    "num_workers": (lambda v: v is None or int_at_least(v, 1), "None or an integer >= 1"),
+# option -> what it accepts; checked once, up front
+_OPTION_RULES: dict[str, Rule] = {
+    "max_iter": integer(0),
+    "tol": number(0),
+    "seed": integer(0),
+    "n_init": integer(1),
+    "chunk_rows": none_or(integer(1)),
+    "progress": none_or(flag()),
+    "target_rel_error": none_or(number(0, above=True)),
+    "precision": rule(lambda v: v == "auto" or _is_precision(v),
+                      "'auto' or a precision band (optionally '<band>@<device>')"),
+    "checkpoint": none_or(path_like()),
+    "num_workers": none_or(integer(1)),
 }
 
 
@@ -193,13 +181,6 @@ def _is_precision(v: Any) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _check_options(**options: Any) -> None:
-    for name, value in options.items():
-        ok, expected = _OPTION_RULES[name]
-        if not ok(value):
-            raise ValueError(f"{name} must be {expected}, got {value!r}")
 
 
 class _Progress:
@@ -293,9 +274,10 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     >>> result.stop_reason, result.n_rows, result.n_parameters
     ('converged', 500, 5)
     """
-    _check_options(max_iter=max_iter, tol=tol, seed=seed, n_init=n_init, chunk_rows=chunk_rows,
-                   progress=progress, precision=precision, target_rel_error=target_rel_error,
-                   checkpoint=checkpoint, num_workers=num_workers)
+    check_options(None, _OPTION_RULES, dict(
+        max_iter=max_iter, tol=tol, seed=seed, n_init=n_init, chunk_rows=chunk_rows,
+        progress=progress, precision=precision, target_rel_error=target_rel_error,
+        checkpoint=checkpoint, num_workers=num_workers))
     if checkpoint is not None:
         check_checkpoint_path(checkpoint)
     planned = resources is not None or precision == "auto"

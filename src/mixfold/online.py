@@ -33,9 +33,7 @@ of those first rows), so ``model`` is ``None`` until ``init_rows`` rows have arr
 
 from __future__ import annotations
 
-import math
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,23 +42,22 @@ from mixfold.backends.local import LocalEncodedData
 from mixfold.backends.stream import GlobalRows, sized_blocks
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, init_sample_mask
 from mixfold.errors import DataError, DegenerateFitWarning, NumericalError, ParameterError
-from mixfold.fit import int_at_least
 from mixfold.families._protocol import (Accumulator, Distribution, Encoded, Encoder, Estimator,
                                         InitRandom)
 from mixfold.io.readers import RowBlocks, reads_named_fields, table_rows
+from mixfold.options import Rule, check_options, integer, none_or, number
 
 __all__ = ["OnlineEM", "step_size"]
 
 
-# option -> (check, what is expected); checked once, up front
-_OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "step_exponent": (lambda v: isinstance(v, (int, float)) and 0.5 < v <= 1.0,
-                      "a number in (0.5, 1]"),
-    "step_offset": (lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v >= 1.0,
-                    "a finite number >= 1"),
-    "seed": (lambda v: int_at_least(v, 0), "an integer >= 0"),
-    "init_rows": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-    "chunk_rows": (lambda v: v is None or int_at_least(v, 1), "None or an integer >= 1"),
+# option -> what it accepts; checked once, up front
+_OPTION_RULES: dict[str, Rule] = {
+    "step_exponent": number(0.5, 1, above=True),
+    "step_offset": number(1),
+    "seed": integer(0),
+    "init_rows": integer(1),
+    "chunk_rows": none_or(integer(1)),
+    "epochs": integer(1),
 }
 
 
@@ -147,10 +144,7 @@ class OnlineEM:
             raise TypeError(f"init must be None or a Distribution, got {type(init).__name__}")
         options = dict(step_exponent=step_exponent, step_offset=step_offset, seed=seed,
                        init_rows=init_rows, chunk_rows=chunk_rows)
-        for name, value in options.items():
-            ok, expected = _OPTION_RULES[name]
-            if not ok(value):
-                raise ValueError(f"{name} must be {expected}, got {value!r}")
+        check_options(None, _OPTION_RULES, options)
         self.step_exponent = float(step_exponent)
         self.step_offset = float(step_offset)
         self.seed = int(seed)
@@ -229,8 +223,7 @@ class OnlineEM:
         -------
         self : OnlineEM
         """
-        if not int_at_least(epochs, 1):
-            raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
+        check_options(None, _OPTION_RULES, {"epochs": epochs})
         for _ in range(epochs):
             for _, rows in sized_blocks(source, self._base_encoder):
                 self.partial_fit(rows)

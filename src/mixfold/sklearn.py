@@ -29,7 +29,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -46,7 +46,8 @@ from mixfold.families import (DiagonalGaussianDistribution, DiagonalGaussianEsti
                               Distribution, Encoder, Estimator, HiddenMarkovDistribution,
                               HiddenMarkovEstimator, MixtureDistribution, MixtureEstimator,
                               MultivariateGaussianDistribution, MultivariateGaussianEstimator)
-from mixfold.fit import int_at_least
+from mixfold.options import (Rule, check_options, flag, instance_of, integer, none_or, number,
+                             one_of, rule)
 from mixfold.io.readers import _is_arrow_table, _is_pandas_frame
 from mixfold.io.tables import record_spec
 from mixfold.families.composite import records_log_densities
@@ -63,27 +64,22 @@ INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
 UNKNOWN_POLICIES = ("error", "missing")
 
 
-def _check_params(est: BaseEstimator, rules: Mapping[str, tuple[Any, str]]) -> None:
-    """Check hyper-parameters against ``rules`` (name -> (test, what is expected)), once, at fit."""
-    for name, (ok, expected) in rules.items():
-        value = getattr(est, name)
-        if not ok(value):
-            raise ValueError(f"{type(est).__name__}: {name} must be {expected}, got {value!r}")
+def _check_params(est: BaseEstimator) -> None:
+    """Check the hyper-parameters against the class's ``option_rules``, once, at fit (as
+    scikit-learn checks its ``_parameter_constraints``)."""
+    rules = type(est).option_rules
+    check_options(type(est).__name__, rules, {name: getattr(est, name) for name in rules})
 
 
-def _is_nonneg(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
-
-
-_COMMON_RULES: dict[str, tuple[Any, str]] = {
-    "max_iter": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-    "tol": (_is_nonneg, "a finite number >= 0"),
-    "backend": (lambda v: v in BACKENDS or not isinstance(v, str),
-                f"one of {list(BACKENDS)} or an engine object"),
-    "precision": (lambda v: v in BANDS, f"one of {list(BANDS)}"),
+_COMMON_RULES: dict[str, Rule] = {
+    "max_iter": integer(1),
+    "tol": number(0),
+    "backend": rule(lambda v: v in BACKENDS or not isinstance(v, str),
+                    f"one of {list(BACKENDS)} or an engine object"),
+    "precision": one_of(*BANDS),
 }
 
-_MIXTURE_RULES = {**_COMMON_RULES, "n_init": (lambda v: int_at_least(v, 1), "an integer >= 1")}
+_MIXTURE_RULES = {**_COMMON_RULES, "n_init": integer(1)}
 
 
 def _seed(random_state: Any) -> int:
@@ -119,8 +115,11 @@ class GaussianMixtureEstimator(MixtureEstimator):
     weighted by their mass) or ``"spherical"`` (diagonal components with one variance, the
     mean of the diagonal), or ``"full"`` / ``"diag"`` as the components estimate them."""
 
+    option_rules = {**MixtureEstimator.option_rules, "covariance_type": one_of(*COVARIANCE_TYPES)}
+
     def __init__(self, components: Sequence[Estimator], covariance_type: str = "full"):
         super().__init__(components)
+        self.check_options(covariance_type=covariance_type)
         self.covariance_type = covariance_type
 
     def bind(self, encoder: Encoder) -> GaussianMixtureEstimator:
@@ -261,6 +260,12 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
     ((1, 3), -4.3, 4312)
     """
 
+    #: What each hyper-parameter accepts, checked at fit (scikit-learn's convention).
+    option_rules: ClassVar[dict[str, Rule]] = {
+        "n_components": integer(1), "covariance_type": one_of(*COVARIANCE_TYPES),
+        "init_params": one_of(*INIT_PARAMS), "reg_covar": number(0), "verbose": integer(0),
+        "verbose_interval": integer(1), "warm_start": flag(), **_MIXTURE_RULES}
+
     def __init__(self, n_components: int = 1, *, covariance_type: str = "full",
                  tol: float = 1e-6, reg_covar: float = 1e-6, max_iter: int = 100,
                  n_init: int = 1, init_params: str = "kmeans", weights_init: Any = None,
@@ -287,16 +292,6 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         self.n_workers = n_workers
         self.precision = precision
 
-    def _rules(self) -> dict[str, tuple[Any, str]]:
-        return {"n_components": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-                "covariance_type": (lambda v: v in COVARIANCE_TYPES,
-                                    f"one of {list(COVARIANCE_TYPES)}"),
-                "init_params": (lambda v: v in INIT_PARAMS, f"one of {list(INIT_PARAMS)}"),
-                "reg_covar": (_is_nonneg, "a finite number >= 0"),
-                "verbose": (lambda v: int_at_least(v, 0), "an integer >= 0"),
-                "verbose_interval": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-                "warm_start": (lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
-                **_MIXTURE_RULES}
 
     def _start_responsibilities(self, X: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
         """The start's responsibilities, shape (n_samples, n_components), as scikit-learn's."""
@@ -364,7 +359,7 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any = None) -> GaussianMixture:
         """Fit to ``X``, array of shape (n_samples, n_features); ``y`` is ignored."""
-        _check_params(self, self._rules())
+        _check_params(self)
         warm = self.warm_start and hasattr(self, "model_")
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2, reset=not warm)
         if X.shape[0] < self.n_components:
@@ -407,7 +402,7 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         (X of shape (n_samples, n_features), y of shape (n_samples,)), sorted by component.
         """
         check_is_fitted(self)
-        if not int_at_least(n_samples, 1):
+        if not integer(1).accepts(n_samples):
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         rng = check_random_state(self.random_state)
         counts = rng.multinomial(n_samples, self.weights_)
@@ -489,6 +484,15 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
     True
     """
 
+    #: What each hyper-parameter accepts, checked at fit (scikit-learn's convention).
+    option_rules: ClassVar[dict[str, Rule]] = {
+        "n_components": integer(1),
+        "n_clusters": rule(lambda v: v is None or integer(1).accepts(v),
+                           "None or an integer >= 1 (n_components' old name)"),
+        "pseudo_count": number(0),
+        "families": none_or(instance_of(Mapping, what="a mapping column -> spec")),
+        "unknown": one_of(*UNKNOWN_POLICIES), **_MIXTURE_RULES}
+
     def __init__(self, n_components: int = 2, *, families: Mapping[str, Any] | None = None,
                  pseudo_count: float = 1.0, tol: float = 1e-6, max_iter: int = 100,
                  n_init: int = 1, random_state: Any = None, backend: Any = "local",
@@ -534,15 +538,7 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any = None) -> MixedTypeClustering:
         """Fit to the DataFrame ``X`` (one row per item); ``y`` is ignored."""
-        _check_params(self, {"n_components": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-                             "n_clusters": (lambda v: v is None or int_at_least(v, 1),
-                                            "None or an integer >= 1 (n_components' old name)"),
-                             "pseudo_count": (_is_nonneg, "a finite number >= 0"),
-                             "families": (lambda v: v is None or isinstance(v, Mapping),
-                                          "None or a mapping column -> spec"),
-                             "unknown": (lambda v: v in UNKNOWN_POLICIES,
-                                         f"one of {list(UNKNOWN_POLICIES)}"),
-                             **_MIXTURE_RULES})
+        _check_params(self)
         frame = self._frame(X, reset=True)
         k = self._k()
         if len(frame) < k:
@@ -662,6 +658,8 @@ class ConvergenceMonitor:
 
 
 HMM_PARAMS = "stmc"
+_HMM_LETTERS = rule(lambda v: isinstance(v, str) and set(v) <= set(HMM_PARAMS),
+                    f"a string of the letters {HMM_PARAMS!r}")
 
 
 class HiddenMarkovPartsEstimator(HiddenMarkovEstimator):
@@ -669,9 +667,16 @@ class HiddenMarkovPartsEstimator(HiddenMarkovEstimator):
     ``fixed`` maps "s" (start probabilities), "t" (transitions), "m" (means) and "c"
     (covariances) to their values; the others are estimated."""
 
+    option_rules = {**HiddenMarkovEstimator.option_rules,
+                    "fixed": rule(lambda v: v is None or (isinstance(v, Mapping)
+                                                          and set(v) <= set(HMM_PARAMS)),
+                                  f"None or a mapping from the letters {HMM_PARAMS!r} to "
+                                  f"arrays")}
+
     def __init__(self, emissions: Sequence[Estimator], pseudo_count: float = 0.0,
                  fixed: Mapping[str, np.ndarray] | None = None):
         super().__init__(emissions, pseudo_count)
+        self.check_options(fixed=fixed)
         self.fixed = dict(fixed or {})
 
     def bind(self, encoder: Encoder) -> HiddenMarkovPartsEstimator:
@@ -733,6 +738,14 @@ class GaussianHMM(BaseEstimator):
     [[0.9, 0.1], [0.2, 0.8]]
     """
 
+    #: What each hyper-parameter accepts, checked at fit (scikit-learn's convention).
+    option_rules: ClassVar[dict[str, Rule]] = {
+        "n_components": integer(1), "covariance_type": one_of(*HMM_COVARIANCE_TYPES),
+        "reg_covar": number(0), "pseudo_count": number(0),
+        "algorithm": one_of("viterbi", "map"), "n_iter": integer(1), "n_init": integer(1),
+        "params": _HMM_LETTERS, "init_params": _HMM_LETTERS,
+        **{k: v for k, v in _COMMON_RULES.items() if k != "max_iter"}}
+
     def __init__(self, n_components: int = 1, covariance_type: str = "diag", *,
                  reg_covar: float = 1e-6, pseudo_count: float = 0.0,
                  algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
@@ -769,19 +782,7 @@ class GaussianHMM(BaseEstimator):
         return np.split(X, np.cumsum(lengths)[:-1])
 
     def _check(self) -> None:
-        letters = (lambda v: isinstance(v, str) and set(v) <= set(HMM_PARAMS),
-                   f"a string of the letters {HMM_PARAMS!r}")
-        _check_params(self, {"n_components": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-                             "covariance_type": (lambda v: v in HMM_COVARIANCE_TYPES,
-                                                 f"one of {list(HMM_COVARIANCE_TYPES)}"),
-                             "reg_covar": (_is_nonneg, "a finite number >= 0"),
-                             "pseudo_count": (_is_nonneg, "a finite number >= 0"),
-                             "algorithm": (lambda v: v in ("viterbi", "map"),
-                                           "'viterbi' or 'map'"),
-                             "n_iter": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-                             "n_init": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-                             "params": letters, "init_params": letters,
-                             **{k: v for k, v in _COMMON_RULES.items() if k != "max_iter"}})
+        _check_params(self)
 
     def _given_parts(self, letters: str, d: int) -> dict[str, np.ndarray]:
         """The parameters named by ``letters``, from the attributes set before ``fit``."""
@@ -929,7 +930,7 @@ class GaussianHMM(BaseEstimator):
         (starting in ``currstate`` when given): (X of shape (n_samples, n_features), states of
         shape (n_samples,))."""
         check_is_fitted(self, "model_")
-        if not int_at_least(n_samples, 1):
+        if not integer(1).accepts(n_samples):
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         rng = check_random_state(self.random_state if random_state is None else random_state)
         states = np.empty(n_samples, dtype=np.int64)

@@ -73,11 +73,13 @@ from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimat
                               OptionalEstimator, PoissonEstimator, RecordEstimator,
                               SequenceEstimator, StudentTEstimator, VonMisesEstimator,
                               WeibullEstimator, ZeroInflatedEstimator)
-from mixfold.errors import ParameterError
+from mixfold.errors import ModelFileError, ParameterError
 from mixfold.families.optional import MissingMarkers
+from mixfold.io.model_files import MAX_FILE_BYTES, json_depth, read_bytes_bounded, read_json_bounded
 
 __all__ = ["SpecError", "NoDefault", "LeftOut", "estimator_from_spec", "spec_from_estimator",
-           "load_spec", "LEAF_KINDS", "COMBINATOR_KINDS", "AUTO", "ANY_COLUMN"]
+           "load_spec", "LEAF_KINDS", "COMBINATOR_KINDS", "AUTO", "ANY_COLUMN", "MAX_SPEC_BYTES",
+           "MAX_SPEC_DEPTH"]
 
 #: Leaf kinds and their estimator classes; a leaf's options are its constructor's arguments.
 LEAF_KINDS: dict[str, type[Estimator]] = {
@@ -116,6 +118,10 @@ AUTO = "auto"
 #: The record field that stands for the data's columns not named in the record.
 ANY_COLUMN = "*"
 _NAN = "NaN"
+#: Largest spec file (bytes): as a model file (a spec may list a large vocabulary).
+MAX_SPEC_BYTES = MAX_FILE_BYTES
+#: Deepest nesting of a spec (objects and lists): real specs are a handful of levels deep.
+MAX_SPEC_DEPTH = 64
 
 
 class SpecError(ValueError):
@@ -175,6 +181,8 @@ def estimator_from_spec(spec: Any, columns: Mapping[str, Any] | None = None) -> 
     >>> estimator_from_spec({"sequence": "categorical", "length": "poisson"})
     SequenceEstimator(CategoricalEstimator(pseudo_count=0.0), PoissonEstimator(min_lam=1e-10))
     """
+    if json_depth(spec, MAX_SPEC_DEPTH) > MAX_SPEC_DEPTH:  # before the recursion over it
+        raise SpecError(f"nested more than {MAX_SPEC_DEPTH} levels deep (the limit of a spec)")
     return _build(spec, "$", columns)
 
 
@@ -445,44 +453,102 @@ def _missing_spec(markers: MissingMarkers) -> list[Any]:
 # reading specs
 
 
-def load_spec(source: str | os.PathLike) -> Any:
+def load_spec(source: str | os.PathLike, *, max_bytes: int = MAX_SPEC_BYTES) -> Any:
     """A spec from a JSON or YAML file, inline JSON text (starting with ``{``, ``[`` or ``"``),
     or a bare family name (``gaussian``).
 
-    YAML (``.yaml`` / ``.yml`` files) needs PyYAML; JSON always works.
+    YAML (``.yaml`` / ``.yml`` files) needs PyYAML; JSON always works. A spec is untrusted input
+    with the guards of a model file: at most ``max_bytes`` bytes, a pipe that does not end
+    within the model files' timeout refused, nesting at most :data:`MAX_SPEC_DEPTH` deep, JSON
+    whose parsed form would take far more memory than its text refused, and no YAML aliases
+    (``*name``: an alias repeats a node, so a few hundred bytes could expand to billions).
+    Each violation is a :class:`SpecError` naming the limit.
 
     >>> load_spec('{"mixture": "gaussian", "k": 2}')
     {'mixture': 'gaussian', 'k': 2}
+    >>> load_spec("[" * 100 + "]" * 100)
+    Traceback (most recent call last):
+    ...
+    mixfold.spec.SpecError: the inline spec: nested more than 64 levels deep (the limit of a spec)
     """
     text = str(source).strip()
     if text.startswith(("{", '"', "[")):
+        if len(text.encode()) > max_bytes:
+            raise SpecError(f"the inline spec: more than {max_bytes} bytes: over the size "
+                            f"limit of a spec (load_spec(..., max_bytes=...) raises it)", None)
         return _parse_json(text, "the inline spec")
     path = Path(source)
-    if not path.is_file() and text.isidentifier():
+    if not path.exists() and text.isidentifier():
         return text  # a bare family name: ``--model gaussian``
-    if not path.is_file():
+    if not path.exists() or path.is_dir():
         raise SpecError(f"no such spec file: {str(path)!r} (give a JSON/YAML file or inline JSON)",
                         None)
     try:
-        content = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
+        if path.suffix.lower() not in (".yaml", ".yml"):
+            return read_json_bounded(path, max_bytes, max_depth=MAX_SPEC_DEPTH,
+                                     raise_with="load_spec(..., max_bytes=...)")
+        content = read_bytes_bounded(path, max_bytes,
+                                     raise_with="load_spec(..., max_bytes=...)").decode()
+    except ModelFileError as err:
+        raise SpecError(f"spec file {err}", None) from None
+    except UnicodeDecodeError as err:
         raise SpecError(f"cannot read the spec file {str(path)!r}: {err}", None) from None
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise SpecError(f"{str(path)!r} is YAML, which needs PyYAML (pip install pyyaml); "
-                            f"or write the spec as JSON", None) from None
-        try:
-            return yaml.safe_load(content)
-        except yaml.YAMLError as err:
-            raise SpecError(f"{str(path)!r} is not valid YAML: "
-                            f"{' '.join(str(err).split())}", None) from None
-    return _parse_json(content, repr(str(path)))
+    return _parse_yaml(content, path)
+
+
+def _parse_yaml(content: str, path: Path) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise SpecError(f"{str(path)!r} is YAML, which needs PyYAML (pip install pyyaml); "
+                        f"or write the spec as JSON", None) from None
+    try:
+        return yaml.load(content, Loader=_guarded_yaml_loader(yaml))  # noqa: S506 - safe base
+    except yaml.YAMLError as err:
+        raise SpecError(f"{str(path)!r} is not valid YAML: "
+                        f"{' '.join(str(err).split())}", None) from None
+    except _YamlLimit as err:
+        raise SpecError(f"{str(path)!r}: {err}", None) from None
+
+
+class _YamlLimit(Exception):
+    """A YAML spec over a guard (an alias, too deep)."""
+
+
+def _guarded_yaml_loader(yaml: Any) -> type:
+    """PyYAML's safe loader, refusing aliases and nesting deeper than MAX_SPEC_DEPTH while it
+    composes the document (before anything is expanded or built)."""
+
+    class GuardedLoader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise _YamlLimit(f"line {event.start_mark.line + 1}: YAML aliases "
+                                 f"(*{event.anchor}) are not allowed in a spec (an alias "
+                                 f"repeats a node: write the node out)")
+            self.depth += 1
+            if self.depth > MAX_SPEC_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _YamlLimit(f"line {mark.line + 1}: nested more than {MAX_SPEC_DEPTH} "
+                                 f"levels deep (the limit of a spec)")
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return GuardedLoader
 
 
 def _parse_json(text: str, where: str) -> Any:
     try:
-        return json.loads(text)
+        doc = json.loads(text)
+    except RecursionError:
+        doc = None
     except ValueError as err:
         raise SpecError(f"{where} is not valid JSON: {err}", None) from None
+    if doc is None or json_depth(doc, MAX_SPEC_DEPTH) > MAX_SPEC_DEPTH:
+        raise SpecError(f"{where}: nested more than {MAX_SPEC_DEPTH} levels deep (the limit "
+                        f"of a spec)", None)
+    return doc

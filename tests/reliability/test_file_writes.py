@@ -118,8 +118,8 @@ def test_sockets_and_directories_are_refused(tmp_path):
 HOLD_A_TEMPORARY = """
 import sys, time
 from pathlib import Path
-from mixfold.io.model_files import _locked_temporary
-fd, tmp = _locked_temporary(Path(sys.argv[1]))
+from mixfold.io.outputs import locked_temporary
+fd, tmp = locked_temporary(Path(sys.argv[1]))
 print(tmp, flush=True)
 time.sleep(60)
 """

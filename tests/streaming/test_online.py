@@ -109,7 +109,8 @@ def test_step_sizes():
 
 
 def test_bad_options_are_named():
-    with pytest.raises(ValueError, match=r"step_exponent must be a number in \(0.5, 1\], got 0.5"):
+    with pytest.raises(ValueError,
+                       match=r"step_exponent must be a finite number in \(0.5, 1\], got 0.5"):
         OnlineEM(GaussianEstimator(), step_exponent=0.5)
     with pytest.raises(ValueError, match="step_offset must be a finite number >= 1, got 0"):
         OnlineEM(GaussianEstimator(), step_offset=0)

@@ -166,13 +166,6 @@ FLOOR_MODES = ("absolute", "relative")
 ROUNDOFF_FLOOR = 2.0 ** -40
 
 
-def check_floor_mode(mode: str) -> str:
-    """``mode`` if it is one of :data:`FLOOR_MODES`, else a ValueError naming them."""
-    if mode not in FLOOR_MODES:
-        raise ValueError(f"reg_covar_mode must be one of {FLOOR_MODES}, got {mode!r}")
-    return mode
-
-
 def variance_floor(variances: np.ndarray, reg_covar: float, mode: str) -> np.ndarray:
     """What is added to each variance (or covariance diagonal entry): ``reg_covar`` itself
     (``"absolute"``, scikit-learn's), or ``reg_covar`` times the variance (``"relative"``: the

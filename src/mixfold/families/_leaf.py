@@ -29,18 +29,6 @@ __all__ = ["NumericEncoder", "VectorEncoder", "LeafAccumulator", "WeightedSumAcc
            "LeafEstimator", "to_float_array"]
 
 
-def positive_option(name: str, value: float) -> float:
-    """``value`` as a float, or a ValueError naming the option when it is not finite and > 0
-    (an estimator's caps and floors).
-
-    >>> positive_option("max_shape", 1e6)
-    1000000.0
-    """
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
-    return float(value)
-
-
 def _is_integral(x: np.ndarray) -> np.ndarray:
     return np.isfinite(x) & (np.floor(x) == x)
 

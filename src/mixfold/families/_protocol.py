@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -37,6 +37,8 @@ from mixfold.capabilities import (
     StackedUpdate,
 )
 from mixfold.compute.encoded import ArrayEncoded, Encoded, InitRandom, as_weights
+from mixfold.errors import ParameterError
+from mixfold.options import Rule, check_options
 
 __all__ = [
     "Encoded", "ArrayEncoded", "Encoder", "Accumulator", "AccumulatorFactory", "Estimator",
@@ -254,6 +256,13 @@ class Estimator(ABC):
     keys: str | None = None
     #: The distribution class this estimator estimates, when it is one family (leaves).
     distribution_class: ClassVar[type[Distribution] | None] = None
+    #: What each constructor option accepts (option -> :class:`~mixfold.options.Rule`): the
+    #: one table an estimator declares, checked at construction by :meth:`check_options`.
+    option_rules: ClassVar[Mapping[str, Rule]] = {}
+
+    def check_options(self, **values: Any) -> None:
+        """Refuse, naming the estimator and the option, a value its rule does not accept."""
+        check_options(type(self).__name__, self.option_rules, values, ParameterError)
 
     @abstractmethod
     def accumulator_factory(self) -> AccumulatorFactory:

@@ -11,6 +11,7 @@ from mixfold.families._leaf import LeafEstimator, NumericEncoder, WeightedSumAcc
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import xlog1py, xlogy
 from mixfold.precision import native_dtype
+from mixfold.options import number
 
 __all__ = ["BernoulliDistribution", "BernoulliEstimator", "BernoulliAccumulator"]
 
@@ -80,10 +81,11 @@ class BernoulliEstimator(LeafEstimator):
     accumulator_class = BernoulliAccumulator
     distribution_class = BernoulliDistribution
 
+    option_rules = {"pseudo_count": number(0)}
+
     def __init__(self, pseudo_count: float = 0.0, keys: str | None = None):
         super().__init__(keys)
-        if not (np.isfinite(pseudo_count) and pseudo_count >= 0):
-            raise ValueError(f"pseudo_count must be finite and >= 0, got {pseudo_count!r}")
+        self.check_options(pseudo_count=pseudo_count)
         self.pseudo_count = float(pseudo_count)
 
     def encoder(self) -> Encoder:

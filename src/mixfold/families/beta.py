@@ -12,11 +12,11 @@ from mixfold.capabilities import LinearInFeatures, SeedsFromPoints, StackedScori
 from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder,
-                                    positive_option)
+from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln
 from mixfold.families.dirichlet import dirichlet_mle, moment_start, transposed_features
+from mixfold.options import number
 
 __all__ = ["BetaDistribution", "BetaEstimator", "BetaAccumulator"]
 
@@ -167,9 +167,12 @@ class BetaEstimator(LeafEstimator):
     accumulator_class = BetaAccumulator
     distribution_class = BetaDistribution
 
+    option_rules = {"max_concentration": number(0, above=True)}
+
     def __init__(self, max_concentration: float = 1e8, keys: str | None = None):
         super().__init__(keys)
-        self.max_concentration = positive_option("max_concentration", max_concentration)
+        self.check_options(max_concentration=max_concentration)
+        self.max_concentration = float(max_concentration)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("unit_interval")

@@ -12,6 +12,7 @@ from mixfold.families._leaf import LeafEstimator, NumericEncoder, WeightedSumAcc
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln, xlog1py, xlogy
 from mixfold.precision import native_dtype
+from mixfold.options import number, rule
 
 __all__ = ["BinomialDistribution", "BinomialEstimator", "BinomialAccumulator"]
 
@@ -102,14 +103,13 @@ class BinomialEstimator(LeafEstimator):
     accumulator_class = BinomialAccumulator
     distribution_class = BinomialDistribution
 
+    option_rules = {"n": rule(lambda v: _as_trials(v) is not None, "an integer in [0, 2**63 - 1]"),
+                    "pseudo_count": number(0)}
+
     def __init__(self, n: int, pseudo_count: float = 0.0, keys: str | None = None):
         super().__init__(keys)
-        trials = _as_trials(n)
-        if trials is None:
-            raise ValueError(f"n must be an integer in [0, 2**63 - 1], got {n!r:.40}")
-        if not (np.isfinite(pseudo_count) and pseudo_count >= 0):
-            raise ValueError(f"pseudo_count must be finite and >= 0, got {pseudo_count!r}")
-        self.n = trials
+        self.check_options(n=n, pseudo_count=pseudo_count)
+        self.n = _as_trials(n)
         self.pseudo_count = float(pseudo_count)
 
     def encoder(self) -> Encoder:

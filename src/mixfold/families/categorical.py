@@ -22,6 +22,7 @@ from mixfold.families._protocol import (
     family,
     is_na,
 )
+from mixfold.options import number
 
 __all__ = ["CategoricalDistribution", "CategoricalEstimator", "CategoricalAccumulator",
            "CategoricalEncoder", "level_to_json", "level_from_json"]
@@ -323,11 +324,12 @@ class CategoricalEstimator(LeafEstimator):
     accumulator_class = CategoricalAccumulator
     distribution_class = CategoricalDistribution
 
+    option_rules = {"pseudo_count": number(0)}
+
     def __init__(self, levels: Sequence[Hashable] | None = None, pseudo_count: float = 0.0,
                  keys: str | None = None):
         super().__init__(keys)
-        if pseudo_count < 0:
-            raise ValueError(f"pseudo_count must be >= 0, got {pseudo_count!r}")
+        self.check_options(pseudo_count=pseudo_count)
         self.levels = None if levels is None else tuple(levels)
         self.pseudo_count = float(pseudo_count)
 

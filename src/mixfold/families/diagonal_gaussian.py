@@ -19,7 +19,7 @@ from mixfold.capabilities import (
 )
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
-from mixfold.families._centred import (CentredMoments, central_moments, check_floor_mode,
+from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_moments,
                                        variance_floor)
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._missing import (MissingPatterns, check_missing_flag, fill_for_points,
@@ -29,6 +29,7 @@ from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
+from mixfold.options import flag, integer, none_or, number, one_of
 
 __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
            "DiagonalGaussianAccumulator", "MissingDiagonalGaussianAccumulator"]
@@ -438,20 +439,21 @@ class DiagonalGaussianEstimator(LeafEstimator):
     accumulator_class = DiagonalGaussianAccumulator
     distribution_class = DiagonalGaussianDistribution
 
+    option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0),
+                    "min_variance": number(0, above=True), "missing": flag(),
+                    "reg_covar_mode": one_of(*FLOOR_MODES)}
+
     def __init__(self, dim: int | None = None, reg_covar: float = 1e-6,
                  min_variance: float = 1e-12, keys: str | None = None, missing: bool = False,
                  reg_covar_mode: str = "absolute"):
         super().__init__(keys)
-        if dim is not None and not (isinstance(dim, (int, np.integer)) and dim >= 1):
-            raise ValueError(f"dim must be None or an integer >= 1, got {dim!r}")
-        if reg_covar < 0 or min_variance <= 0:
-            raise ValueError(f"reg_covar must be >= 0 and min_variance > 0, got {reg_covar!r}, "
-                             f"{min_variance!r}")
+        self.check_options(dim=dim, reg_covar=reg_covar, min_variance=min_variance,
+                           missing=missing, reg_covar_mode=reg_covar_mode)
         self.dim = None if dim is None else int(dim)
         self.reg_covar = float(reg_covar)
         self.min_variance = float(min_variance)
-        self.missing = check_missing_flag(missing)
-        self.reg_covar_mode = check_floor_mode(reg_covar_mode)
+        self.missing = bool(missing)
+        self.reg_covar_mode = reg_covar_mode
 
     def encoder(self) -> VectorEncoder:
         if self.dim is None:

@@ -13,9 +13,10 @@ from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DegenerateFitWarning, ParameterError
 from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, VectorEncoder,
-                                    _VectorEncoder, positive_option)
+                                    _VectorEncoder)
 from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
+from mixfold.options import integer, none_or, number
 
 __all__ = ["DirichletDistribution", "DirichletEstimator", "DirichletAccumulator",
            "SimplexEncoder", "dirichlet_mle", "moment_start", "transposed_features",
@@ -292,13 +293,14 @@ class DirichletEstimator(LeafEstimator):
     accumulator_class = DirichletAccumulator
     distribution_class = DirichletDistribution
 
+    option_rules = {"dim": none_or(integer(2)), "max_concentration": number(0, above=True)}
+
     def __init__(self, dim: int | None = None, max_concentration: float = 1e8,
                  keys: str | None = None):
         super().__init__(keys)
-        if dim is not None and int(dim) < 2:
-            raise ValueError(f"dim must be at least 2, got {dim!r}")
+        self.check_options(dim=dim, max_concentration=max_concentration)
         self.dim = None if dim is None else int(dim)
-        self.max_concentration = positive_option("max_concentration", max_concentration)
+        self.max_concentration = float(max_concentration)
 
     def encoder(self) -> SimplexEncoder:
         return SimplexEncoder(self.dim)

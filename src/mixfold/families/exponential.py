@@ -9,10 +9,10 @@ import numpy as np
 
 from mixfold.errors import ParameterError
 from mixfold.families._centred import ScalarReference, weighted_centre
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder,
-                                    positive_option)
+from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import native_dtype
+from mixfold.options import number
 
 __all__ = ["ExponentialDistribution", "ExponentialEstimator", "ExponentialAccumulator"]
 
@@ -108,9 +108,12 @@ class ExponentialEstimator(LeafEstimator):
     accumulator_class = ExponentialAccumulator
     distribution_class = ExponentialDistribution
 
+    option_rules = {"max_rate": number(0, above=True)}
+
     def __init__(self, max_rate: float = 1e12, keys: str | None = None):
         super().__init__(keys)
-        self.max_rate = positive_option("max_rate", max_rate)
+        self.check_options(max_rate=max_rate)
+        self.max_rate = float(max_rate)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("nonnegative")

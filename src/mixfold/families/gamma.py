@@ -12,11 +12,11 @@ from mixfold.capabilities import SeedsFromPoints
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import ScalarReference, weighted_centre
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder,
-                                    positive_option)
+from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
 from mixfold.precision import native_dtype
+from mixfold.options import number
 
 __all__ = ["GammaDistribution", "GammaEstimator", "GammaAccumulator", "gamma_shape_mle"]
 
@@ -202,9 +202,12 @@ class GammaEstimator(LeafEstimator):
     accumulator_class = GammaAccumulator
     distribution_class = GammaDistribution
 
+    option_rules = {"max_shape": number(0, above=True)}
+
     def __init__(self, max_shape: float = 1e8, keys: str | None = None):
         super().__init__(keys)
-        self.max_shape = positive_option("max_shape", max_shape)
+        self.check_options(max_shape=max_shape)
+        self.max_shape = float(max_shape)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("positive")

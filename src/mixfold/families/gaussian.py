@@ -20,13 +20,14 @@ from mixfold.capabilities import (
 )
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._centred import (CentredMoments, central_moments, check_floor_mode,
+from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_moments,
                                        variance_floor)
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.compute.linear import LinearTerms, centred_gaussian, gaussian_centre
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
+from mixfold.options import number, one_of
 
 __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator"]
 
@@ -261,15 +262,17 @@ class GaussianEstimator(LeafEstimator):
     accumulator_class = GaussianAccumulator
     distribution_class = GaussianDistribution
 
+    option_rules = {"reg_covar": number(0), "min_variance": number(0, above=True),
+                    "reg_covar_mode": one_of(*FLOOR_MODES)}
+
     def __init__(self, reg_covar: float = 1e-6, min_variance: float = 1e-12,
                  keys: str | None = None, reg_covar_mode: str = "absolute"):
         super().__init__(keys)
-        if reg_covar < 0 or min_variance <= 0:
-            raise ValueError(f"reg_covar must be >= 0 and min_variance > 0, got {reg_covar!r}, "
-                             f"{min_variance!r}")
+        self.check_options(reg_covar=reg_covar, min_variance=min_variance,
+                           reg_covar_mode=reg_covar_mode)
         self.reg_covar = float(reg_covar)
         self.min_variance = float(min_variance)
-        self.reg_covar_mode = check_floor_mode(reg_covar_mode)
+        self.reg_covar_mode = reg_covar_mode
 
     def encoder(self) -> Encoder:
         return NumericEncoder("real")

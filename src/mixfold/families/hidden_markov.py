@@ -47,6 +47,7 @@ from mixfold.families.mixture import (
     unit_log_densities,
 )
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
+from mixfold.options import flag, number
 
 __all__ = ["HiddenMarkovDistribution", "HiddenMarkovEstimator", "HiddenMarkovAccumulator"]
 
@@ -632,6 +633,8 @@ class HiddenMarkovEstimator(Estimator):
     [[0.9, 0.1], [0.2, 0.8]]
     """
 
+    option_rules = {"pseudo_count": number(0), "terminal": flag()}
+
     def __init__(self, emissions: Sequence[Estimator], pseudo_count: float = 0.0,
                  terminal: bool = False, keys: str | None = None):
         self.emissions = tuple(emissions)
@@ -640,8 +643,7 @@ class HiddenMarkovEstimator(Estimator):
         bad = [type(e).__name__ for e in self.emissions if not isinstance(e, Estimator)]
         if bad:
             raise TypeError(f"emissions must be Estimators, got a {bad[0]}")
-        if not (np.isfinite(pseudo_count) and pseudo_count >= 0):
-            raise ValueError(f"pseudo_count must be a finite number >= 0, got {pseudo_count!r}")
+        self.check_options(pseudo_count=pseudo_count, terminal=terminal)
         self.pseudo_count = float(pseudo_count)
         self.terminal = bool(terminal)
         self.keys = keys

@@ -49,6 +49,7 @@ from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distrib
                                         Encoder, Estimator, InitRandom, family)
 from mixfold.families.categorical import _ordered_levels
 from mixfold.precision import BandSupportError, resolve_precision
+from mixfold.options import integer, none_or, number, one_of
 
 __all__ = ["LDADistribution", "LDAEstimator", "LDAAccumulator", "BagOfWordsEncoder",
            "BagOfWordsEncoded", "TopicUnit"]
@@ -746,21 +747,18 @@ class LDAEstimator(Estimator):
 
     distribution_class = LDADistribution
 
+    option_rules = {"n_topics": integer(1), "alpha": none_or(number(0, above=True)),
+                    "eta": none_or(number(0, above=True)), "unknown": one_of(*_UNKNOWN),
+                    "doc_iterations": integer(1), "doc_tol": number(0),
+                    "n_documents": none_or(number(0, above=True))}
+
     def __init__(self, n_topics: int, alpha: float | None = None, eta: float | None = None,
                  vocabulary: Sequence[Any] | None = None, unknown: str = "error",
                  doc_iterations: int = 100, doc_tol: float = 1e-3,
                  n_documents: float | None = None, keys: str | None = None):
-        if not (isinstance(n_topics, (int, np.integer)) and not isinstance(n_topics, bool)
-                and n_topics >= 1):
-            raise ValueError(f"n_topics must be an integer >= 1, got {n_topics!r}")
-        if alpha is not None and not (np.ndim(alpha) == 0 and np.isfinite(alpha) and alpha > 0):
-            raise ValueError(f"alpha must be None (learnt) or a number > 0, got {alpha!r}")
-        if eta is not None and not (np.isfinite(eta) and eta > 0):
-            raise ValueError(f"eta must be None (1/n_topics) or a number > 0, got {eta!r}")
-        if unknown not in _UNKNOWN:
-            raise ValueError(f"unknown must be one of {_UNKNOWN}, got {unknown!r}")
-        if n_documents is not None and not (np.isfinite(n_documents) and n_documents > 0):
-            raise ValueError(f"n_documents must be None or a number > 0, got {n_documents!r}")
+        self.check_options(n_topics=n_topics, alpha=alpha, eta=eta, unknown=unknown,
+                           doc_iterations=doc_iterations, doc_tol=doc_tol,
+                           n_documents=n_documents)
         self.n_topics = int(n_topics)
         self.alpha = None if alpha is None else float(alpha)
         self.eta = eta

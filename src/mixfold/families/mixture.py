@@ -45,6 +45,7 @@ from mixfold.families._protocol import (
     InitRandom,
     family,
 )
+from mixfold.options import number
 
 #: Rows per block when stacked components are scored on all cores. Large enough that each of
 #: a block's many short NumPy calls does real work outside the GIL.
@@ -693,13 +694,14 @@ class MixtureEstimator(Estimator):
     init_seed_rows = 5
     init_em_iterations = 10
 
+    option_rules = {"pseudo_count": number(0)}
+
     def __init__(self, components: Sequence[Estimator], pseudo_count: float = 0.0,
                  keys: str | None = None):
         self.components = tuple(components)
         if not self.components:
             raise ValueError("a mixture needs at least one component estimator")
-        if pseudo_count < 0:
-            raise ValueError(f"pseudo_count must be >= 0, got {pseudo_count!r}")
+        self.check_options(pseudo_count=pseudo_count)
         self.pseudo_count = float(pseudo_count)
         self.keys = keys
 

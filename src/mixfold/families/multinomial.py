@@ -20,6 +20,7 @@ from mixfold.families.categorical import (CategoricalDistribution, CategoricalEn
                                           level_from_json, level_to_json)
 from mixfold.families.dirichlet import transposed_features
 from mixfold.families.poisson import log_factorial
+from mixfold.options import integer, number
 
 __all__ = ["MultinomialDistribution", "MultinomialEstimator", "MultinomialAccumulator",
            "MultinomialEncoder"]
@@ -263,11 +264,12 @@ class MultinomialEstimator(LeafEstimator):
     accumulator_class = MultinomialAccumulator
     distribution_class = MultinomialDistribution
 
+    option_rules = {"pseudo_count": number(0), "trials": integer(0)}
+
     def __init__(self, levels: Sequence[Hashable] | None = None, pseudo_count: float = 0.0,
                  trials: int = 1, keys: str | None = None):
         super().__init__(keys)
-        if not (np.isfinite(pseudo_count) and pseudo_count >= 0):
-            raise ValueError(f"pseudo_count must be finite and >= 0, got {pseudo_count!r}")
+        self.check_options(pseudo_count=pseudo_count, trials=trials)
         self.levels = None if levels is None else tuple(levels)
         self.pseudo_count = float(pseudo_count)
         self.trials = int(trials)

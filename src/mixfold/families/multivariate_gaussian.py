@@ -21,8 +21,8 @@ from mixfold.capabilities import (
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.compute.linear import LinearTerms, gaussian_centre
-from mixfold.families._centred import (ROUNDOFF_FLOOR, CentredMoments, central_moments,
-                                       check_floor_mode, variance_floor)
+from mixfold.families._centred import (FLOOR_MODES, ROUNDOFF_FLOOR, CentredMoments,
+                                       central_moments, variance_floor)
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._missing import (Conditionals, MissingPatterns, add_weighted_outer,
                                        check_missing_flag, fill_for_points,
@@ -34,6 +34,7 @@ from mixfold.precision import resolve_precision, log_density_in_band, native_dty
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.scratch import scratch
+from mixfold.options import flag, integer, none_or, number, one_of
 
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
            "MultivariateGaussianAccumulator", "MissingMultivariateGaussianAccumulator"]
@@ -543,17 +544,18 @@ class MultivariateGaussianEstimator(LeafEstimator):
     accumulator_class = MultivariateGaussianAccumulator
     distribution_class = MultivariateGaussianDistribution
 
+    option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0), "missing": flag(),
+                    "reg_covar_mode": one_of(*FLOOR_MODES)}
+
     def __init__(self, dim: int | None = None, reg_covar: float = 1e-6, keys: str | None = None,
                  missing: bool = False, reg_covar_mode: str = "absolute"):
         super().__init__(keys)
-        if dim is not None and not (isinstance(dim, (int, np.integer)) and dim >= 1):
-            raise ValueError(f"dim must be None or an integer >= 1, got {dim!r}")
-        if not reg_covar >= 0:
-            raise ValueError(f"reg_covar must be >= 0, got {reg_covar!r}")
+        self.check_options(dim=dim, reg_covar=reg_covar, missing=missing,
+                           reg_covar_mode=reg_covar_mode)
         self.dim = None if dim is None else int(dim)
         self.reg_covar = float(reg_covar)
-        self.missing = check_missing_flag(missing)
-        self.reg_covar_mode = check_floor_mode(reg_covar_mode)
+        self.missing = bool(missing)
+        self.reg_covar_mode = reg_covar_mode
 
     def encoder(self) -> VectorEncoder:
         if self.dim is None:

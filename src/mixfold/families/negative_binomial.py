@@ -11,12 +11,12 @@ import numpy as np
 from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder,
-                                    positive_option)
+from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, xlog1py
 from mixfold.families.gamma import gamma_shape_mle
 from mixfold.families.poisson import log_factorial
+from mixfold.options import number
 
 __all__ = ["NegativeBinomialDistribution", "NegativeBinomialEstimator",
            "NegativeBinomialAccumulator"]
@@ -134,10 +134,13 @@ class NegativeBinomialEstimator(LeafEstimator):
     accumulator_class = NegativeBinomialAccumulator
     distribution_class = NegativeBinomialDistribution
 
+    option_rules = {"max_r": number(0, above=True), "min_mean": number(0, above=True)}
+
     def __init__(self, max_r: float = 1e6, min_mean: float = 1e-10, keys: str | None = None):
         super().__init__(keys)
-        self.max_r = positive_option("max_r", max_r)
-        self.min_mean = positive_option("min_mean", min_mean)
+        self.check_options(max_r=max_r, min_mean=min_mean)
+        self.max_r = float(max_r)
+        self.min_mean = float(min_mean)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("count")

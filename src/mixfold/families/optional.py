@@ -17,6 +17,7 @@ from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsC
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family, is_na)
 from mixfold.families.categorical import level_from_json, level_to_json
+from mixfold.options import number
 
 __all__ = ["OptionalDistribution", "OptionalEstimator", "OptionalAccumulator", "OptionalEncoder",
            "OptionalEncoded", "MissingMarkers"]
@@ -385,12 +386,13 @@ class OptionalEstimator(Estimator):
     (0.5, 2.0)
     """
 
+    option_rules = {"pseudo_count": number(0)}
+
     def __init__(self, inner: Estimator, missing: MissingMarkers | Sequence[Hashable] =
                  DEFAULT_MISSING, pseudo_count: float = 0.0, keys: str | None = None):
         if not isinstance(inner, Estimator):
             raise TypeError(f"inner must be an Estimator, got {type(inner).__name__}")
-        if not (pseudo_count >= 0 and math.isfinite(pseudo_count)):
-            raise ValueError(f"pseudo_count must be finite and >= 0, got {pseudo_count!r}")
+        self.check_options(pseudo_count=pseudo_count)
         self.inner = inner
         self.missing = missing if isinstance(missing, MissingMarkers) else MissingMarkers(missing)
         self.pseudo_count = float(pseudo_count)

@@ -11,12 +11,12 @@ import numpy as np
 from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.compute.feature_cache import cache_for
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import (LeafEstimator, NumericEncoder, WeightedSumAccumulator,
-                                    positive_option)
+from mixfold.families._leaf import (LeafEstimator, NumericEncoder, WeightedSumAccumulator)
 from mixfold.compute.linear import LinearTerms
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln, xlogy
 from mixfold.precision import native_dtype
+from mixfold.options import number
 
 __all__ = ["PoissonDistribution", "PoissonEstimator", "PoissonAccumulator"]
 
@@ -169,9 +169,12 @@ class PoissonEstimator(LeafEstimator):
     accumulator_class = PoissonAccumulator
     distribution_class = PoissonDistribution
 
+    option_rules = {"min_lam": number(0, above=True)}
+
     def __init__(self, min_lam: float = 1e-10, keys: str | None = None):
         super().__init__(keys)
-        self.min_lam = positive_option("min_lam", min_lam)
+        self.check_options(min_lam=min_lam)
+        self.min_lam = float(min_lam)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("count")

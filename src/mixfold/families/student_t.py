@@ -10,11 +10,11 @@ import numpy as np
 from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder,
-                                    positive_option)
+from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln
 from mixfold.families.gamma import gamma_shape_mle
+from mixfold.options import none_or, number
 
 __all__ = ["StudentTDistribution", "StudentTEstimator", "StudentTAccumulator"]
 
@@ -133,14 +133,16 @@ class StudentTEstimator(LeafEstimator):
     accumulator_class = StudentTAccumulator
     distribution_class = StudentTDistribution
 
+    option_rules = {"nu": none_or(number(0, above=True)), "start_nu": number(0, above=True),
+                    "max_nu": number(0, above=True), "min_sigma2": number(0, above=True)}
+
     def __init__(self, nu: float | None = None, start_nu: float = 10.0, max_nu: float = 1e6,
                  min_sigma2: float = 1e-12, keys: str | None = None):
         super().__init__(keys)
-        self.start_nu = positive_option("start_nu", start_nu)
-        self.max_nu = positive_option("max_nu", max_nu)
-        self.min_sigma2 = positive_option("min_sigma2", min_sigma2)
-        if nu is not None and not (np.isfinite(nu) and nu > 0):
-            raise ValueError(f"nu must be None (estimated) or finite and > 0, got {nu!r}")
+        self.check_options(nu=nu, start_nu=start_nu, max_nu=max_nu, min_sigma2=min_sigma2)
+        self.start_nu = float(start_nu)
+        self.max_nu = float(max_nu)
+        self.min_sigma2 = float(min_sigma2)
         self.nu = None if nu is None else float(nu)
 
     def encoder(self) -> Encoder:

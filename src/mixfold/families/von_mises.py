@@ -12,11 +12,11 @@ from mixfold.compute.logspace import LOG_2PI
 from mixfold.capabilities import SeedsFromPoints, StackedScoring, StackedUpdate
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import ScalarReference
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder,
-                                    positive_option)
+from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import i0e, i1e
 from mixfold.precision import native_dtype
+from mixfold.options import number
 
 __all__ = ["VonMisesDistribution", "VonMisesEstimator", "VonMisesAccumulator",
            "von_mises_kappa_mle"]
@@ -267,9 +267,12 @@ class VonMisesEstimator(LeafEstimator):
     accumulator_class = VonMisesAccumulator
     distribution_class = VonMisesDistribution
 
+    option_rules = {"max_kappa": number(0, above=True)}
+
     def __init__(self, max_kappa: float = 1e8, keys: str | None = None):
         super().__init__(keys)
-        self.max_kappa = positive_option("max_kappa", max_kappa)
+        self.check_options(max_kappa=max_kappa)
+        self.max_kappa = float(max_kappa)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("real")

@@ -10,9 +10,9 @@ import numpy as np
 from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder,
-                                    positive_option)
+from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.options import number
 
 __all__ = ["WeibullDistribution", "WeibullEstimator", "WeibullAccumulator", "MAX_SHAPE_STEP"]
 
@@ -131,9 +131,12 @@ class WeibullEstimator(LeafEstimator):
     accumulator_class = WeibullAccumulator
     distribution_class = WeibullDistribution
 
+    option_rules = {"max_shape": number(0, above=True)}
+
     def __init__(self, max_shape: float = 1e6, keys: str | None = None):
         super().__init__(keys)
-        self.max_shape = positive_option("max_shape", max_shape)
+        self.check_options(max_shape=max_shape)
+        self.max_shape = float(max_shape)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("positive")

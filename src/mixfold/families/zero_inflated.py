@@ -12,6 +12,7 @@ from mixfold.errors import ParameterError
 from mixfold.families._leaf import NumericEncoder
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family)
+from mixfold.options import number
 
 __all__ = ["ZeroInflatedDistribution", "ZeroInflatedEstimator", "ZeroInflatedAccumulator"]
 
@@ -149,12 +150,13 @@ class ZeroInflatedEstimator(Estimator):
     (0.3, 4.0)
     """
 
+    option_rules = {"pseudo_count": number(0)}
+
     def __init__(self, inner: Estimator, pseudo_count: float = 0.0, keys: str | None = None):
         if not isinstance(inner, Estimator):
             raise TypeError(f"inner must be an Estimator, got {type(inner).__name__}")
         _check_counts(inner.encoder(), f"an estimator of {type(inner).__name__}")
-        if not (pseudo_count >= 0 and np.isfinite(pseudo_count)):
-            raise ValueError(f"pseudo_count must be finite and >= 0, got {pseudo_count!r}")
+        self.check_options(pseudo_count=pseudo_count)
         self.inner = inner
         self.pseudo_count = float(pseudo_count)
         self.keys = keys

@@ -19,29 +19,23 @@ where numbers are expected, lists of the right lengths. Every failure is a
 
 from __future__ import annotations
 
-import errno
-import glob
 import json
 import math
 import os
-import secrets
 import selectors
 import stat
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks, stale temporary files are left alone
-    fcntl = None  # type: ignore[assignment]
-
 from mixfold.errors import ModelFileError
 from mixfold.families._protocol import Distribution, family_class
+from mixfold.io.outputs import atomic_output
 
 __all__ = ["save", "load", "FORMAT", "VERSION", "MAX_FILE_BYTES", "MAX_DEPTH",
            "model_from_document", "check_document_shape", "write_json_atomic",
-           "read_json_bounded"]
+           "read_json_bounded", "read_bytes_bounded", "json_depth"]
 
 FORMAT = "mixfold-model"
 VERSION = 1
@@ -58,117 +52,13 @@ MEMORY_FLOOR = 64 * 1024 * 1024
 
 
 def write_json_atomic(path: str | os.PathLike, doc: Any) -> Path:
-    """Write ``doc`` as JSON to ``path``; a regular file is replaced atomically.
-
-    A regular file (or a new path) gets a temporary file in the same directory, flushed to disk
-    (fsync), then renamed over it: a reader sees the old file or the new one, never a half-written
-    one, even if the process is killed mid-write. The new file gets the old file's permissions,
-    or the user's umask for a new path. A symbolic link is followed and its target replaced. A
-    character device or a FIFO (``/dev/stdout``, ``/dev/null``, a pipe) is written as a stream,
-    never replaced; a socket, a block device or a directory is refused with an ``OSError``. The
-    temporary file is named ``.<name>.mixfold-<random>.tmp``; one left behind by a killed writer
-    is removed by the next write of the same path.
-    """
+    """Write ``doc`` as JSON to ``path`` through :func:`~mixfold.io.outputs.atomic_output`: a
+    regular file is replaced atomically (a temporary file beside it, fsync, rename), a FIFO or
+    a character device is written as a stream, a socket, block device or folder is refused."""
     text = json.dumps(doc, allow_nan=False, indent=1)
-    path = Path(path)
-    target = Path(os.path.realpath(path))  # a symlink's target is what the user means to write
-    try:
-        mode = os.stat(target).st_mode
-    except FileNotFoundError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode):
-        _write_special(target, mode, text, path)
-        return path
-    directory = target.parent
-    _remove_stale_temporaries(target)
-    fd, tmp = _locked_temporary(target)
-    try:
-        with os.fdopen(fd, "w") as fh:  # closing it releases the lock
-            if mode is not None:  # keep a file's permissions (a private model stays private)
-                os.fchmod(fh.fileno(), stat.S_IMODE(mode))
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(directory)
-    return path
-
-
-def _write_special(target: Path, mode: int, text: str, path: Path) -> None:
-    """Stream ``text`` into a character device or a FIFO; refuse any other non-regular file."""
-    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode)
-                else "a block device" if stat.S_ISBLK(mode) else "not a regular file")
-        raise OSError(errno.EINVAL, f"cannot write a model to {kind}", str(path))
-    try:  # non-blocking open: a FIFO nobody reads is an error, not a hang
-        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError as err:
-        if err.errno == errno.ENXIO:
-            raise OSError(errno.ENXIO, "no process is reading from this FIFO", str(path)) \
-                from None
-        raise
-    os.set_blocking(fd, True)
-    with os.fdopen(fd, "w") as fh:
+    with atomic_output(path, what="a model") as fh:
         fh.write(text)
-
-
-_TEMPORARY = ".{name}.mixfold-{tag}.tmp"
-
-
-def _locked_temporary(target: Path) -> tuple[int, str]:
-    """A new temporary file beside ``target`` (permissions from the umask), opened and held
-    under an exclusive lock for as long as it is open: the lock tells live writers from dead."""
-    while True:
-        tmp = str(target.with_name(_TEMPORARY.format(name=target.name,
-                                                     tag=secrets.token_hex(4))))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                     0o666)
-        if fcntl is None:
-            return fd, tmp
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:  # a cleaner may have removed it before the lock was taken: start over
-            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
-                return fd, tmp
-        except FileNotFoundError:
-            pass
-        os.close(fd)
-
-
-def _remove_stale_temporaries(target: Path) -> None:
-    """Remove temporary files of ``target`` whose writer is gone (nobody holds their lock)."""
-    if fcntl is None:
-        return
-    pattern = _TEMPORARY.format(name=glob.escape(target.name), tag="*")
-    for stale in glob.glob(os.path.join(glob.escape(str(target.parent)), pattern)):
-        try:
-            fd = os.open(stale, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                os.unlink(stale)
-        except OSError:  # locked: a live writer's file
-            pass
-        finally:
-            os.close(fd)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:  # makes the rename itself durable; not every platform can open a directory
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    return Path(path)
 
 
 def save(model: Distribution, path: str | os.PathLike) -> Path:
@@ -191,6 +81,12 @@ def save(model: Distribution, path: str | os.PathLike) -> Path:
     TypeError
         ``model`` is not a mixfold Distribution.
 
+    Warns
+    -----
+    RuntimeWarning
+        The file is larger than :func:`load` reads by default (:data:`MAX_FILE_BYTES`): the
+        warning says the ``max_bytes`` that reads it back.
+
     Examples
     --------
     >>> import tempfile, os, mixfold
@@ -201,7 +97,14 @@ def save(model: Distribution, path: str | os.PathLike) -> Path:
     """
     if not isinstance(model, Distribution):
         raise TypeError(f"model must be a mixfold Distribution, got {type(model).__name__}")
-    return write_json_atomic(path, model_document(model))
+    written = write_json_atomic(path, model_document(model))
+    size = written.stat().st_size if written.is_file() else 0
+    if size > MAX_FILE_BYTES:
+        warnings.warn(f"model file {str(path)!r} is {size} bytes, more than the "
+                      f"{MAX_FILE_BYTES} load() reads by default: read it back with "
+                      f"load(path, max_bytes={size}) (the CLI: --max-model-bytes {size})",
+                      RuntimeWarning, stacklevel=2)
+    return written
 
 
 def model_document(model: Distribution) -> dict[str, Any]:
@@ -251,17 +154,29 @@ def load(path: str | os.PathLike, *, max_bytes: int = MAX_FILE_BYTES,
     return model_from_document(doc, str(path))
 
 
-def read_json_bounded(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES,
-                      timeout: float = READ_TIMEOUT_S) -> Any:
-    """Parse the JSON file at ``path``, refusing more than ``max_bytes`` bytes, a pipe or device
-    still open after ``timeout`` seconds, a document whose parsed form would take more than
-    :data:`MEMORY_FACTOR` times its size in memory, nesting deeper than :data:`MAX_DEPTH` and
-    non-finite numbers, with :class:`ModelFileError`."""
+def read_bytes_bounded(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES,
+                       timeout: float = READ_TIMEOUT_S, *,
+                       raise_with: str = "load(..., max_bytes=...)") -> bytes:
+    """The bytes of the file at ``path``, refusing more than ``max_bytes`` and a pipe or device
+    still open after ``timeout`` seconds with :class:`ModelFileError` (whose message says that
+    ``raise_with`` raises the limit)."""
     path = Path(path)
     raw = _read_bounded(path, max_bytes, timeout)
     if len(raw) > max_bytes:
         raise ModelFileError(f"{path}: more than {max_bytes} bytes: over the size limit "
-                             f"(load(..., max_bytes=...) raises it)")
+                             f"({raise_with} raises it)")
+    return raw
+
+
+def read_json_bounded(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES,
+                      timeout: float = READ_TIMEOUT_S, *, max_depth: int = MAX_DEPTH,
+                      raise_with: str = "load(..., max_bytes=...)") -> Any:
+    """Parse the JSON file at ``path``, refusing more than ``max_bytes`` bytes, a pipe or device
+    still open after ``timeout`` seconds, a document whose parsed form would take more than
+    :data:`MEMORY_FACTOR` times its size in memory, nesting deeper than ``max_depth`` and
+    non-finite numbers, with :class:`ModelFileError`."""
+    path = Path(path)
+    raw = read_bytes_bounded(path, max_bytes, timeout, raise_with=raise_with)
     estimate = _parsed_size_estimate(raw)
     if estimate > MEMORY_FACTOR * len(raw) + MEMORY_FLOOR:
         raise ModelFileError(f"{path}: too many JSON values for its size: parsing would take "
@@ -275,11 +190,11 @@ def read_json_bounded(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES,
     try:
         doc = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
-        raise ModelFileError(f"{path}: JSON nested more than {MAX_DEPTH} levels deep") from None
+        raise ModelFileError(f"{path}: JSON nested more than {max_depth} levels deep") from None
     except ValueError as err:
         raise ModelFileError(f"{path}: not valid JSON: {err}") from None
-    if _depth(doc) > MAX_DEPTH:
-        raise ModelFileError(f"{path}: JSON nested more than {MAX_DEPTH} levels deep")
+    if json_depth(doc, max_depth) > max_depth:
+        raise ModelFileError(f"{path}: JSON nested more than {max_depth} levels deep")
     return doc
 
 
@@ -355,8 +270,8 @@ def _finite_float(text: str) -> float:
 _CONTAINERS = frozenset((dict, list))
 
 
-def _depth(doc: Any) -> int:
-    """Deepest nesting of objects and arrays in ``doc``, up to MAX_DEPTH + 1.
+def json_depth(doc: Any, limit: int = MAX_DEPTH) -> int:
+    """Deepest nesting of objects and arrays in ``doc``, up to ``limit + 1``.
 
     Iterative, holding one iterator per level (memory grows with the depth, not the size); a
     container holding no containers is measured without a Python-level pass over its items.
@@ -367,7 +282,7 @@ def _depth(doc: Any) -> int:
             if type(node) in _CONTAINERS:
                 level = len(stack)
                 deepest = max(deepest, level)
-                if level > MAX_DEPTH:
+                if level > limit:
                     return level
                 children = node.values() if type(node) is dict else node
                 if not _CONTAINERS.isdisjoint(map(type, children)):

@@ -21,6 +21,7 @@ pyarrow and pandas are imported only when a Parquet or CSV source is read.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -32,7 +33,8 @@ from mixfold.families._protocol import Encoder
 from mixfold.families.composite import RecordEncoder
 from mixfold.families.mixture import SharedEncoder
 
-__all__ = ["RowBlocks", "LAYOUTS", "DEFAULT_BLOCK_ROWS", "table_rows", "reads_named_fields"]
+__all__ = ["RowBlocks", "LAYOUTS", "DEFAULT_BLOCK_ROWS", "table_rows", "reads_named_fields",
+           "read_npy"]
 
 #: How table blocks become raw rows (see the module docstring).
 LAYOUTS = ("auto", "frame", "array")
@@ -303,3 +305,47 @@ def table_rows(block: Any, layout: str) -> Any:
     for i, c in enumerate(columns):
         out[:, i] = c
     return out
+
+
+_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def read_npy(path: str | os.PathLike) -> np.ndarray:
+    """The array in a ``.npy`` file, its header checked against the file's size before anything
+    is allocated (a header may declare 10^11 values in a file of a few bytes); never unpickled.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.npy"); np.save(p, np.arange(3.0))
+    >>> read_npy(p).tolist()
+    [0.0, 1.0, 2.0]
+    >>> with open(p, "r+b") as fh:
+    ...     _ = fh.seek(0); head = fh.read(128)
+    ...     _ = fh.seek(0); _ = fh.write(head.replace(b"(3,)", b"(9,)"))
+    >>> read_npy(p)
+    Traceback (most recent call last):
+    ...
+    ValueError: '...x.npy' is not a readable .npy array: its header declares shape (9,) of ...
+    """
+    where = repr(str(path))
+    with open(path, "rb") as fh:
+        try:
+            version = np.lib.format.read_magic(fh)
+            read_header = _NPY_HEADERS.get(version)
+            if read_header is None:
+                raise ValueError(f"format version {version} (this mixfold reads 1.0 and 2.0)")
+            shape, fortran, dtype = read_header(fh)
+        except (ValueError, SyntaxError, TypeError, OverflowError) as err:
+            raise ValueError(f"{where} is not a readable .npy array: {' '.join(str(err).split())}"
+                             ) from None
+        if dtype.hasobject:
+            raise ValueError(f"{where} is not a readable .npy array: it holds Python objects "
+                             f"(dtype {dtype}), which would need unpickling")
+        declared = math.prod(shape) * dtype.itemsize  # Python ints: no overflow
+        held = os.fstat(fh.fileno()).st_size - fh.tell()
+        if declared != held:
+            raise ValueError(f"{where} is not a readable .npy array: its header declares shape "
+                             f"{tuple(shape)} of {dtype} ({declared} bytes of values), the file "
+                             f"holds {held}")
+        values = np.fromfile(fh, dtype=dtype, count=math.prod(shape))
+    return values.reshape(shape, order="F" if fortran else "C")

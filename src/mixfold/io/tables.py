@@ -45,7 +45,7 @@ from mixfold.compute.tree import shard_bounds
 from mixfold.families._protocol import Estimator
 from mixfold.backends import backend_name
 from mixfold.io.readers import (RowBlocks, _files, _is_arrow_table, _is_pandas_frame,
-                                reads_named_fields,
+                                read_npy, reads_named_fields,
                                 table_rows)
 from mixfold.spec import LeftOut, NoDefault, SpecError
 
@@ -418,11 +418,7 @@ def read_data(path: str | os.PathLike, *, columns: list[str] | None = None,
         options = {} if block_rows is None else {"block_rows": block_rows}
         return RowBlocks.csv(p, columns=columns, **options)
     if suffix == ".npy":
-        try:
-            arr = np.load(p, allow_pickle=False)
-        except ValueError as err:
-            raise ValueError(f"{str(p)!r} is not a readable .npy array: {err}") from None
-        return arr
+        return read_npy(p)
     raise ValueError(f"cannot read {str(p)!r}: expected one of {sorted(FILE_KINDS)} "
                      f"({', '.join(FILE_KINDS.values())})")
 

@@ -84,6 +84,7 @@ from mixfold.parallel.executor import (WorkerPool, check_plan, fit_plan, in_work
                                         release_fit, score_threaded)
 from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
 from mixfold.parallel.resources import Resources
+from mixfold.options import instance_of, integer, none_or
 from mixfold.precision import resolve_precision
 
 __all__ = ["model_parallel_fold", "ModelParallelAccumulator", "ModelParallelAccumulatorFactory",
@@ -188,18 +189,17 @@ class ModelParallelEstimator(Estimator):
     [-5, 0, 5]
     """
 
+    option_rules = {"plan": none_or(instance_of(ModelDecomposition, what="a ModelDecomposition")),
+                    "num_workers": none_or(integer(1)),
+                    "fit_id": none_or(instance_of(str, what="a string"))}
+
     def __init__(self, inner: Estimator, plan: ModelDecomposition | None = None,
                  num_workers: int | None = None, *, fit_id: str | None = None):
         if not isinstance(inner, Estimator):
             raise TypeError(f"inner must be a mixfold Estimator, got {type(inner).__name__}")
         if isinstance(inner, ModelParallelEstimator):
             raise TypeError("a ModelParallelEstimator cannot wrap another (pools never nest)")
-        if plan is not None and not isinstance(plan, ModelDecomposition):
-            raise TypeError(f"plan must be None or a ModelDecomposition, got "
-                            f"{type(plan).__name__}")
-        if num_workers is not None and (isinstance(num_workers, bool) or not (
-                isinstance(num_workers, (int, np.integer)) and num_workers >= 1)):
-            raise ValueError(f"num_workers must be None or an integer >= 1, got {num_workers!r}")
+        self.check_options(plan=plan, num_workers=num_workers, fit_id=fit_id)
         self.inner = inner
         self.plan = plan
         self.num_workers = num_workers

@@ -69,14 +69,15 @@ def screens(band: str) -> bool:
 
 def round_to_band(a: np.ndarray, band: str) -> np.ndarray:
     """``a`` rounded to ``band``'s values (to nearest, ties to even), as float32 (C order);
-    values beyond the band's range saturate to its largest (:class:`Screen` then bounds
-    nothing).
+    finite values beyond the band's range saturate to its largest (:class:`Screen` then bounds
+    nothing); infinities stay (a table's impossible level).
 
     >>> round_to_band(np.array([1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8]), "bfloat16").tolist()  # ties
     [1.0, 1.015625]
     """
     big = BAND_MAX[band]
-    x = np.ascontiguousarray(np.clip(a, -big, big), dtype=np.float32)
+    x = np.ascontiguousarray(np.where(np.isfinite(a), np.clip(a, -big, big), a),
+                             dtype=np.float32)
     if band == "float16":
         return x.astype(np.float16).astype(np.float32)
     if band == "bfloat16":

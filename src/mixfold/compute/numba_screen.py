@@ -165,6 +165,21 @@ TOP_SIGNATURE = numba.void(_F4[:, ::1], _F4[:, ::1], _F8[:, ::1], _F8, _F8[:, ::
                            _F8[::1], _F8[::1], _F4[:, ::1], _F8[:, ::1])
 
 
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
+def _best(scores, top, arg):
+    # each row's best score and its component (the rows of top)
+    k_all, m = scores.shape[0], top.size
+    for j in range(m):
+        top[j] = -np.inf
+        arg[j] = 0
+    for c in range(k_all):
+        row = scores[c]
+        for j in range(m):
+            if row[j] > top[j]:
+                top[j] = row[j]
+                arg[j] = np.int32(c)
+
+
 @numba.njit(TOP_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=on_disk())
 def exact_top_normalise(scores, z, coef_t, shift, tables, codes, w, lse, posteriors, counts):
     # the float32 band: scores (K, m) are float32 GEMM scores less the shift (tables included);
@@ -175,11 +190,9 @@ def exact_top_normalise(scores, z, coef_t, shift, tables, codes, w, lse, posteri
     # nats would miss. -> lse (m,), posteriors (K, m) weighted, counts (K, V) += table counts
     k_all, m = scores.shape[0], z.shape[1]
     top = np.empty(m, np.float32)
-    second = np.empty(m, np.float32)
     arg = np.empty(m, np.int32)
     total = np.zeros(m, np.float32)
-    best = np.empty(m, np.float64)
-    _best_two(scores, top, arg, second)
+    _best(scores, top, arg)
     for c in range(k_all):
         row, out = scores[c], posteriors[c]
         for j in range(m):
@@ -188,18 +201,17 @@ def exact_top_normalise(scores, z, coef_t, shift, tables, codes, w, lse, posteri
             e = exp32(x) - _FLOOR_EXP if x > _FLOOR else np.float32(0.0)
             out[j] = e
             total[j] += e
-    _single_scores(z, coef_t, arg, best)
-    for j in range(m):
-        if top[j] == -np.inf:  # no component scores the row
-            lse[j] = -np.inf
-            total[j] = np.inf  # (its posteriors 0, not NaN)
-            continue
-        e = best[j]
-        for t in range(codes.shape[0]):
-            e += tables[arg[j], codes[t, j]]
-        lse[j] = e + np.float64(log32(total[j])) + shift
-    for j in range(m):  # the weighted posteriors' scale, once a row
+    _single_scores(z, coef_t, arg, lse)
+    for t in range(codes.shape[0]):
+        for j in range(m):
+            lse[j] += tables[arg[j], codes[t, j]]
+    for j in range(m):  # (along the rows: vectorised; a dead row is mended below)
+        lse[j] += np.float64(log32(total[j])) + shift
         total[j] = w[j] / total[j]
+    for j in range(m):
+        if top[j] == -np.inf:  # no component scores the row: -inf, and no posterior
+            lse[j] = -np.inf
+            total[j] = 0.0
     for c in range(k_all):
         out = posteriors[c]
         for j in range(m):

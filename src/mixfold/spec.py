@@ -459,7 +459,7 @@ def load_spec(source: str | os.PathLike, *, max_bytes: int = MAX_SPEC_BYTES) -> 
 
     YAML (``.yaml`` / ``.yml`` files) needs PyYAML; JSON always works. A spec is untrusted input
     with the guards of a model file: at most ``max_bytes`` bytes, a pipe that does not end
-    within the model files' timeout refused, nesting at most :data:`MAX_SPEC_DEPTH` deep, JSON
+    within the model files' timeout refused, nesting at most ``MAX_SPEC_DEPTH`` (64) deep, JSON
     whose parsed form would take far more memory than its text refused, and no YAML aliases
     (``*name``: an alias repeats a node, so a few hundred bytes could expand to billions).
     Each violation is a :class:`SpecError` naming the limit.

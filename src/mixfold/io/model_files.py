@@ -84,7 +84,7 @@ def save(model: Distribution, path: str | os.PathLike) -> Path:
     Warns
     -----
     RuntimeWarning
-        The file is larger than :func:`load` reads by default (:data:`MAX_FILE_BYTES`): the
+        The file is larger than :func:`load` reads by default (``MAX_FILE_BYTES``, 64 MiB): the
         warning says the ``max_bytes`` that reads it back.
 
     Examples

@@ -160,8 +160,7 @@ class Screen:
         block's joined table counts (K, V) in float64."""
         counts = np.zeros((self.coef.shape[0], self.n_levels))
         kernel(scores, z, self.coef, self.coef_t, self.cmax, self.eta, self.slack, SCREEN_CUTOFF,
-               self.shift, self.tables, codes, np.ascontiguousarray(w, np.float64), lse,
-               posteriors, counts)
+               self.shift, self.tables, codes, _writable(w), lse, posteriors, counts)
         return counts
 
     def rescore_top(self, kernel: Any, scores: np.ndarray, z: np.ndarray, w: np.ndarray,
@@ -170,8 +169,8 @@ class Screen:
         float32 ``scores`` give every posterior; each row's best component is rescored in
         float64 for its log-density. Returns the joined table counts (K, V) in float64."""
         counts = np.zeros((self.coef.shape[0], self.n_levels))
-        kernel(scores, z, self.coef_t, self.shift, self.tables, codes,
-               np.ascontiguousarray(w, np.float64), lse, posteriors, counts)
+        kernel(scores, z, self.coef_t, self.shift, self.tables, codes, _writable(w), lse,
+               posteriors, counts)
         return counts
 
     def rescore_numpy(self, scores: np.ndarray, z: np.ndarray, w: np.ndarray,
@@ -240,3 +239,9 @@ class Screen:
         """The joined counts (K, V) as each table's (K, V_t)."""
         return [counts[:, first:first + v] for first, v in zip(self.table_columns, widths)]
 
+
+def _writable(w: np.ndarray) -> np.ndarray:
+    """Row weights as the kernels' signatures take them: contiguous, writable float64 (an
+    engine may hand the shard's weights read-only, as Ray's object store does)."""
+    w = np.ascontiguousarray(w, np.float64)
+    return w if w.flags.writeable else w.copy()

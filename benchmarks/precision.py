@@ -171,6 +171,8 @@ def _sync(precision: str) -> None:
 
 
 def p10_bound(precision: str, op_count: int, n_rows: int) -> float:
+    if precision == UNSCREENED:
+        return statistics_error_bound("float32", op_count, n_rows)
     p = resolve_precision(precision)
     if p.engine != "torch":
         return statistics_error_bound(p.band, op_count, n_rows)

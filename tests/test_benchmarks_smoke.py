@@ -86,3 +86,19 @@ def test_small_data_benchmark_prints_a_row_per_data_set_and_covariance():
                       proc.stdout, re.MULTILINE)
     assert sorted(rows) == sorted((d, k) for d in ("iris", "wine")
                                   for k in ("full", "tied", "diag", "spherical")), proc.stdout
+
+
+@pytest.mark.slow
+def test_quick_precision_run_prints_every_band_and_the_whole_fits():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "precision.py"), "--quick",
+                           "--fit-rows", "3000"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    for precision in ("float64", "float32 unscreened", "float32", "float16@cpu", "bfloat16@cpu"):
+        assert any(line.startswith(f"{precision} ") and line.rstrip().endswith("yes")
+                   for line in lines), (precision, proc.stdout)
+    fits = lines[next(i for i, line in enumerate(lines) if line.startswith("whole fits")):]
+    for band in ("bfloat16", "float16", "float32"):  # each whole fit within its promise
+        row = next(line.split() for line in fits if line.startswith(band + " "))
+        assert float(row[1]) <= float(row[2]), row

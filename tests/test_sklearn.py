@@ -2,6 +2,7 @@
 scikit-learn's GaussianMixture and hmmlearn on real data."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import mixfold
@@ -238,9 +239,11 @@ def test_gaussian_hmm_stops_on_hmmlearns_tol_and_keeps_its_monitor():
     X, lengths = _two_regimes()
     hmm = GaussianHMM(2, random_state=0, tol=1e-3, n_iter=500).fit(X, lengths)
     history = list(hmm.monitor_.history)
-    assert hmm.converged_ and hmm.monitor_.iter == hmm.n_iter_ < 500
-    assert history[1] - history[0] < 1e-3
-    assert history[1] == pytest.approx(hmm.lower_bound_ * len(X))
+    assert hmm.converged_ and hmm.monitor_.iter == hmm.n_iter_ == len(history) < 500
+    assert history[-1] - history[-2] < 1e-3 <= history[-2] - history[-3]
+    # hmmlearn's scale: the total log-likelihood of the sequences, what score() returns
+    assert history[-1] == pytest.approx(hmm.lower_bound_ * len(lengths))
+    assert history[-1] == pytest.approx(hmm.score(X, lengths), rel=1e-6)
 
 
 def test_gaussian_hmm_n_init_keeps_the_best_seed():
@@ -404,3 +407,29 @@ def test_workers_by_either_name():
     a = GaussianMixture(2, backend="mp", num_workers=2, random_state=0).fit(X)
     b = GaussianMixture(2, backend="mp", n_workers=2, random_state=0).fit(X)
     np.testing.assert_array_equal(a.means_, b.means_)
+
+
+# --- what a new user passes: a DataFrame of integer labels, the wrapper to save
+
+def test_frames_with_integer_column_labels_fit():
+    X, _ = load_iris(return_X_y=True)
+    frame = pd.DataFrame(X)
+    mtc = MixedTypeClustering(3, random_state=0).fit(frame)
+    named = MixedTypeClustering(3, random_state=0).fit(frame.rename(columns=str))
+    np.testing.assert_array_equal(mtc.predict(frame), named.predict(frame.rename(columns=str)))
+    gm = GaussianMixture(3, random_state=0).fit(frame)
+    assert gm.score(frame) == pytest.approx(GaussianMixture(3, random_state=0).fit(X).score(X),
+                                            rel=1e-12)  # a frame's columns: other round-off
+
+
+def test_save_takes_a_fitted_wrapper(tmp_path):
+    X, _ = load_iris(return_X_y=True)
+    gm = GaussianMixture(3, random_state=0).fit(X)
+    path = mixfold.save(gm, tmp_path / "gm.json")
+    assert mixfold.load(path) == gm.model_
+    with pytest.raises(TypeError, match="a mixfold Distribution or a fitted mixfold.sklearn "
+                                        "estimator, got GaussianMixture"):
+        mixfold.save(GaussianMixture(3), tmp_path / "unfitted.json")
+    with pytest.raises(FileNotFoundError, match=r"cannot save to '.*nowhere/gm.json': the folder "
+                                                r"'.*nowhere' does not exist"):
+        mixfold.save(gm, tmp_path / "nowhere" / "gm.json")

@@ -24,6 +24,7 @@ not apply to an HMM; tests/test_sklearn.py says which).
 from __future__ import annotations
 
 import numbers
+import sys
 import time
 import warnings
 from collections import deque
@@ -520,7 +521,7 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
             validate_data(self, X, reset=reset, skip_check_array=True)
             if len(X) == 0:
                 raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")
-            return X
+            return X.rename(columns=str)  # fields are named by text, as pd.DataFrame(array)'s 0, 1
         arr = validate_data(self, X, reset=reset, dtype=None, ensure_all_finite="allow-nan")
         frame = pd.DataFrame(arr, columns=[f"x{i}" for i in range(arr.shape[1])])
         return frame.infer_objects()  # an object array of numbers: numeric columns
@@ -549,6 +550,9 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
             raise ValueError(f"Expected n_samples >= n_components but got n_components = "
                              f"{k}, n_samples = {len(frame)}")
         record = record_spec(frame, self.families)
+        record["record"] = {name: node if name in (self.families or {}) else
+                            _declared_levels_kept(node, float(self.pseudo_count))
+                            for name, node in record["record"].items()}
         self.left_out_ = [str(c) for c in frame.columns if str(c) not in record["record"]]
         if self.left_out_:
             warnings.warn(f"MixedTypeClustering: columns {self.left_out_} look like identifiers "
@@ -619,6 +623,17 @@ class MixedTypeClustering(_MixtureMethods, DensityMixin, BaseEstimator):
         return self.n_components if self.n_clusters is None else self.n_clusters
 
 
+def _declared_levels_kept(node: Any, pseudo_count: float) -> Any:
+    """``node`` with ``pseudo_count`` added to a categorical of declared levels (a pandas
+    Categorical's), so that a level no fitted row used keeps a positive probability."""
+    if isinstance(node, dict) and "optional" in node:
+        return {**node, "optional": _declared_levels_kept(node["optional"], pseudo_count)}
+    if isinstance(node, dict) and isinstance(node.get("categorical"), dict) \
+            and "levels" in node["categorical"]:
+        return {"categorical": {"pseudo_count": pseudo_count, **node["categorical"]}}
+    return node
+
+
 def _as_dtype(column: Any, dtype: Any) -> Any:
     """``column`` as ``dtype``; with missing values an int or bool dtype becomes pandas' nullable
     one (Int64, boolean)."""
@@ -634,19 +649,20 @@ def _as_dtype(column: Any, dtype: Any) -> Any:
 
 
 class ConvergenceMonitor:
-    """hmmlearn's convergence monitor: the fit's ``history`` (the last two total
-    log-likelihoods), ``iter`` and whether it ``converged`` (the gain fell below ``tol``)."""
+    """hmmlearn's convergence monitor: the fit's ``history`` (the total log-likelihood of
+    every iteration, the scale of ``score``), ``iter`` and whether it ``converged`` (the last
+    gain fell below ``tol``); ``verbose`` reports each iteration on stderr."""
 
     def __init__(self, tol: float, n_iter: int, verbose: bool):
         self.tol, self.n_iter, self.verbose = tol, n_iter, verbose
-        self.history: deque[float] = deque(maxlen=2)
+        self.history: deque[float] = deque()
         self.iter = 0
 
     def report(self, log_prob: float) -> None:
         """Record one iteration's total log-likelihood (and print it when ``verbose``)."""
         if self.verbose:
             delta = log_prob - self.history[-1] if self.history else np.nan
-            print(f"{self.iter + 1:>10d} {log_prob:16.8f} {delta:+16.8f}")
+            print(f"{self.iter + 1:>10d} {log_prob:16.8f} {delta:+16.8f}", file=sys.stderr)
         self.history.append(log_prob)
         self.iter += 1
 
@@ -654,7 +670,7 @@ class ConvergenceMonitor:
     def converged(self) -> bool:
         """Whether the last iteration gained less than ``tol`` (or the fit hit ``n_iter``)."""
         return (self.iter == self.n_iter or
-                (len(self.history) == 2 and self.history[1] - self.history[0] < self.tol))
+                (len(self.history) >= 2 and self.history[-1] - self.history[-2] < self.tol))
 
     def __repr__(self) -> str:
         return (f"ConvergenceMonitor(history={list(self.history)}, iter={self.iter}, "
@@ -831,10 +847,11 @@ class GaussianHMM(BaseEstimator):
         monitors: list[ConvergenceMonitor] = []
 
         def gain_below_tol(info: Any) -> bool:
-            # hmmlearn's criterion: the gain of the total log-likelihood, absolute
+            # hmmlearn's criterion: the gain of the total log-likelihood (the mean per
+            # sequence times the sequences), absolute
             if info.iteration == 0:
                 monitors.append(ConvergenceMonitor(self.tol, self.n_iter, self.verbose))
-            monitors[-1].report(info.log_likelihood * n)
+            monitors[-1].report(info.log_likelihood * len(rows))
             return monitors[-1].converged
 
         result = mixfold.fit(rows, estimator, max_iter=self.n_iter, tol=0.0, seed=seed,

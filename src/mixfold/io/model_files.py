@@ -173,6 +173,8 @@ def _fsync_directory(directory: Path) -> None:
 
 def save(model: Distribution, path: str | os.PathLike) -> Path:
     """Write ``model`` to ``path`` as JSON, atomically (a temporary file, then a rename).
+    A fitted wrapper of :mod:`mixfold.sklearn` writes its fitted model (``model_``);
+    :func:`load` reads it back as that model (pickle keeps the wrapper itself).
 
     >>> import tempfile, os, mixfold
     >>> d = mixfold.GaussianDistribution(1.5, 0.25)
@@ -180,8 +182,14 @@ def save(model: Distribution, path: str | os.PathLike) -> Path:
     >>> mixfold.load(p) == d
     True
     """
+    model = getattr(model, "model_", model)  # a fitted scikit-learn wrapper: its model
     if not isinstance(model, Distribution):
-        raise TypeError(f"model must be a mixfold Distribution, got {type(model).__name__}")
+        raise TypeError(f"model must be a mixfold Distribution or a fitted mixfold.sklearn "
+                        f"estimator, got {type(model).__name__}")
+    folder = Path(os.path.realpath(path)).parent
+    if not folder.is_dir():
+        raise FileNotFoundError(f"cannot save to {str(path)!r}: the folder {str(folder)!r} "
+                                f"does not exist")
     return write_json_atomic(path, model_document(model))
 
 

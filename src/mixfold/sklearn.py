@@ -33,9 +33,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import linalg
 
 try:
     from sklearn.base import BaseEstimator, DensityMixin
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError("mixfold.sklearn needs scikit-learn >= 1.6: pip install "
@@ -47,6 +49,7 @@ from mixfold.families import (DiagonalGaussianDistribution, DiagonalGaussianEsti
                               Distribution, Encoder, Estimator, HiddenMarkovDistribution,
                               HiddenMarkovEstimator, MixtureDistribution, MixtureEstimator,
                               MultivariateGaussianDistribution, MultivariateGaussianEstimator)
+from mixfold.errors import NumericalError, ParameterError
 from mixfold.fit import int_at_least
 from mixfold.io.readers import _is_arrow_table, _is_pandas_frame
 from mixfold.io.tables import record_spec
@@ -77,7 +80,7 @@ def _is_nonneg(v: Any) -> bool:
 
 
 _COMMON_RULES: dict[str, tuple[Any, str]] = {
-    "max_iter": (lambda v: int_at_least(v, 1), "an integer >= 1"),
+    "max_iter": (lambda v: int_at_least(v, 0), "an integer >= 0 (0: the start itself)"),
     "tol": (_is_nonneg, "a finite number >= 0"),
     "backend": (lambda v: v in BACKENDS or not isinstance(v, str),
                 f"one of {list(BACKENDS)} or an engine object"),
@@ -85,6 +88,15 @@ _COMMON_RULES: dict[str, tuple[Any, str]] = {
 }
 
 _MIXTURE_RULES = {**_COMMON_RULES, "n_init": (lambda v: int_at_least(v, 1), "an integer >= 1")}
+
+#: scikit-learn's words when the best start ran out of ``max_iter``.
+NOT_CONVERGED = ("Best performing initialization did not converge. Try different init "
+                 "parameters, or increase max_iter, tol, or check for degenerate data.")
+#: scikit-learn's words when, with ``reg_covar=0``, a component's covariance collapsed.
+ILL_DEFINED_COVARIANCE = (
+    "Fitting the mixture model failed because some components have ill-defined empirical "
+    "covariance (for instance caused by singleton or collapsed samples). Try to decrease the "
+    "number of components, increase reg_covar, or scale the input data.")
 
 
 def _seed(random_state: Any) -> int:
@@ -171,6 +183,40 @@ def _precisions(covariances: np.ndarray, covariance_type: str) -> np.ndarray:
     return np.linalg.inv(covariances) if covariance_type in ("full", "tied") else 1 / covariances
 
 
+def _precisions_cholesky(covariances: np.ndarray, covariance_type: str) -> np.ndarray:
+    """scikit-learn's ``precisions_cholesky_``: for a covariance C = L L^T, the upper
+    triangular inverse (L^-1)^T (precision = U U^T); 1 / sqrt(C) for variances."""
+    if covariance_type not in ("full", "tied"):
+        return 1 / np.sqrt(covariances)
+    stack = np.atleast_3d(covariances) if covariance_type == "full" else covariances[None]
+    eye = np.eye(stack.shape[-1])
+    out = np.array([linalg.solve_triangular(np.linalg.cholesky(c), eye, lower=True).T
+                    for c in stack])
+    return out if covariance_type == "full" else out[0]
+
+
+def _shaped(value: Any, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """A given start parameter as a float64 array of ``shape`` (scikit-learn's error else)."""
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.shape != shape:
+        raise ValueError(f"The parameter '{name}' should have the shape of {shape}, but got "
+                         f"{arr.shape}")
+    return arr
+
+
+def _check_precisions(precisions: np.ndarray, covariance_type: str) -> None:
+    """scikit-learn's checks of ``precisions_init``: positive variances' inverses, or
+    symmetric positive-definite matrices."""
+    if covariance_type in ("diag", "spherical"):
+        if np.any(precisions <= 0):
+            raise ValueError(f"'{covariance_type} precision' should be positive")
+        return
+    for matrix in precisions.reshape(-1, *precisions.shape[-2:]):
+        if not (np.allclose(matrix, matrix.T) and np.all(np.linalg.eigvalsh(matrix) > 0)):
+            raise ValueError(f"'{covariance_type} precision' should be symmetric, "
+                             f"positive-definite")
+
+
 class _MixtureMethods:
     """predict / predict_proba / score_samples / score / bic / aic over a fitted ``model_``."""
 
@@ -182,11 +228,16 @@ class _MixtureMethods:
     def _callbacks(self) -> list[Callable[[Any], Any]]:
         return []
 
+    def _core_tol(self) -> float:
+        """The ``tol`` of mixfold's own stopping rule (relative change of the mean
+        log-likelihood); a wrapper with another rule stops the fit from a callback."""
+        return self.tol
+
     def _fit_model(self, X: Any, estimator: Estimator,
                    init: Distribution | list[Distribution] | None = None) -> Distribution:
         """The best of ``n_init`` starts (given in ``init``, else seeds seed, seed + 1, ...), by
         final mean log-likelihood, all in mixfold's one EM loop over one encoding of ``X``."""
-        result = mixfold.fit(X, estimator, max_iter=self.max_iter, tol=self.tol,
+        result = mixfold.fit(X, estimator, max_iter=self.max_iter, tol=self._core_tol(),
                              seed=_seed(self.random_state), init=init,
                              n_init=self.n_init if init is None else 1, backend=self.backend,
                              num_workers=_workers(self), precision=self.precision,
@@ -197,7 +248,7 @@ class _MixtureMethods:
         self.weights_ = model.weights.copy()
         self.converged_ = result.converged
         self.n_iter_ = result.iterations
-        self.lower_bound_ = result.final_log_likelihood
+        self.lower_bound_ = result.final_log_likelihood if result.log_likelihood else -np.inf
         self.log_likelihood_trace_ = np.asarray(result.log_likelihood)
         return model
 
@@ -248,11 +299,15 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
     ``"random_from_data"``), ``weights_init`` / ``means_init`` / ``precisions_init``,
     ``n_init`` (the best start kept), ``warm_start`` (a refit starts from the last fit),
     ``verbose`` / ``verbose_interval``, ``random_state`` (None means the fixed seed 0, so fits
-    repeat). ``tol`` is on the relative change of the mean log-likelihood per row. Plus
+    repeat). ``tol`` (1e-3) and ``max_iter`` as scikit-learn's: the fit stops when the mean
+    log-likelihood per row changes by less than ``tol`` (absolute), a warm start comparing with
+    the last fit's, and warns a ``ConvergenceWarning`` when ``max_iter`` (0: the start itself)
+    runs out first; mixfold's core API keeps its own relative ``tol``. Plus
     mixfold's ``backend``, ``num_workers`` (``n_workers``, its old name) and ``precision``
-    of the E-step. Fitted:
-    ``weights_``, ``means_``, ``covariances_``, ``precisions_``, ``converged_``, ``n_iter_``,
-    ``lower_bound_`` (mean log-likelihood per row), ``log_likelihood_trace_`` and the mixfold
+    of the E-step. Fitted (in float32 for float32 input):
+    ``weights_``, ``means_``, ``covariances_``, ``precisions_``, ``precisions_cholesky_``,
+    ``converged_``, ``n_iter_``, ``lower_bound_`` (mean log-likelihood per row),
+    ``lower_bounds_`` (one per iteration), ``log_likelihood_trace_`` and the mixfold
     model ``model_``; ``bic(X)`` / ``aic(X)`` as scikit-learn's.
 
     >>> import numpy as np
@@ -263,7 +318,7 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
     """
 
     def __init__(self, n_components: int = 1, *, covariance_type: str = "full",
-                 tol: float = 1e-6, reg_covar: float = 1e-6, max_iter: int = 100,
+                 tol: float = 1e-3, reg_covar: float = 1e-6, max_iter: int = 100,
                  n_init: int = 1, init_params: str = "kmeans", weights_init: Any = None,
                  means_init: Any = None, precisions_init: Any = None, random_state: Any = None,
                  warm_start: bool = False, verbose: int = 0, verbose_interval: int = 10,
@@ -317,29 +372,41 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
             resp[at, np.arange(k)] = 1
         return resp
 
-    def _given(self, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
-        value = getattr(self, name)
-        if value is None:
-            return None
-        arr = np.asarray(value, dtype=np.float64)
-        if arr.shape != shape:
-            raise ValueError(f"GaussianMixture: {name} must have shape {shape} for "
-                             f"covariance_type={self.covariance_type!r}, got {arr.shape}")
-        return arr
+    def _given_start(self, d: int) -> dict[str, np.ndarray]:
+        """``weights_init`` / ``means_init`` / ``precisions_init`` as arrays, checked as
+        scikit-learn checks them (and worded as it words it)."""
+        k, kind = self.n_components, self.covariance_type
+        given = {}
+        if self.weights_init is not None:
+            weights = _shaped(self.weights_init, (k,), "weights")
+            if weights.min() < 0 or weights.max() > 1:
+                raise ValueError(f"The parameter 'weights' should be in the range [0, 1], but "
+                                 f"got max value {weights.min():.5f}, min value "
+                                 f"{weights.max():.5f}")  # scikit-learn's words, swapped too
+            if not np.allclose(weights.sum(), 1.0, rtol=0, atol=1e-6):
+                raise ValueError(f"The parameter 'weights' should be normalized, but got "
+                                 f"sum(weights) = {weights.sum():.5f}")
+            given["weights"] = weights
+        if self.means_init is not None:
+            given["means"] = _shaped(self.means_init, (k, d), "means")
+        if self.precisions_init is not None:
+            shape = {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}[kind]
+            precisions = _shaped(self.precisions_init, shape, f"{kind} precision")
+            _check_precisions(precisions, kind)
+            given["precisions"] = precisions
+        return given
 
-    def _start(self, X: np.ndarray, rng: np.random.RandomState) -> MixtureDistribution:
+    def _start(self, X: np.ndarray, rng: np.random.RandomState,
+               given: Mapping[str, np.ndarray]) -> MixtureDistribution:
         """One starting model: parameters from the start's responsibilities, then the given
         ``weights_init`` / ``means_init`` / ``precisions_init`` in their place."""
-        k, d, kind = self.n_components, X.shape[1], self.covariance_type
+        d, kind = X.shape[1], self.covariance_type
         weights, means, cov = _covariances_from(self._start_responsibilities(X, rng), X,
                                                 self.reg_covar, kind)
-        given_w = self._given("weights_init", (k,))
-        weights = weights if given_w is None else given_w
-        means = self._given("means_init", (k, d)) if self.means_init is not None else means
-        shape = {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}[kind]
-        precisions = self._given("precisions_init", shape)
-        if precisions is not None:
-            cov = _precisions(precisions, kind)
+        weights = given.get("weights", weights)
+        means = given.get("means", means)
+        if "precisions" in given:
+            cov = _precisions(given["precisions"], kind)
         if kind == "full":
             comps = [MultivariateGaussianDistribution(m, c) for m, c in zip(means, cov)]
         elif kind == "tied":
@@ -349,9 +416,28 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
             comps = [DiagonalGaussianDistribution(m, v) for m, v in zip(means, var)]
         return MixtureDistribution(comps, weights / weights.sum())
 
+    def _core_tol(self) -> float:
+        return 0.0  # scikit-learn's rule, in _callbacks, stops the fit
+
     def _callbacks(self) -> list[Callable[[Any], Any]]:
-        if self.verbose < 2:
-            return []
+        return [self._sklearn_tol()] + ([self._report()] if self.verbose >= 2 else [])
+
+    def _sklearn_tol(self) -> Callable[[Any], bool]:
+        """scikit-learn's stopping rule: the lower bound (mean log-likelihood per row) changed
+        by less than ``tol`` in absolute value; a warm start compares its first iteration with
+        the last fit's lower bound, so convergence carries across ``fit`` calls."""
+        carried = self.lower_bound_ if self.warm_start and hasattr(self, "model_") else -np.inf
+        last = [carried]
+
+        def converged(info: Any) -> bool:
+            if info.iteration == 0:  # a new start
+                last[0] = carried
+            change, last[0] = info.log_likelihood - last[0], info.log_likelihood
+            return abs(change) < self.tol
+
+        return converged
+
+    def _report(self) -> Callable[[Any], None]:
         last = [time.perf_counter()]
 
         def report(info: Any) -> None:
@@ -361,38 +447,60 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
                       f"ll change {info.delta:.5f}")
                 last[0] = now
 
-        return [report]
+        return report
 
     def fit(self, X: Any, y: Any = None) -> GaussianMixture:
-        """Fit to ``X``, array of shape (n_samples, n_features); ``y`` is ignored."""
+        """Fit to ``X``, array of shape (n_samples, n_features); ``y`` is ignored. float32
+        input gives float32 parameters (EM itself runs in float64)."""
         _check_params(self, self._rules())
         warm = self.warm_start and hasattr(self, "model_")
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2, reset=not warm)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2,
+                          reset=not warm)
+        dtype, X = X.dtype, X.astype(np.float64, copy=False)
         if X.shape[0] < self.n_components:
             raise ValueError(f"Expected n_samples >= n_components but got n_components = "
                              f"{self.n_components}, n_samples = {X.shape[0]}")
         estimator = GaussianMixtureEstimator(
             [_gaussian(self.covariance_type, self.reg_covar)] * self.n_components,
             self.covariance_type)
-        if warm:
-            init: Any = self.model_
-        else:
-            rng = check_random_state(0 if self.random_state is None else self.random_state)
-            init = [self._start(X, rng) for _ in range(self.n_init)]
-        model = self._fit_model(X, estimator, init)
+        try:
+            if warm:
+                init: Any = self.model_
+            else:
+                given = self._given_start(X.shape[1])
+                rng = check_random_state(0 if self.random_state is None else self.random_state)
+                init = [self._start(X, rng, given) for _ in range(self.n_init)]
+            model = self._fit_model(X, estimator, init)
+        except (ParameterError, NumericalError) as err:  # a covariance no floor kept definite
+            raise ValueError(ILL_DEFINED_COVARIANCE) from err
+        result = model.fit_result
+        trace = result.log_likelihood
+        self.converged_ = result.stop_reason in ("callback", "converged") or (
+            result.stop_reason == "decrease" and abs(trace[-1] - trace[-2]) < self.tol)
+        self.lower_bounds_ = list(trace)
         if self.verbose:
             print(f"Initialization {'converged' if self.converged_ else 'did not converge'}.")
-        self.means_ = np.array([c.mu for c in model.components])
-        if self.covariance_type == "full":
-            self.covariances_ = np.array([c.cov for c in model.components])
-        elif self.covariance_type == "tied":
-            self.covariances_ = model.components[0].cov.copy()
-        elif self.covariance_type == "diag":
-            self.covariances_ = np.array([c.sigma2 for c in model.components])
-        else:
-            self.covariances_ = np.array([c.sigma2[0] for c in model.components])
-        self.precisions_ = _precisions(self.covariances_, self.covariance_type)
+        if not self.converged_ and self.max_iter > 0:
+            warnings.warn(NOT_CONVERGED, ConvergenceWarning, stacklevel=2)
+        self._set_fitted(model, dtype)
         return self
+
+    def _set_fitted(self, model: MixtureDistribution, dtype: np.dtype) -> None:
+        """scikit-learn's fitted attributes of ``model``, in the input's float ``dtype``."""
+        kind = self.covariance_type
+        if kind == "full":
+            cov = np.array([c.cov for c in model.components])
+        elif kind == "tied":
+            cov = model.components[0].cov.copy()
+        elif kind == "diag":
+            cov = np.array([c.sigma2 for c in model.components])
+        else:
+            cov = np.array([c.sigma2[0] for c in model.components])
+        self.weights_ = model.weights.astype(dtype)
+        self.means_ = np.array([c.mu for c in model.components]).astype(dtype)
+        self.covariances_ = cov.astype(dtype)
+        self.precisions_ = _precisions(cov, kind).astype(dtype)
+        self.precisions_cholesky_ = _precisions_cholesky(cov, kind).astype(dtype)
 
     def _n_parameters(self) -> int:
         return _gaussian_mixture_parameters(self.covariance_type, self.n_components,
@@ -402,6 +510,15 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float64, reset=False)
         return self.model_.encoder().encode(X)
 
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Posterior probability of each component, array of shape (n_samples, n_components),
+        in the fitted parameters' float dtype."""
+        return super().predict_proba(X).astype(self.means_.dtype, copy=False)
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Log-density of each row, shape (n_samples,), in the fitted parameters' dtype."""
+        return super().score_samples(X).astype(self.means_.dtype, copy=False)
+
     def sample(self, n_samples: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``n_samples`` rows drawn from the fitted mixture and their components, drawn as
         scikit-learn draws them (the same rows for the same parameters and ``random_state``):
@@ -409,7 +526,8 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         """
         check_is_fitted(self)
         if not int_at_least(n_samples, 1):
-            raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+            raise ValueError(f"Invalid value for 'n_samples': {n_samples!r}: sampling needs an "
+                             f"integer >= 1")
         rng = check_random_state(self.random_state)
         counts = rng.multinomial(n_samples, self.weights_)
         d = self.means_.shape[1]

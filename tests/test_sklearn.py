@@ -315,7 +315,8 @@ def test_gaussian_mixture_given_start_and_warm_start():
     warm = GaussianMixture(3, random_state=0, max_iter=2, tol=0, warm_start=True).fit(X)
     warm.set_params(max_iter=3).fit(X)  # continues from the first fit
     np.testing.assert_allclose(warm.means_, given.means_, rtol=1e-10)
-    with pytest.raises(ValueError, match=r"means_init must have shape \(3, 4\)"):
+    with pytest.raises(ValueError, match=r"The parameter 'means' should have the shape of "
+                                         r"\(3, 4\), but got \(2, 4\)"):  # scikit-learn's words
         GaussianMixture(3, means_init=np.zeros((2, 4))).fit(X)
 
 

@@ -130,7 +130,7 @@ def test_gaussian_hmm_scores_equal_hmmlearn():
     ours = GaussianHMM(2, random_state=0).fit(X, lengths=[100, 50])
     ref = hmmlearn.GaussianHMM(2, covariance_type="diag", init_params="", params="")
     ref.startprob_, ref.transmat_ = ours.startprob_, ours.transmat_
-    ref.means_, ref.covars_ = ours.means_, ours.covars_
+    ref.means_, ref.covars_ = ours.means_, ours._covars_  # hmmlearn's setter: the stored form
     assert ours.score(X, lengths=[100, 50]) == pytest.approx(ref.score(X, lengths=[100, 50]),
                                                              rel=1e-10)
     np.testing.assert_array_equal(ours.predict(X, lengths=[100, 50]),
@@ -224,7 +224,8 @@ def test_gaussian_hmm_fit_equals_hmmlearn_for_given_params(params):
         ours.monitor_.iter < 7 and ours.model_.fit_result.stop_reason == "converged"))
     for name in ("startprob_", "transmat_", "means_"):
         np.testing.assert_allclose(getattr(ours, name), getattr(ref, name), atol=1e-12)
-    np.testing.assert_allclose(ours.covars_, ref._covars_, atol=1e-12)
+    np.testing.assert_allclose(ours.covars_, ref.covars_, atol=1e-12)  # both (n, d, d)
+    np.testing.assert_allclose(ours._covars_, ref._covars_, atol=1e-12)
     assert ours.score(X, lengths) == pytest.approx(ref.score(X, lengths), rel=1e-12)
     for algorithm in ("viterbi", "map"):
         log_prob, states = ours.decode(X, lengths, algorithm=algorithm)

@@ -1,93 +1,41 @@
-"""scikit-learn-style estimators for the common cases (needs scikit-learn: ``mixfold[sklearn]``).
-
-- :class:`GaussianMixture`: like ``sklearn.mixture.GaussianMixture`` (full or diagonal
-  covariances) on an array of shape (n_samples, n_features);
-- :class:`GaussianHMM`: like ``hmmlearn.hmm.GaussianHMM``: rows of one or more sequences stacked
-  into one array, ``lengths`` saying where each sequence ends;
-- :class:`MixedTypeClustering`: clusters of a pandas DataFrame of mixed column types, each column
-  modelled by the family its type suggests (:mod:`mixfold.io.tables`), overridable per column.
-
-All fit with mixfold's EM (any backend, any precision band) and keep the fitted mixfold model as
-``model_``; ``get_params`` / ``set_params``, cloning and pickling work as in scikit-learn.
-All three pass scikit-learn's estimator checks (the two that assume rows are independent do
-not apply to an HMM; tests/test_sklearn.py says which).
-
->>> import numpy as np
->>> X = np.vstack([np.random.default_rng(0).normal(m, 0.5, size=(100, 2)) for m in (0, 5)])
->>> gm = GaussianMixture(2, random_state=0).fit(X)
->>> sorted(round(m) for m in gm.means_[:, 0])
-[0, 5]
->>> int((gm.predict(X[:100]) == gm.predict(X[:1])[0]).sum())
-100
-"""
+"""scikit-learn-style mixtures: :class:`GaussianMixture` (scikit-learn's ``GaussianMixture``, its
+parameters, attributes, stopping rule and error words), :class:`MixedTypeClustering` (clusters of
+a DataFrame of mixed column types) and :func:`select_n_components` (BIC / AIC over K)."""
 
 from __future__ import annotations
 
-import numbers
-import sys
 import time
 import warnings
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import linalg
-
-try:
-    from sklearn.base import BaseEstimator, DensityMixin
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
-except ImportError as err:  # pragma: no cover - depends on the environment
-    raise ImportError("mixfold.sklearn needs scikit-learn >= 1.6: pip install "
-                      "\"mixfold[sklearn]\"") from err
+from sklearn.base import BaseEstimator, DensityMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 import mixfold
-from mixfold.backends import BACKENDS
-from mixfold.families import (DiagonalGaussianDistribution, DiagonalGaussianEstimator,
-                              Distribution, Encoder, Estimator, HiddenMarkovDistribution,
-                              HiddenMarkovEstimator, MixtureDistribution, MixtureEstimator,
-                              MultivariateGaussianDistribution, MultivariateGaussianEstimator)
 from mixfold.errors import NumericalError, ParameterError
+from mixfold.families import (DiagonalGaussianDistribution, Distribution, Encoder, Estimator,
+                              MixtureDistribution, MixtureEstimator,
+                              MultivariateGaussianDistribution)
+from mixfold.families.composite import records_log_densities
 from mixfold.fit import int_at_least
 from mixfold.io.readers import _is_arrow_table, _is_pandas_frame
 from mixfold.io.tables import record_spec
-from mixfold.families.composite import records_log_densities
-from mixfold.precision import BANDS
+from mixfold.sklearn._common import (_MIXTURE_RULES, _check_params, _gaussian, _is_nonneg,
+                                     _seed, _workers)
 from mixfold.spec import estimator_from_spec
 
-__all__ = ["GaussianMixture", "GaussianHMM", "MixedTypeClustering", "ConvergenceMonitor",
-           "select_n_components", "ComponentSelection"]
+__all__ = ["GaussianMixture", "MixedTypeClustering", "select_n_components",
+           "ComponentSelection"]
 
 COVARIANCE_TYPES = ("full", "diag", "tied", "spherical")
-HMM_COVARIANCE_TYPES = ("full", "diag")
 INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
 #: What a value the fitted model cannot score does: raise, or count as missing (marginalised).
 UNKNOWN_POLICIES = ("error", "missing")
-
-
-def _check_params(est: BaseEstimator, rules: Mapping[str, tuple[Any, str]]) -> None:
-    """Check hyper-parameters against ``rules`` (name -> (test, what is expected)), once, at fit."""
-    for name, (ok, expected) in rules.items():
-        value = getattr(est, name)
-        if not ok(value):
-            raise ValueError(f"{type(est).__name__}: {name} must be {expected}, got {value!r}")
-
-
-def _is_nonneg(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
-
-
-_COMMON_RULES: dict[str, tuple[Any, str]] = {
-    "max_iter": (lambda v: int_at_least(v, 0), "an integer >= 0 (0: the start itself)"),
-    "tol": (_is_nonneg, "a finite number >= 0"),
-    "backend": (lambda v: v in BACKENDS or not isinstance(v, str),
-                f"one of {list(BACKENDS)} or an engine object"),
-    "precision": (lambda v: v in BANDS, f"one of {list(BANDS)}"),
-}
-
-_MIXTURE_RULES = {**_COMMON_RULES, "n_init": (lambda v: int_at_least(v, 1), "an integer >= 1")}
 
 #: scikit-learn's words when the best start ran out of ``max_iter``.
 NOT_CONVERGED = ("Best performing initialization did not converge. Try different init "
@@ -97,26 +45,6 @@ ILL_DEFINED_COVARIANCE = (
     "Fitting the mixture model failed because some components have ill-defined empirical "
     "covariance (for instance caused by singleton or collapsed samples). Try to decrease the "
     "number of components, increase reg_covar, or scale the input data.")
-
-
-def _seed(random_state: Any) -> int:
-    """An EM seed from a scikit-learn ``random_state`` (None means the fixed seed 0)."""
-    if random_state is None:
-        return 0
-    if isinstance(random_state, numbers.Integral):
-        return int(random_state)
-    return int(check_random_state(random_state).randint(0, 2**31 - 1))
-
-
-def _workers(est: BaseEstimator) -> int | None:
-    """``num_workers``, or ``n_workers`` (its old name) when that is set."""
-    return est.num_workers if est.n_workers is None else est.n_workers
-
-
-def _gaussian(covariance_type: str, reg_covar: float) -> Estimator:
-    if covariance_type in ("full", "tied"):
-        return MultivariateGaussianEstimator(reg_covar=reg_covar)
-    return DiagonalGaussianEstimator(reg_covar=reg_covar)
 
 
 def _gaussian_mixture_parameters(covariance_type: str, k: int, d: int) -> int:
@@ -573,7 +501,7 @@ def select_n_components(X: Any, n_components: Sequence[int], estimator: Any = No
     >>> X = load_iris().data
     >>> sel = select_n_components(X, range(1, 5), GaussianMixture(random_state=0))
     >>> sel.best_n_components, [round(b) for b in sel.bic]
-    (2, [830, 574, 581, 629])
+    (2, [830, 574, 581, 630])
     """
     from sklearn.base import clone
 
@@ -764,327 +692,3 @@ def _as_dtype(column: Any, dtype: Any) -> Any:
         return column.astype(dtype)
     except (TypeError, ValueError):
         return column
-
-
-class ConvergenceMonitor:
-    """hmmlearn's convergence monitor: the fit's ``history`` (the total log-likelihood of
-    every iteration, the scale of ``score``), ``iter`` and whether it ``converged`` (the last
-    gain fell below ``tol``); ``verbose`` reports each iteration on stderr."""
-
-    def __init__(self, tol: float, n_iter: int, verbose: bool):
-        self.tol, self.n_iter, self.verbose = tol, n_iter, verbose
-        self.history: deque[float] = deque()
-        self.iter = 0
-
-    def report(self, log_prob: float) -> None:
-        """Record one iteration's total log-likelihood (and print it when ``verbose``)."""
-        if self.verbose:
-            delta = log_prob - self.history[-1] if self.history else np.nan
-            print(f"{self.iter + 1:>10d} {log_prob:16.8f} {delta:+16.8f}", file=sys.stderr)
-        self.history.append(log_prob)
-        self.iter += 1
-
-    @property
-    def converged(self) -> bool:
-        """Whether the last iteration gained less than ``tol`` (or the fit hit ``n_iter``)."""
-        return (self.iter == self.n_iter or
-                (len(self.history) >= 2 and self.history[-1] - self.history[-2] < self.tol))
-
-    def __repr__(self) -> str:
-        return (f"ConvergenceMonitor(history={list(self.history)}, iter={self.iter}, "
-                f"n_iter={self.n_iter}, tol={self.tol}, verbose={self.verbose})")
-
-
-HMM_PARAMS = "stmc"
-
-
-class HiddenMarkovPartsEstimator(HiddenMarkovEstimator):
-    """A hidden Markov estimator that keeps some parameters as given (hmmlearn's ``params``):
-    ``fixed`` maps "s" (start probabilities), "t" (transitions), "m" (means) and "c"
-    (covariances) to their values; the others are estimated."""
-
-    def __init__(self, emissions: Sequence[Estimator], pseudo_count: float = 0.0,
-                 fixed: Mapping[str, np.ndarray] | None = None):
-        super().__init__(emissions, pseudo_count)
-        self.fixed = dict(fixed or {})
-
-    def bind(self, encoder: Encoder) -> HiddenMarkovPartsEstimator:
-        return HiddenMarkovPartsEstimator(super().bind(encoder).emissions, self.pseudo_count,
-                                          self.fixed)
-
-    def estimate(self, nobs: float, stats: Any) -> HiddenMarkovDistribution:
-        return _with_parts(super().estimate(nobs, stats), self.fixed)
-
-
-def _with_parts(model: HiddenMarkovDistribution,
-                parts: Mapping[str, np.ndarray]) -> HiddenMarkovDistribution:
-    """``model`` with the parts in ``parts`` ("s", "t", "m", "c") replaced."""
-    if not parts:
-        return model
-    emissions = []
-    for k, e in enumerate(model.emissions):
-        full = isinstance(e, MultivariateGaussianDistribution)
-        mu = parts["m"][k] if "m" in parts else e.mu
-        cov = parts["c"][k] if "c" in parts else (e.cov if full else e.sigma2)
-        emissions.append(MultivariateGaussianDistribution(mu, cov) if full
-                         else DiagonalGaussianDistribution(mu, cov))
-    return HiddenMarkovDistribution(emissions, parts.get("s", model.initial),
-                                    parts.get("t", model.transitions))
-
-
-class GaussianHMM(BaseEstimator):
-    """A hidden Markov model with Gaussian emissions, hmmlearn's ``GaussianHMM`` fitted by
-    mixfold's EM, with hmmlearn's signatures.
-
-    ``X`` is an array of shape (n_samples, n_features) holding one or more sequences one after
-    another, ``lengths`` (default: one sequence) their lengths, summing to n_samples, the second
-    argument of every method as in hmmlearn: ``fit(X, lengths)``, ``score(X, lengths)`` (total
-    log-likelihood), ``score_samples(X, lengths)`` (it and the posteriors), ``decode(X,
-    lengths, algorithm)`` (log-probability and states, ``"viterbi"`` or ``"map"``),
-    ``predict``, ``predict_proba``, ``sample(n_samples, random_state, currstate)``,
-    ``bic`` / ``aic``. Parameters as hmmlearn's: ``n_iter``, ``tol`` (on the gain of the total
-    log-likelihood), ``verbose``, ``params`` / ``init_params`` (letters of "stmc": start
-    probabilities, transitions, means, covariances: which ones the fit updates / initialises;
-    the others are taken from ``startprob_``, ``transmat_``, ``means_``, ``covars_`` set
-    before ``fit``), plus ``n_init`` (the best of several seeded starts), ``reg_covar``,
-    ``pseudo_count`` and mixfold's ``backend``, ``num_workers``, ``precision``. Fitted:
-    ``startprob_``, ``transmat_``, ``means_``, ``covars_`` (shape (n_components,
-    n_features) for ``"diag"``), ``monitor_``, ``converged_``, ``n_iter_``, ``model_``.
-    Differences from hmmlearn: ``n_iter`` defaults to 100 (hmmlearn: 10); ``reg_covar`` is added
-    to the variances where hmmlearn has ``min_covar`` and covariance priors, and
-    ``pseudo_count`` is added to the start and transition counts where hmmlearn has
-    ``startprob_prior`` / ``transmat_prior``; with both at 0 a fit equals hmmlearn's with its
-    priors off (``covars_prior=0, covars_weight=1``), from the same start.
-
-    >>> import numpy as np
-    >>> from mixfold import DiagonalGaussianDistribution as DG, HiddenMarkovDistribution
-    >>> truth = HiddenMarkovDistribution([DG([-2.0], [1.0]), DG([2.0], [1.0])], [0.5, 0.5],
-    ...                                  [[0.9, 0.1], [0.2, 0.8]])
-    >>> X = np.vstack(truth.sampler(0, sample_length=50).sample(20)).reshape(-1, 1)
-    >>> hmm = GaussianHMM(2, random_state=0).fit(X, [50] * 20)
-    >>> order = np.argsort(hmm.means_[:, 0])
-    >>> hmm.transmat_[np.ix_(order, order)].round(1).tolist()
-    [[0.9, 0.1], [0.2, 0.8]]
-    """
-
-    def __init__(self, n_components: int = 1, covariance_type: str = "diag", *,
-                 reg_covar: float = 1e-6, pseudo_count: float = 0.0,
-                 algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
-                 tol: float = 1e-2, verbose: bool = False, params: str = HMM_PARAMS,
-                 init_params: str = HMM_PARAMS, n_init: int = 1, backend: Any = "local",
-                 num_workers: int | None = None, precision: str = "float64",
-                 n_workers: int | None = None):
-        self.n_components = n_components
-        self.covariance_type = covariance_type
-        self.reg_covar = reg_covar
-        self.pseudo_count = pseudo_count
-        self.algorithm = algorithm
-        self.random_state = random_state
-        self.n_iter = n_iter
-        self.tol = tol
-        self.verbose = verbose
-        self.params = params
-        self.init_params = init_params
-        self.n_init = n_init
-        self.backend = backend
-        self.num_workers = num_workers
-        self.n_workers = n_workers
-        self.precision = precision
-
-    def _sequences(self, X: Any, lengths: Any, reset: bool) -> list[np.ndarray]:
-        X = validate_data(self, X, dtype=np.float64, reset=reset)
-        if lengths is None:
-            return [X]
-        lengths = np.asarray(lengths)
-        if lengths.ndim != 1 or lengths.dtype.kind not in "iu" or (lengths < 1).any() \
-                or lengths.sum() != X.shape[0]:
-            raise ValueError(f"lengths must be integers >= 1 summing to n_samples = {X.shape[0]},"
-                             f" got {lengths.tolist() if lengths.ndim == 1 else lengths!r}")
-        return np.split(X, np.cumsum(lengths)[:-1])
-
-    def _check(self) -> None:
-        letters = (lambda v: isinstance(v, str) and set(v) <= set(HMM_PARAMS),
-                   f"a string of the letters {HMM_PARAMS!r}")
-        _check_params(self, {"n_components": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-                             "covariance_type": (lambda v: v in HMM_COVARIANCE_TYPES,
-                                                 f"one of {list(HMM_COVARIANCE_TYPES)}"),
-                             "reg_covar": (_is_nonneg, "a finite number >= 0"),
-                             "pseudo_count": (_is_nonneg, "a finite number >= 0"),
-                             "algorithm": (lambda v: v in ("viterbi", "map"),
-                                           "'viterbi' or 'map'"),
-                             "n_iter": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-                             "n_init": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-                             "params": letters, "init_params": letters,
-                             **{k: v for k, v in _COMMON_RULES.items() if k != "max_iter"}})
-
-    def _given_parts(self, letters: str, d: int) -> dict[str, np.ndarray]:
-        """The parameters named by ``letters``, from the attributes set before ``fit``."""
-        s = self.n_components
-        shapes = {"s": ("startprob_", (s,)), "t": ("transmat_", (s, s)), "m": ("means_", (s, d)),
-                  "c": ("covars_", (s, d) if self.covariance_type == "diag" else (s, d, d))}
-        parts = {}
-        for letter in letters:
-            name, shape = shapes[letter]
-            if not hasattr(self, name):
-                raise ValueError(f"GaussianHMM: {letter!r} is not in init_params="
-                                 f"{self.init_params!r}, so {name} must be set before fit")
-            value = np.asarray(getattr(self, name), dtype=np.float64)
-            if value.shape != shape:
-                raise ValueError(f"GaussianHMM: {name} must have shape {shape}, got "
-                                 f"{value.shape}")
-            parts[letter] = value
-        return parts
-
-    def fit(self, X: Any, lengths: Any = None) -> GaussianHMM:
-        """Fit to the sequences stacked in ``X``, array of shape (n_samples, n_features);
-        ``lengths``: their lengths (None: one sequence), as hmmlearn's ``fit(X, lengths)``."""
-        self._check()
-        rows = self._sequences(X, lengths, reset=True)
-        n = sum(len(r) for r in rows)
-        if n < self.n_components:
-            raise ValueError(f"Expected n_samples >= n_components but got n_components = "
-                             f"{self.n_components}, n_samples = {n}")
-        d = rows[0].shape[1]
-        given = self._given_parts("".join(c for c in HMM_PARAMS if c not in self.init_params), d)
-        emission = _gaussian(self.covariance_type, self.reg_covar)
-        plain = HiddenMarkovEstimator([emission] * self.n_components, self.pseudo_count)
-        seed = _seed(self.random_state)
-        init = None
-        if given:  # seeded starts, then the given parts in their place
-            starts = [mixfold.fit(rows, plain, max_iter=0, seed=seed + i, backend="local",
-                                  progress=False).model for i in range(self.n_init)]
-            init = [_with_parts(m, given) for m in starts]
-        self.monitor_ = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
-        estimator = plain
-        if set(self.params) != set(HMM_PARAMS):
-            base = init[0] if init is not None else mixfold.fit(
-                rows, plain, max_iter=0, seed=seed, backend="local", progress=False).model
-            fixed = _parts_of(base, "".join(c for c in HMM_PARAMS if c not in self.params))
-            estimator = HiddenMarkovPartsEstimator([emission] * self.n_components,
-                                                   self.pseudo_count, fixed)
-        monitors: list[ConvergenceMonitor] = []
-
-        def gain_below_tol(info: Any) -> bool:
-            # hmmlearn's criterion: the gain of the total log-likelihood (the mean per
-            # sequence times the sequences), absolute
-            if info.iteration == 0:
-                monitors.append(ConvergenceMonitor(self.tol, self.n_iter, self.verbose))
-            monitors[-1].report(info.log_likelihood * len(rows))
-            return monitors[-1].converged
-
-        result = mixfold.fit(rows, estimator, max_iter=self.n_iter, tol=0.0, seed=seed,
-                             n_init=self.n_init if init is None else 1, init=init,
-                             backend=self.backend, num_workers=_workers(self),
-                             precision=self.precision, progress=False,
-                             callbacks=[gain_below_tol])
-        model = result.model
-        model.fit_result = result
-        self.monitor_ = monitors[result.start_log_likelihoods.index(
-            result.final_log_likelihood)] if monitors else self.monitor_
-        self.model_ = model
-        self.startprob_ = model.initial.copy()
-        self.transmat_ = model.transitions.copy()
-        self.means_ = np.array([e.mu for e in model.emissions])
-        self.covars_ = np.array([e.cov if self.covariance_type == "full" else e.sigma2
-                                 for e in model.emissions])
-        self.converged_ = self.monitor_.converged
-        self.n_iter_ = result.iterations
-        self.lower_bound_ = result.final_log_likelihood
-        return self
-
-    def _encoded(self, X: Any, lengths: Any) -> Any:
-        check_is_fitted(self, "model_")
-        return self.model_.encoder().encode(self._sequences(X, lengths, reset=False))
-
-    def predict(self, X: Any, lengths: Any = None) -> np.ndarray:
-        """The most likely state of every row (by ``algorithm``), int array of shape
-        (n_samples,)."""
-        return self.decode(X, lengths)[1]
-
-    def predict_proba(self, X: Any, lengths: Any = None) -> np.ndarray:
-        """Posterior state probabilities of every row, array of shape (n_samples, n_components)."""
-        enc = self._encoded(X, lengths)
-        return self.model_.seq_posterior(enc)
-
-    def score(self, X: Any, lengths: Any = None) -> float:
-        """Total log-likelihood of the sequences in ``X`` (hmmlearn's convention)."""
-        enc = self._encoded(X, lengths)
-        return float(self.model_.seq_log_density(enc).sum())
-
-    def score_samples(self, X: Any, lengths: Any = None) -> tuple[float, np.ndarray]:
-        """hmmlearn's pair: the total log-likelihood and the posterior state probabilities."""
-        enc = self._encoded(X, lengths)
-        return float(self.model_.seq_log_density(enc).sum()), self.model_.seq_posterior(enc)
-
-    def decode(self, X: Any, lengths: Any = None,
-               algorithm: str | None = None) -> tuple[float, np.ndarray]:
-        """hmmlearn's pair: the log-probability and the states of every row. ``"viterbi"``: the
-        most likely state paths and their joint log-probability; ``"map"``: the most probable
-        state of each row and, as hmmlearn, the sum of the rows' largest posteriors."""
-        algorithm = self.algorithm if algorithm is None else algorithm
-        if algorithm not in ("viterbi", "map"):
-            raise ValueError(f"algorithm must be 'viterbi' or 'map', got {algorithm!r}")
-        enc = self._encoded(X, lengths)
-        if algorithm == "map":  # hmmlearn's value: the rows' largest posteriors, summed
-            posterior = self.model_.seq_posterior(enc)
-            return float(posterior.max(axis=1).sum()), posterior.argmax(axis=1)
-        states = self.model_.seq_viterbi(enc)
-        rows = self._sequences(X, lengths, reset=False)
-        emit = np.column_stack([e.seq_log_density(e.encoder().encode(np.vstack(rows)))
-                                for e in self.model_.emissions])
-        first = np.zeros(len(states), dtype=bool)
-        first[np.cumsum([0] + [len(r) for r in rows[:-1]])] = True
-        with np.errstate(divide="ignore"):
-            log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
-        steps = log_trans[states[:-1], states[1:]][~first[1:]]
-        log_prob = (emit[np.arange(len(states)), states].sum() + log_start[states[first]].sum()
-                    + steps.sum())
-        return float(log_prob), states
-
-    def _n_parameters(self) -> int:
-        """hmmlearn's count: every free parameter, whatever ``params`` updates."""
-        s, d = self.n_components, self.means_.shape[1]
-        counts = {"s": s - 1, "t": s * (s - 1), "m": s * d,
-                  "c": s * d if self.covariance_type == "diag" else s * d * (d + 1) // 2}
-        return sum(counts.values())
-
-    def bic(self, X: Any, lengths: Any = None) -> float:
-        """Bayesian information criterion (hmmlearn's: ``-2 * score + n_parameters *
-        log(n_samples)``; lower is better)."""
-        n = sum(len(r) for r in self._sequences(X, lengths, reset=False))
-        return -2 * self.score(X, lengths) + self._n_parameters() * np.log(n)
-
-    def aic(self, X: Any, lengths: Any = None) -> float:
-        """Akaike information criterion: ``-2 * score + 2 * n_parameters``."""
-        return -2 * self.score(X, lengths) + 2 * self._n_parameters()
-
-    def sample(self, n_samples: int = 1, random_state: Any = None,
-               currstate: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """One sequence of ``n_samples`` rows from the fitted model and its hidden states
-        (starting in ``currstate`` when given): (X of shape (n_samples, n_features), states of
-        shape (n_samples,))."""
-        check_is_fitted(self, "model_")
-        if not int_at_least(n_samples, 1):
-            raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
-        rng = check_random_state(self.random_state if random_state is None else random_state)
-        states = np.empty(n_samples, dtype=np.int64)
-        states[0] = rng.choice(self.n_components, p=self.startprob_) if currstate is None \
-            else currstate
-        for t in range(1, n_samples):  # the chain itself: one draw per step
-            states[t] = rng.choice(self.n_components, p=self.transmat_[states[t - 1]])
-        gen = np.random.default_rng(rng.randint(0, 2**31 - 1))
-        X = np.empty((n_samples, self.means_.shape[1]))
-        for k, emission in enumerate(self.model_.emissions):
-            at = np.flatnonzero(states == k)
-            if at.size:
-                X[at] = np.asarray(emission.sampler(gen).sample(at.size)).reshape(at.size, -1)
-        return X, states
-
-
-def _parts_of(model: HiddenMarkovDistribution, letters: str) -> dict[str, np.ndarray]:
-    """The parameters of ``model`` named by ``letters`` of "stmc"."""
-    full = isinstance(model.emissions[0], MultivariateGaussianDistribution)
-    values = {"s": model.initial, "t": model.transitions,
-              "m": np.array([e.mu for e in model.emissions]),
-              "c": np.array([e.cov if full else e.sigma2 for e in model.emissions])}
-    return {c: values[c] for c in letters}

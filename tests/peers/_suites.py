@@ -33,8 +33,16 @@ def load_with_imports(path: Path, rewrites: dict[str, str], namespace: dict[str,
 
 
 def exclude(namespace: dict[str, Any], reasons: dict[str, str]) -> None:
-    """Mark each test named in ``reasons`` as skipped with its reason (they must exist)."""
+    """Mark each test named in ``reasons`` (``test_x``, or ``Class.test_x`` for a method) as
+    skipped with its reason; a name the suite does not have fails."""
     for name, reason in reasons.items():
-        if name not in namespace:
+        owner, _, attribute = name.rpartition(".")
+        holder = namespace[owner] if owner else None
+        test = getattr(holder, attribute, None) if owner else namespace.get(attribute)
+        if test is None:
             raise AssertionError(f"excluded test {name!r} is not in the peer's suite")
-        namespace[name] = pytest.mark.skip(reason=reason)(namespace[name])
+        marked = pytest.mark.skip(reason=reason)(test)
+        if owner:
+            setattr(holder, attribute, marked)
+        else:
+            namespace[attribute] = marked

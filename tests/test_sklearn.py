@@ -254,10 +254,15 @@ def test_gaussian_hmm_n_init_keeps_the_best_seed():
     assert best.lower_bound_ == max(singles)
 
 
-def test_gaussian_hmm_init_params_without_a_given_part_is_refused():
+def test_gaussian_hmm_part_left_out_of_init_params_and_not_set_is_initialised():
+    # hmmlearn's _init: a part init_params does not name is initialised when it is not set
     X, lengths = _two_regimes()
-    with pytest.raises(ValueError, match="'m' is not in init_params='stc', so means_ must be"):
-        GaussianHMM(2, init_params="stc").fit(X, lengths)
+    without_m = GaussianHMM(2, init_params="stc", random_state=0).fit(X, lengths)
+    seeded = GaussianHMM(2, random_state=0).fit(X, lengths)
+    np.testing.assert_array_equal(without_m.means_, seeded.means_)
+    given = GaussianHMM(2, init_params="stc", random_state=0, n_iter=0)
+    given.means_ = np.array([[0.5, 0.5], [3.0, 3.0]])
+    np.testing.assert_array_equal(given.fit(X, lengths).means_, [[0.5, 0.5], [3.0, 3.0]])
 
 
 # --- GaussianMixture: sample, BIC/AIC, covariance types, initialisations, warm start

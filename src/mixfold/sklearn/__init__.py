@@ -3,8 +3,9 @@
 - :class:`GaussianMixture` (:mod:`mixfold.sklearn.mixture`): scikit-learn's
   ``sklearn.mixture.GaussianMixture`` (full, diagonal, tied or spherical covariances) on an
   array of shape (n_samples, n_features), with its stopping rule, attributes and error words;
-- :class:`GaussianHMM` (:mod:`mixfold.sklearn.hmm`): hmmlearn's ``hmmlearn.hmm.GaussianHMM``:
-  rows of one or more sequences stacked into one array, ``lengths`` saying where each ends;
+- :class:`GaussianHMM`, :class:`CategoricalHMM` (:mod:`mixfold.sklearn.hmm`): hmmlearn's
+  ``GaussianHMM`` and ``CategoricalHMM``: rows of one or more sequences stacked into one array,
+  ``lengths`` saying where each ends;
 - :class:`MixedTypeClustering`: clusters of a pandas DataFrame of mixed column types, each column
   modelled by the family its type suggests (:mod:`mixfold.io.tables`), overridable per column.
 
@@ -23,9 +24,10 @@ against them (tests/peers).
 100
 """
 
-from mixfold.sklearn.hmm import ConvergenceMonitor, GaussianHMM
+from mixfold.sklearn.hmm import CategoricalHMM, ConvergenceMonitor, GaussianHMM
 from mixfold.sklearn.mixture import (ComponentSelection, GaussianMixture, MixedTypeClustering,
                                      select_n_components)
 
-__all__ = ["GaussianMixture", "GaussianHMM", "MixedTypeClustering", "ConvergenceMonitor",
+__all__ = ["GaussianMixture", "GaussianHMM", "CategoricalHMM", "MixedTypeClustering",
+           "ConvergenceMonitor",
            "select_n_components", "ComponentSelection"]

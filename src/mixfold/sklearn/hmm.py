@@ -1,8 +1,10 @@
-"""hmmlearn-style hidden Markov models: :class:`GaussianHMM` (hmmlearn's ``GaussianHMM``: its
-signatures, attributes, ``covars_`` shapes, ``init_params`` / ``params``, convergence monitor
-and logged warnings), fitted by mixfold's EM; :class:`ConvergenceMonitor`, hmmlearn's monitor.
+"""hmmlearn-style hidden Markov models: :class:`GaussianHMM` and :class:`CategoricalHMM`
+(hmmlearn's: their signatures, attributes, ``covars_`` shapes, ``init_params`` / ``params``,
+convergence monitor and logged warnings), fitted by mixfold's EM; :class:`ConvergenceMonitor`,
+hmmlearn's monitor.
 
-Parameters set by hand (``startprob_``, ``transmat_``, ``means_``, ``covars_``) are the model:
+Parameters set by hand (``startprob_``, ``transmat_``, ``means_``, ``covars_``,
+``emissionprob_``) are the model:
 ``score``, ``decode``, ``predict``, ``sample`` use them without a fit, and a fit starts from the
 ones ``init_params`` does not name.
 """
@@ -20,14 +22,16 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 import mixfold
-from mixfold.families import (DiagonalGaussianDistribution, Encoder, Estimator,
+from mixfold.families import (CategoricalDistribution, CategoricalEstimator,
+                              DiagonalGaussianDistribution, Encoder, Estimator,
                               HiddenMarkovDistribution, HiddenMarkovEstimator,
                               MultivariateGaussianDistribution)
 from mixfold.fit import int_at_least
 from mixfold.sklearn._common import (_COMMON_RULES, _check_params, _gaussian, _is_nonneg,
                                      _seed, _workers)
 
-__all__ = ["GaussianHMM", "ConvergenceMonitor", "HMM_COVARIANCE_TYPES", "IMPLEMENTATIONS"]
+__all__ = ["GaussianHMM", "CategoricalHMM", "ConvergenceMonitor", "HMM_COVARIANCE_TYPES",
+           "IMPLEMENTATIONS"]
 
 _log = logging.getLogger(__name__)
 
@@ -36,8 +40,6 @@ HMM_COVARIANCE_TYPES = ("spherical", "diag", "full", "tied")
 #: "scaling" refuses, as hmmlearn's does, rows whose emission probabilities underflow.
 IMPLEMENTATIONS = ("log", "scaling")
 HMM_PARAMS = "stmc"
-#: The attribute each letter of ``params`` / ``init_params`` names.
-_ATTRIBUTES = {"s": "startprob_", "t": "transmat_", "m": "means_", "c": "covars_"}
 #: The smallest log-probability a probability-space (scaling) pass can hold.
 _LOG_TINY = float(np.log(np.finfo(np.float64).tiny))
 
@@ -182,22 +184,29 @@ class HiddenMarkovPartsEstimator(HiddenMarkovEstimator):
 
 
 def _parts_of(model: HiddenMarkovDistribution, letters: str) -> dict[str, np.ndarray]:
-    """The parameters of ``model`` named by ``letters`` of "stmc" ("c": the emissions' own
-    covariances, (n, d) variances or (n, d, d) matrices)."""
-    full = isinstance(model.emissions[0], MultivariateGaussianDistribution)
-    values = {"s": model.initial, "t": model.transitions,
-              "m": np.array([e.mu for e in model.emissions]),
-              "c": np.array([e.cov if full else e.sigma2 for e in model.emissions])}
-    return {c: values[c] for c in letters}
+    """The parameters of ``model`` named by ``letters`` of "stmce" ("c": the Gaussian
+    emissions' own covariances, (n, d) variances or (n, d, d) matrices; "e": the categorical
+    emissions' probabilities)."""
+    em = model.emissions
+    values = {"s": lambda: model.initial, "t": lambda: model.transitions,
+              "m": lambda: np.array([e.mu for e in em]),
+              "c": lambda: np.array([e.cov if isinstance(e, MultivariateGaussianDistribution)
+                                     else e.sigma2 for e in em]),
+              "e": lambda: np.array([e.probs for e in em])}
+    return {c: values[c]() for c in letters}
 
 
 def _with_parts(model: HiddenMarkovDistribution,
                 parts: Mapping[str, np.ndarray]) -> HiddenMarkovDistribution:
-    """``model`` with the parts in ``parts`` ("s", "t", "m", "c") replaced."""
+    """``model`` with the parts in ``parts`` ("s", "t", "m", "c", "e") replaced."""
     if not parts:
         return model
     emissions = []
     for k, e in enumerate(model.emissions):
+        if isinstance(e, CategoricalDistribution):
+            emissions.append(CategoricalDistribution(parts["e"][k], levels=e.levels)
+                             if "e" in parts else e)
+            continue
         full = isinstance(e, MultivariateGaussianDistribution)
         mu = parts["m"][k] if "m" in parts else e.mu
         cov = parts["c"][k] if "c" in parts else (e.cov if full else e.sigma2)
@@ -207,108 +216,75 @@ def _with_parts(model: HiddenMarkovDistribution,
                                     parts.get("t", model.transitions))
 
 
-class GaussianHMM(BaseEstimator):
-    """A hidden Markov model with Gaussian emissions, hmmlearn's ``GaussianHMM`` fitted by
-    mixfold's EM, with hmmlearn's signatures.
+class _HiddenMarkovWrapper(BaseEstimator):
+    """What hmmlearn's models share: ``params`` / ``init_params`` letters, hand-set parameters
+    as the model, the fit through mixfold's EM with hmmlearn's monitor, and scoring, decoding
+    and sampling. A subclass names its emission letters and supplies its emissions."""
 
-    ``X`` is an array of shape (n_samples, n_features) holding one or more sequences one after
-    another, ``lengths`` (default: one sequence) their lengths, summing to n_samples, the second
-    argument of every method as in hmmlearn: ``fit(X, lengths)``, ``score(X, lengths)`` (total
-    log-likelihood), ``score_samples(X, lengths)`` (it and the posteriors), ``decode(X,
-    lengths, algorithm)`` (log-probability and states, ``"viterbi"`` or ``"map"``),
-    ``predict``, ``predict_proba``, ``sample(n_samples, random_state, currstate)``,
-    ``bic`` / ``aic``. Parameters as hmmlearn's: ``covariance_type`` ("spherical", "diag",
-    "full", "tied": one covariance shared by the states), ``n_iter`` (0: the start itself),
-    ``tol`` (on the gain of the total log-likelihood), ``verbose`` (the monitor's lines on
-    stderr), ``params`` / ``init_params`` (letters of "stmc": start probabilities, transitions,
-    means, covariances: which ones the fit updates / initialises; the others are taken from
-    ``startprob_``, ``transmat_``, ``means_``, ``covars_`` set before ``fit``, and setting one
-    that ``init_params`` then overwrites is logged as hmmlearn logs it), ``implementation``
-    ("log" or "scaling": the same log-space computation; "scaling" refuses, as hmmlearn's,
-    rows whose emission probabilities underflow), plus ``n_init`` (the best of several
-    seeded starts), ``reg_covar``, ``pseudo_count`` and mixfold's ``backend``,
-    ``num_workers``, ``precision``. Fitted: ``startprob_``, ``transmat_``, ``means_``,
-    ``covars_`` (hmmlearn's shape, (n_components, n_features, n_features) for every type; the
-    stored form, as hmmlearn's ``_covars_``, is what a setter takes), ``monitor_``,
-    ``converged_``, ``n_iter_``, ``model_``. Parameters set by hand are usable without a fit.
-    Differences from hmmlearn: ``n_iter`` defaults to 100 (hmmlearn: 10); ``reg_covar`` is added
-    to the variances where hmmlearn has ``min_covar`` and covariance priors, and
-    ``pseudo_count`` is added to the start and transition counts where hmmlearn has
-    ``startprob_prior`` / ``transmat_prior``; with both at 0 a fit equals hmmlearn's with its
-    priors off (``covars_prior=0, covars_weight=1``), from the same start.
+    #: the letters of ``params`` / ``init_params`` and the attribute each names
+    _attributes: dict[str, str] = {"s": "startprob_", "t": "transmat_"}
 
-    >>> import numpy as np
-    >>> from mixfold import DiagonalGaussianDistribution as DG, HiddenMarkovDistribution
-    >>> truth = HiddenMarkovDistribution([DG([-2.0], [1.0]), DG([2.0], [1.0])], [0.5, 0.5],
-    ...                                  [[0.9, 0.1], [0.2, 0.8]])
-    >>> X = np.vstack(truth.sampler(0, sample_length=50).sample(20)).reshape(-1, 1)
-    >>> hmm = GaussianHMM(2, random_state=0).fit(X, [50] * 20)
-    >>> order = np.argsort(hmm.means_[:, 0])
-    >>> hmm.transmat_[np.ix_(order, order)].round(1).tolist()
-    [[0.9, 0.1], [0.2, 0.8]]
-    """
+    def _letters(self) -> str:
+        return "".join(self._attributes)
 
-    def __init__(self, n_components: int = 1, covariance_type: str = "diag", *,
-                 reg_covar: float = 1e-6, pseudo_count: float = 0.0,
-                 algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
-                 tol: float = 1e-2, verbose: bool = False, params: str = HMM_PARAMS,
-                 init_params: str = HMM_PARAMS, implementation: str = "log", n_init: int = 1,
-                 backend: Any = "local", num_workers: int | None = None,
-                 precision: str = "float64", n_workers: int | None = None):
-        self.n_components = n_components
-        self.covariance_type = covariance_type
-        self.reg_covar = reg_covar
-        self.pseudo_count = pseudo_count
-        self.algorithm = algorithm
-        self.random_state = random_state
-        self.n_iter = n_iter
-        self.tol = tol
-        self.verbose = verbose
-        self.params = params
-        self.init_params = init_params
-        self.implementation = implementation
-        self.n_init = n_init
-        self.backend = backend
-        self.num_workers = num_workers
-        self.n_workers = n_workers
-        self.precision = precision
+    # --- hooks of the emission family
 
-    # --- hmmlearn's covars_: full matrices out, the stored form in
+    def _validated(self, X: Any, reset: bool) -> np.ndarray:
+        raise NotImplementedError
 
-    @property
-    def covars_(self) -> np.ndarray:
-        """The covariance of every state, shape (n_components, n_features, n_features)."""
-        d = np.shape(self.means_)[-1] if hasattr(self, "means_") else 1
-        stored = _stored_covars(self._covars_, self.covariance_type, self.n_components, d)
-        return _full_covars(stored, self.covariance_type, self.n_components, d)
+    def _items(self, rows: np.ndarray) -> Any:
+        """One sequence's items as the emissions' encoder reads them."""
+        return rows
 
-    @covars_.setter
-    def covars_(self, value: Any) -> None:
-        self._covars_ = np.array(value, dtype=np.float64)
+    def _emission_rules(self) -> dict[str, tuple[Any, str]]:
+        return {}
+
+    def _emission_estimator(self, d: int) -> Estimator:
+        raise NotImplementedError
+
+    def _emissions(self) -> list[Any]:
+        """The emissions of the parameters set (by hand or by a fit)."""
+        raise NotImplementedError
+
+    def _emission_free_parameters(self, d: int) -> dict[str, int]:
+        raise NotImplementedError
+
+    def _tied(self, model: HiddenMarkovDistribution) -> HiddenMarkovDistribution:
+        return model
+
+    def _parts_estimator(self, emission: Estimator,
+                         fixed: Mapping[str, np.ndarray]) -> HiddenMarkovEstimator:
+        return HiddenMarkovPartsEstimator([emission] * self.n_components, self.pseudo_count,
+                                          fixed, "diag")
+
+    def _set_emissions(self, model: HiddenMarkovDistribution) -> None:
+        raise NotImplementedError
+
+    def _stored_name(self, letter: str) -> str:
+        """The attribute whose presence says a part was set (a property's stored form)."""
+        return self._attributes[letter]
+
+    def _given_emission_part(self, letter: str, d: int) -> np.ndarray:
+        raise NotImplementedError
 
     # --- input and options
 
-    def _sequences(self, X: Any, lengths: Any, reset: bool) -> list[np.ndarray]:
-        X = validate_data(self, X, dtype=np.float64, reset=reset)
-        if hasattr(self, "means_") and not reset and X.shape[1] != np.shape(self.means_)[-1]:
-            raise ValueError(f"X has {X.shape[1]} features, but the model's means_ have "
-                             f"{np.shape(self.means_)[-1]}")
+    def _sequences(self, X: Any, lengths: Any, reset: bool) -> list[Any]:
+        X = self._validated(X, reset)
         if lengths is None:
-            return [X]
+            return [self._items(X)]
         lengths = np.atleast_1d(np.asarray(lengths))
         if lengths.ndim != 1 or lengths.dtype.kind not in "iu" or (lengths < 1).any() \
                 or lengths.sum() != X.shape[0]:
             raise ValueError(f"lengths must be integers >= 1 summing to n_samples = {X.shape[0]},"
                              f" got {lengths.tolist() if lengths.ndim == 1 else lengths!r}")
-        return np.split(X, np.cumsum(lengths)[:-1])
+        return [self._items(part) for part in np.split(X, np.cumsum(lengths)[:-1])]
 
     def _check(self) -> None:
-        letters = (lambda v: isinstance(v, str) and set(v) <= set(HMM_PARAMS),
-                   f"a string of the letters {HMM_PARAMS!r}")
+        """The options, and the parameters set by hand, checked as hmmlearn's ``_check``."""
+        letters = (lambda v: isinstance(v, str) and set(v) <= set(self._letters()),
+                   f"a string of the letters {self._letters()!r}")
         _check_params(self, {"n_components": (lambda v: int_at_least(v, 1), "an integer >= 1"),
-                             "covariance_type": (lambda v: v in HMM_COVARIANCE_TYPES,
-                                                 f"one of {list(HMM_COVARIANCE_TYPES)}"),
-                             "reg_covar": (_is_nonneg, "a finite number >= 0"),
                              "pseudo_count": (_is_nonneg, "a finite number >= 0"),
                              "algorithm": (lambda v: v in ("viterbi", "map"),
                                            "'viterbi' or 'map'"),
@@ -318,45 +294,40 @@ class GaussianHMM(BaseEstimator):
                                         "an integer >= 0 (0: the start itself)"),
                              "n_init": (lambda v: int_at_least(v, 1), "an integer >= 1"),
                              "params": letters, "init_params": letters,
+                             **self._emission_rules(),
                              **{k: v for k, v in _COMMON_RULES.items() if k != "max_iter"}})
+        s = self.n_components
+        for name, shape in (("startprob_", (s,)), ("transmat_", (s, s))):
+            if hasattr(self, name):
+                _probabilities(getattr(self, name), shape, name, type(self).__name__)
 
     def _given_parts(self, letters: str, d: int) -> dict[str, np.ndarray]:
-        """The parameters named by ``letters``, from the attributes set before ``fit``, in the
-        emissions' form."""
-        s = self.n_components
+        """The parts named by ``letters`` that were set before ``fit`` (the emissions' form);
+        a part not set is initialised, as hmmlearn's ``_init`` does."""
         parts = {}
         for letter in letters:
-            name = _ATTRIBUTES[letter]
-            if not hasattr(self, "_covars_" if letter == "c" else name):
-                raise ValueError(f"GaussianHMM: {letter!r} is not in init_params="
-                                 f"{self.init_params!r}, so {name} must be set before fit")
-            if letter == "c":
-                stored = _stored_covars(self._covars_, self.covariance_type, s, d)
-                parts["c"] = _parts_of(HiddenMarkovDistribution(
-                    _emissions_from(np.zeros((s, d)), stored, self.covariance_type),
-                    np.full(s, 1 / s), np.full((s, s), 1 / s)), "c")["c"]
+            if not hasattr(self, self._stored_name(letter)):
                 continue
-            value = np.asarray(getattr(self, name), dtype=np.float64)
-            shape = {"s": (s,), "t": (s, s), "m": (s, d)}[letter]
-            if value.shape != shape:
-                raise ValueError(f"GaussianHMM: {name} must have shape {shape}, got "
-                                 f"{value.shape}")
-            parts[letter] = value
+            if letter in "st":
+                s = self.n_components
+                parts[letter] = _probabilities(getattr(self, self._attributes[letter]),
+                                               (s,) if letter == "s" else (s, s),
+                                               self._attributes[letter], type(self).__name__)
+            else:
+                parts[letter] = self._given_emission_part(letter, d)
         return parts
 
     def _log_overwritten(self) -> None:
         """hmmlearn's log line for each attribute set by hand that ``init_params`` replaces."""
         for letter in self.init_params:
-            name = _ATTRIBUTES[letter]
-            if hasattr(self, "_covars_" if letter == "c" else name):
+            if hasattr(self, self._stored_name(letter)):
                 _log.warning("Even though the %r attribute is set, it will be overwritten "
                              "during initialization because 'init_params' contains %r",
-                             name, letter)
+                             self._attributes[letter], letter)
 
     def _log_too_little_data(self, n_values: int, d: int) -> None:
         s = self.n_components
-        counts = {"s": s - 1, "t": s * (s - 1), "m": s * d,
-                  "c": self._covariance_parameters(d)}
+        counts = {"s": s - 1, "t": s * (s - 1), **self._emission_free_parameters(d)}
         free = sum(counts[c] for c in self.params)
         if n_values < free:
             _log.warning("Fitting a model with %d free scalar parameters with only %d data "
@@ -364,27 +335,22 @@ class GaussianHMM(BaseEstimator):
 
     # --- fit
 
-    def _starts(self, rows: list[np.ndarray], plain: Estimator, d: int,
+    def _starts(self, rows: list[Any], plain: Estimator,
                 given: Mapping[str, np.ndarray]) -> list[HiddenMarkovDistribution]:
         """The starting models: seeded ones (unless every part is given), the given parts in
         their place, the covariances tied as ``covariance_type`` says."""
+        if set(given) == set(self._letters()):
+            return [self._chain()]
         seed = _seed(self.random_state)
-        if set(given) == set(HMM_PARAMS):
-            s = self.n_components
-            bare = HiddenMarkovDistribution(
-                _emissions_from(np.zeros((s, d)), _stored_covars(
-                    self._covars_, self.covariance_type, s, d), self.covariance_type),
-                np.full(s, 1 / s), np.full((s, s), 1 / s))
-            return [_with_parts(bare, given)]
         seeded = [mixfold.fit(rows, plain, max_iter=0, seed=seed + i, backend="local",
                               progress=False).model for i in range(self.n_init)]
-        return [_with_parts(_tie(m, self.covariance_type), given) for m in seeded]
+        return [_with_parts(self._tied(m), given) for m in seeded]
 
-    def _check_scaling(self, start: HiddenMarkovDistribution, rows: list[np.ndarray]) -> None:
+    def _check_scaling(self, start: HiddenMarkovDistribution, rows: list[Any]) -> None:
         """hmmlearn's scaling pass works with probabilities: a row no state can emit above
         the smallest float64 underflows there, and is refused here too."""
-        X = np.vstack(rows)
-        best = np.max([e.seq_log_density(e.encoder().encode(X)) for e in start.emissions],
+        items = np.concatenate(rows)
+        best = np.max([e.seq_log_density(e.encoder().encode(items)) for e in start.emissions],
                       axis=0)
         low = np.flatnonzero(best < _LOG_TINY)
         if low.size:
@@ -392,7 +358,7 @@ class GaussianHMM(BaseEstimator):
                              f"{int(low[0])} underflow (log-probability {best[low[0]]:.6g}); "
                              f"use implementation='log'")
 
-    def fit(self, X: Any, lengths: Any = None) -> GaussianHMM:
+    def fit(self, X: Any, lengths: Any = None) -> Any:
         """Fit to the sequences stacked in ``X``, array of shape (n_samples, n_features);
         ``lengths``: their lengths (None: one sequence), as hmmlearn's ``fit(X, lengths)``."""
         self._check()
@@ -401,22 +367,20 @@ class GaussianHMM(BaseEstimator):
         if n < self.n_components:
             raise ValueError(f"Expected n_samples >= n_components but got n_components = "
                              f"{self.n_components}, n_samples = {n}")
-        d = rows[0].shape[1]
+        d = self.n_features_in_
         self._log_overwritten()
         self._log_too_little_data(n * d, d)
-        given = self._given_parts("".join(c for c in HMM_PARAMS if c not in self.init_params), d)
-        emission = _gaussian("full" if self.covariance_type == "tied" else
-                             self.covariance_type, self.reg_covar)
+        letters = self._letters()
+        given = self._given_parts("".join(c for c in letters if c not in self.init_params), d)
+        emission = self._emission_estimator(d)
         plain = HiddenMarkovEstimator([emission] * self.n_components, self.pseudo_count)
-        init = self._starts(rows, plain, d, given)
+        init = self._starts(rows, plain, given)
         if self.implementation == "scaling":
             self._check_scaling(init[0], rows)
-        fixed = _parts_of(init[0], "".join(c for c in HMM_PARAMS if c not in self.params))
-        estimator = HiddenMarkovPartsEstimator([emission] * self.n_components,
-                                               self.pseudo_count, fixed, self.covariance_type)
+        fixed = _parts_of(init[0], "".join(c for c in letters if c not in self.params))
         monitors: list[ConvergenceMonitor] = []
-        result = mixfold.fit(rows, estimator, max_iter=self.n_iter, tol=0.0,
-                             seed=_seed(self.random_state), init=init,
+        result = mixfold.fit(rows, self._parts_estimator(emission, fixed), max_iter=self.n_iter,
+                             tol=0.0, seed=_seed(self.random_state), init=init,
                              backend=self.backend, num_workers=_workers(self),
                              precision=self.precision, progress=False,
                              callbacks=[self._gain_below_tol(monitors, len(rows))])
@@ -428,8 +392,7 @@ class GaussianHMM(BaseEstimator):
         self.model_ = model
         self.startprob_ = model.initial.copy()
         self.transmat_ = model.transitions.copy()
-        self.means_ = np.array([e.mu for e in model.emissions])
-        self._covars_ = _stored_from(model.emissions, self.covariance_type)
+        self._set_emissions(model)
         self.converged_ = self.monitor_.converged
         self.n_iter_ = result.iterations
         self.lower_bound_ = result.final_log_likelihood
@@ -450,14 +413,13 @@ class GaussianHMM(BaseEstimator):
     # --- the model of the current parameters, fitted or set by hand
 
     def _chain(self) -> HiddenMarkovDistribution:
-        check_is_fitted(self, ["startprob_", "transmat_", "means_", "_covars_"])
-        means = np.asarray(self.means_, dtype=np.float64)
-        means = means.reshape(self.n_components, -1)
-        stored = _stored_covars(self._covars_, self.covariance_type, self.n_components,
-                                means.shape[1])
-        return HiddenMarkovDistribution(_emissions_from(means, stored, self.covariance_type),
-                                        np.asarray(self.startprob_, dtype=np.float64),
-                                        np.asarray(self.transmat_, dtype=np.float64))
+        check_is_fitted(self, ["startprob_", "transmat_"] + [
+            self._stored_name(c) for c in self._letters() if c not in "st"])
+        name = type(self).__name__
+        s = self.n_components
+        return HiddenMarkovDistribution(
+            self._emissions(), _probabilities(self.startprob_, (s,), "startprob_", name),
+            _probabilities(self.transmat_, (s, s), "transmat_", name))
 
     def _encoded(self, X: Any, lengths: Any) -> tuple[HiddenMarkovDistribution, Any]:
         chain = self._chain()
@@ -497,7 +459,8 @@ class GaussianHMM(BaseEstimator):
             return float(posterior.max(axis=1).sum()), posterior.argmax(axis=1)
         states = chain.seq_viterbi(enc)
         rows = self._sequences(X, lengths, reset=False)
-        emit = np.column_stack([e.seq_log_density(e.encoder().encode(np.vstack(rows)))
+        items = np.concatenate(rows)
+        emit = np.column_stack([e.seq_log_density(e.encoder().encode(items))
                                 for e in chain.emissions])
         first = np.zeros(len(states), dtype=bool)
         first[np.cumsum([0] + [len(r) for r in rows[:-1]])] = True
@@ -508,15 +471,14 @@ class GaussianHMM(BaseEstimator):
                     + steps.sum())
         return float(log_prob), states
 
-    def _covariance_parameters(self, d: int) -> int:
-        s = self.n_components
-        return {"spherical": s, "diag": s * d, "tied": d * (d + 1) // 2,
-                "full": s * d * (d + 1) // 2}[self.covariance_type]
-
     def _n_parameters(self) -> int:
         """hmmlearn's count: every free parameter, whatever ``params`` updates."""
-        s, d = self.n_components, np.shape(self.means_)[-1]
-        return s - 1 + s * (s - 1) + s * d + self._covariance_parameters(d)
+        s = self.n_components
+        emission = self._emission_free_parameters(self._n_features())
+        return s - 1 + s * (s - 1) + sum(emission[c] for c in self._letters() if c not in "st")
+
+    def _n_features(self) -> int:
+        raise NotImplementedError
 
     def bic(self, X: Any, lengths: Any = None) -> float:
         """Bayesian information criterion (hmmlearn's: ``-2 * score + n_parameters *
@@ -543,9 +505,268 @@ class GaussianHMM(BaseEstimator):
         for t in range(1, n_samples):  # the chain itself: one draw per step
             states[t] = rng.choice(self.n_components, p=chain.transitions[states[t - 1]])
         gen = np.random.default_rng(rng.randint(0, 2**31 - 1))
-        X = np.empty((n_samples, chain.emissions[0].mu.size))
+        draws = []
         for k, emission in enumerate(chain.emissions):
             at = np.flatnonzero(states == k)
             if at.size:
-                X[at] = np.asarray(emission.sampler(gen).sample(at.size)).reshape(at.size, -1)
+                values = np.asarray(emission.sampler(gen).sample(at.size))
+                draws.append((at, values.reshape(at.size, -1)))
+        X = np.empty((n_samples, draws[0][1].shape[1]), dtype=draws[0][1].dtype)
+        for at, values in draws:
+            X[at] = values
         return X, states
+
+
+def _probabilities(value: Any, shape: tuple[int, ...], name: str, owner: str) -> np.ndarray:
+    """A probability vector (or rows of them) set by hand, checked as hmmlearn checks it."""
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.shape != shape:
+        raise ValueError(f"{owner}: {name} must have shape {shape}, got {arr.shape}")
+    if not np.allclose(arr.sum(axis=-1), 1.0) or (arr < 0).any():
+        raise ValueError(f"{owner}: {name} must be probabilities summing to 1"
+                         f"{' along each row' if arr.ndim > 1 else ''}, got sums "
+                         f"{np.round(arr.sum(axis=-1), 6).tolist()}")
+    return arr
+
+
+class GaussianHMM(_HiddenMarkovWrapper):
+    """A hidden Markov model with Gaussian emissions, hmmlearn's ``GaussianHMM`` fitted by
+    mixfold's EM, with hmmlearn's signatures.
+
+    ``X`` is an array of shape (n_samples, n_features) holding one or more sequences one after
+    another, ``lengths`` (default: one sequence) their lengths, summing to n_samples, the second
+    argument of every method as in hmmlearn: ``fit(X, lengths)``, ``score(X, lengths)`` (total
+    log-likelihood), ``score_samples(X, lengths)`` (it and the posteriors), ``decode(X,
+    lengths, algorithm)`` (log-probability and states, ``"viterbi"`` or ``"map"``),
+    ``predict``, ``predict_proba``, ``sample(n_samples, random_state, currstate)``,
+    ``bic`` / ``aic``. Parameters as hmmlearn's: ``covariance_type`` ("spherical", "diag",
+    "full", "tied": one covariance shared by the states), ``n_iter`` (0: the start itself),
+    ``tol`` (on the gain of the total log-likelihood), ``verbose`` (the monitor's lines on
+    stderr), ``params`` / ``init_params`` (letters of "stmc": start probabilities, transitions,
+    means, covariances: which ones the fit updates / initialises; the others are taken from
+    ``startprob_``, ``transmat_``, ``means_``, ``covars_`` when set before ``fit``, and setting
+    one that ``init_params`` then overwrites is logged as hmmlearn logs it), ``implementation``
+    ("log" or "scaling": the same log-space computation; "scaling" refuses, as hmmlearn's,
+    rows whose emission probabilities underflow), plus ``n_init`` (the best of several
+    seeded starts), ``reg_covar``, ``pseudo_count`` and mixfold's ``backend``,
+    ``num_workers``, ``precision``. Fitted: ``startprob_``, ``transmat_``, ``means_``,
+    ``covars_`` (hmmlearn's shape, (n_components, n_features, n_features) for every type; the
+    stored form, as hmmlearn's ``_covars_``, is what a setter takes), ``monitor_``,
+    ``converged_``, ``n_iter_``, ``model_``. Parameters set by hand are usable without a fit.
+    Differences from hmmlearn: ``n_iter`` defaults to 100 (hmmlearn: 10); ``reg_covar`` is added
+    to the variances where hmmlearn has ``min_covar`` and covariance priors, and
+    ``pseudo_count`` is added to the start and transition counts where hmmlearn has
+    ``startprob_prior`` / ``transmat_prior``; with both at 0 a fit equals hmmlearn's with its
+    priors off (``covars_prior=0, covars_weight=1``), from the same start.
+
+    >>> import numpy as np
+    >>> from mixfold import DiagonalGaussianDistribution as DG, HiddenMarkovDistribution
+    >>> truth = HiddenMarkovDistribution([DG([-2.0], [1.0]), DG([2.0], [1.0])], [0.5, 0.5],
+    ...                                  [[0.9, 0.1], [0.2, 0.8]])
+    >>> X = np.vstack(truth.sampler(0, sample_length=50).sample(20)).reshape(-1, 1)
+    >>> hmm = GaussianHMM(2, random_state=0).fit(X, [50] * 20)
+    >>> order = np.argsort(hmm.means_[:, 0])
+    >>> hmm.transmat_[np.ix_(order, order)].round(1).tolist()
+    [[0.9, 0.1], [0.2, 0.8]]
+    """
+
+    _attributes = {"s": "startprob_", "t": "transmat_", "m": "means_", "c": "covars_"}
+
+    def __init__(self, n_components: int = 1, covariance_type: str = "diag", *,
+                 reg_covar: float = 1e-6, pseudo_count: float = 0.0,
+                 algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
+                 tol: float = 1e-2, verbose: bool = False, params: str = HMM_PARAMS,
+                 init_params: str = HMM_PARAMS, implementation: str = "log", n_init: int = 1,
+                 backend: Any = "local", num_workers: int | None = None,
+                 precision: str = "float64", n_workers: int | None = None):
+        self.n_components = n_components
+        self.covariance_type = covariance_type
+        self.reg_covar = reg_covar
+        self.pseudo_count = pseudo_count
+        self.algorithm = algorithm
+        self.random_state = random_state
+        self.n_iter = n_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.params = params
+        self.init_params = init_params
+        self.implementation = implementation
+        self.n_init = n_init
+        self.backend = backend
+        self.num_workers = num_workers
+        self.n_workers = n_workers
+        self.precision = precision
+
+    @property
+    def covars_(self) -> np.ndarray:
+        """The covariance of every state, shape (n_components, n_features, n_features)."""
+        d = self._n_features()
+        stored = _stored_covars(self._covars_, self.covariance_type, self.n_components, d)
+        return _full_covars(stored, self.covariance_type, self.n_components, d)
+
+    @covars_.setter
+    def covars_(self, value: Any) -> None:
+        self._covars_ = np.array(value, dtype=np.float64)
+
+    def _stored_name(self, letter: str) -> str:
+        return "_covars_" if letter == "c" else self._attributes[letter]
+
+    def _n_features(self) -> int:
+        return int(np.shape(self.means_)[-1]) if hasattr(self, "means_") else 1
+
+    def _validated(self, X: Any, reset: bool) -> np.ndarray:
+        X = validate_data(self, X, dtype=np.float64, reset=reset)
+        if hasattr(self, "means_") and not reset and X.shape[1] != self._n_features():
+            raise ValueError(f"X has {X.shape[1]} features, but the model's means_ have "
+                             f"{self._n_features()}")
+        return X
+
+    def _emission_rules(self) -> dict[str, tuple[Any, str]]:
+        return {"covariance_type": (lambda v: v in HMM_COVARIANCE_TYPES,
+                                    f"one of {list(HMM_COVARIANCE_TYPES)}"),
+                "reg_covar": (_is_nonneg, "a finite number >= 0")}
+
+    def _emission_estimator(self, d: int) -> Estimator:
+        return _gaussian("full" if self.covariance_type == "tied" else self.covariance_type,
+                         self.reg_covar)
+
+    def _parts_estimator(self, emission: Estimator,
+                         fixed: Mapping[str, np.ndarray]) -> HiddenMarkovEstimator:
+        return HiddenMarkovPartsEstimator([emission] * self.n_components, self.pseudo_count,
+                                          fixed, self.covariance_type)
+
+    def _tied(self, model: HiddenMarkovDistribution) -> HiddenMarkovDistribution:
+        return _tie(model, self.covariance_type)
+
+    def _emissions(self) -> list[Any]:
+        means = np.asarray(self.means_, dtype=np.float64).reshape(self.n_components, -1)
+        stored = _stored_covars(self._covars_, self.covariance_type, self.n_components,
+                                means.shape[1])
+        return _emissions_from(means, stored, self.covariance_type)
+
+    def _given_emission_part(self, letter: str, d: int) -> np.ndarray:
+        s = self.n_components
+        if letter == "m":
+            means = np.asarray(self.means_, dtype=np.float64)
+            if means.shape != (s, d):
+                raise ValueError(f"GaussianHMM: means_ must have shape {(s, d)}, got "
+                                 f"{means.shape}")
+            return means
+        stored = _stored_covars(self._covars_, self.covariance_type, s, d)
+        bare = HiddenMarkovDistribution(_emissions_from(np.zeros((s, d)), stored,
+                                                        self.covariance_type),
+                                        np.full(s, 1 / s), np.full((s, s), 1 / s))
+        return _parts_of(bare, "c")["c"]
+
+    def _emission_free_parameters(self, d: int) -> dict[str, int]:
+        s = self.n_components
+        covariance = {"spherical": s, "diag": s * d, "tied": d * (d + 1) // 2,
+                      "full": s * d * (d + 1) // 2}[self.covariance_type]
+        return {"m": s * d, "c": covariance}
+
+    def _set_emissions(self, model: HiddenMarkovDistribution) -> None:
+        self.means_ = np.array([e.mu for e in model.emissions])
+        self._covars_ = _stored_from(model.emissions, self.covariance_type)
+
+
+class CategoricalHMM(_HiddenMarkovWrapper):
+    """A hidden Markov model of symbols 0..n_features-1, hmmlearn's ``CategoricalHMM`` fitted
+    by mixfold's EM: ``X`` is an integer array of shape (n_samples, 1), ``lengths`` as in
+    :class:`GaussianHMM`, whose methods, monitor and ``params`` / ``init_params`` it shares
+    (letters of "ste": start probabilities, transitions, emission probabilities). Fitted (or
+    set by hand): ``startprob_``, ``transmat_``, ``emissionprob_`` (n_components,
+    n_features); ``n_features`` (None: the largest symbol seen + 1, set by ``fit``).
+    ``pseudo_count`` is added to the start and transition counts, ``emission_pseudo_count``
+    to the symbol counts (hmmlearn's priors minus one).
+
+    >>> import numpy as np
+    >>> h = CategoricalHMM(2)
+    >>> h.startprob_, h.transmat_ = np.array([0.6, 0.4]), np.array([[0.7, 0.3], [0.4, 0.6]])
+    >>> h.emissionprob_ = np.array([[0.1, 0.4, 0.5], [0.6, 0.3, 0.1]])
+    >>> log_prob, states = h.decode([[0], [1], [2]])
+    >>> round(float(np.exp(log_prob)), 5), states.tolist()
+    (0.01344, [1, 0, 0])
+    """
+
+    _attributes = {"s": "startprob_", "t": "transmat_", "e": "emissionprob_"}
+
+    def __init__(self, n_components: int = 1, *, n_features: int | None = None,
+                 pseudo_count: float = 0.0, emission_pseudo_count: float = 0.0,
+                 algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
+                 tol: float = 1e-2, verbose: bool = False, params: str = "ste",
+                 init_params: str = "ste", implementation: str = "log", n_init: int = 1,
+                 backend: Any = "local", num_workers: int | None = None,
+                 precision: str = "float64", n_workers: int | None = None):
+        self.n_components = n_components
+        self.n_features = n_features
+        self.pseudo_count = pseudo_count
+        self.emission_pseudo_count = emission_pseudo_count
+        self.algorithm = algorithm
+        self.random_state = random_state
+        self.n_iter = n_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.params = params
+        self.init_params = init_params
+        self.implementation = implementation
+        self.n_init = n_init
+        self.backend = backend
+        self.num_workers = num_workers
+        self.n_workers = n_workers
+        self.precision = precision
+
+    def _n_features(self) -> int:
+        if self.n_features is not None:
+            return int(self.n_features)
+        return int(np.shape(self.emissionprob_)[-1])
+
+    def _validated(self, X: Any, reset: bool) -> np.ndarray:
+        X = validate_data(self, X, dtype=None, reset=reset)
+        if X.shape[1] != 1 or X.dtype.kind not in "iu" and not (
+                X.dtype.kind == "f" and np.array_equal(X, np.round(X))):
+            raise ValueError(f"CategoricalHMM: X must be integer symbols of shape "
+                             f"(n_samples, 1), got {X.dtype} of shape {X.shape}")
+        X = X.astype(np.int64)
+        if X.min() < 0:
+            raise ValueError(f"CategoricalHMM: symbols must be >= 0, got {int(X.min())}")
+        if reset and self.n_features is None:
+            self.n_features = int(X.max()) + 1  # hmmlearn sets it from the data
+        if X.max() >= self._n_features():
+            raise ValueError(f"CategoricalHMM: symbol {int(X.max())} is not among the "
+                             f"n_features={self._n_features()} symbols 0..{self._n_features() - 1}")
+        return X
+
+    def _items(self, rows: np.ndarray) -> Any:
+        return rows[:, 0]
+
+    def _emission_rules(self) -> dict[str, tuple[Any, str]]:
+        return {"n_features": (lambda v: v is None or int_at_least(v, 1),
+                               "None or an integer >= 1"),
+                "emission_pseudo_count": (_is_nonneg, "a finite number >= 0")}
+
+    def _check(self) -> None:
+        super()._check()
+        if hasattr(self, "emissionprob_"):
+            width = self.n_features if self.n_features is not None else \
+                np.shape(self.emissionprob_)[-1]
+            _probabilities(self.emissionprob_, (self.n_components, width), "emissionprob_",
+                           "CategoricalHMM")
+
+    def _emission_estimator(self, d: int) -> Estimator:
+        return CategoricalEstimator(levels=list(range(self._n_features())),
+                                    pseudo_count=self.emission_pseudo_count)
+
+    def _emissions(self) -> list[Any]:
+        probs = _probabilities(self.emissionprob_, (self.n_components, self._n_features()),
+                               "emissionprob_", "CategoricalHMM")
+        return [CategoricalDistribution(p, levels=list(range(p.size))) for p in probs]
+
+    def _given_emission_part(self, letter: str, d: int) -> np.ndarray:
+        return _probabilities(self.emissionprob_, (self.n_components, self._n_features()),
+                              "emissionprob_", "CategoricalHMM")
+
+    def _emission_free_parameters(self, d: int) -> dict[str, int]:
+        return {"e": self.n_components * (self._n_features() - 1)}
+
+    def _set_emissions(self, model: HiddenMarkovDistribution) -> None:
+        self.emissionprob_ = np.array([e.probs for e in model.emissions])

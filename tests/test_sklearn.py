@@ -14,6 +14,7 @@ from sklearn.metrics import adjusted_rand_score  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from mixfold.sklearn import (  # noqa: E402
+    CategoricalHMM,
     GaussianHMM,
     GaussianMixture,
     MixedTypeClustering,
@@ -440,3 +441,140 @@ def test_save_takes_a_fitted_wrapper(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"cannot save to '.*nowhere/gm.json': the folder "
                                                 r"'.*nowhere' does not exist"):
         mixfold.save(gm, tmp_path / "nowhere" / "gm.json")
+
+
+# --- scikit-learn's GaussianMixture contract: tol, max_iter=0, warnings, dtypes, attributes
+
+def test_gaussian_mixture_stops_on_scikit_learns_tol():
+    X, _ = load_iris(return_X_y=True)
+    from sklearn.mixture import GaussianMixture as Reference
+
+    for tol in (1e-1, 1e-3):
+        ours = GaussianMixture(3, tol=tol, random_state=0).fit(X)
+        ref = Reference(3, tol=tol, random_state=0).fit(X)
+        assert ours.converged_ and ours.n_iter_ == ref.n_iter_
+        assert abs(ours.lower_bounds_[-1] - ours.lower_bounds_[-2]) < tol
+        assert ours.lower_bound_ == pytest.approx(ref.lower_bound_, rel=1e-10)
+        np.testing.assert_allclose(ours.precisions_cholesky_, ref.precisions_cholesky_,
+                                   rtol=1e-6)
+
+
+def test_gaussian_mixture_max_iter_zero_is_the_start_and_running_out_warns():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, _ = load_iris(return_X_y=True)
+    start = GaussianMixture(3, max_iter=0, random_state=0).fit(X)
+    assert start.n_iter_ == 0 and not start.converged_ and start.lower_bound_ == -np.inf
+    one = GaussianMixture(3, max_iter=1, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="Best performing initialization did not"):
+        one.fit(X)
+    assert one.n_iter_ == 1 and not one.converged_
+
+
+def test_gaussian_mixture_keeps_float32():
+    X = load_iris().data.astype(np.float32)
+    gm = GaussianMixture(3, random_state=0).fit(X)
+    for name in ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_"):
+        assert getattr(gm, name).dtype == np.float32, name
+    assert gm.predict_proba(X).dtype == gm.score_samples(X).dtype == np.float32
+    wide = GaussianMixture(3, random_state=0).fit(X.astype(np.float64))
+    np.testing.assert_allclose(gm.means_, wide.means_, rtol=1e-5)
+
+
+def test_gaussian_mixture_warm_start_carries_convergence():
+    X, _ = load_iris(return_X_y=True)
+    gm = GaussianMixture(3, warm_start=True, max_iter=1, tol=1e-4, random_state=0)
+    with pytest.warns(Warning):
+        gm.fit(X)
+    fits = 1
+    while not gm.converged_ and fits < 500:
+        gm.fit(X)
+        fits += 1
+    assert gm.converged_ and fits < 500  # one iteration per call, compared with the last call's
+
+
+def test_gaussian_mixture_refuses_weights_init_out_of_range():
+    X, _ = load_iris(return_X_y=True)
+    with pytest.raises(ValueError, match=r"The parameter 'weights' should be in the range "):
+        GaussianMixture(2, weights_init=[1.5, 1.7]).fit(X)
+    with pytest.raises(ValueError, match=r"should be normalized, but got sum\(weights\) = "
+                                         r"0.50000"):
+        GaussianMixture(2, weights_init=[0.25, 0.25]).fit(X)
+
+
+# --- hmmlearn's models: hand-set parameters, covariance types, categorical emissions
+
+@pytest.mark.parametrize("kind", ["spherical", "diag", "full", "tied"])
+def test_gaussian_hmm_covariance_types_equal_hmmlearn(kind):
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    X, lengths = _two_regimes()
+    ours = GaussianHMM(2, kind, random_state=0, n_iter=0).fit(X, lengths)  # a seeded start
+    start = {"startprob_": ours.startprob_, "transmat_": ours.transmat_,
+             "means_": ours.means_, "covars_": ours._covars_}
+    ours.set_params(n_iter=6, tol=0.0, reg_covar=0.0, init_params="")
+    ref = hmmlearn.GaussianHMM(2, kind, init_params="", n_iter=6, tol=-1e300, min_covar=0.0,
+                               covars_prior=0, covars_weight=1 if kind in ("diag", "spherical")
+                               else 0)
+    for name, value in start.items():
+        setattr(ref, name, np.array(value))
+    ours.fit(X, lengths)
+    ref.fit(X, lengths)
+    np.testing.assert_allclose(ours.means_, ref.means_, rtol=1e-8)
+    if kind == "spherical":  # hmmlearn's spherical fit stores (n, d) equal columns
+        np.testing.assert_allclose(ours._covars_, ref._covars_[:, 0], rtol=1e-8)
+    else:
+        np.testing.assert_allclose(ours.covars_, ref.covars_, rtol=1e-8)  # both (n, d, d)
+    np.testing.assert_allclose(ours.transmat_, ref.transmat_, rtol=1e-8, atol=1e-15)
+    assert ours.score(X, lengths) == pytest.approx(ref.score(X, lengths), rel=1e-10)
+
+
+def test_hand_set_parameters_are_the_model_without_a_fit():
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    X, lengths = _two_regimes()
+    ours, ref = GaussianHMM(2, "full"), hmmlearn.GaussianHMM(2, "full")
+    for model in (ours, ref):
+        model.startprob_ = np.array([0.5, 0.5])
+        model.transmat_ = np.array([[0.9, 0.1], [0.2, 0.8]])
+        model.means_ = np.array([[0.0, 0.0], [4.0, 4.0]])
+        model.covars_ = np.array([np.eye(2), 2 * np.eye(2)])
+    assert ours.score(X, lengths) == pytest.approx(ref.score(X, lengths), rel=1e-12)
+    np.testing.assert_array_equal(ours.predict(X, lengths), ref.predict(X, lengths))
+    drawn, states = ours.sample(50, random_state=0)
+    assert drawn.shape == (50, 2) and set(states) <= {0, 1}
+
+
+def test_categorical_hmm_equals_hmmlearn():
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    truth = CategoricalHMM(2)
+    truth.startprob_, truth.transmat_ = np.array([0.6, 0.4]), np.array([[0.9, 0.1], [0.3, 0.7]])
+    truth.emissionprob_ = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])
+    X, _ = truth.sample(400, random_state=0)
+    ours = CategoricalHMM(2, n_iter=0, random_state=0).fit(X)
+    ref = hmmlearn.CategoricalHMM(2, init_params="", n_iter=8, tol=-1e300,
+                                  startprob_prior=1.0, transmat_prior=1.0,
+                                  emissionprob_prior=1.0)
+    ref.startprob_, ref.transmat_ = ours.startprob_.copy(), ours.transmat_.copy()
+    ref.emissionprob_ = ours.emissionprob_.copy()
+    ours.set_params(n_iter=8, tol=0.0, init_params="").fit(X)
+    ref.fit(X)
+    np.testing.assert_allclose(ours.emissionprob_, ref.emissionprob_, rtol=1e-8, atol=1e-15)
+    np.testing.assert_allclose(ours.transmat_, ref.transmat_, rtol=1e-8, atol=1e-15)
+    assert ours.score(X) == pytest.approx(ref.score(X), rel=1e-10)
+    assert ours.n_features == 3 and ours.predict(X).shape == (400,)
+
+
+def test_gaussian_hmm_logs_what_init_params_overwrites(caplog):
+    X, lengths = _two_regimes()
+    hmm = GaussianHMM(2, random_state=0, n_iter=2)
+    hmm.startprob_ = np.array([0.5, 0.5])
+    with caplog.at_level("WARNING", logger="mixfold.sklearn.hmm"):
+        hmm.fit(X, lengths)
+    assert any("'startprob_' attribute is set, it will be overwritten" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_gaussian_hmm_verbose_reports_on_stderr(capsys):
+    X, lengths = _two_regimes()
+    hmm = GaussianHMM(2, random_state=0, verbose=True, n_iter=3, tol=0.0).fit(X, lengths)
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == hmm.monitor_.iter == 3

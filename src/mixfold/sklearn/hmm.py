@@ -102,6 +102,8 @@ def _stored_covars(value: Any, kind: str, n: int, d: int) -> np.ndarray:
         return arr.copy()
     if kind == "spherical" and arr.size == n:
         return arr.reshape(n).copy()
+    if kind == "spherical" and arr.shape == (n, d):  # what hmmlearn's spherical fit stores
+        return arr.mean(axis=1)
     if kind in ("spherical", "diag") and arr.shape == (n, d, d):
         diag = np.diagonal(arr, axis1=1, axis2=2)
         return diag.mean(axis=1) if kind == "spherical" else diag.copy()

@@ -76,7 +76,7 @@ def main() -> int:
         ari_t = np.median([adjusted_rand_score(y, t[1]) for t in theirs])
         print(f"{name:<22} {k:>2}  {np.median(lo):>14.5f} {lo.min():>9.4f} {lo.max():>9.4f}  "
               f"{np.median(lt):>14.5f} {lt.min():>9.4f} {lt.max():>9.4f}  "
-              f"{np.median(lo) - np.median(lt):>+11.5f}  {ari_o:>11.3f} {ari_t:>11.3f}",
+              f"{np.median(lo) - np.median(lt):>+11.1e}  {ari_o:>11.3f} {ari_t:>11.3f}",
               flush=True)
     return 0
 

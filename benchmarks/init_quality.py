@@ -3,10 +3,10 @@
 For each data set (scikit-learn's iris, wine, breast cancer, digits projected to 10-D, and 8
 well-separated 10-D clusters), a full-covariance Gaussian mixture with K = the number of
 classes is fitted from 20 seeds by ``mixfold.optimize`` (the core API, its default
-initialisation) and by ``sklearn.mixture.GaussianMixture`` (its default ``init_params="kmeans"``,
-``tol=1e-9``, mixfold ``tol=1e-10``: both run to convergence); the table prints the median, worst and best final
-mean log-likelihood per row of each, their median difference, and the median adjusted Rand
-index against the classes. Run: ``python benchmarks/init_quality.py``.
+initialisation, ``tol=1e-10``) and by ``sklearn.mixture.GaussianMixture`` (its default
+``init_params="kmeans"``, ``tol=1e-9``): both run to convergence. The table prints the median,
+worst and best final mean log-likelihood per row of each, their median difference, and the
+median adjusted Rand index against the classes. Run: ``python benchmarks/init_quality.py``.
 """
 
 from __future__ import annotations

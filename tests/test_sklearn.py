@@ -16,6 +16,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 from mixfold.sklearn import (  # noqa: E402
     CategoricalHMM,
     GaussianHMM,
+    MultinomialHMM,
     GaussianMixture,
     MixedTypeClustering,
     select_n_components,
@@ -578,3 +579,21 @@ def test_gaussian_hmm_verbose_reports_on_stderr(capsys):
     hmm = GaussianHMM(2, random_state=0, verbose=True, n_iter=3, tol=0.0).fit(X, lengths)
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == hmm.monitor_.iter == 3
+
+
+def test_multinomial_hmm_equals_hmmlearn():
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    truth = MultinomialHMM(2, n_trials=5)
+    truth.startprob_, truth.transmat_ = np.array([0.6, 0.4]), np.array([[0.8, 0.2], [0.2, 0.8]])
+    truth.emissionprob_ = np.array([[0.5, 0.3, 0.1, 0.1], [0.1, 0.1, 0.4, 0.4]])
+    X, _ = truth.sample(300, random_state=0)
+    assert (X.sum(axis=1) == 5).all()
+    ours = MultinomialHMM(2, n_iter=0, random_state=0).fit(X)
+    ref = hmmlearn.MultinomialHMM(2, n_trials=5, init_params="", n_iter=8, tol=-1e300,
+                                  startprob_prior=1.0, transmat_prior=1.0)
+    ref.startprob_, ref.transmat_ = ours.startprob_.copy(), ours.transmat_.copy()
+    ref.emissionprob_ = ours.emissionprob_.copy()
+    ours.set_params(n_iter=8, tol=0.0, init_params="").fit(X)
+    ref.fit(X)
+    np.testing.assert_allclose(ours.emissionprob_, ref.emissionprob_, rtol=1e-8, atol=1e-15)
+    assert ours.score(X) == pytest.approx(ref.score(X), rel=1e-10)

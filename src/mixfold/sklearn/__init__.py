@@ -24,10 +24,11 @@ against them (tests/peers).
 100
 """
 
-from mixfold.sklearn.hmm import CategoricalHMM, ConvergenceMonitor, GaussianHMM
+from mixfold.sklearn.hmm import (CategoricalHMM, ConvergenceMonitor, GaussianHMM,
+                                 MultinomialHMM)
 from mixfold.sklearn.mixture import (ComponentSelection, GaussianMixture, MixedTypeClustering,
                                      select_n_components)
 
-__all__ = ["GaussianMixture", "GaussianHMM", "CategoricalHMM", "MixedTypeClustering",
-           "ConvergenceMonitor",
+__all__ = ["GaussianMixture", "GaussianHMM", "CategoricalHMM", "MultinomialHMM",
+           "MixedTypeClustering", "ConvergenceMonitor",
            "select_n_components", "ComponentSelection"]

@@ -25,13 +25,14 @@ import mixfold
 from mixfold.families import (CategoricalDistribution, CategoricalEstimator,
                               DiagonalGaussianDistribution, Encoder, Estimator,
                               HiddenMarkovDistribution, HiddenMarkovEstimator,
+                              MultinomialDistribution, MultinomialEstimator,
                               MultivariateGaussianDistribution)
 from mixfold.fit import int_at_least
 from mixfold.sklearn._common import (_COMMON_RULES, _check_params, _gaussian, _is_nonneg,
                                      _seed, _workers)
 
-__all__ = ["GaussianHMM", "CategoricalHMM", "ConvergenceMonitor", "HMM_COVARIANCE_TYPES",
-           "IMPLEMENTATIONS"]
+__all__ = ["GaussianHMM", "CategoricalHMM", "MultinomialHMM", "ConvergenceMonitor",
+           "HMM_COVARIANCE_TYPES", "IMPLEMENTATIONS"]
 
 _log = logging.getLogger(__name__)
 
@@ -208,6 +209,10 @@ def _with_parts(model: HiddenMarkovDistribution,
         if isinstance(e, CategoricalDistribution):
             emissions.append(CategoricalDistribution(parts["e"][k], levels=e.levels)
                              if "e" in parts else e)
+            continue
+        if isinstance(e, MultinomialDistribution):
+            emissions.append(MultinomialDistribution(parts["e"][k], levels=e.levels,
+                                                     trials=e.trials) if "e" in parts else e)
             continue
         full = isinstance(e, MultivariateGaussianDistribution)
         mu = parts["m"][k] if "m" in parts else e.mu
@@ -482,6 +487,11 @@ class _HiddenMarkovWrapper(BaseEstimator):
     def _n_features(self) -> int:
         raise NotImplementedError
 
+    def _sampled_rows(self, values: Any) -> np.ndarray:
+        """An emission's draws as rows of ``X``."""
+        values = np.asarray(values)
+        return values.reshape(len(values), -1)
+
     def bic(self, X: Any, lengths: Any = None) -> float:
         """Bayesian information criterion (hmmlearn's: ``-2 * score + n_parameters *
         log(n_samples)``; lower is better)."""
@@ -511,8 +521,7 @@ class _HiddenMarkovWrapper(BaseEstimator):
         for k, emission in enumerate(chain.emissions):
             at = np.flatnonzero(states == k)
             if at.size:
-                values = np.asarray(emission.sampler(gen).sample(at.size))
-                draws.append((at, values.reshape(at.size, -1)))
+                draws.append((at, self._sampled_rows(emission.sampler(gen).sample(at.size))))
         X = np.empty((n_samples, draws[0][1].shape[1]), dtype=draws[0][1].dtype)
         for at, values in draws:
             X[at] = values
@@ -769,6 +778,125 @@ class CategoricalHMM(_HiddenMarkovWrapper):
 
     def _emission_free_parameters(self, d: int) -> dict[str, int]:
         return {"e": self.n_components * (self._n_features() - 1)}
+
+    def _set_emissions(self, model: HiddenMarkovDistribution) -> None:
+        self.emissionprob_ = np.array([e.probs for e in model.emissions])
+
+
+class MultinomialHMM(_HiddenMarkovWrapper):
+    """A hidden Markov model of count vectors, hmmlearn's ``MultinomialHMM`` fitted by
+    mixfold's EM: ``X`` is an integer array of shape (n_samples, n_features), row t the counts
+    of ``n_trials`` draws among n_features symbols; ``lengths``, methods, monitor and
+    ``params`` / ``init_params`` ("ste") as :class:`CategoricalHMM`'s. ``n_trials``: the draws
+    per row, an integer, or None (``fit`` sets it to the rows' totals, as hmmlearn does);
+    ``sample`` needs one integer. Fitted (or set by hand): ``startprob_``, ``transmat_``,
+    ``emissionprob_`` (n_components, n_features).
+
+    >>> import numpy as np
+    >>> h = MultinomialHMM(2, n_trials=5)
+    >>> h.startprob_, h.transmat_ = np.array([0.6, 0.4]), np.array([[0.8, 0.2], [0.2, 0.8]])
+    >>> h.emissionprob_ = np.array([[0.5, 0.3, 0.1, 0.1], [0.1, 0.1, 0.4, 0.4]])
+    >>> X, states = h.sample(4, random_state=0)
+    >>> X.shape, bool((X.sum(axis=1) == 5).all())
+    ((4, 4), True)
+    """
+
+    _attributes = {"s": "startprob_", "t": "transmat_", "e": "emissionprob_"}
+
+    def __init__(self, n_components: int = 1, *, n_trials: Any = None,
+                 pseudo_count: float = 0.0, emission_pseudo_count: float = 0.0,
+                 algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
+                 tol: float = 1e-2, verbose: bool = False, params: str = "ste",
+                 init_params: str = "ste", implementation: str = "log", n_init: int = 1,
+                 backend: Any = "local", num_workers: int | None = None,
+                 precision: str = "float64", n_workers: int | None = None):
+        self.n_components = n_components
+        self.n_trials = n_trials
+        self.pseudo_count = pseudo_count
+        self.emission_pseudo_count = emission_pseudo_count
+        self.algorithm = algorithm
+        self.random_state = random_state
+        self.n_iter = n_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.params = params
+        self.init_params = init_params
+        self.implementation = implementation
+        self.n_init = n_init
+        self.backend = backend
+        self.num_workers = num_workers
+        self.n_workers = n_workers
+        self.precision = precision
+
+    def _n_features(self) -> int:
+        if hasattr(self, "emissionprob_"):
+            return int(np.shape(self.emissionprob_)[-1])
+        return int(self.n_features_in_)
+
+    def _validated(self, X: Any, reset: bool) -> np.ndarray:
+        X = validate_data(self, X, dtype=None, reset=reset)
+        if X.dtype.kind not in "iu" and not (X.dtype.kind == "f"
+                                             and np.array_equal(X, np.round(X))):
+            raise ValueError(f"MultinomialHMM: X must be integer counts, got {X.dtype}")
+        X = X.astype(np.int64)
+        if X.min() < 0:
+            raise ValueError(f"MultinomialHMM: counts must be >= 0, got {int(X.min())}")
+        totals = X.sum(axis=1)
+        if reset and self.n_trials is None:
+            self.n_trials = totals  # hmmlearn sets it from the data
+        elif np.ndim(self.n_trials) == 0 and self.n_trials is not None \
+                and (totals != self.n_trials).any():
+            row = int(np.flatnonzero(totals != self.n_trials)[0])
+            raise ValueError(f"MultinomialHMM: row {row} counts {int(totals[row])} draws, "
+                             f"n_trials is {self.n_trials}")
+        return X
+
+    def _items(self, rows: np.ndarray) -> Any:
+        """Count vectors as the multinomial's {symbol: count} rows."""
+        return [{j: int(c) for j, c in zip(np.flatnonzero(r), r[r > 0])} for r in rows]
+
+    def _sampled_rows(self, values: Any) -> np.ndarray:
+        counts = np.zeros((len(values), self._n_features()), dtype=np.int64)
+        for i, bag in enumerate(values):  # the sampler's {symbol: count} rows
+            counts[i, list(bag)] = list(bag.values())
+        return counts
+
+    def _emission_rules(self) -> dict[str, tuple[Any, str]]:
+        return {"emission_pseudo_count": (_is_nonneg, "a finite number >= 0")}
+
+    def _check(self) -> None:
+        super()._check()
+        if hasattr(self, "emissionprob_"):
+            probs = np.asarray(self.emissionprob_, dtype=np.float64)
+            width = probs.shape[-1] if probs.ndim == 2 else -1  # not 2-D: refused below
+            _probabilities(probs, (self.n_components, width), "emissionprob_", "MultinomialHMM")
+
+    def _emission_estimator(self, d: int) -> Estimator:
+        return MultinomialEstimator(levels=list(range(d)),
+                                    pseudo_count=self.emission_pseudo_count)
+
+    def _emissions(self) -> list[Any]:
+        probs = _probabilities(self.emissionprob_, (self.n_components, self._n_features()),
+                               "emissionprob_", "MultinomialHMM")
+        trials = int(self.n_trials) if np.ndim(self.n_trials) == 0 and \
+            self.n_trials is not None else 1
+        return [MultinomialDistribution(p, levels=list(range(p.size)), trials=trials)
+                for p in probs]
+
+    def sample(self, n_samples: int = 1, random_state: Any = None,
+               currstate: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`GaussianHMM.sample`; every row counts ``n_trials`` draws (an integer)."""
+        if not int_at_least(self.n_trials, 0):
+            raise ValueError(f"MultinomialHMM: sampling needs n_trials to be one integer, got "
+                             f"{self.n_trials!r}")
+        return super().sample(n_samples, random_state, currstate)
+
+    def _given_emission_part(self, letter: str, d: int) -> np.ndarray:
+        return _probabilities(self.emissionprob_, (self.n_components, d), "emissionprob_",
+                              "MultinomialHMM")
+
+    def _emission_free_parameters(self, d: int) -> dict[str, int]:
+        return {"e": self.n_components * (d - 1)}
 
     def _set_emissions(self, model: HiddenMarkovDistribution) -> None:
         self.emissionprob_ = np.array([e.probs for e in model.emissions])

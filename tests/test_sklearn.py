@@ -17,6 +17,7 @@ from mixfold.sklearn import (  # noqa: E402
     CategoricalHMM,
     GaussianHMM,
     MultinomialHMM,
+    PoissonHMM,
     GaussianMixture,
     MixedTypeClustering,
     select_n_components,
@@ -596,4 +597,21 @@ def test_multinomial_hmm_equals_hmmlearn():
     ours.set_params(n_iter=8, tol=0.0, init_params="").fit(X)
     ref.fit(X)
     np.testing.assert_allclose(ours.emissionprob_, ref.emissionprob_, rtol=1e-8, atol=1e-15)
+    assert ours.score(X) == pytest.approx(ref.score(X), rel=1e-10)
+
+
+def test_poisson_hmm_equals_hmmlearn():
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    truth = PoissonHMM(2)
+    truth.startprob_, truth.transmat_ = np.array([0.6, 0.4]), np.array([[0.7, 0.3], [0.4, 0.6]])
+    truth.lambdas_ = np.array([[3.1, 1.4, 4.5], [1.6, 5.3, 0.1]])
+    X, _ = truth.sample(400, random_state=0)
+    ours = PoissonHMM(2, n_iter=0, random_state=0).fit(X)
+    ref = hmmlearn.PoissonHMM(2, init_params="", n_iter=8, tol=-1e300, startprob_prior=1.0,
+                              transmat_prior=1.0, lambdas_prior=0.0, lambdas_weight=0.0)
+    ref.startprob_, ref.transmat_ = ours.startprob_.copy(), ours.transmat_.copy()
+    ref.lambdas_ = ours.lambdas_.copy()
+    ours.set_params(n_iter=8, tol=0.0, init_params="").fit(X)
+    ref.fit(X)
+    np.testing.assert_allclose(ours.lambdas_, ref.lambdas_, rtol=1e-8)
     assert ours.score(X) == pytest.approx(ref.score(X), rel=1e-10)

@@ -3,9 +3,9 @@
 - :class:`GaussianMixture` (:mod:`mixfold.sklearn.mixture`): scikit-learn's
   ``sklearn.mixture.GaussianMixture`` (full, diagonal, tied or spherical covariances) on an
   array of shape (n_samples, n_features), with its stopping rule, attributes and error words;
-- :class:`GaussianHMM`, :class:`CategoricalHMM` (:mod:`mixfold.sklearn.hmm`): hmmlearn's
-  ``GaussianHMM`` and ``CategoricalHMM``: rows of one or more sequences stacked into one array,
-  ``lengths`` saying where each ends;
+- :class:`GaussianHMM`, :class:`CategoricalHMM`, :class:`MultinomialHMM`, :class:`PoissonHMM`
+  (:mod:`mixfold.sklearn.hmm`): hmmlearn's models of the same names: rows of one or more
+  sequences stacked into one array, ``lengths`` saying where each ends;
 - :class:`MixedTypeClustering`: clusters of a pandas DataFrame of mixed column types, each column
   modelled by the family its type suggests (:mod:`mixfold.io.tables`), overridable per column.
 
@@ -25,10 +25,10 @@ against them (tests/peers).
 """
 
 from mixfold.sklearn.hmm import (CategoricalHMM, ConvergenceMonitor, GaussianHMM,
-                                 MultinomialHMM)
+                                 MultinomialHMM, PoissonHMM)
 from mixfold.sklearn.mixture import (ComponentSelection, GaussianMixture, MixedTypeClustering,
                                      select_n_components)
 
-__all__ = ["GaussianMixture", "GaussianHMM", "CategoricalHMM", "MultinomialHMM",
+__all__ = ["GaussianMixture", "GaussianHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM",
            "MixedTypeClustering", "ConvergenceMonitor",
            "select_n_components", "ComponentSelection"]

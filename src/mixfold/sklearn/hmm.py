@@ -1,10 +1,10 @@
-"""hmmlearn-style hidden Markov models: :class:`GaussianHMM` and :class:`CategoricalHMM`
-(hmmlearn's: their signatures, attributes, ``covars_`` shapes, ``init_params`` / ``params``,
-convergence monitor and logged warnings), fitted by mixfold's EM; :class:`ConvergenceMonitor`,
-hmmlearn's monitor.
+"""hmmlearn-style hidden Markov models: :class:`GaussianHMM`, :class:`CategoricalHMM`,
+:class:`MultinomialHMM` and :class:`PoissonHMM` (hmmlearn's: their signatures, attributes,
+``covars_`` shapes, ``init_params`` / ``params``, convergence monitor and logged warnings),
+fitted by mixfold's EM; :class:`ConvergenceMonitor`, hmmlearn's monitor.
 
 Parameters set by hand (``startprob_``, ``transmat_``, ``means_``, ``covars_``,
-``emissionprob_``) are the model:
+``emissionprob_``, ``lambdas_``) are the model:
 ``score``, ``decode``, ``predict``, ``sample`` use them without a fit, and a fit starts from the
 ones ``init_params`` does not name.
 """
@@ -23,15 +23,17 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 
 import mixfold
 from mixfold.families import (CategoricalDistribution, CategoricalEstimator,
+                              CompositeDistribution, CompositeEstimator,
                               DiagonalGaussianDistribution, Encoder, Estimator,
                               HiddenMarkovDistribution, HiddenMarkovEstimator,
                               MultinomialDistribution, MultinomialEstimator,
-                              MultivariateGaussianDistribution)
+                              MultivariateGaussianDistribution, PoissonDistribution,
+                              PoissonEstimator)
 from mixfold.fit import int_at_least
 from mixfold.sklearn._common import (_COMMON_RULES, _check_params, _gaussian, _is_nonneg,
                                      _seed, _workers)
 
-__all__ = ["GaussianHMM", "CategoricalHMM", "MultinomialHMM", "ConvergenceMonitor",
+__all__ = ["GaussianHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM", "ConvergenceMonitor",
            "HMM_COVARIANCE_TYPES", "IMPLEMENTATIONS"]
 
 _log = logging.getLogger(__name__)
@@ -187,15 +189,16 @@ class HiddenMarkovPartsEstimator(HiddenMarkovEstimator):
 
 
 def _parts_of(model: HiddenMarkovDistribution, letters: str) -> dict[str, np.ndarray]:
-    """The parameters of ``model`` named by ``letters`` of "stmce" ("c": the Gaussian
+    """The parameters of ``model`` named by ``letters`` of "stmcel" ("c": the Gaussian
     emissions' own covariances, (n, d) variances or (n, d, d) matrices; "e": the categorical
-    emissions' probabilities)."""
+    or multinomial emissions' probabilities; "l": the Poisson emissions' rates)."""
     em = model.emissions
     values = {"s": lambda: model.initial, "t": lambda: model.transitions,
               "m": lambda: np.array([e.mu for e in em]),
               "c": lambda: np.array([e.cov if isinstance(e, MultivariateGaussianDistribution)
                                      else e.sigma2 for e in em]),
-              "e": lambda: np.array([e.probs for e in em])}
+              "e": lambda: np.array([e.probs for e in em]),
+              "l": lambda: np.array([[f.lam for f in e.factors] for e in em])}
     return {c: values[c]() for c in letters}
 
 
@@ -210,6 +213,9 @@ def _with_parts(model: HiddenMarkovDistribution,
             emissions.append(CategoricalDistribution(parts["e"][k], levels=e.levels)
                              if "e" in parts else e)
             continue
+        if isinstance(e, CompositeDistribution):  # independent Poisson counts
+            emissions.append(_poissons(parts["l"][k]) if "l" in parts else e)
+            continue
         if isinstance(e, MultinomialDistribution):
             emissions.append(MultinomialDistribution(parts["e"][k], levels=e.levels,
                                                      trials=e.trials) if "e" in parts else e)
@@ -221,6 +227,11 @@ def _with_parts(model: HiddenMarkovDistribution,
                          else DiagonalGaussianDistribution(mu, cov))
     return HiddenMarkovDistribution(emissions, parts.get("s", model.initial),
                                     parts.get("t", model.transitions))
+
+
+def _poissons(rates: np.ndarray) -> CompositeDistribution:
+    """One state's emission of independent Poisson counts, one rate per feature."""
+    return CompositeDistribution([PoissonDistribution(float(lam)) for lam in rates])
 
 
 class _HiddenMarkovWrapper(BaseEstimator):
@@ -900,3 +911,87 @@ class MultinomialHMM(_HiddenMarkovWrapper):
 
     def _set_emissions(self, model: HiddenMarkovDistribution) -> None:
         self.emissionprob_ = np.array([e.probs for e in model.emissions])
+
+
+class PoissonHMM(_HiddenMarkovWrapper):
+    """A hidden Markov model of independent Poisson counts, hmmlearn's ``PoissonHMM`` fitted
+    by mixfold's EM: ``X`` is an integer array of shape (n_samples, n_features); ``lengths``,
+    methods, monitor and ``params`` / ``init_params`` ("stl": start probabilities, transitions,
+    rates) as :class:`GaussianHMM`'s. Fitted (or set by hand): ``startprob_``, ``transmat_``,
+    ``lambdas_`` (n_components, n_features).
+
+    >>> import numpy as np
+    >>> h = PoissonHMM(2)
+    >>> h.startprob_, h.transmat_ = np.array([0.6, 0.4]), np.array([[0.7, 0.3], [0.4, 0.6]])
+    >>> h.lambdas_ = np.array([[3.1, 1.4, 4.5], [1.6, 5.3, 0.1]])
+    >>> X, states = h.sample(2000, random_state=0)
+    >>> fit = PoissonHMM(2, random_state=0).fit(X)
+    >>> bool(np.allclose(np.sort(fit.lambdas_[:, 1]), [1.4, 5.3], atol=0.3))
+    True
+    """
+
+    _attributes = {"s": "startprob_", "t": "transmat_", "l": "lambdas_"}
+
+    def __init__(self, n_components: int = 1, *, pseudo_count: float = 0.0,
+                 algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
+                 tol: float = 1e-2, verbose: bool = False, params: str = "stl",
+                 init_params: str = "stl", implementation: str = "log", n_init: int = 1,
+                 backend: Any = "local", num_workers: int | None = None,
+                 precision: str = "float64", n_workers: int | None = None):
+        self.n_components = n_components
+        self.pseudo_count = pseudo_count
+        self.algorithm = algorithm
+        self.random_state = random_state
+        self.n_iter = n_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.params = params
+        self.init_params = init_params
+        self.implementation = implementation
+        self.n_init = n_init
+        self.backend = backend
+        self.num_workers = num_workers
+        self.n_workers = n_workers
+        self.precision = precision
+
+    def _n_features(self) -> int:
+        if hasattr(self, "lambdas_"):
+            return int(np.shape(self.lambdas_)[-1])
+        return int(self.n_features_in_)
+
+    def _validated(self, X: Any, reset: bool) -> np.ndarray:
+        X = validate_data(self, X, dtype=None, reset=reset)
+        if X.dtype.kind not in "iu" and not (X.dtype.kind == "f"
+                                             and np.array_equal(X, np.round(X))):
+            raise ValueError(f"PoissonHMM: X must be integer counts, got {X.dtype}")
+        if X.min() < 0:
+            raise ValueError(f"PoissonHMM: counts must be >= 0, got {X.min()}")
+        return X.astype(np.int64)
+
+    def _rates(self, d: int) -> np.ndarray:
+        rates = np.asarray(self.lambdas_, dtype=np.float64)
+        if rates.shape != (self.n_components, d) or not (rates > 0).all():
+            raise ValueError(f"PoissonHMM: lambdas_ must be positive rates of shape "
+                             f"{(self.n_components, d)}, got shape {rates.shape}")
+        return rates
+
+    def _check(self) -> None:
+        super()._check()
+        if hasattr(self, "lambdas_"):
+            rates = np.asarray(self.lambdas_, dtype=np.float64)
+            self._rates(rates.shape[-1] if rates.ndim == 2 else -1)
+
+    def _emission_estimator(self, d: int) -> Estimator:
+        return CompositeEstimator([PoissonEstimator()] * d)
+
+    def _emissions(self) -> list[Any]:
+        return [_poissons(r) for r in self._rates(self._n_features())]
+
+    def _given_emission_part(self, letter: str, d: int) -> np.ndarray:
+        return self._rates(d)
+
+    def _emission_free_parameters(self, d: int) -> dict[str, int]:
+        return {"l": self.n_components * d}
+
+    def _set_emissions(self, model: HiddenMarkovDistribution) -> None:
+        self.lambdas_ = _parts_of(model, "l")["l"]

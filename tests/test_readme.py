@@ -69,7 +69,7 @@ def test_readme_command_line_block_runs_as_written(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "mixfold: error" not in done.stderr and "Traceback" not in done.stderr
     # every file a later line reads was written by an earlier one, none overwritten by another
-    for name in ("model.json", "points.json", "refit.json", "scores.txt", "posteriors.jsonl",
-                 "drawn.jsonl", "bic.png"):
+    for name in ("model.json", "points.json", "refit.json", "scores.txt", "labels.csv",
+                 "posteriors.jsonl", "drawn.jsonl", "bic.png"):
         assert (work / name).stat().st_size > 0, name
     assert done.stdout.count("rows 3000  total log-likelihood") == 1

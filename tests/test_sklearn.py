@@ -14,6 +14,7 @@ from sklearn.metrics import adjusted_rand_score  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from mixfold.sklearn import (  # noqa: E402
+    GMMHMM,
     CategoricalHMM,
     GaussianHMM,
     MultinomialHMM,
@@ -615,3 +616,25 @@ def test_poisson_hmm_equals_hmmlearn():
     ref.fit(X)
     np.testing.assert_allclose(ours.lambdas_, ref.lambdas_, rtol=1e-8)
     assert ours.score(X) == pytest.approx(ref.score(X), rel=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["diag", "full", "spherical", "tied"])
+def test_gmm_hmm_scores_as_hmmlearn_and_fits_monotonically(kind):
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(-3, 1, (200, 2)), rng.normal(3, 1.5, (200, 2)),
+                        rng.normal(0, 0.5, (200, 2))])
+    lengths = [150] * 4
+    ours = GMMHMM(2, 2, covariance_type=kind, random_state=0, n_iter=0).fit(X, lengths)
+    ref = hmmlearn.GMMHMM(2, 2, covariance_type=kind, init_params="", params="")
+    ref.startprob_, ref.transmat_ = ours.startprob_.copy(), ours.transmat_.copy()
+    ref.weights_, ref.means_, ref.covars_ = (ours.weights_.copy(), ours.means_.copy(),
+                                             ours.covars_.copy())
+    assert ours.score(X, lengths) == pytest.approx(ref.score(X, lengths), rel=1e-12)
+    np.testing.assert_array_equal(ours.predict(X, lengths), ref.predict(X, lengths))
+    fitted = GMMHMM(2, 2, covariance_type=kind, random_state=0, n_iter=30, tol=0.0).fit(
+        X, lengths)
+    history = np.array(fitted.monitor_.history)
+    assert (np.diff(history) > -1e-8 * np.abs(history[1:])).all()
+    assert fitted.score(X, lengths) > ours.score(X, lengths)
+    assert fitted.weights_.shape == (2, 2) and fitted.means_.shape == (2, 2, 2)

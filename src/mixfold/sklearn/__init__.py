@@ -3,7 +3,8 @@
 - :class:`GaussianMixture` (:mod:`mixfold.sklearn.mixture`): scikit-learn's
   ``sklearn.mixture.GaussianMixture`` (full, diagonal, tied or spherical covariances) on an
   array of shape (n_samples, n_features), with its stopping rule, attributes and error words;
-- :class:`GaussianHMM`, :class:`CategoricalHMM`, :class:`MultinomialHMM`, :class:`PoissonHMM`
+- :class:`GaussianHMM`, :class:`GMMHMM`, :class:`CategoricalHMM`, :class:`MultinomialHMM`,
+  :class:`PoissonHMM`
   (:mod:`mixfold.sklearn.hmm`): hmmlearn's models of the same names: rows of one or more
   sequences stacked into one array, ``lengths`` saying where each ends;
 - :class:`MixedTypeClustering`: clusters of a pandas DataFrame of mixed column types, each column
@@ -24,11 +25,12 @@ against them (tests/peers).
 100
 """
 
-from mixfold.sklearn.hmm import (CategoricalHMM, ConvergenceMonitor, GaussianHMM,
+from mixfold.sklearn.hmm import (GMMHMM, CategoricalHMM, ConvergenceMonitor, GaussianHMM,
                                  MultinomialHMM, PoissonHMM)
 from mixfold.sklearn.mixture import (ComponentSelection, GaussianMixture, MixedTypeClustering,
                                      select_n_components)
 
-__all__ = ["GaussianMixture", "GaussianHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM",
+__all__ = ["GaussianMixture", "GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM",
+           "PoissonHMM",
            "MixedTypeClustering", "ConvergenceMonitor",
            "select_n_components", "ComponentSelection"]

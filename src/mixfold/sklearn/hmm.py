@@ -26,14 +26,16 @@ from mixfold.families import (CategoricalDistribution, CategoricalEstimator,
                               CompositeDistribution, CompositeEstimator,
                               DiagonalGaussianDistribution, Encoder, Estimator,
                               HiddenMarkovDistribution, HiddenMarkovEstimator,
-                              MultinomialDistribution, MultinomialEstimator,
+                              MixtureDistribution, MultinomialDistribution, MultinomialEstimator,
                               MultivariateGaussianDistribution, PoissonDistribution,
                               PoissonEstimator)
 from mixfold.fit import int_at_least
 from mixfold.sklearn._common import (_COMMON_RULES, _check_params, _gaussian, _is_nonneg,
                                      _seed, _workers)
+from mixfold.sklearn.mixture import GaussianMixtureEstimator
 
-__all__ = ["GaussianHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM", "ConvergenceMonitor",
+__all__ = ["GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM",
+           "ConvergenceMonitor",
            "HMM_COVARIANCE_TYPES", "IMPLEMENTATIONS"]
 
 _log = logging.getLogger(__name__)
@@ -193,6 +195,9 @@ def _parts_of(model: HiddenMarkovDistribution, letters: str) -> dict[str, np.nda
     emissions' own covariances, (n, d) variances or (n, d, d) matrices; "e": the categorical
     or multinomial emissions' probabilities; "l": the Poisson emissions' rates)."""
     em = model.emissions
+    if isinstance(em[0], MixtureDistribution):  # GMMHMM: one mixture per state
+        return {c: np.array([_parts_of_mixture(e)[c] for e in em]) for c in letters if c in "wmc"} \
+            | {c: (model.initial if c == "s" else model.transitions) for c in letters if c in "st"}
     values = {"s": lambda: model.initial, "t": lambda: model.transitions,
               "m": lambda: np.array([e.mu for e in em]),
               "c": lambda: np.array([e.cov if isinstance(e, MultivariateGaussianDistribution)
@@ -213,6 +218,11 @@ def _with_parts(model: HiddenMarkovDistribution,
             emissions.append(CategoricalDistribution(parts["e"][k], levels=e.levels)
                              if "e" in parts else e)
             continue
+        if isinstance(e, MixtureDistribution):  # GMMHMM: one mixture per state
+            own = _parts_of_mixture(e)
+            emissions.append(_gaussian_mixture(*(parts[c][k] if c in parts else own[c]
+                                                 for c in "wmc")))
+            continue
         if isinstance(e, CompositeDistribution):  # independent Poisson counts
             emissions.append(_poissons(parts["l"][k]) if "l" in parts else e)
             continue
@@ -227,6 +237,23 @@ def _with_parts(model: HiddenMarkovDistribution,
                          else DiagonalGaussianDistribution(mu, cov))
     return HiddenMarkovDistribution(emissions, parts.get("s", model.initial),
                                     parts.get("t", model.transitions))
+
+
+def _parts_of_mixture(mixture: MixtureDistribution) -> dict[str, np.ndarray]:
+    """One GMMHMM state's weights, means and its components' own covariances."""
+    comps = mixture.components
+    full = isinstance(comps[0], MultivariateGaussianDistribution)
+    return {"w": mixture.weights, "m": np.array([c.mu for c in comps]),
+            "c": np.array([c.cov if full else c.sigma2 for c in comps])}
+
+
+def _gaussian_mixture(weights: np.ndarray, means: np.ndarray,
+                      covs: np.ndarray) -> MixtureDistribution:
+    """A state's mixture of Gaussians: (n_mix, d) variances or (n_mix, d, d) matrices."""
+    full = covs.ndim == 3
+    return MixtureDistribution([MultivariateGaussianDistribution(m, c) if full
+                                else DiagonalGaussianDistribution(m, c)
+                                for m, c in zip(means, covs)], weights)
 
 
 def _poissons(rates: np.ndarray) -> CompositeDistribution:
@@ -995,3 +1022,142 @@ class PoissonHMM(_HiddenMarkovWrapper):
 
     def _set_emissions(self, model: HiddenMarkovDistribution) -> None:
         self.lambdas_ = _parts_of(model, "l")["l"]
+
+
+class GMMHMM(_HiddenMarkovWrapper):
+    """A hidden Markov model whose states emit a mixture of ``n_mix`` Gaussians, hmmlearn's
+    ``GMMHMM`` fitted by mixfold's EM: ``X`` and ``lengths`` as :class:`GaussianHMM`'s, whose
+    methods and monitor it shares; ``params`` / ``init_params`` letters of "stmcw" (start,
+    transitions, means, covariances, mixture weights). ``covariance_type`` within each state's
+    mixture: "diag", "full", "spherical" or "tied" (one covariance shared by a state's
+    components). Fitted (or set by hand), hmmlearn's shapes: ``weights_`` (n_components, n_mix),
+    ``means_`` (n_components, n_mix, n_features), ``covars_`` (spherical (n_components, n_mix),
+    diag (n_components, n_mix, n_features), full (n_components, n_mix, n_features,
+    n_features), tied (n_components, n_features, n_features)).
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.normal(-3, 1, (200, 1)), rng.normal(3, 1, (200, 1))])
+    >>> gmm = GMMHMM(2, n_mix=2, random_state=0).fit(X, [100, 100, 100, 100])
+    >>> gmm.means_.shape, gmm.covars_.shape, np.allclose(gmm.weights_.sum(axis=1), 1)
+    ((2, 2, 1), (2, 2, 1), True)
+    """
+
+    _attributes = {"s": "startprob_", "t": "transmat_", "m": "means_", "c": "covars_",
+                   "w": "weights_"}
+
+    def __init__(self, n_components: int = 1, n_mix: int = 1, *, covariance_type: str = "diag",
+                 reg_covar: float = 1e-6, pseudo_count: float = 0.0,
+                 algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
+                 tol: float = 1e-2, verbose: bool = False, params: str = "stmcw",
+                 init_params: str = "stmcw", implementation: str = "log", n_init: int = 1,
+                 backend: Any = "local", num_workers: int | None = None,
+                 precision: str = "float64", n_workers: int | None = None):
+        self.n_components = n_components
+        self.n_mix = n_mix
+        self.covariance_type = covariance_type
+        self.reg_covar = reg_covar
+        self.pseudo_count = pseudo_count
+        self.algorithm = algorithm
+        self.random_state = random_state
+        self.n_iter = n_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.params = params
+        self.init_params = init_params
+        self.implementation = implementation
+        self.n_init = n_init
+        self.backend = backend
+        self.num_workers = num_workers
+        self.n_workers = n_workers
+        self.precision = precision
+
+    def _n_features(self) -> int:
+        return int(np.shape(self.means_)[-1]) if hasattr(self, "means_") else \
+            int(self.n_features_in_)
+
+    def _validated(self, X: Any, reset: bool) -> np.ndarray:
+        X = validate_data(self, X, dtype=np.float64, reset=reset)
+        if hasattr(self, "means_") and not reset and X.shape[1] != self._n_features():
+            raise ValueError(f"X has {X.shape[1]} features, but the model's means_ have "
+                             f"{self._n_features()}")
+        return X
+
+    def _emission_rules(self) -> dict[str, tuple[Any, str]]:
+        return {"n_mix": (lambda v: int_at_least(v, 1), "an integer >= 1"),
+                "covariance_type": (lambda v: v in HMM_COVARIANCE_TYPES,
+                                    f"one of {list(HMM_COVARIANCE_TYPES)}"),
+                "reg_covar": (_is_nonneg, "a finite number >= 0")}
+
+    def _emission_estimator(self, d: int) -> Estimator:
+        kind = self.covariance_type
+        component = _gaussian("full" if kind == "tied" else kind, self.reg_covar)
+        return GaussianMixtureEstimator([component] * self.n_mix, kind)
+
+    def _tied(self, model: HiddenMarkovDistribution) -> HiddenMarkovDistribution:
+        """A seeded start's mixtures with their covariances as ``covariance_type`` has them."""
+        if self.covariance_type not in ("tied", "spherical"):
+            return model
+        parts = _parts_of(model, "c")["c"]
+        stored = np.array([_stored_mixture_covars(c, self.covariance_type) for c in parts])
+        tied = np.array([_mixture_covars(c, self.covariance_type, self.n_mix, parts.shape[-1])
+                         for c in stored])
+        return _with_parts(model, {"c": tied})
+
+    def _emissions(self) -> list[Any]:
+        s, k = self.n_components, self.n_mix
+        means = np.asarray(self.means_, dtype=np.float64)
+        d = means.shape[-1]
+        if means.shape != (s, k, d):
+            raise ValueError(f"GMMHMM: means_ must have shape {(s, k, d)}, got {means.shape}")
+        weights = _probabilities(self.weights_, (s, k), "weights_", "GMMHMM")
+        covs = self._given_emission_part("c", d)
+        return [_gaussian_mixture(w, m, c) for w, m, c in zip(weights, means, covs)]
+
+    def _given_emission_part(self, letter: str, d: int) -> np.ndarray:
+        s, k = self.n_components, self.n_mix
+        if letter == "w":
+            return _probabilities(self.weights_, (s, k), "weights_", "GMMHMM")
+        if letter == "m":
+            means = np.asarray(self.means_, dtype=np.float64)
+            if means.shape != (s, k, d):
+                raise ValueError(f"GMMHMM: means_ must have shape {(s, k, d)}, got "
+                                 f"{means.shape}")
+            return means
+        stored = np.asarray(self.covars_, dtype=np.float64)
+        shape = {"spherical": (s, k), "diag": (s, k, d), "full": (s, k, d, d),
+                 "tied": (s, d, d)}[self.covariance_type]
+        if stored.shape != shape:
+            raise ValueError(f"GMMHMM: covars_ must have shape {shape} for covariance_type="
+                             f"{self.covariance_type!r}, got {stored.shape}")
+        return np.array([_mixture_covars(c, self.covariance_type, k, d) for c in stored])
+
+    def _emission_free_parameters(self, d: int) -> dict[str, int]:
+        s, k = self.n_components, self.n_mix
+        covariance = {"spherical": s * k, "diag": s * k * d, "tied": s * d * (d + 1) // 2,
+                      "full": s * k * d * (d + 1) // 2}[self.covariance_type]
+        return {"m": s * k * d, "c": covariance, "w": s * (k - 1)}
+
+    def _set_emissions(self, model: HiddenMarkovDistribution) -> None:
+        parts = _parts_of(model, "wmc")
+        self.weights_, self.means_ = parts["w"], parts["m"]
+        self.covars_ = np.array([_stored_mixture_covars(c, self.covariance_type)
+                                 for c in parts["c"]])
+
+
+def _mixture_covars(stored: np.ndarray, kind: str, k: int, d: int) -> np.ndarray:
+    """One state's stored covariances (hmmlearn's form) as its components' own."""
+    if kind == "full":
+        return stored
+    if kind == "tied":
+        return np.repeat(stored[None], k, axis=0)
+    return stored if kind == "diag" else np.repeat(stored[:, None], d, axis=1)
+
+
+def _stored_mixture_covars(own: np.ndarray, kind: str) -> np.ndarray:
+    """One state's components' covariances in hmmlearn's stored form."""
+    if kind in ("full", "diag"):
+        return own
+    if kind == "tied":
+        return own.mean(axis=0)  # a tied state's components already share one matrix
+    return own.mean(axis=1)

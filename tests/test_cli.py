@@ -364,3 +364,51 @@ def test_select_reports_bic_per_k_as_scikit_learn(tmp_path):
     ref = GaussianMixture(1, reg_covar=1e-6).fit(X).bic(X)
     assert float(rows[0][3]) == pytest.approx(ref, rel=1e-5)
     assert sum("<- lowest BIC" in line for line in out.stdout.splitlines()) == 1
+
+
+# --- what the CLI writes, it reads back; a closed pipe is not an error
+
+def test_the_json_lines_sample_and_predict_write_are_read_back(files, tmp_path):
+    root, _ = files
+    model = tmp_path / "m.json"
+    assert run("fit", root / "customers.csv", "--model", root / "spec.json", "--out",
+               model).exit_code == 0
+    drawn = run("sample", model, "-n", "300", "--seed", "1")
+    (tmp_path / "s.jsonl").write_text(drawn.output)
+    scored = run("score", model, tmp_path / "s.jsonl")
+    assert scored.exit_code == 0, scored.output
+    rows = pd.DataFrame([json.loads(line) for line in drawn.output.splitlines()])
+    fitted = mixfold.load(model)
+    expected = fitted.seq_log_density(fitted.encoder().encode(rows)).sum()
+    assert f"rows 300  total log-likelihood {expected:.10g}" in scored.output
+    out = tmp_path / "p.jsonl"
+    assert run("predict", model, tmp_path / "s.jsonl", "--proba", "--out", out).exit_code == 0
+    proba = [json.loads(line)["proba"] for line in out.read_text().splitlines()]
+    np.testing.assert_allclose(proba, fitted.seq_posterior(fitted.encoder().encode(rows)))
+    refit = run("fit", tmp_path / "s.jsonl", "--model", root / "spec.json", "--out",
+                tmp_path / "refit.json")
+    assert refit.exit_code == 0 and (tmp_path / "refit.json").is_file()
+
+
+def test_a_reader_that_leaves_early_is_no_error(files, tmp_path):
+    root, _ = files
+    model = tmp_path / "m.json"
+    run("fit", root / "customers.csv", "--model", root / "spec.json", "--out", model)
+    shell = (f"{sys.executable} -m mixfold sample {model} -n 200000 | head -1; "
+             f"echo status ${{PIPESTATUS[0]}}")
+    done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=300)
+    assert "Broken pipe" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.splitlines()[1] == "status 141" and json.loads(done.stdout.splitlines()[0])
+
+
+def test_init_of_another_structure_is_one_line(files, tmp_path):
+    root, _ = files
+    model = tmp_path / "m3.json"
+    run("fit", root / "customers.csv", "--model", root / "spec.json", "--out", model)
+    two = dict(SPEC, k=2)
+    result = run("fit", root / "customers.csv", "--model", json.dumps(two), "--init", model,
+                 "--out", tmp_path / "m2.json")
+    assert result.exit_code == 1 and not (tmp_path / "m2.json").exists()
+    assert result.output.strip() == ("mixfold: error: init does not have the structure of the "
+                                     "model being fitted: at model['weights']: 3 items, the "
+                                     "fitted model has 2")

@@ -232,3 +232,37 @@ def test_n_init_on_spark_equals_local():
     np.testing.assert_allclose(spark.start_log_likelihoods, local.start_log_likelihoods,
                                rtol=1e-10)
     assert spark.seed == local.seed
+
+
+# --- tables are rows; a start of another structure is named, not a crash
+
+@pytest.mark.parametrize("component", [mixfold.DiagonalGaussianEstimator,
+                                       mixfold.MultivariateGaussianEstimator])
+def test_a_numeric_table_fits_as_its_array(component):
+    pd = pytest.importorskip("pandas")
+    pa = pytest.importorskip("pyarrow")
+    from sklearn.datasets import load_iris
+
+    frame = load_iris(as_frame=True).data
+    est = MixtureEstimator([component()] * 3)
+    by_array = mixfold.optimize(frame.to_numpy(), est, seed=1, progress=False)
+    for table in (frame, pd.DataFrame(frame.to_numpy()), pa.Table.from_pandas(frame)):
+        model = mixfold.optimize(table, est, seed=1, progress=False)
+        assert model == by_array
+        assert model.fit_result.log_likelihood == by_array.fit_result.log_likelihood
+
+
+def test_a_start_of_another_structure_is_named():
+    x = mixture_data(500)
+    two = mixfold.optimize(x, MixtureEstimator([GaussianEstimator()] * 2), progress=False)
+    with pytest.raises(ValueError, match=r"^init does not have the structure of the model being "
+                                         r"fitted: at model\['weights'\]: 2 items, the fitted "
+                                         r"model has 3$"):
+        mixfold.optimize(x, est3(), init=two, progress=False)
+    records = [{"a": v, "b": "x" if v > 0 else "y"} for v in x[:50]]
+    start = mixfold.optimize(records, RecordEstimator({"a": GaussianEstimator(),
+                                                       "b": CategoricalEstimator()}),
+                             progress=False)
+    with pytest.raises(ValueError, match=r"fields \['a', 'b'\], the fitted model's are \['a'\]"):
+        mixfold.optimize(records, RecordEstimator({"a": GaussianEstimator()}), init=start,
+                         progress=False)

@@ -106,3 +106,12 @@ def test_finish_times_plot_has_whole_worker_ticks():
     ax.figure.canvas.draw()
     ticks = ax.get_xticks()
     assert np.array_equal(ticks, np.round(ticks))
+
+
+def test_a_model_read_from_a_file_has_no_trace_to_plot(two_blobs, tmp_path):
+    _, model = two_blobs
+    loaded = mixfold.load(mixfold.save(model, tmp_path / "m.json"))
+    with pytest.raises(ValueError, match="this model carries no fit history"):
+        plot_log_likelihood(loaded)
+    assert len(plot_log_likelihood(model).lines[0].get_xdata()) == len(
+        model.fit_result.log_likelihood)

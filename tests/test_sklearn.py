@@ -2,6 +2,7 @@
 scikit-learn's GaussianMixture and hmmlearn on real data."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import mixfold
@@ -13,7 +14,11 @@ from sklearn.metrics import adjusted_rand_score  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from mixfold.sklearn import (  # noqa: E402
+    GMMHMM,
+    CategoricalHMM,
     GaussianHMM,
+    MultinomialHMM,
+    PoissonHMM,
     GaussianMixture,
     MixedTypeClustering,
     select_n_components,
@@ -129,7 +134,7 @@ def test_gaussian_hmm_scores_equal_hmmlearn():
     ours = GaussianHMM(2, random_state=0).fit(X, lengths=[100, 50])
     ref = hmmlearn.GaussianHMM(2, covariance_type="diag", init_params="", params="")
     ref.startprob_, ref.transmat_ = ours.startprob_, ours.transmat_
-    ref.means_, ref.covars_ = ours.means_, ours.covars_
+    ref.means_, ref.covars_ = ours.means_, ours._covars_  # hmmlearn's setter: the stored form
     assert ours.score(X, lengths=[100, 50]) == pytest.approx(ref.score(X, lengths=[100, 50]),
                                                              rel=1e-10)
     np.testing.assert_array_equal(ours.predict(X, lengths=[100, 50]),
@@ -223,7 +228,8 @@ def test_gaussian_hmm_fit_equals_hmmlearn_for_given_params(params):
         ours.monitor_.iter < 7 and ours.model_.fit_result.stop_reason == "converged"))
     for name in ("startprob_", "transmat_", "means_"):
         np.testing.assert_allclose(getattr(ours, name), getattr(ref, name), atol=1e-12)
-    np.testing.assert_allclose(ours.covars_, ref._covars_, atol=1e-12)
+    np.testing.assert_allclose(ours.covars_, ref.covars_, atol=1e-12)  # both (n, d, d)
+    np.testing.assert_allclose(ours._covars_, ref._covars_, atol=1e-12)
     assert ours.score(X, lengths) == pytest.approx(ref.score(X, lengths), rel=1e-12)
     for algorithm in ("viterbi", "map"):
         log_prob, states = ours.decode(X, lengths, algorithm=algorithm)
@@ -238,9 +244,11 @@ def test_gaussian_hmm_stops_on_hmmlearns_tol_and_keeps_its_monitor():
     X, lengths = _two_regimes()
     hmm = GaussianHMM(2, random_state=0, tol=1e-3, n_iter=500).fit(X, lengths)
     history = list(hmm.monitor_.history)
-    assert hmm.converged_ and hmm.monitor_.iter == hmm.n_iter_ < 500
-    assert history[1] - history[0] < 1e-3
-    assert history[1] == pytest.approx(hmm.lower_bound_ * len(X))
+    assert hmm.converged_ and hmm.monitor_.iter == hmm.n_iter_ == len(history) < 500
+    assert history[-1] - history[-2] < 1e-3 <= history[-2] - history[-3]
+    # hmmlearn's scale: the total log-likelihood of the sequences, what score() returns
+    assert history[-1] == pytest.approx(hmm.lower_bound_ * len(lengths))
+    assert history[-1] == pytest.approx(hmm.score(X, lengths), rel=1e-6)
 
 
 def test_gaussian_hmm_n_init_keeps_the_best_seed():
@@ -250,10 +258,15 @@ def test_gaussian_hmm_n_init_keeps_the_best_seed():
     assert best.lower_bound_ == max(singles)
 
 
-def test_gaussian_hmm_init_params_without_a_given_part_is_refused():
+def test_gaussian_hmm_part_left_out_of_init_params_and_not_set_is_initialised():
+    # hmmlearn's _init: a part init_params does not name is initialised when it is not set
     X, lengths = _two_regimes()
-    with pytest.raises(ValueError, match="'m' is not in init_params='stc', so means_ must be"):
-        GaussianHMM(2, init_params="stc").fit(X, lengths)
+    without_m = GaussianHMM(2, init_params="stc", random_state=0).fit(X, lengths)
+    seeded = GaussianHMM(2, random_state=0).fit(X, lengths)
+    np.testing.assert_array_equal(without_m.means_, seeded.means_)
+    given = GaussianHMM(2, init_params="stc", random_state=0, n_iter=0)
+    given.means_ = np.array([[0.5, 0.5], [3.0, 3.0]])
+    np.testing.assert_array_equal(given.fit(X, lengths).means_, [[0.5, 0.5], [3.0, 3.0]])
 
 
 # --- GaussianMixture: sample, BIC/AIC, covariance types, initialisations, warm start
@@ -312,7 +325,8 @@ def test_gaussian_mixture_given_start_and_warm_start():
     warm = GaussianMixture(3, random_state=0, max_iter=2, tol=0, warm_start=True).fit(X)
     warm.set_params(max_iter=3).fit(X)  # continues from the first fit
     np.testing.assert_allclose(warm.means_, given.means_, rtol=1e-10)
-    with pytest.raises(ValueError, match=r"means_init must have shape \(3, 4\)"):
+    with pytest.raises(ValueError, match=r"The parameter 'means' should have the shape of "
+                                         r"\(3, 4\), but got \(2, 4\)"):  # scikit-learn's words
         GaussianMixture(3, means_init=np.zeros((2, 4))).fit(X)
 
 
@@ -404,3 +418,223 @@ def test_workers_by_either_name():
     a = GaussianMixture(2, backend="mp", num_workers=2, random_state=0).fit(X)
     b = GaussianMixture(2, backend="mp", n_workers=2, random_state=0).fit(X)
     np.testing.assert_array_equal(a.means_, b.means_)
+
+
+# --- what a new user passes: a DataFrame of integer labels, the wrapper to save
+
+def test_frames_with_integer_column_labels_fit():
+    X, _ = load_iris(return_X_y=True)
+    frame = pd.DataFrame(X)
+    mtc = MixedTypeClustering(3, random_state=0).fit(frame)
+    named = MixedTypeClustering(3, random_state=0).fit(frame.rename(columns=str))
+    np.testing.assert_array_equal(mtc.predict(frame), named.predict(frame.rename(columns=str)))
+    gm = GaussianMixture(3, random_state=0).fit(frame)
+    assert gm.score(frame) == pytest.approx(GaussianMixture(3, random_state=0).fit(X).score(X),
+                                            rel=1e-12)  # a frame's columns: other round-off
+
+
+def test_save_takes_a_fitted_wrapper(tmp_path):
+    X, _ = load_iris(return_X_y=True)
+    gm = GaussianMixture(3, random_state=0).fit(X)
+    path = mixfold.save(gm, tmp_path / "gm.json")
+    assert mixfold.load(path) == gm.model_
+    with pytest.raises(TypeError, match="a mixfold Distribution or a fitted mixfold.sklearn "
+                                        "estimator, got GaussianMixture"):
+        mixfold.save(GaussianMixture(3), tmp_path / "unfitted.json")
+    with pytest.raises(FileNotFoundError, match=r"cannot save to '.*nowhere/gm.json': the folder "
+                                                r"'.*nowhere' does not exist"):
+        mixfold.save(gm, tmp_path / "nowhere" / "gm.json")
+
+
+# --- scikit-learn's GaussianMixture contract: tol, max_iter=0, warnings, dtypes, attributes
+
+def test_gaussian_mixture_stops_on_scikit_learns_tol():
+    X, _ = load_iris(return_X_y=True)
+    from sklearn.mixture import GaussianMixture as Reference
+
+    for tol in (1e-1, 1e-3):
+        ours = GaussianMixture(3, tol=tol, random_state=0).fit(X)
+        ref = Reference(3, tol=tol, random_state=0).fit(X)
+        assert ours.converged_ and ours.n_iter_ == ref.n_iter_
+        assert abs(ours.lower_bounds_[-1] - ours.lower_bounds_[-2]) < tol
+        assert ours.lower_bound_ == pytest.approx(ref.lower_bound_, rel=1e-10)
+        np.testing.assert_allclose(ours.precisions_cholesky_, ref.precisions_cholesky_,
+                                   rtol=1e-6)
+
+
+def test_gaussian_mixture_max_iter_zero_is_the_start_and_running_out_warns():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, _ = load_iris(return_X_y=True)
+    start = GaussianMixture(3, max_iter=0, random_state=0).fit(X)
+    assert start.n_iter_ == 0 and not start.converged_ and start.lower_bound_ == -np.inf
+    one = GaussianMixture(3, max_iter=1, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="Best performing initialization did not"):
+        one.fit(X)
+    assert one.n_iter_ == 1 and not one.converged_
+
+
+def test_gaussian_mixture_keeps_float32():
+    X = load_iris().data.astype(np.float32)
+    gm = GaussianMixture(3, random_state=0).fit(X)
+    for name in ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_"):
+        assert getattr(gm, name).dtype == np.float32, name
+    assert gm.predict_proba(X).dtype == gm.score_samples(X).dtype == np.float32
+    wide = GaussianMixture(3, random_state=0).fit(X.astype(np.float64))
+    np.testing.assert_allclose(gm.means_, wide.means_, rtol=1e-5)
+
+
+def test_gaussian_mixture_warm_start_carries_convergence():
+    X, _ = load_iris(return_X_y=True)
+    gm = GaussianMixture(3, warm_start=True, max_iter=1, tol=1e-4, random_state=0)
+    with pytest.warns(Warning):
+        gm.fit(X)
+    fits = 1
+    while not gm.converged_ and fits < 500:
+        gm.fit(X)
+        fits += 1
+    assert gm.converged_ and fits < 500  # one iteration per call, compared with the last call's
+
+
+def test_gaussian_mixture_refuses_weights_init_out_of_range():
+    X, _ = load_iris(return_X_y=True)
+    with pytest.raises(ValueError, match=r"The parameter 'weights' should be in the range "):
+        GaussianMixture(2, weights_init=[1.5, 1.7]).fit(X)
+    with pytest.raises(ValueError, match=r"should be normalized, but got sum\(weights\) = "
+                                         r"0.50000"):
+        GaussianMixture(2, weights_init=[0.25, 0.25]).fit(X)
+
+
+# --- hmmlearn's models: hand-set parameters, covariance types, categorical emissions
+
+@pytest.mark.parametrize("kind", ["spherical", "diag", "full", "tied"])
+def test_gaussian_hmm_covariance_types_equal_hmmlearn(kind):
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    X, lengths = _two_regimes()
+    ours = GaussianHMM(2, kind, random_state=0, n_iter=0).fit(X, lengths)  # a seeded start
+    start = {"startprob_": ours.startprob_, "transmat_": ours.transmat_,
+             "means_": ours.means_, "covars_": ours._covars_}
+    ours.set_params(n_iter=6, tol=0.0, reg_covar=0.0, init_params="")
+    ref = hmmlearn.GaussianHMM(2, kind, init_params="", n_iter=6, tol=-1e300, min_covar=0.0,
+                               covars_prior=0, covars_weight=1 if kind in ("diag", "spherical")
+                               else 0)
+    for name, value in start.items():
+        setattr(ref, name, np.array(value))
+    ours.fit(X, lengths)
+    ref.fit(X, lengths)
+    np.testing.assert_allclose(ours.means_, ref.means_, rtol=1e-8)
+    if kind == "spherical":  # hmmlearn's spherical fit stores (n, d) equal columns
+        np.testing.assert_allclose(ours._covars_, ref._covars_[:, 0], rtol=1e-8)
+    else:
+        np.testing.assert_allclose(ours.covars_, ref.covars_, rtol=1e-8)  # both (n, d, d)
+    np.testing.assert_allclose(ours.transmat_, ref.transmat_, rtol=1e-8, atol=1e-15)
+    assert ours.score(X, lengths) == pytest.approx(ref.score(X, lengths), rel=1e-10)
+
+
+def test_hand_set_parameters_are_the_model_without_a_fit():
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    X, lengths = _two_regimes()
+    ours, ref = GaussianHMM(2, "full"), hmmlearn.GaussianHMM(2, "full")
+    for model in (ours, ref):
+        model.startprob_ = np.array([0.5, 0.5])
+        model.transmat_ = np.array([[0.9, 0.1], [0.2, 0.8]])
+        model.means_ = np.array([[0.0, 0.0], [4.0, 4.0]])
+        model.covars_ = np.array([np.eye(2), 2 * np.eye(2)])
+    assert ours.score(X, lengths) == pytest.approx(ref.score(X, lengths), rel=1e-12)
+    np.testing.assert_array_equal(ours.predict(X, lengths), ref.predict(X, lengths))
+    drawn, states = ours.sample(50, random_state=0)
+    assert drawn.shape == (50, 2) and set(states) <= {0, 1}
+
+
+def test_categorical_hmm_equals_hmmlearn():
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    truth = CategoricalHMM(2)
+    truth.startprob_, truth.transmat_ = np.array([0.6, 0.4]), np.array([[0.9, 0.1], [0.3, 0.7]])
+    truth.emissionprob_ = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])
+    X, _ = truth.sample(400, random_state=0)
+    ours = CategoricalHMM(2, n_iter=0, random_state=0).fit(X)
+    ref = hmmlearn.CategoricalHMM(2, init_params="", n_iter=8, tol=-1e300,
+                                  startprob_prior=1.0, transmat_prior=1.0,
+                                  emissionprob_prior=1.0)
+    ref.startprob_, ref.transmat_ = ours.startprob_.copy(), ours.transmat_.copy()
+    ref.emissionprob_ = ours.emissionprob_.copy()
+    ours.set_params(n_iter=8, tol=0.0, init_params="").fit(X)
+    ref.fit(X)
+    np.testing.assert_allclose(ours.emissionprob_, ref.emissionprob_, rtol=1e-8, atol=1e-15)
+    np.testing.assert_allclose(ours.transmat_, ref.transmat_, rtol=1e-8, atol=1e-15)
+    assert ours.score(X) == pytest.approx(ref.score(X), rel=1e-10)
+    assert ours.n_features == 3 and ours.predict(X).shape == (400,)
+
+
+def test_gaussian_hmm_logs_what_init_params_overwrites(caplog):
+    X, lengths = _two_regimes()
+    hmm = GaussianHMM(2, random_state=0, n_iter=2)
+    hmm.startprob_ = np.array([0.5, 0.5])
+    with caplog.at_level("WARNING", logger="mixfold.sklearn.hmm"):
+        hmm.fit(X, lengths)
+    assert any("'startprob_' attribute is set, it will be overwritten" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_gaussian_hmm_verbose_reports_on_stderr(capsys):
+    X, lengths = _two_regimes()
+    hmm = GaussianHMM(2, random_state=0, verbose=True, n_iter=3, tol=0.0).fit(X, lengths)
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == hmm.monitor_.iter == 3
+
+
+def test_multinomial_hmm_equals_hmmlearn():
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    truth = MultinomialHMM(2, n_trials=5)
+    truth.startprob_, truth.transmat_ = np.array([0.6, 0.4]), np.array([[0.8, 0.2], [0.2, 0.8]])
+    truth.emissionprob_ = np.array([[0.5, 0.3, 0.1, 0.1], [0.1, 0.1, 0.4, 0.4]])
+    X, _ = truth.sample(300, random_state=0)
+    assert (X.sum(axis=1) == 5).all()
+    ours = MultinomialHMM(2, n_iter=0, random_state=0).fit(X)
+    ref = hmmlearn.MultinomialHMM(2, n_trials=5, init_params="", n_iter=8, tol=-1e300,
+                                  startprob_prior=1.0, transmat_prior=1.0)
+    ref.startprob_, ref.transmat_ = ours.startprob_.copy(), ours.transmat_.copy()
+    ref.emissionprob_ = ours.emissionprob_.copy()
+    ours.set_params(n_iter=8, tol=0.0, init_params="").fit(X)
+    ref.fit(X)
+    np.testing.assert_allclose(ours.emissionprob_, ref.emissionprob_, rtol=1e-8, atol=1e-15)
+    assert ours.score(X) == pytest.approx(ref.score(X), rel=1e-10)
+
+
+def test_poisson_hmm_equals_hmmlearn():
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    truth = PoissonHMM(2)
+    truth.startprob_, truth.transmat_ = np.array([0.6, 0.4]), np.array([[0.7, 0.3], [0.4, 0.6]])
+    truth.lambdas_ = np.array([[3.1, 1.4, 4.5], [1.6, 5.3, 0.1]])
+    X, _ = truth.sample(400, random_state=0)
+    ours = PoissonHMM(2, n_iter=0, random_state=0).fit(X)
+    ref = hmmlearn.PoissonHMM(2, init_params="", n_iter=8, tol=-1e300, startprob_prior=1.0,
+                              transmat_prior=1.0, lambdas_prior=0.0, lambdas_weight=0.0)
+    ref.startprob_, ref.transmat_ = ours.startprob_.copy(), ours.transmat_.copy()
+    ref.lambdas_ = ours.lambdas_.copy()
+    ours.set_params(n_iter=8, tol=0.0, init_params="").fit(X)
+    ref.fit(X)
+    np.testing.assert_allclose(ours.lambdas_, ref.lambdas_, rtol=1e-8)
+    assert ours.score(X) == pytest.approx(ref.score(X), rel=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["diag", "full", "spherical", "tied"])
+def test_gmm_hmm_scores_as_hmmlearn_and_fits_monotonically(kind):
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(-3, 1, (200, 2)), rng.normal(3, 1.5, (200, 2)),
+                        rng.normal(0, 0.5, (200, 2))])
+    lengths = [150] * 4
+    ours = GMMHMM(2, 2, covariance_type=kind, random_state=0, n_iter=0).fit(X, lengths)
+    ref = hmmlearn.GMMHMM(2, 2, covariance_type=kind, init_params="", params="")
+    ref.startprob_, ref.transmat_ = ours.startprob_.copy(), ours.transmat_.copy()
+    ref.weights_, ref.means_, ref.covars_ = (ours.weights_.copy(), ours.means_.copy(),
+                                             ours.covars_.copy())
+    assert ours.score(X, lengths) == pytest.approx(ref.score(X, lengths), rel=1e-12)
+    np.testing.assert_array_equal(ours.predict(X, lengths), ref.predict(X, lengths))
+    fitted = GMMHMM(2, 2, covariance_type=kind, random_state=0, n_iter=30, tol=0.0).fit(
+        X, lengths)
+    history = np.array(fitted.monitor_.history)
+    assert (np.diff(history) > -1e-8 * np.abs(history[1:])).all()
+    assert fitted.score(X, lengths) > ours.score(X, lengths)
+    assert fitted.weights_.shape == (2, 2) and fitted.means_.shape == (2, 2, 2)

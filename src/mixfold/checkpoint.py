@@ -354,16 +354,23 @@ def check_model_fits(model: Distribution, estimator: Estimator,
                      path: str | os.PathLike) -> None:
     """Refuse a checkpointed model whose structure is not what ``estimator`` (bound to this
     fit's encoder) produces: other families, another number of components, fields or levels."""
+    difference = structure_difference(model, estimator)
+    if difference:
+        raise CheckpointError(f"{path}: the checkpoint's model does not fit this estimator: "
+                              f"{difference}; remove the file to start afresh")
+
+
+def structure_difference(model: Distribution, estimator: Estimator) -> str | None:
+    """Where ``model``'s structure differs from what ``estimator`` produces (other families,
+    another number of components, fields or levels), or None (also for an estimator that
+    cannot estimate without data)."""
     try:  # the estimator's model from empty statistics: its structure, without the data
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             reference = estimator.estimate(0.0, estimator.accumulator_factory().make().value())
-    except Exception:  # noqa: BLE001 - an estimator that needs data: the fingerprint decides
-        return
-    difference = _structure_difference(model.to_dict(), reference.to_dict(), "model")
-    if difference:
-        raise CheckpointError(f"{path}: the checkpoint's model does not fit this estimator: "
-                              f"{difference}; remove the file to start afresh")
+    except Exception:  # noqa: BLE001 - an estimator that needs data: nothing to compare
+        return None
+    return _structure_difference(model.to_dict(), reference.to_dict(), "model")
 
 
 def _structure_difference(theirs: Any, ours: Any, where: str) -> str | None:

@@ -52,7 +52,7 @@ from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.model_files import (FORMAT, MAX_FILE_BYTES, model_document,
                                     model_from_document, read_json_bounded)
 from mixfold.io.outputs import atomic_output, check_destination
-from mixfold.io.readers import RowBlocks
+from mixfold.io.readers import RowBlocks, _is_pandas_frame
 from mixfold.io.tables import as_fit_input, column_specs, read_data
 from mixfold.parallel.heterogeneous import Worker, plan_heterogeneous
 from mixfold.parallel.model_decomposition import decompose_model
@@ -64,6 +64,9 @@ from mixfold.precision.gpu import torch_device_available
 from mixfold.spec import LeftOut, estimator_from_spec, load_spec
 
 __all__ = ["main", "CLIError"]
+
+#: The exit status of a command whose reader closed the pipe: a shell's for death by SIGPIPE.
+BROKEN_PIPE_STATUS = 128 + 13
 
 #: Errors that mean bad input, reported as one line; anything else is a bug and keeps its trace.
 _USER_ERRORS = (ValueError, TypeError, KeyError, OSError, ImportError, ArithmeticError)
@@ -119,6 +122,9 @@ def _reports_bad_input(command: Callable[..., Any]) -> Callable[..., Any]:
             return command(*args, **kwargs)
         except click.ClickException:
             raise
+        except BrokenPipeError:  # the reader left (`| head`): stop quietly, as a pipe's writer
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
+            sys.exit(BROKEN_PIPE_STATUS)
         except _USER_ERRORS as err:
             raise CLIError(_one_line(err)) from None
 
@@ -143,8 +149,9 @@ def _mpi_comm() -> Any:
 
 def _columns_of(path: str) -> dict[str, Any] | None:
     """Default spec nodes of DATA's columns (None for an array file)."""
-    if Path(path).suffix.lower() == ".npy":
-        return None
+    if Path(path).suffix.lower() in (".npy", ".jsonl"):
+        rows = read_data(path)
+        return column_specs(rows) if _is_pandas_frame(rows) else None
     return column_specs(path)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.backends import EncodedDataHandle
-from mixfold.checkpoint import CheckpointFile, check_checkpoint_path
+from mixfold.checkpoint import CheckpointFile, check_checkpoint_path, structure_difference
 from mixfold.dispatch import encode_data, open_backend
 from mixfold.errors import (
     BandPromotionWarning,
@@ -322,6 +322,7 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
                                                weights=weights, chunk_rows=chunk_rows,
                                                num_workers=num_workers, plan=request)
         owned = True
+    _check_starts(starts, estimator)
     resolved = resolve_precision(PLANNED if planned else precision)  # once, for every layer below
     try:
         best = None
@@ -350,6 +351,16 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         release = getattr(estimator, "close", None)  # a model-parallel estimator's threads
         if callable(release):
             release()
+
+
+def _check_starts(starts: Sequence[Distribution | None], estimator: Estimator) -> None:
+    """Refuse a given start whose structure is not the estimator's, naming where they differ."""
+    for i, start in enumerate(starts):
+        difference = None if start is None else structure_difference(start, estimator)
+        if difference:
+            which = "init" if len(starts) == 1 else f"init[{i}]"
+            raise ValueError(f"{which} does not have the structure of the model being fitted: "
+                             f"{difference.replace('the estimator', 'the fitted model')}")
 
 
 def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distribution | None, *,

@@ -74,6 +74,10 @@ def plot_log_likelihood(fit: Any, ax: Any = None) -> Any:
     'EM iteration'
     """
     result = getattr(_model(fit), "fit_result", fit)
+    if isinstance(result, Distribution):
+        raise ValueError("this model carries no fit history (a model read from a file keeps its "
+                         "parameters only): pass the model optimize returned, its fit_result, "
+                         "or the wrapper that fitted it")
     trace = np.asarray(getattr(result, "log_likelihood", result), dtype=np.float64)
     if trace.ndim != 1 or trace.size == 0:
         raise ValueError(f"expected a non-empty log-likelihood trace, got shape {trace.shape}")

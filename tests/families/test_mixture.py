@@ -128,3 +128,28 @@ def test_mixture_of_records_is_scored_and_updated_stacked_like_component_by_comp
     # component's own mean: moved to one point, they hold the same sums
     looped.align_references(stacked)
     np.testing.assert_allclose(stacked.to_array(), looped.to_array(), rtol=1e-12, atol=1e-9)
+
+
+# --- the seeded start: as good as scikit-learn's k-means start
+
+def test_default_seed_finds_iris_full_covariance_optimum():
+    from sklearn.datasets import load_iris
+    from sklearn.mixture import GaussianMixture
+
+    X = load_iris().data
+    est = MixtureEstimator([mixfold.MultivariateGaussianEstimator(reg_covar=1e-6)] * 3)
+    ours = mixfold.optimize(X, est, tol=1e-10, max_iter=1000, progress=False)  # seed 0
+    ref = GaussianMixture(3, reg_covar=1e-6, tol=1e-9, max_iter=1000, random_state=0).fit(X)
+    assert ours.fit_result.final_log_likelihood == pytest.approx(ref.score(X), abs=1e-6)
+
+
+def test_seeded_fit_separates_eight_clusters_in_ten_dimensions():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0, 8, size=(8, 10))
+    X = np.vstack([rng.normal(c, 1.0, size=(150, 10)) for c in centres])
+    est = MixtureEstimator([mixfold.MultivariateGaussianEstimator()] * 8)
+    for seed in range(5):
+        model = mixfold.optimize(X, est, seed=seed, progress=False)
+        labels = model.seq_posterior(model.encoder().encode(X)).argmax(axis=1)
+        # every true cluster is one component and every component one cluster
+        assert len({(t, c) for t, c in zip(np.repeat(np.arange(8), 150), labels)}) == 8

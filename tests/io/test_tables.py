@@ -39,7 +39,7 @@ def test_pandas_dtypes_choose_default_families(frame):
                         "when": pd.to_datetime(["2024-01-01", "2024-02-01"])})
     specs = column_specs(odd)
     assert specs["delta"] == "gaussian"  # an integer column with negative values
-    assert specs["level"] == "categorical"
+    assert specs["level"] == {"categorical": {"levels": ["a", "b"]}}  # its declared categories
     assert specs["name"] == {"optional": "categorical"}
     assert isinstance(specs["when"], NoDefault) and "datetime64" in specs["when"].message
 
@@ -103,7 +103,8 @@ def test_npy_and_bad_paths(tmp_path):
     with pytest.raises(ValueError, match="not a readable .npy array"):
         read_data(tmp_path / "o.npy")  # object arrays would need pickle: refused
     (tmp_path / "x.txt").write_text("1\n2\n")
-    with pytest.raises(ValueError, match=r"expected one of \['.csv', '.npy', '.parquet'\]"):
+    with pytest.raises(ValueError,
+                       match=r"expected one of \['.csv', '.jsonl', '.npy', '.parquet'\]"):
         read_data(tmp_path / "x.txt")
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         read_data(tmp_path / "absent.parquet")
@@ -219,3 +220,46 @@ def test_parquet_and_csv_text_columns_are_sampled_for_documents(tmp_path):
     # one CSV chunk holds all 12 rows: 'plan' is documents on average there
     assert column_specs(tmp_path / "reviews.csv") == {"review": {"optional": lda},
                                                       "plan": lda}
+
+
+def test_a_count_column_with_a_blank_cell_stays_a_count(tmp_path):
+    (tmp_path / "c.csv").write_text("visits,share\n1,0.5\n2,0.1\n,0.3\n4,0.2\n")
+    assert column_specs(tmp_path / "c.csv")["visits"] == {"optional": "poisson"}
+    halves = pd.DataFrame({"x": [1.5, None, 2.0]})  # not whole numbers: still a Gaussian
+    assert column_specs(halves)["x"] == {"optional": "gaussian"}
+
+
+def test_a_declared_but_unused_category_is_scored():
+    from mixfold.sklearn import MixedTypeClustering
+
+    levels = pd.CategoricalDtype(["a", "b", "z"])
+    frame = pd.DataFrame({"x": [1.0, 2, 3, 10, 11, 12],
+                          "c": pd.Series(list("aabbaa"), dtype=levels)})
+    mtc = MixedTypeClustering(2, random_state=0).fit(frame)
+    unseen = pd.DataFrame({"x": [11.0], "c": pd.Series(["z"], dtype=levels)})
+    proba = mtc.predict_proba(unseen)
+    # the one level no row used gets the pseudo-count's share in each cluster: the x decides
+    assert proba.shape == (1, 2) and proba.max() > 0.99
+    assert mtc.predict(unseen)[0] == mtc.predict(frame.iloc[[4]])[0]
+
+
+def test_a_datetime_column_gets_advice_that_works():
+    when = pd.DataFrame({"t": pd.date_range("2024-01-01", periods=6), "x": np.arange(6.0)})
+    message = column_specs(when)["t"].message
+    assert "convert it to numbers first" in message
+    days = when.assign(t=(when["t"] - when["t"].min()).dt.days)  # the advice, as written
+    assert column_specs(days)["t"] == "poisson"
+
+
+def test_json_lines_are_a_frame_or_an_array(tmp_path):
+    (tmp_path / "o.jsonl").write_text('{"a": 1.5, "b": "x"}\n\n{"a": null, "b": "y"}\n')
+    frame = read_data(tmp_path / "o.jsonl")
+    assert frame["b"].tolist() == ["x", "y"] and np.isnan(frame["a"][1])
+    (tmp_path / "v.jsonl").write_text("[1, 2]\n[3, 4.5]\n")
+    np.testing.assert_array_equal(read_data(tmp_path / "v.jsonl"), [[1, 2], [3, 4.5]])
+    (tmp_path / "bad.jsonl").write_text("[1, 2]\n{nope\n")
+    with pytest.raises(ValueError, match="bad.jsonl' line 2: not a JSON value"):
+        read_data(tmp_path / "bad.jsonl")
+    (tmp_path / "mixed.jsonl").write_text("[1, 2]\n{\"a\": 1}\n")
+    with pytest.raises(ValueError, match="row 2 breaks the rows' kind"):
+        read_data(tmp_path / "mixed.jsonl")

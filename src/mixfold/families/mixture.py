@@ -688,8 +688,12 @@ class MixtureEstimator(Estimator):
 
     #: A component with less than this fraction of the total posterior mass is empty.
     empty_mass = 1e-12
-    #: k-means++ seeding runs Lloyd's iterations on the initialisation sample.
-    lloyd_iterations = 10
+    #: Lloyd's iterations of each k-means run on the initialisation sample (to convergence,
+    #: as scikit-learn's KMeans, unless this many come first).
+    lloyd_iterations = 100
+    #: k-means runs from independent greedy k-means++ seedings; the lowest inertia is kept: one
+    #: run can merge two clusters and split another, the best of a few rarely does.
+    kmeans_runs = 3
     #: Without points to cluster: seed rows per component, then EM iterations on the sample.
     init_seed_rows = 5
     init_em_iterations = 10
@@ -751,9 +755,10 @@ class MixtureEstimator(Estimator):
                       rng: InitRandom) -> MixtureDistribution:
         """Seed the components from the initialisation sample.
 
-        Components with points (Gaussian families, Gamma on log x): k-means++ centres refined by
-        Lloyd's iterations, each component started from its cluster (scikit-learn's k-means
-        initialisation in spirit). Other families: each component starts from a few seeded
+        Components with points (Gaussian families, Gamma on log x): the best of
+        ``kmeans_runs`` k-means runs (greedy k-means++ centres refined by Lloyd's iterations to
+        convergence), each component started from its cluster (scikit-learn's k-means
+        initialisation, which runs one). Other families: each component starts from a few seeded
         random rows, then a few EM iterations on the sample separate them. Components are
         finally guessed from their rows with every other sample row at a small weight, so that
         no component starts blind to a value the sample contains.
@@ -764,7 +769,7 @@ class MixtureEstimator(Estimator):
         if isinstance(family, type) and issubclass(family, SeedsFromPoints) \
                 and _slots(self.encoder()) is None and n >= k:
             labels = kmeans_labels(family.stack_points(sample), weights, k, gen,
-                                   self.lloyd_iterations)
+                                   self.lloyd_iterations, self.kmeans_runs)
             return self._guess_from(sample, weights, np.eye(k)[labels], rng)
         seeds = np.zeros((n, k))
         per_component = max(1, min(self.init_seed_rows, n // k))
@@ -804,30 +809,57 @@ class MixtureEstimator(Estimator):
 
 
 def kmeans_labels(points: np.ndarray, weights: np.ndarray, k: int, gen: np.random.Generator,
-                  iterations: int) -> np.ndarray:
-    """Cluster labels of ``points`` (n, D): weighted k-means++ seeding then Lloyd's iterations,
-    on the points centred first (the expanded distances cancel nothing far from the origin)."""
-    n = points.shape[0]
+                  iterations: int, runs: int = 1) -> np.ndarray:
+    """Cluster labels of ``points`` (n, D): the lowest-inertia of ``runs`` k-means runs, each
+    greedy k-means++ seeding then Lloyd's iterations, on the points centred first (the
+    expanded distances cancel nothing far from the origin)."""
     points = points - weighted_centre(points, weights)
     sq = np.einsum("ij,ij->i", points, points)
+    best, best_inertia = None, np.inf
+    for _ in range(runs):
+        labels, inertia = _lloyd(points, sq, weights, _greedy_seeds(points, sq, weights, k, gen),
+                                 iterations)
+        if best is None or inertia < best_inertia:
+            best, best_inertia = labels, inertia
+    return best
+
+
+def _greedy_seeds(points: np.ndarray, sq: np.ndarray, weights: np.ndarray, k: int,
+                  gen: np.random.Generator) -> np.ndarray:
+    """Greedy weighted k-means++: each new centre is the best (lowest potential) of
+    2 + log(k) candidates drawn in proportion to the squared distance (scikit-learn's)."""
+    n = points.shape[0]
+    trials = 2 + int(np.log(k))
     p = weights / weights.sum()
-    centers = [points[gen.choice(n, p=p)]]
-    d2 = np.maximum(sq - 2 * points @ centers[0] + centers[0] @ centers[0], 0.0)
+    first = points[gen.choice(n, p=p)]
+    centers = [first]
+    d2 = np.maximum(sq - 2 * points @ first + first @ first, 0.0)
     for _ in range(1, k):
         score = d2 * weights
         if not 0 < score.sum() < np.inf:  # all points on the centres, or distances overflowed
-            nxt = gen.choice(n, p=p)
+            candidates = gen.choice(n, size=trials, p=p)
         else:
-            nxt = gen.choice(n, p=score / score.sum())
-        centers.append(points[nxt])
-        c = centers[-1]
-        d2 = np.minimum(d2, np.maximum(sq - 2 * points @ c + c @ c, 0.0))
-    c = np.array(centers)
-    labels = np.zeros(n, dtype=np.int64)
+            candidates = gen.choice(n, size=trials, p=score / score.sum())
+        c = points[candidates]
+        to_each = np.maximum(sq[:, None] - 2 * points @ c.T + np.einsum("ij,ij->i", c, c), 0.0)
+        closer = np.minimum(d2[:, None], to_each)
+        pick = int(np.argmin(weights @ closer))
+        centers.append(c[pick])
+        d2 = closer[:, pick]
+    return np.array(centers)
+
+
+def _lloyd(points: np.ndarray, sq: np.ndarray, weights: np.ndarray, c: np.ndarray,
+           iterations: int) -> tuple[np.ndarray, float]:
+    """Lloyd's iterations from the centres ``c`` until no label changes (or ``iterations``):
+    the labels and their weighted inertia."""
+    k = c.shape[0]
+    labels = np.full(points.shape[0], -1, dtype=np.int64)
+    dist = np.zeros((points.shape[0], k))
     for _ in range(iterations):
         dist = sq[:, None] - 2 * points @ c.T + np.einsum("ij,ij->i", c, c)[None, :]
         new = dist.argmin(axis=1)
-        if np.array_equal(new, labels) and _ > 0:
+        if np.array_equal(new, labels):
             break
         labels = new
         mass = np.bincount(labels, weights=weights, minlength=k)
@@ -835,4 +867,5 @@ def kmeans_labels(points: np.ndarray, weights: np.ndarray, k: int, gen: np.rando
         np.add.at(sums, labels, points * weights[:, None])
         filled = mass > 0
         c[filled] = sums[filled] / mass[filled, None]
-    return labels
+    inertia = float(weights @ np.maximum(dist[np.arange(len(labels)), labels], 0.0))
+    return labels, inertia

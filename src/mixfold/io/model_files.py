@@ -63,6 +63,8 @@ def write_json_atomic(path: str | os.PathLike, doc: Any) -> Path:
 
 def save(model: Distribution, path: str | os.PathLike) -> Path:
     """Write ``model`` to ``path`` as JSON, atomically (a temporary file, then a rename).
+    A fitted wrapper of :mod:`mixfold.sklearn` writes its fitted model (``model_``);
+    :func:`load` reads it back as that model (pickle keeps the wrapper itself).
 
     Parameters
     ----------
@@ -95,8 +97,14 @@ def save(model: Distribution, path: str | os.PathLike) -> Path:
     >>> mixfold.load(p) == d
     True
     """
+    model = getattr(model, "model_", model)  # a fitted scikit-learn wrapper: its model
     if not isinstance(model, Distribution):
-        raise TypeError(f"model must be a mixfold Distribution, got {type(model).__name__}")
+        raise TypeError(f"model must be a mixfold Distribution or a fitted mixfold.sklearn "
+                        f"estimator, got {type(model).__name__}")
+    folder = Path(os.path.realpath(path)).parent
+    if not folder.is_dir():
+        raise FileNotFoundError(f"cannot save to {str(path)!r}: the folder {str(folder)!r} "
+                                f"does not exist")
     written = write_json_atomic(path, model_document(model))
     size = written.stat().st_size if written.is_file() else 0
     if size > MAX_FILE_BYTES:

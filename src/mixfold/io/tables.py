@@ -28,12 +28,14 @@ is only an error if the spec uses it).
 
 Files: ``*.parquet`` (or a folder of them) and ``*.csv`` (or a folder of them) become
 :class:`~mixfold.RowBlocks` sources, read one Parquet row group / one CSV chunk at a time, never
-whole; ``*.npy`` files are loaded as arrays (never with pickle). pandas and pyarrow are imported
+whole; ``*.npy`` files are loaded as arrays (never with pickle), ``*.jsonl`` files (JSON lines)
+as a DataFrame (objects) or an array. pandas and pyarrow are imported
 only when a table or a file is read.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -58,7 +60,8 @@ __all__ = ["default_spec", "column_specs", "record_spec", "read_data", "as_fit_i
 FAR_OVERDISPERSION = 10.0
 
 #: File suffixes :func:`read_data` reads, and what it makes of them.
-FILE_KINDS = {".parquet": "Parquet row groups", ".csv": "CSV chunks", ".npy": "a NumPy array"}
+FILE_KINDS = {".parquet": "Parquet row groups", ".csv": "CSV chunks", ".npy": "a NumPy array",
+              ".jsonl": "JSON lines: objects a DataFrame, numbers or lists an array"}
 
 _KIND_SPEC = {"bool": "bernoulli", "float": "gaussian", "text": "categorical"}
 #: Topics of the default topic model of a column of documents.
@@ -87,14 +90,16 @@ ID_MIN_ROWS = 20
 
 def default_spec(kind: str, *, has_missing: bool = False, min_value: Any = None,
                  name: str = "column", max_value: Any = None, mean: Any = None,
-                 variance: Any = None, distinct_rows: int = 0) -> Any:
+                 variance: Any = None, distinct_rows: int = 0,
+                 levels: list[Any] | None = None) -> Any:
     """The spec node for a column of ``kind`` ("bool", "int", "float", "text", "tokens" for
     documents); any other type name gives a :class:`~mixfold.spec.NoDefault` node, which fails
     with a :class:`SpecError` only if the spec uses it (a column the spec names itself may have
     any type). The present
     values' ``min_value``, ``max_value``, ``mean`` and ``variance`` refine it where known. An
     integer column whose ``distinct_rows`` (>= 20) are all distinct is an identifier: a
-    :class:`~mixfold.spec.LeftOut` node, which ``"*": "auto"`` skips.
+    :class:`~mixfold.spec.LeftOut` node, which ``"*": "auto"`` skips. A text column's declared
+    ``levels`` (a pandas Categorical's categories, used or not) become the categorical's levels.
 
     >>> default_spec("int", min_value=0), default_spec("int", min_value=-3)
     ('poisson', 'gaussian')
@@ -106,6 +111,8 @@ def default_spec(kind: str, *, has_missing: bool = False, min_value: Any = None,
     {'optional': 'categorical'}
     >>> default_spec("tokens")
     {'lda': {'n_topics': 10}}
+    >>> default_spec("text", levels=["a", "b", "z"])
+    {'categorical': {'levels': ['a', 'b', 'z']}}
     """
     if kind == "int" and distinct_rows >= ID_MIN_ROWS and not has_missing:
         return LeftOut(f"column {name!r} looks like an identifier (its {distinct_rows} values "
@@ -119,8 +126,14 @@ def default_spec(kind: str, *, has_missing: bool = False, min_value: Any = None,
         node = "beta"
     elif kind == "tokens":
         node = {"lda": {"n_topics": DEFAULT_TOPICS}}
+    elif kind == "text" and levels is not None:
+        node = {"categorical": {"levels": list(levels)}}
     elif kind in _KIND_SPEC:
         node = _KIND_SPEC[kind]
+    elif kind.startswith(("datetime", "timedelta")):  # no family reads times as they are
+        return NoDefault(f"column {name!r} of type {kind} has no default family and no family "
+                         f"reads times: convert it to numbers first (e.g. days: "
+                         f"(col - col.min()).dt.days) or leave it out of the spec")
     else:
         return NoDefault(f"column {name!r} of type {kind} has no default family: name its "
                          f"family in the spec")
@@ -208,6 +221,8 @@ def column_specs(data: Any) -> dict[str, Any]:
             raise ValueError(f"{data.description} has no rows to read column types from")
         return column_specs(first)
     if _is_pandas_frame(data):
+        import pandas as pd
+
         if len(data) == 0:
             raise ValueError(f"no rows to read column types from (columns {list(data.columns)})")
         out = {}
@@ -217,6 +232,8 @@ def column_specs(data: Any) -> dict[str, Any]:
             if kind == "text" and _documents(col.iloc[:TEXT_SAMPLE].tolist()):
                 kind = "tokens"
             present = col.dropna()
+            if kind == "float" and len(present) < len(col) and _whole_numbers(present):
+                kind = "int"  # integers with a blank cell: pandas reads them as floats
             mixed = _mostly_numbers(present, str(name)) if kind == "text" else None
             if mixed is not None:
                 out[str(name)] = mixed
@@ -227,8 +244,11 @@ def column_specs(data: Any) -> dict[str, Any]:
                 if kind == "int" and len(present) > 1:
                     moments.update(mean=float(present.mean()), variance=float(present.var()))
             distinct = len(col) if kind == "int" and col.is_unique else 0
+            levels = (col.cat.categories.tolist() if kind == "text"
+                      and isinstance(col.dtype, pd.CategoricalDtype) else None)
             out[str(name)] = default_spec(kind, has_missing=bool(col.isna().any()),
-                                          name=str(name), distinct_rows=distinct, **moments)
+                                          name=str(name), distinct_rows=distinct,
+                                          levels=levels, **moments)
         return out
     if _is_arrow_table(data):
         import pyarrow.compute as pc
@@ -254,6 +274,12 @@ def column_specs(data: Any) -> dict[str, Any]:
         return _spark_specs(data)
     raise TypeError(f"column types come from a DataFrame, an Arrow table, a RowBlocks source or "
                     f"a Parquet/CSV path, got a {type(data).__name__}")
+
+
+def _whole_numbers(values: Any) -> bool:
+    """Whether every value of a float Series is a whole number (its column: counts)."""
+    arr = values.to_numpy(dtype=np.float64)
+    return bool(np.isfinite(arr).all() and (arr == np.round(arr)).all())
 
 
 def _mostly_numbers(present: Any, name: str) -> NoDefault | None:
@@ -417,10 +443,47 @@ def read_data(path: str | os.PathLike, *, columns: list[str] | None = None,
     if suffix == ".csv":
         options = {} if block_rows is None else {"block_rows": block_rows}
         return RowBlocks.csv(p, columns=columns, **options)
+    if suffix == ".jsonl":
+        return read_json_lines(p)
     if suffix == ".npy":
         return read_npy(p)
     raise ValueError(f"cannot read {str(p)!r}: expected one of {sorted(FILE_KINDS)} "
                      f"({', '.join(FILE_KINDS.values())})")
+
+
+def read_json_lines(path: str | os.PathLike) -> Any:
+    """The rows of a JSON-lines file (one JSON value per line, as ``mixfold sample`` and
+    ``mixfold predict --format jsonl`` write): objects become a DataFrame (one column per key,
+    ``null`` missing), numbers or lists of numbers a float array, other values a list.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.jsonl")
+    >>> _ = open(p, "w").write('[1.0, 2.5]\\n[3.0, null]\\n')
+    >>> read_json_lines(p).tolist()
+    [[1.0, 2.5], [3.0, nan]]
+    """
+    rows = []
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{str(path)!r} line {number}: not a JSON value "
+                                 f"({err.msg})") from None
+    objects = [isinstance(r, dict) for r in rows]
+    if any(objects) and not all(objects):
+        raise ValueError(f"{str(path)!r}: row {objects.index(not objects[0]) + 1} breaks the "
+                         f"rows' kind: every row must be a JSON object, or none")
+    if rows and objects[0]:
+        import pandas as pd
+
+        return pd.DataFrame(rows)
+    try:
+        return np.asarray(rows, dtype=np.float64)
+    except (TypeError, ValueError):  # text, or sequences of different lengths: rows as read
+        return rows
 
 
 def as_fit_input(data: Any, estimator: Estimator, *, backend: Any = "local") -> Any:
@@ -428,8 +491,9 @@ def as_fit_input(data: Any, estimator: Estimator, *, backend: Any = "local") -> 
 
     A data path becomes :func:`read_data`'s source: streamed on the local backend, its rows
     joined in memory for the backends that hold data resident, and under MPI each rank's
-    contiguous share of the row blocks (rank order is row order). An Arrow table becomes a
-    DataFrame (for named fields) or an array; anything else is returned unchanged.
+    contiguous share of the row blocks (rank order is row order). A table (an Arrow table, a
+    pandas DataFrame) stays a DataFrame for named fields and becomes an array of its columns
+    for the others; anything else is returned unchanged.
 
     >>> import pyarrow as pa, mixfold
     >>> as_fit_input(pa.table({"x": [1.0, 2.0]}), mixfold.GaussianEstimator()).tolist()
@@ -444,7 +508,7 @@ def as_fit_input(data: Any, estimator: Estimator, *, backend: Any = "local") -> 
         if name != "local" and isinstance(rows, RowBlocks):
             return collect_rows(rows, estimator.encoder())
         return rows
-    if _is_arrow_table(data):
+    if _is_arrow_table(data) or _is_pandas_frame(data):
         layout = "frame" if reads_named_fields(estimator.encoder()) else "array"
         return table_rows(data, layout)
     return data

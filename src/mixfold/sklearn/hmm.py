@@ -173,9 +173,16 @@ class HiddenMarkovPartsEstimator(HiddenMarkovEstimator):
     maps "s" (start probabilities), "t" (transitions), "m" (means) and "c" (the emissions'
     covariances) to their values; the others are estimated."""
 
+    option_rules = {**HiddenMarkovEstimator.option_rules,
+                    "fixed": rule(lambda v: v is None or isinstance(v, Mapping),
+                                  "None or a mapping from parameter letters to arrays"),
+                    "covariance_type": rule(lambda v: v in HMM_COVARIANCE_TYPES,
+                                            f"one of {list(HMM_COVARIANCE_TYPES)}")}
+
     def __init__(self, emissions: Sequence[Estimator], pseudo_count: float = 0.0,
                  fixed: Mapping[str, np.ndarray] | None = None, covariance_type: str = "diag"):
         super().__init__(emissions, pseudo_count)
+        self.check_options(fixed=fixed, covariance_type=covariance_type)
         self.fixed = dict(fixed or {})
         self.covariance_type = covariance_type
 
@@ -327,8 +334,8 @@ class _HiddenMarkovWrapper(BaseEstimator):
 
     def _check(self) -> None:
         """The options, and the parameters set by hand, checked as hmmlearn's ``_check``."""
-        letters = (lambda v: isinstance(v, str) and set(v) <= set(self._letters()),
-                   f"a string of the letters {self._letters()!r}")
+        letters = rule(lambda v: isinstance(v, str) and set(v) <= set(self._letters()),
+                       f"a string of the letters {self._letters()!r}")
         _check_params(self, {"n_components": integer(1),
                              "pseudo_count": rule(_is_nonneg, "a finite number >= 0"),
                              "algorithm": rule(lambda v: v in ("viterbi", "map"),

@@ -60,8 +60,13 @@ class GaussianMixtureEstimator(MixtureEstimator):
     weighted by their mass) or ``"spherical"`` (diagonal components with one variance, the
     mean of the diagonal), or ``"full"`` / ``"diag"`` as the components estimate them."""
 
+    option_rules = {**MixtureEstimator.option_rules,
+                    "covariance_type": rule(lambda v: v in COVARIANCE_TYPES,
+                                            f"one of {list(COVARIANCE_TYPES)}")}
+
     def __init__(self, components: Sequence[Estimator], covariance_type: str = "full"):
         super().__init__(components)
+        self.check_options(covariance_type=covariance_type)
         self.covariance_type = covariance_type
 
     def bind(self, encoder: Encoder) -> GaussianMixtureEstimator:

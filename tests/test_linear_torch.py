@@ -132,8 +132,8 @@ def test_features_are_kept_between_folds():
     assert ll0 == ll1 and all(np.array_equal(a, b) for a, b in zip(s0, s1))
     z = next(iter(next(iter(cache._entries.values()))[0].values()))
     exact = z[1] if ON_TILES else z
-    assert exact.dtype == np.float32 and exact.shape[0] == 7  # 6 features and the ones row
-    assert (exact[6] == 1.0).all()
+    assert exact.dtype == np.float32 and exact.shape[1] == 7  # 6 features and the ones column
+    assert (exact[:, 6] == 1.0).all()
     if ON_TILES:  # the tiles' layout holds the same values' bfloat16 bits, in pairs
         pairs = z[0]
         plain = pairs.transpose(0, 2, 1).reshape(8, -1)

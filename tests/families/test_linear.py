@@ -106,7 +106,9 @@ def test_float32_fold_stays_close_to_float64(problem):
     a64, lse64 = fold(model, rows, weights)
     a32, lse32 = fold(model, rows, weights, "float32")
     np.testing.assert_allclose(lse32, lse64, rtol=1e-5)
-    np.testing.assert_allclose(a32.to_array(), a64.to_array(), rtol=1e-4, atol=1e-6)
+    # float32 partial sums of 2,048 rows: a sum that cancels (a first moment about the centre,
+    # -8.8 out of terms totalling thousands) is off by ~1e-7 of its terms' total
+    np.testing.assert_allclose(a32.to_array(), a64.to_array(), rtol=1e-4, atol=2e-3)
 
 
 @pytest.mark.parametrize("change", ["rate_zero", "von_mises_field"])

@@ -74,14 +74,15 @@ class GemmScreener:
         return m
 
     def rows_for(self, z: np.ndarray) -> Any:
-        return z
+        """The block's exact features, a row's contiguous (m, F1)."""
+        return np.ascontiguousarray(z.T)
 
     def exact(self, rows: Any) -> np.ndarray:
         return rows
 
     def score(self, rows: Any, scores: np.ndarray) -> np.ndarray:
         """The band's scores (K, m) of the block, without the tables."""
-        return np.matmul(self.coef, rows, out=scores)
+        return np.matmul(self.coef, rows.T, out=scores)
 
 
 class TileScreener:
@@ -105,10 +106,11 @@ class TileScreener:
         return padded_rows(m)
 
     def rows_for(self, z: np.ndarray) -> Any:
-        """(the features' bfloat16 bit patterns in the tiles' layout, the exact features)."""
+        """(the features' bfloat16 bit patterns in the tiles' layout, the exact features (m,
+        F1))."""
         pairs = np.empty((self.f1 // 2, padded_rows(z.shape[1]), 2), np.uint16)
         self.layout(z, pairs.view(np.uint32)[..., 0])
-        return pairs, z
+        return pairs, np.ascontiguousarray(z.T)
 
     def exact(self, rows: Any) -> np.ndarray:
         return rows[1]
@@ -190,7 +192,7 @@ class ScreenedEStep:
         scores = self.screener.score(rows, self._buffer("scores", self.screener.columns(hi - lo)))
         for c in codes:  # each table's rounded log-probabilities
             scores[:, :hi - lo] += self.screener.tables[:, c]
-        z = self.screener.exact(rows)
+        z = self.screener.exact(rows)  # (m, F1)
         posteriors = self._buffer("posteriors", hi - lo)
         args = (scores, z, self.weights[lo:hi], codes, self.lse[lo:hi], posteriors)
         if self.compiled is None:
@@ -232,11 +234,11 @@ class ScreenedEStep:
 
 
 def statistics(z: np.ndarray, posteriors: np.ndarray) -> np.ndarray:
-    """Every feature sum and the mass, (K, F1) in float64: float32 GEMMs of the exact features
-    (F1, m) and the posteriors (K, m) over :data:`PARTIAL_ROWS` rows at a time, added in
+    """Every feature sum and the mass, (K, F1) in float64: float32 GEMMs of the posteriors
+    (K, m) and the exact features (m, F1) over :data:`PARTIAL_ROWS` rows at a time, added in
     float64."""
-    m = z.shape[1]
-    sums = np.zeros((posteriors.shape[0], z.shape[0]))
+    m = z.shape[0]
+    sums = np.zeros((posteriors.shape[0], z.shape[1]))
     for lo in range(0, m, PARTIAL_ROWS):
-        sums += posteriors[:, lo:lo + PARTIAL_ROWS] @ z[:, lo:lo + PARTIAL_ROWS].T
+        sums += posteriors[:, lo:lo + PARTIAL_ROWS] @ z[lo:lo + PARTIAL_ROWS]
     return sums

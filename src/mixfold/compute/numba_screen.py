@@ -2,15 +2,15 @@
 (:mod:`mixfold.compute.screened`), loaded by :mod:`mixfold.compute.kernels` on the first such
 fold.
 
-:func:`screen_rescore` takes a block's band scores (K, m) and the rows' exact features (F1, m)
+:func:`screen_rescore` takes a block's band scores (K, m) and the rows' exact features (m, F1)
 in float32. The components whose band score lies within the row's margin of its best (twice
 the band's error bound plus the cutoff) are the row's candidates, scored again in float64
 from the exact features and coefficients; the row's log-density (float64, the shift added)
 and its weighted posteriors (written into a (K, m) float32 matrix, zero elsewhere, for the
-statistics GEMM) come from those scores alone. The passes run along the rows (each row a
-lane): the best band score, the bound, the count of candidates; the rows with one candidate
-(most rows of separated clusters) are scored by a gather of their component's coefficients
-and need no ``exp``; the others go row by row.
+statistics GEMM) come from those scores alone. The best band score and the second run along
+the rows (each row a lane); then each row's bound and its best component's float64 score are
+dot products of its contiguous features; a row with one candidate (most rows of separated
+clusters) needs no ``exp``; the others score their candidates one by one.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ __all__ = ["screen_rescore", "SCREEN_SIGNATURE"]
 _FLAGS = {"contract", "reassoc", "nsz", "arcp", "afn"}
 
 _F4, _F8, _I8 = numba.float32, numba.float64, numba.int64
-SCREEN_SIGNATURE = numba.void(_F4[:, ::1], _F4[:, ::1], _F8[:, ::1], _F8[:, ::1], _F8[::1], _F8,
-                              _F8, _F8, _F8, _F8[:, ::1], _I8[:, ::1], _F8[::1], _F8[::1],
-                              _F4[:, ::1], _F8[:, ::1])
+SCREEN_SIGNATURE = numba.void(_F4[:, ::1], _F4[:, ::1], _F8[:, ::1], _F8[::1], _F8, _F8, _F8,
+                              _F8, _F8[:, ::1], _I8[:, ::1], _F8[::1], _F8[::1], _F4[:, ::1],
+                              _F8[:, ::1])
 
 
 @numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
@@ -56,28 +56,27 @@ def _best_two(scores, top, arg, second):
 @numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
 def _lowest_candidates(z, cmax, eta, slack, cutoff, top, low):
     # the least band score of a candidate: the best less twice the band's error bound
-    # (eta * sum |coef| |z| + slack) and the cutoff
-    m = z.shape[1]
+    # (eta * sum |coef| |z| + slack) and the cutoff; z (m, F1), a row's features contiguous
+    m, f1 = z.shape
     for j in range(m):
-        low[j] = 0.0
-    for f in range(z.shape[0]):
-        zf, bound = z[f], cmax[f]
-        for j in range(m):
-            low[j] += bound * abs(zf[j])
-    for j in range(m):
-        low[j] = top[j] - (2.0 * (eta * low[j] + slack) + cutoff)
+        zj = z[j]
+        bound = 0.0
+        for f in range(f1):
+            bound += cmax[f] * abs(zj[f])
+        low[j] = top[j] - (2.0 * (eta * bound + slack) + cutoff)
 
 
 @numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
-def _single_scores(z, coef_t, arg, exact):
-    # every row scored by the component of its best band score: a gather of its coefficients
-    m = z.shape[1]
+def _single_scores(z, coef, arg, exact):
+    # every row scored in float64 by the component of its best score: one dot product of the
+    # row's features (contiguous) and that component's coefficients
+    m, f1 = z.shape
     for j in range(m):
-        exact[j] = 0.0
-    for f in range(z.shape[0]):
-        zf, cf = z[f], coef_t[f]
-        for j in range(m):
-            exact[j] += cf[arg[j]] * zf[j]
+        zj, cj = z[j], coef[arg[j]]
+        e = 0.0
+        for f in range(f1):
+            e += cj[f] * zj[f]
+        exact[j] = e
 
 
 @numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
@@ -99,15 +98,15 @@ def _rescore_row(scores, zj, coef, tables, codes, j, low, cand, exact):
 
 
 @numba.njit(SCREEN_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=on_disk())
-def screen_rescore(scores, z, coef, coef_t, cmax, eta, slack, cutoff, shift, tables, codes, w,
-                   lse, posteriors, counts):
-    # scores (K, m) band scores less the shift; z (F1, m) exact features, ones row included;
-    # coef (K, F1) float64 (const less the shift in the ones column) and coef_t its transpose;
+def screen_rescore(scores, z, coef, cmax, eta, slack, cutoff, shift, tables, codes, w, lse,
+                   posteriors, counts):
+    # scores (K, m) band scores less the shift; z (m, F1) exact features, ones column included;
+    # coef (K, F1) float64 (const less the shift in the ones column);
     # tables (K, V) every table side by side, codes (T, m) each table's codes offset to its
     # columns; w (m,) row weights -> lse (m,) log-densities, the shift added; posteriors (K, m)
     # the weighted posteriors (0 off the candidates); counts (K, V) += the table counts (scores
     # may hold padding columns past the m rows of z)
-    k_all, m = scores.shape[0], z.shape[1]
+    k_all, m = scores.shape[0], z.shape[0]
     top = np.empty(m, np.float32)
     second = np.empty(m, np.float32)
     arg = np.empty(m, np.int32)
@@ -115,12 +114,11 @@ def screen_rescore(scores, z, coef, coef_t, cmax, eta, slack, cutoff, shift, tab
     single = np.empty(m, np.float64)
     _best_two(scores, top, arg, second)
     _lowest_candidates(z, cmax, eta, slack, cutoff, top, low)
-    _single_scores(z, coef_t, arg, single)
+    _single_scores(z, coef, arg, single)
     for c in range(k_all):
         posteriors[c, :] = 0.0
     cand = np.empty(k_all, np.int64)
     exact = np.empty(k_all, np.float64)
-    zj = np.empty(z.shape[0], np.float64)
     n_tables = codes.shape[0]
     for j in range(m):
         if top[j] == -np.inf:  # no component scores the row
@@ -137,9 +135,7 @@ def screen_rescore(scores, z, coef, coef_t, cmax, eta, slack, cutoff, shift, tab
                 for t in range(n_tables):
                     counts[c, codes[t, j]] += w[j]
             continue
-        for f in range(zj.size):  # (the row's features side by side for its dot products)
-            zj[f] = z[f, j]
-        n, best = _rescore_row(scores, zj, coef, tables, codes, j, low[j], cand, exact)
+        n, best = _rescore_row(scores, z[j], coef, tables, codes, j, low[j], cand, exact)
         if best == -np.inf:
             lse[j] = -np.inf
             continue
@@ -181,14 +177,14 @@ def _best(scores, top, arg):
 
 
 @numba.njit(TOP_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy", cache=on_disk())
-def exact_top_normalise(scores, z, coef_t, shift, tables, codes, w, lse, posteriors, counts):
+def exact_top_normalise(scores, z, coef, shift, tables, codes, w, lse, posteriors, counts):
     # the float32 band: scores (K, m) are float32 GEMM scores less the shift (tables included);
     # every component's posterior comes from them (exp and totals along the rows), and each
     # row's log-density is its best component's score rescored in float64 from the exact
-    # features z (F1, m) (coef_t (F1, K) float64, tables (K, V), codes (T, m)) plus the log of
+    # features z (m, F1) (coef (K, F1) float64, tables (K, V), codes (T, m)) plus the log of
     # the total of exp(score - best): the part of a log-density a float32 sum of thousands of
     # nats would miss. -> lse (m,), posteriors (K, m) weighted, counts (K, V) += table counts
-    k_all, m = scores.shape[0], z.shape[1]
+    k_all, m = scores.shape[0], z.shape[0]
     top = np.empty(m, np.float32)
     arg = np.empty(m, np.int32)
     total = np.zeros(m, np.float32)
@@ -201,7 +197,7 @@ def exact_top_normalise(scores, z, coef_t, shift, tables, codes, w, lse, posteri
             e = exp32(x) - _FLOOR_EXP if x > _FLOOR else np.float32(0.0)
             out[j] = e
             total[j] += e
-    _single_scores(z, coef_t, arg, lse)
+    _single_scores(z, coef, arg, lse)
     for t in range(codes.shape[0]):
         for j in range(m):
             lse[j] += tables[arg[j], codes[t, j]]

@@ -101,8 +101,6 @@ class Screen:
     shift: float
     tables: np.ndarray
     table_columns: tuple[int, ...]
-    #: the coefficients (F1, K), each feature's row contiguous (the kernel's gathers)
-    coef_t: np.ndarray
 
     @classmethod
     def plan(cls, terms: Sequence[LinearTerms], log_weights: np.ndarray, shift: float,
@@ -130,8 +128,7 @@ class Screen:
                       max((float(a.max(initial=0.0)) for a in finite), default=0.0))
         if largest > BAND_MAX.get(band, np.inf):  # the band cannot hold the model: all rescored
             eta = np.inf
-        return cls(coef, np.ascontiguousarray(cmax), eta, slack, float(shift), joined, columns,
-                   np.ascontiguousarray(coef.T))
+        return cls(coef, np.ascontiguousarray(cmax), eta, slack, float(shift), joined, columns)
 
     @property
     def n_levels(self) -> int:
@@ -155,12 +152,12 @@ class Screen:
     def rescore(self, kernel: Any, scores: np.ndarray, z: np.ndarray, w: np.ndarray,
                 codes: np.ndarray, lse: np.ndarray, posteriors: np.ndarray) -> np.ndarray:
         """One block on the compiled kernel: band ``scores`` (K, m) float32, exact features
-        ``z`` (F1, m) float32, weights ``w`` (m,) -> each row's log-density into ``lse`` (m,)
+        ``z`` (m, F1) float32, weights ``w`` (m,) -> each row's log-density into ``lse`` (m,)
         float64 and its weighted posteriors into ``posteriors`` (K, m) float32; returns the
         block's joined table counts (K, V) in float64."""
         counts = np.zeros((self.coef.shape[0], self.n_levels))
-        kernel(scores, z, self.coef, self.coef_t, self.cmax, self.eta, self.slack, SCREEN_CUTOFF,
-               self.shift, self.tables, codes, _writable(w), lse, posteriors, counts)
+        kernel(scores, z, self.coef, self.cmax, self.eta, self.slack, SCREEN_CUTOFF, self.shift,
+               self.tables, codes, _writable(w), lse, posteriors, counts)
         return counts
 
     def rescore_top(self, kernel: Any, scores: np.ndarray, z: np.ndarray, w: np.ndarray,
@@ -169,7 +166,7 @@ class Screen:
         float32 ``scores`` give every posterior; each row's best component is rescored in
         float64 for its log-density. Returns the joined table counts (K, V) in float64."""
         counts = np.zeros((self.coef.shape[0], self.n_levels))
-        kernel(scores, z, self.coef_t, self.shift, self.tables, codes, _writable(w), lse,
+        kernel(scores, z, self.coef, self.shift, self.tables, codes, _writable(w), lse,
                posteriors, counts)
         return counts
 
@@ -177,12 +174,13 @@ class Screen:
                       codes: np.ndarray, lse: np.ndarray, posteriors: np.ndarray) -> np.ndarray:
         """:meth:`rescore` in NumPy's operations (where numba is missing): the same candidates,
         their float64 scores and float64 exp."""
-        k, m = scores.shape
+        k, m = len(self.coef), z.shape[0]
+        scores = scores[:, :m]
         top = scores.max(axis=0).astype(np.float64)
-        low = top - (2 * (self.eta * (self.cmax @ np.abs(z)) + self.slack) + SCREEN_CUTOFF)
+        low = top - (2 * (self.eta * (np.abs(z) @ self.cmax) + self.slack) + SCREEN_CUTOFF)
         with np.errstate(invalid="ignore"):
             comp, row = np.nonzero(scores >= low)
-        exact = np.einsum("pf,fp->p", self.coef[comp], z[:, row].astype(np.float64))
+        exact = np.einsum("pf,pf->p", self.coef[comp], z[row].astype(np.float64))
         for c in codes:
             exact += self.tables[comp, c[row]]
         best = np.full(m, -np.inf)

@@ -5,8 +5,9 @@ A heterogeneous plan across workers
 Workers differ in speed and in the arithmetic they run. The planner gives each worker the
 fastest precision band it supports whose error meets the accuracy budget (measured by
 calibration, else a-priori; a worker none of whose bands meets it gets no rows), splits the
-rows in proportion to speed, and the fit runs exactly that plan. Here three workers share a fit in this process (``backend="mp"``,
-``"spark"``, ``"dask"``, ``"ray"`` or ``"mpi"`` run the same plan on their workers); then
+rows in proportion to speed, and the fit runs exactly that plan. Here three workers share a
+fit in this process (``backend="mp"``, ``"spark"``, ``"dask"``, ``"ray"`` or ``"mpi"`` run the
+same plan on their workers); then
 2,000 workers are planned on paper and one iteration is simulated.
 
 The code is :mod:`mixfold.examples.heterogeneous_plan`.

@@ -1,11 +1,11 @@
 """scikit-learn-style estimators for the common cases (needs scikit-learn: ``mixfold[sklearn]``).
 
-- :class:`GaussianMixture` (:mod:`mixfold.sklearn.mixture`): scikit-learn's
+- :class:`GaussianMixture` (``mixfold.sklearn.mixture``): scikit-learn's
   ``sklearn.mixture.GaussianMixture`` (full, diagonal, tied or spherical covariances) on an
   array of shape (n_samples, n_features), with its stopping rule, attributes and error words;
 - :class:`GaussianHMM`, :class:`GMMHMM`, :class:`CategoricalHMM`, :class:`MultinomialHMM`,
   :class:`PoissonHMM`
-  (:mod:`mixfold.sklearn.hmm`): hmmlearn's models of the same names: rows of one or more
+  (``mixfold.sklearn.hmm``): hmmlearn's models of the same names: rows of one or more
   sequences stacked into one array, ``lengths`` saying where each ends;
 - :class:`MixedTypeClustering`: clusters of a pandas DataFrame of mixed column types, each column
   modelled by the family its type suggests (:mod:`mixfold.io.tables`), overridable per column.

@@ -11,8 +11,9 @@ band's GEMM screens the components, float64 decides (:mod:`mixfold.compute.scree
   and features, products summed in float32 (``TDPBF16PS``).
 
 A block of rows goes through three steps: **layout** (the rows' exact features ``z = [phi; 1]``
-in float32, (F1, m), written by the families' own ``features``, and what the screener reads;
-kept between folds when a handle keeps its rows and the feature budget has room), **screen**
+in float32, each row's contiguous (m, F1), written by the families' own ``features``, and what
+the screener reads; kept between folds when a handle keeps its rows and the feature budget has
+room), **screen**
 (all K components scored in the band, each table's rounded log-probabilities added),
 **rescore** (the compiled kernel :func:`~mixfold.compute.numba_screen.screen_rescore`, or
 :meth:`~mixfold.compute.screened.Screen.rescore_numpy` without numba, rescores each row's

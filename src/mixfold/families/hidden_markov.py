@@ -703,6 +703,8 @@ class HiddenMarkovEstimator(Estimator):
         item_weights = np.repeat(weights, sample.counts())
         mixture = MixtureEstimator(self.emissions).initial_guess(sample.items, item_weights,
                                                                  rng.child("emissions"))
+        if _indistinct(mixture, sample.items):  # (one symbol an item: the items alone make
+            return self._random_guess(sample, weights, rng)  # every state the marginal)
         resp = mixture.seq_posterior(sample.items)
         initial, transitions, stops = _posterior_counts(sample.offsets, resp,
                                                         resp * item_weights[:, None])
@@ -718,8 +720,26 @@ class HiddenMarkovEstimator(Estimator):
                                         transitions / transitions.sum(axis=1, keepdims=True),
                                         terminal)
 
+    def _random_guess(self, sample: SequenceEncoded, weights: np.ndarray,
+                      rng: InitRandom) -> HiddenMarkovDistribution:
+        """States seeded from seeded random posteriors of every item (Dirichlet(1)): distinct
+        emissions where the items alone cannot tell the states apart, a saddle EM never
+        leaves."""
+        acc = self.accumulator_factory().make()
+        acc.seq_initialize(sample, weights, rng.child("random states"))
+        acc.tie_keys()
+        return self.estimate(float(weights.sum()), acc.value())
+
     def __repr__(self) -> str:
         opts = f", pseudo_count={self.pseudo_count!r}" if self.pseudo_count else ""
         opts += ", terminal=True" if self.terminal else ""
         opts += f", keys={self.keys!r}" if self.keys is not None else ""
         return f"HiddenMarkovEstimator({list(self.emissions)!r}{opts})"
+
+
+def _indistinct(mixture: Any, items: Any) -> bool:
+    """Whether two components of ``mixture`` score every item alike (states no chain can tell
+    apart)."""
+    scores = np.array([c.seq_log_density(items) for c in mixture.components])
+    return any(np.allclose(scores[i], scores[j], rtol=0, atol=1e-9)
+               for i in range(len(scores)) for j in range(i + 1, len(scores)))

@@ -44,7 +44,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one core: set before NumPy starts its thread pools
 
 import argparse  # noqa: E402
-import ast  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
@@ -59,6 +58,7 @@ from scipy.sparse import csr_matrix  # noqa: E402
 
 import mixfold  # noqa: E402
 from mixfold import LDADistribution, LDAEstimator  # noqa: E402
+from mixfold.examples.stdlib_topics import docstrings  # noqa: E402
 from mixfold.parallel.model_decomposition import decompose_model  # noqa: E402
 from mixfold.parallel.model_parallel import ModelParallelEstimator  # noqa: E402
 from mixfold.parallel.resources import DeviceSpec, Resources  # noqa: E402
@@ -79,18 +79,7 @@ def stdlib_corpus(max_files: int | None) -> tuple[list[dict[int, int]], list[str
     root = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(p for p in root.rglob("*.py") if "site-packages" not in p.parts
                    and "test" not in p.parts and "tests" not in p.parts)[:max_files]
-    texts = []
-    for path in files:
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-        except (SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                 ast.AsyncFunctionDef)):
-                doc = ast.get_docstring(node)
-                if doc:
-                    texts.append(Counter(_WORD.findall(doc.lower())))
+    texts = [Counter(_WORD.findall(doc.lower())) for doc in docstrings(files)]
     df = Counter(w for t in texts for w in t)
     vocab = sorted(w for w, n in df.items() if 5 <= n <= len(texts) // 2)
     index = {w: i for i, w in enumerate(vocab)}

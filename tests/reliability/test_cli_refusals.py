@@ -16,16 +16,11 @@ from mixfold.cli import MAX_SAMPLE_LENGTH, SAMPLE_BLOCK_ROWS, main
 from mixfold.io.tables import read_data
 from mixfold.precision.gpu import torch_device_available
 
+from .cli_lines import one_error_line
+
 
 def run(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def _one_error_line(result, *words):
-    assert result.exit_code == 1, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("mixfold: error: "), result.stderr
-    assert all(w in lines[0] for w in words), lines[0]
 
 
 @pytest.fixture
@@ -40,7 +35,7 @@ def test_a_device_this_machine_lacks_is_one_line_before_reading_the_data(x_npy, 
         pytest.skip("this machine has CUDA")
     result = run("fit", x_npy, "--model", '"gaussian"', "--precision", "float32@cuda",
                  "--out", tmp_path / "m.json", "--no-progress")
-    _one_error_line(result, "float32@cuda", "'cuda'", "does not have", "float32@cpu")
+    one_error_line(result, "float32@cuda", "'cuda'", "does not have", "float32@cpu")
     assert not (tmp_path / "m.json").exists()
 
 
@@ -56,7 +51,7 @@ def test_a_npy_header_is_checked_against_the_file_size_before_allocating(tmp_pat
     with pytest.raises(ValueError, match=r"declares shape \(100000000000,\) of float64 "
                                          r"\(800000000000 bytes of values\), the file holds 32"):
         read_data(huge)
-    _one_error_line(run("fit", huge, "--model", '"gaussian"', "--out", tmp_path / "m.json"),
+    one_error_line(run("fit", huge, "--model", '"gaussian"', "--out", tmp_path / "m.json"),
                     "huge.npy", "declares shape")
     short = tmp_path / "short.npy"
     _npy_with_shape(short, "(1000,)", np.arange(10.0).tobytes())  # fits, but is short
@@ -115,7 +110,7 @@ def test_sample_refuses_a_sequence_length_it_cannot_hold_in_one_line(tmp_path):
     hmm = mixfold.HiddenMarkovDistribution([mixfold.GaussianDistribution(0.0, 1.0)], [1.0],
                                            [[1.0]])
     path = mixfold.save(hmm, tmp_path / "hmm.json")
-    _one_error_line(run("sample", path, "-n", 1, "--length", 10**11), "--length",
+    one_error_line(run("sample", path, "-n", 1, "--length", 10**11), "--length",
                     str(MAX_SAMPLE_LENGTH))
     drawn = run("sample", path, "-n", 3, "--length", 4000, "--seed", 1)  # 2 items a block
     assert drawn.exit_code == 0
@@ -145,4 +140,4 @@ def test_a_stalled_fifo_model_is_one_line_after_the_timeout(tmp_path):
         release.set()
         writer.join(10)
     # the writer lets go after 60 s: a reader waiting for it would see bad JSON, not this
-    _one_error_line(result, "did not end within 10 s")
+    one_error_line(result, "did not end within 10 s")

@@ -11,6 +11,8 @@ import mixfold
 from mixfold.cli import main
 from mixfold.io.outputs import atomic_output, check_destination
 
+from .cli_lines import one_error_line
+
 SPEC = '{"mixture": {"record": {"x": "gaussian", "c": "categorical"}}, "k": 2}'
 
 
@@ -36,22 +38,15 @@ def model(data, tmp_path):
     return out
 
 
-def _one_error_line(result, *words):
-    assert result.exit_code == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("mixfold: error: "), result.stderr
-    assert all(w in lines[0] for w in words), lines[0]
-
-
 @pytest.mark.parametrize("command", ["predict", "score"])
 def test_an_output_that_is_the_input_is_refused_and_the_input_kept(data, model, command):
     before = data.read_bytes()
     alias = data.parent / "." / data.name  # another spelling of the same file
     option = "--out" if command == "predict" else "--per-row"
-    _one_error_line(run(command, model, data, option, alias), option, "is the input",
+    one_error_line(run(command, model, data, option, alias), option, "is the input",
                     "destroy")
     assert data.read_bytes() == before
-    _one_error_line(run(command, model, data, option, model), "is the input")
+    one_error_line(run(command, model, data, option, model), "is the input")
     assert mixfold.load(model) is not None
 
 
@@ -59,22 +54,22 @@ def test_an_output_hard_linked_to_the_input_is_refused(data, model, tmp_path):
     link = tmp_path / "link.csv"
     os.link(data, link)  # another name, the same device and inode
     before = data.read_bytes()
-    _one_error_line(run("predict", model, data, "--out", link), "is the input")
+    one_error_line(run("predict", model, data, "--out", link), "is the input")
     assert data.read_bytes() == before
 
 
 def test_fit_refuses_out_over_its_data_or_init_before_fitting(data, model, tmp_path):
     before = data.read_bytes()
     result = run("fit", data, "--model", SPEC, "--out", data, "--no-progress")
-    _one_error_line(result, "--out", "is the input")
+    one_error_line(result, "--out", "is the input")
     assert data.read_bytes() == before and "iteration" not in result.stdout
     old = model.read_bytes()
     result = run("fit", data, "--model", SPEC, "--init", model, "--out", model)
-    _one_error_line(result, "is the input")
+    one_error_line(result, "is the input")
     assert model.read_bytes() == old
     spec = tmp_path / "spec.json"
     spec.write_text(SPEC)
-    _one_error_line(run("fit", data, "--model", spec, "--out", spec), "is the input")
+    one_error_line(run("fit", data, "--model", spec, "--out", spec), "is the input")
     assert spec.read_text() == SPEC
 
 
@@ -83,7 +78,7 @@ def test_a_file_of_an_input_folder_is_refused(tmp_path, model):
     folder.mkdir()
     (folder / "a.csv").write_text("x,c\n0.5,a\n")
     (folder / "b.csv").write_text("x,c\n8.5,b\n")
-    _one_error_line(run("predict", model, folder, "--out", folder / "b.csv"), "is the input")
+    one_error_line(run("predict", model, folder, "--out", folder / "b.csv"), "is the input")
     assert (folder / "b.csv").read_text() == "x,c\n8.5,b\n"
 
 
@@ -96,7 +91,7 @@ def test_a_failure_on_a_later_block_leaves_the_old_output(tmp_path, model, comma
     out = tmp_path / "previous.txt"
     out.write_text("the previous output\n")
     option = "--out" if command == "predict" else "--per-row"
-    _one_error_line(run(command, model, folder, option, out), "never-seen", "row 3")
+    one_error_line(run(command, model, folder, option, out), "never-seen", "row 3")
     assert out.read_text() == "the previous output\n"
     assert sorted(os.listdir(tmp_path)) == ["d.csv", "m.json", "parts", "previous.txt"]
     (folder / "b.csv").write_text("x,c\n1.0,a\n")
@@ -109,7 +104,7 @@ def test_an_unwritable_out_folder_is_refused_before_the_fit(data, folder):
     if not os.path.isdir(folder):
         pytest.skip(f"no {folder} here")
     result = run("fit", data, "--model", SPEC, "--out", f"{folder}/m.json", "--no-progress")
-    _one_error_line(result, "--out", "is not writable")
+    one_error_line(result, "--out", "is not writable")
     assert "iteration" not in result.stdout
 
 
@@ -120,7 +115,7 @@ def test_a_read_only_folder_is_refused_before_scoring(data, model, tmp_path):
     locked.mkdir()
     locked.chmod(0o555)
     try:
-        _one_error_line(run("score", model, data, "--per-row", locked / "s.txt"),
+        one_error_line(run("score", model, data, "--per-row", locked / "s.txt"),
                         "--per-row", "is not writable")
     finally:
         locked.chmod(0o755)
@@ -138,7 +133,7 @@ def test_plots_are_written_whole_in_the_format_their_suffix_names(data, tmp_path
     result = run("select", data, "--model", SPEC, "--k", "1-2", "--plot", plot)
     assert result.exit_code == 0, result.output
     assert plot.read_text().lstrip().startswith("<?xml")
-    _one_error_line(run("select", data, "--model", SPEC, "--k", "1-2", "--plot", data),
+    one_error_line(run("select", data, "--model", SPEC, "--k", "1-2", "--plot", data),
                     "--plot", "is the input")
 
 

@@ -14,14 +14,9 @@ import mixfold
 from mixfold.cli import main
 from mixfold.spec import MAX_SPEC_DEPTH, SpecError, estimator_from_spec, load_spec
 
+from .cli_lines import one_error_line
+
 yaml = pytest.importorskip("yaml")
-
-
-def _one_error_line(result, *words):
-    assert result.exit_code == 1, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("mixfold: error: "), result.stderr
-    assert all(w in lines[0] for w in words), lines[0]
 
 
 @pytest.fixture
@@ -36,10 +31,10 @@ def test_a_deeply_nested_json_spec_is_one_line_naming_the_limit(tmp_path, data):
     deep.write_text('{"mixture": ' * 5000 + '"gaussian"' + "}" * 5000)
     with pytest.raises(SpecError, match=f"nested more than {MAX_SPEC_DEPTH} levels"):
         load_spec(deep)
-    _one_error_line(CliRunner().invoke(main, ["fit", str(data), "--model", str(deep)]),
+    one_error_line(CliRunner().invoke(main, ["fit", str(data), "--model", str(deep)]),
                     "deep.json", f"more than {MAX_SPEC_DEPTH} levels")
     inline = "[" * 100_000 + "]" * 100_000
-    _one_error_line(CliRunner().invoke(main, ["fit", str(data), "--model", inline]),
+    one_error_line(CliRunner().invoke(main, ["fit", str(data), "--model", inline]),
                     "the inline spec", "levels deep")
 
 
@@ -58,7 +53,7 @@ def test_a_spec_built_in_code_is_bounded_too():
 def test_yaml_aliases_are_refused_self_reference_and_bomb(tmp_path, data):
     selfref = tmp_path / "self.yaml"
     selfref.write_text("&a {mixture: *a, k: 2}\n")
-    _one_error_line(CliRunner().invoke(main, ["fit", str(data), "--model", str(selfref)]),
+    one_error_line(CliRunner().invoke(main, ["fit", str(data), "--model", str(selfref)]),
                     "self.yaml", "aliases", "not allowed")
     bomb = tmp_path / "bomb.yaml"
     lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']

@@ -49,6 +49,7 @@ from mixfold.compute.logspace import LOG_2PI
 from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, native_dtype
 
 __all__ = ["LinearTerms", "linear_fold", "fold_linear_mixture", "block_rows",
+           "feature_offsets", "peak_shift", "score_coefficients", "host_features", "hand_sums",
            "centred_gaussian", "gaussian_centre",
            "SCORE_BLOCK_BYTES", "MAX_FUSED_BLOCK_ROWS", "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR",
            "FLOAT64_SCORE_FLOOR",
@@ -116,6 +117,60 @@ class LinearTerms:
     @property
     def n_features(self) -> int:
         return self.coef.shape[1]
+
+
+def feature_offsets(terms: Sequence[LinearTerms]) -> np.ndarray:
+    """Where each term's features start in ``z``, and (last) how many there are in all.
+
+    >>> feature_offsets([]).tolist()
+    [0]
+    """
+    return np.concatenate([[0], np.cumsum([t.n_features for t in terms])]).astype(int)
+
+
+def peak_shift(terms: Sequence[LinearTerms], log_weights: np.ndarray) -> float:
+    """The largest peak of the weighted scores when every term bounds its scores, else 0: taken
+    off inside the scoring GEMM, it keeps the scores small (and, bounded, saves each row's
+    maximum)."""
+    if not all(t.peak is not None for t in terms):
+        return 0.0
+    return float(np.max(log_weights + sum(t.peak for t in terms)))
+
+
+def score_coefficients(terms: Sequence[LinearTerms], log_weights: np.ndarray,
+                       shift: float) -> np.ndarray:
+    """(K, F+1) float64: the score of component k less ``shift`` is ``row k @ [phi; 1]`` (the
+    constants and log-weights in the last column)."""
+    const = sum(t.const for t in terms) + log_weights - shift
+    return np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1)
+
+
+def host_features(terms: Sequence[LinearTerms], offsets: np.ndarray, lo: int, hi: int,
+                  dtype: Any) -> np.ndarray:
+    """``z = [phi; 1]`` (F + 1, rows) of rows [lo, hi) in ``dtype``, written by the families'
+    own ``features``, the ones row set."""
+    f = int(offsets[-1])
+    host = np.empty((1, f + 1, hi - lo), dtype)
+    for t, off in zip(terms, offsets):
+        if t.features is not None:
+            t.features(lo, hi, host[:, off:off + t.n_features])
+    host[0, f] = 1.0
+    return host[0]
+
+
+def hand_sums(terms: Sequence[LinearTerms], offsets: np.ndarray, sums: np.ndarray,
+              table_counts: Sequence[np.ndarray], lse: np.ndarray) -> np.ndarray:
+    """Hand a fold's sums (K, F+1) and each table's counts to the terms, and add the terms'
+    bases to the rows' log-densities ``lse`` (in place); returns the posterior mass (K,)."""
+    mass = sums[:, int(offsets[-1])].copy()
+    counts = iter(table_counts)
+    for t, off in zip(terms, offsets):
+        t.add_sums(sums[:, off:off + t.n_features], mass,
+                   None if t.table is None else next(counts))
+    for t in terms:
+        if t.base is not None:
+            lse += t.base
+    return mass
 
 
 def centred_gaussian(mu: np.ndarray, sigma2: np.ndarray
@@ -242,19 +297,15 @@ class FusedEStep:
         dt = self.dt = native_dtype(precision)
         self.terms, self.weights = terms, weights
         k = self.k = len(log_weights)
-        widths = [t.n_features for t in terms]
-        self.offsets = np.concatenate([[0], np.cumsum(widths)]).astype(int)
+        self.offsets = feature_offsets(terms)
         f = self.f = int(self.offsets[-1])
         # every term bounded above: subtract one bound of all the scores, the largest peak,
         # inside the scoring GEMM, which saves the per-row max and its subtraction
         self.bounded = all(t.peak is not None for t in terms)
-        self.shift = (float(np.max(log_weights + sum(t.peak for t in terms))) if self.bounded
-                      else 0.0)
+        self.shift = peak_shift(terms, log_weights)
         self.least_total = k * np.exp(PEAK_SHIFT_MARGIN[dt])
-        const = sum(t.const for t in terms) + log_weights - self.shift
         # (K, F+1): the score of component k (minus the shift) is coef_band[k] @ [phi; 1]
-        self.coef_band = np.concatenate([t.coef for t in terms] + [const[:, None]],
-                                        axis=1).astype(dt)
+        self.coef_band = score_coefficients(terms, log_weights, self.shift).astype(dt)
         # each table: (codes, table in dt, first row of its one-hot indicators in z or None); a
         # small table's counts come out of the statistics GEMM, a large one's out of a bincount
         tables, rows_z = [], f + 1
@@ -459,17 +510,10 @@ class FusedEStep:
         lse = self.lse
         lse += self.shift
         sums = np.sum([s for s, _ in folded], axis=0).T  # (K, rows of z), blocks added in order
-        mass = sums[:, self.f].copy()
-        table_counts = iter([np.sum([c[j] for _, c in folded], axis=0) if first is None else
-                             sums[:, first:first + table.shape[1]]
-                             for j, (_, table, first) in enumerate(self.tables)])
-        for t, off in zip(self.terms, self.offsets):
-            counts = None if t.table is None else next(table_counts)
-            t.add_sums(sums[:, off:off + t.n_features], mass, counts)
-        for t in self.terms:
-            if t.base is not None:
-                lse += t.base
-        return mass, lse
+        table_counts = [np.sum([c[j] for _, c in folded], axis=0) if first is None else
+                        sums[:, first:first + table.shape[1]]
+                        for j, (_, table, first) in enumerate(self.tables)]
+        return hand_sums(self.terms, self.offsets, sums, table_counts, lse), lse
 
 
 def sub_block_shape(m: int, partial: int) -> tuple[int, int]:

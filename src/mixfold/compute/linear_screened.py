@@ -48,7 +48,8 @@ from mixfold.compute.amx_tiles import (MAX_FEATURES, amx_available, padded_featu
 from mixfold.compute.encoded import Encoded
 from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.kernels import band_kernels
-from mixfold.compute.linear import LinearTerms, block_rows
+from mixfold.compute.linear import (LinearTerms, block_rows, feature_offsets, hand_sums,
+                                    host_features, peak_shift)
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.screened import Screen, round_to_band
 from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, resolve_precision
@@ -145,15 +146,12 @@ class ScreenedEStep:
         band = self.band = resolve_precision(precision).band
         self.terms, self.weights, self.n_rows = terms, weights, enc.n_rows
         self.k = len(log_weights)
-        self.offsets = np.concatenate([[0], np.cumsum([t.n_features for t in terms])]).astype(int)
+        self.offsets = feature_offsets(terms)
         self.f = int(self.offsets[-1])
-        # the largest peak taken off inside the GEMM keeps the band's scores small
-        bounded = all(t.peak is not None for t in terms)
-        self.shift = float(np.max(log_weights + sum(t.peak for t in terms))) if bounded else 0.0
+        self.shift = peak_shift(terms, log_weights)  # (keeps the band's scores small)
         self.screen = Screen.plan(terms, log_weights, self.shift, band)
         self.screener = screener_for(terms, band)(self.screen, band, self.f + 1)
         self.codes = [t.codes for t in terms if t.table is not None]
-        self.widths = [t.table.shape[1] for t in terms if t.table is not None]
         self.compiled = band_kernels()
         self.block = block_rows(self.k, np.float32)
         self.kept = self._kept_features(enc)
@@ -176,14 +174,8 @@ class ScreenedEStep:
         folded = map_row_blocks(self.n_rows, self.block, self.fold_block)
         sums = np.sum([s for s, _ in folded], axis=0)  # (K, F1), blocks added in order
         counts = np.sum([c for _, c in folded], axis=0)
-        mass = sums[:, self.f].copy()
-        table_counts = iter(self.screen.split_counts(counts, self.widths))
-        for t, off in zip(self.terms, self.offsets):
-            t.add_sums(sums[:, off:off + t.n_features], mass,
-                       None if t.table is None else next(table_counts))
-        for t in self.terms:
-            if t.base is not None:
-                self.lse += t.base
+        mass = hand_sums(self.terms, self.offsets, sums, self.screen.split_counts(counts),
+                         self.lse)
         return mass, self.lse
 
     def fold_block(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -210,20 +202,11 @@ class ScreenedEStep:
         kept = self.kept
         got = None if kept is None else kept.get(lo)
         if got is None:
-            got = self.screener.rows_for(self._host_features(lo, hi))
+            got = self.screener.rows_for(host_features(self.terms, self.offsets, lo, hi,
+                                                       np.float32))
             if kept is not None:
                 kept[lo] = got
         return got
-
-    def _host_features(self, lo: int, hi: int) -> np.ndarray:
-        """``z`` (F + 1, rows) of rows [lo, hi) in float32, by the families' ``features``."""
-        f = self.f
-        host = np.empty((1, f + 1, hi - lo), np.float32)
-        for t, off in zip(self.terms, self.offsets):
-            if t.features is not None:
-                t.features(lo, hi, host[:, off:off + t.n_features])
-        host[0, f] = 1.0
-        return host[0]
 
     def _buffer(self, name: str, columns: int) -> np.ndarray:
         """This thread's (K, columns) float32 buffer ``name``, taken once per fold."""

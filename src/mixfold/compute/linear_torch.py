@@ -48,7 +48,9 @@ import numpy as np
 
 from mixfold.compute.encoded import Encoded
 from mixfold.compute.feature_cache import cache_for
-from mixfold.compute.linear import FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR, LinearTerms, block_rows
+from mixfold.compute.linear import (FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR, LinearTerms,
+                                    block_rows, feature_offsets, hand_sums, host_features,
+                                    peak_shift, score_coefficients)
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.screened import Screen, screens
 from mixfold.precision.bands import resolve_precision
@@ -160,14 +162,12 @@ class TorchFusedEStep:
         self.floor_exp = float((floor.exp_() if self.on_gpu else np.exp(floor.numpy()))[0])
         self.terms, self.weights, self.n_rows = terms, weights, enc.n_rows
         k = self.k = len(log_weights)
-        self.offsets = np.concatenate([[0], np.cumsum([t.n_features for t in terms])]).astype(int)
+        self.offsets = feature_offsets(terms)
         self.f = int(self.offsets[-1])
-        # the largest peak (when every term has one) taken off inside the scoring GEMM keeps the
-        # band's scores small; each row's own maximum is still taken off before the exp
-        bounded = all(t.peak is not None for t in terms)
-        self.shift = float(np.max(log_weights + sum(t.peak for t in terms))) if bounded else 0.0
-        const = sum(t.const for t in terms) + log_weights - self.shift
-        coef = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1)
+        # the largest peak taken off inside the scoring GEMM keeps the band's scores small; each
+        # row's own maximum is still taken off before the exp
+        self.shift = peak_shift(terms, log_weights)
+        coef = score_coefficients(terms, log_weights, self.shift)
         self.tables = [(t.codes, self._to_band(t.table).to(self.work), t.table.shape[1])
                        for t in terms if t.table is not None]
         self.block = self.block_rows(k)
@@ -209,9 +209,9 @@ class TorchFusedEStep:
         return self.dtype
 
     def kept_row_bytes(self) -> int:
-        """Host bytes a kept row takes (its features in both fp8 layouts, and its weight);
+        """Host bytes a kept row takes (its features in the band, and its weight);
         device memory is not the host's: a GPU's features take no host budget."""
-        width = self.f + 1 + (self.f + 1 if self.band == "fp8" else 0) + 1
+        width = self.f + 1 + 1
         exact = 0 if self.screen is None else 4 * (self.f + 1)  # the float32 features
         return 0 if self.on_gpu else width * self.dtype.itemsize + exact
 
@@ -267,17 +267,6 @@ class TorchFusedEStep:
                 kept[lo] = got
         return got
 
-    def _host_features(self, lo: int, hi: int) -> np.ndarray:
-        """``z`` (F + 1, rows) of rows [lo, hi) on the host, written by the families' own
-        ``features``, the ones row set."""
-        f = self.f
-        host = np.empty((1, f + 1, hi - lo), self.host_dt)
-        for t, off in zip(self.terms, self.offsets):
-            if t.features is not None:
-                t.features(lo, hi, host[:, off:off + t.n_features])
-        host[0, f] = 1.0
-        return host[0]
-
     def _codes_and_weights(self, lo: int, hi: int) -> tuple[list[Any], Any]:
         """Each table's codes of rows [lo, hi) and their weights, on the device."""
         torch = self.torch
@@ -286,7 +275,8 @@ class TorchFusedEStep:
         return codes, torch.as_tensor(self.weights[lo:hi], device=self.device).to(self.work)
 
     def _device_rows(self, lo: int, hi: int) -> tuple[Any, Any, list[Any]]:
-        z = self.torch.from_numpy(self._host_features(lo, hi)).to(self.device)
+        host = host_features(self.terms, self.offsets, lo, hi, self.host_dt)
+        z = self.torch.from_numpy(host).to(self.device)
         codes, w = self._codes_and_weights(lo, hi)
         band_z = self._fp8_layout(z) if self.band == "fp8" else z.to(self.dtype)
         return ((band_z, z) if self.screen is not None else band_z), w, codes
@@ -301,7 +291,7 @@ class TorchFusedEStep:
         out, posteriors, counts = self.screen.rescore_torch(torch, scores, z, w, codes)
         lse.copy_(out - self.shift)
         sums = torch.mm(z, posteriors.to(torch.float32).t()).to(torch.float64)
-        return sums, self.screen.split_counts(counts, [v for _, _, v in self.tables])
+        return sums, self.screen.split_counts(counts)
 
     def score(self, z: Any, codes: list[Any], buffers: dict[str, Any]) -> Any:
         """The weighted scores (K, rows) of a block, minus the shift, in the working dtype."""
@@ -391,16 +381,9 @@ class TorchFusedEStep:
         for s, c in folded[1:]:
             sums = sums + s
             counts = [a + b for a, b in zip(counts, c)]
-        sums_h = sums.t().cpu().numpy()  # (K, rows of z)
-        mass = sums_h[:, self.f].copy()
-        table_counts = iter([c.cpu().numpy() for c in counts])
-        for t, off in zip(self.terms, self.offsets):
-            t.add_sums(sums_h[:, off:off + t.n_features], mass,
-                       None if t.table is None else next(table_counts))
         out = self.log_densities(lse)
-        for t in self.terms:
-            if t.base is not None:
-                out += t.base
+        mass = hand_sums(self.terms, self.offsets, sums.t().cpu().numpy(),
+                         [c.cpu().numpy() for c in counts], out)
         return mass, out
 
     def log_densities(self, lse: Any) -> np.ndarray:
@@ -428,10 +411,10 @@ class TorchFusedEStep:
         torch = self.torch
         return torch.exp2(torch.ceil(torch.log2(amax.clamp_min(1e-30) / FP8_MAX)))
 
-    def _fp8_layout(self, z: Any) -> tuple[Any, Any, int, Any]:
+    def _fp8_layout(self, z: Any) -> tuple[Any, int, Any]:
         """z (F + 1, rows) as fp8, each feature row divided by a power of two that fits it in
-        e4m3's range, in both layouts ``_scaled_mm`` reads -- (rows, Fp) for the scoring GEMM,
-        (Fp, rows) for the statistics -- rows padded with zeros; with the scales (Fp,)."""
+        e4m3's range, laid out (rows, Fp) as ``_scaled_mm`` reads the scoring GEMM's left
+        operand, rows padded with zeros; with the rows and the scales (Fp,)."""
         torch = self.torch
         f1, m = z.shape
         mp = -(-m // FP8_ALIGN) * FP8_ALIGN
@@ -439,11 +422,10 @@ class TorchFusedEStep:
         scaled[:f1, :m] = z
         scale = self._pow2_scale(scaled.abs().amax(dim=1))
         scaled /= scale[:, None]
-        wide = scaled.to(self.dtype)
-        return wide.t().contiguous(), wide, m, scale
+        return scaled.to(self.dtype).t().contiguous(), m, scale
 
     def _fp8_score(self, z: Any) -> Any:
-        rows_fp, _, m, scale = z
+        rows_fp, m, scale = z
         coef = self.coef * scale  # the features' scales move into the coefficients
         c_scale = self._pow2_scale(coef.abs().amax())
         coef8 = (coef / c_scale).to(self.dtype)

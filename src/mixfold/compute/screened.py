@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.linear import LinearTerms
+from mixfold.compute.linear import LinearTerms, score_coefficients
 
 __all__ = ["Screen", "SCREEN_CUTOFF", "BAND_UNIT", "screens", "round_to_band"]
 
@@ -107,9 +107,7 @@ class Screen:
              band: str) -> Screen:
         """The plan of a fold of ``terms`` in ``band`` whose scores are less ``shift``."""
         u = BAND_UNIT[band]
-        const = sum(t.const for t in terms) + log_weights - shift
-        coef = np.concatenate([t.coef for t in terms] + [const[:, None]], axis=1)
-        coef = np.ascontiguousarray(coef, np.float64)
+        coef = np.ascontiguousarray(score_coefficients(terms, log_weights, shift), np.float64)
         tables = [np.asarray(t.table, np.float64) for t in terms if t.table is not None]
         k = coef.shape[0]
         columns = tuple(np.cumsum([0] + [t.shape[1] for t in tables[:-1]]).tolist()) \
@@ -233,9 +231,10 @@ class Screen:
                                        posteriors[comp, row])
         return lse, posteriors, counts
 
-    def split_counts(self, counts: np.ndarray, widths: Sequence[int]) -> list[np.ndarray]:
+    def split_counts(self, counts: Any) -> list[Any]:
         """The joined counts (K, V) as each table's (K, V_t)."""
-        return [counts[:, first:first + v] for first, v in zip(self.table_columns, widths)]
+        return [counts[:, first:first + self._width(t)]
+                for t, first in enumerate(self.table_columns)]
 
 
 def _writable(w: np.ndarray) -> np.ndarray:

@@ -17,12 +17,13 @@ import re
 import sys
 import sysconfig
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import mixfold
 from mixfold import LDAEstimator
 
-__all__ = ["stdlib_documents", "fit_topics", "main"]
+__all__ = ["stdlib_documents", "docstrings", "fit_topics", "main"]
 
 _WORD = re.compile(r"[a-z]{3,}")
 #: Words too common in docstrings to tell topics apart (beyond the frequency cut).
@@ -32,13 +33,10 @@ STOP_WORDS = frozenset(
     "such only each other new see default given object value values should instead".split())
 
 
-def stdlib_documents(max_modules: int = 120, min_words: int = 8) -> list[list[str]]:
-    """Docstrings of the first ``max_modules`` top-level standard-library modules (sorted by
-    name) as token lists, each word kept if it occurs in 5 or more documents and at most a
-    tenth of them."""
-    root = Path(sysconfig.get_paths()["stdlib"])
-    texts = []
-    for path in sorted(root.glob("*.py"))[:max_modules]:
+def docstrings(paths: Iterable[Path]) -> Iterator[str]:
+    """The docstrings of the modules, classes and functions of the Python files ``paths``, read
+    with ``ast`` (nothing is imported; a file Python cannot parse is skipped)."""
+    for path in paths:
         try:
             tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
         except (SyntaxError, ValueError):
@@ -48,7 +46,16 @@ def stdlib_documents(max_modules: int = 120, min_words: int = 8) -> list[list[st
                                  ast.AsyncFunctionDef)):
                 doc = ast.get_docstring(node)
                 if doc:
-                    texts.append([w for w in _WORD.findall(doc.lower()) if w not in STOP_WORDS])
+                    yield doc
+
+
+def stdlib_documents(max_modules: int = 120, min_words: int = 8) -> list[list[str]]:
+    """Docstrings of the first ``max_modules`` top-level standard-library modules (sorted by
+    name) as token lists, each word kept if it occurs in 5 or more documents and at most a
+    tenth of them."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    texts = [[w for w in _WORD.findall(doc.lower()) if w not in STOP_WORDS]
+             for doc in docstrings(sorted(root.glob("*.py"))[:max_modules])]
     df = Counter(w for t in texts for w in set(t))
     keep = {w for w, n in df.items() if 5 <= n <= len(texts) // 10}
     docs = [[w for w in t if w in keep] for t in texts]

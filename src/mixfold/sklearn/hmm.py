@@ -879,13 +879,7 @@ class MultinomialHMM(_HiddenMarkovWrapper):
         return int(self.n_features_in_)
 
     def _validated(self, X: Any, reset: bool) -> np.ndarray:
-        X = validate_data(self, X, dtype=None, reset=reset)
-        if X.dtype.kind not in "iu" and not (X.dtype.kind == "f"
-                                             and np.array_equal(X, np.round(X))):
-            raise ValueError(f"MultinomialHMM: X must be integer counts, got {X.dtype}")
-        X = X.astype(np.int64)
-        if X.min() < 0:
-            raise ValueError(f"MultinomialHMM: counts must be >= 0, got {int(X.min())}")
+        X = _whole_counts(self, X, reset)
         totals = X.sum(axis=1)
         if reset and self.n_trials is None:
             self.n_trials = totals  # hmmlearn sets it from the data
@@ -994,13 +988,7 @@ class PoissonHMM(_HiddenMarkovWrapper):
         return int(self.n_features_in_)
 
     def _validated(self, X: Any, reset: bool) -> np.ndarray:
-        X = validate_data(self, X, dtype=None, reset=reset)
-        if X.dtype.kind not in "iu" and not (X.dtype.kind == "f"
-                                             and np.array_equal(X, np.round(X))):
-            raise ValueError(f"PoissonHMM: X must be integer counts, got {X.dtype}")
-        if X.min() < 0:
-            raise ValueError(f"PoissonHMM: counts must be >= 0, got {X.min()}")
-        return X.astype(np.int64)
+        return _whole_counts(self, X, reset)
 
     def _rates(self, d: int) -> np.ndarray:
         rates = np.asarray(self.lambdas_, dtype=np.float64)
@@ -1168,3 +1156,15 @@ def _stored_mixture_covars(own: np.ndarray, kind: str) -> np.ndarray:
     if kind == "tied":
         return own.mean(axis=0)  # a tied state's components already share one matrix
     return own.mean(axis=1)
+
+
+def _whole_counts(est: BaseEstimator, X: Any, reset: bool) -> np.ndarray:
+    """``X`` validated as counts (whole numbers >= 0, of any numeric dtype), as int64."""
+    X = validate_data(est, X, dtype=None, reset=reset)
+    name = type(est).__name__
+    if X.dtype.kind not in "iu" and not (X.dtype.kind == "f" and np.array_equal(X, np.round(X))):
+        raise ValueError(f"{name}: X must be integer counts, got {X.dtype}")
+    X = X.astype(np.int64)
+    if X.min() < 0:
+        raise ValueError(f"{name}: counts must be >= 0, got {int(X.min())}")
+    return X

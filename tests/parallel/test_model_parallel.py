@@ -389,6 +389,7 @@ def test_one_pool_per_fit_honouring_the_planned_ranges():
     est, plan = auto_parallel_estimator(MixtureEstimator([VonMisesEstimator()] * 6), model,
                                         uneven, prefer_data_parallel=False)
     assert est.plan is plan and plan.is_model_parallel
+    assert est.num_workers == len(plan.cuts) == 2  # sized to the planner's cuts (seed 003)
     expected = [(c.device.name, c.start, c.stop) for c in plan.cuts]
     assert expected[0][2] > 3  # the fast device holds more components
     enc = model.encoder().encode(rows)

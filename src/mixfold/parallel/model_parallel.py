@@ -241,7 +241,8 @@ def auto_parallel_estimator(estimator: Estimator, model: Distribution,
     return ``(estimator to fit with, the plan)``.
 
     When the plan is model parallel, the estimator is a :class:`ModelParallelEstimator` that
-    executes exactly that plan — its path, its unit ranges, one worker per planned device;
+    executes exactly that plan — its path, its unit ranges, one worker per planned device
+    (its ``num_workers`` is the number of cuts);
     otherwise it is ``estimator`` itself (replicate the model, shard the rows with
     ``backend=``). ``plan.describe()`` says why. A plan the executor cannot run bit for bit
     (see :func:`check_plan`) raises ``ValueError`` rather than running something else.
@@ -255,6 +256,8 @@ def auto_parallel_estimator(estimator: Estimator, model: Distribution,
     ...                                     mix, two, prefer_data_parallel=False)
     >>> type(est).__name__, [(c.device.name, c.start, c.stop) for c in est.plan.cuts]
     ('ModelParallelEstimator', [('a', 0, 2), ('b', 2, 6)])
+    >>> est.num_workers  # sized to the planner's cuts
+    2
     """
     plan = decompose_model(model, resources if resources is not None else Resources.local(),
                            n_data=n_data, min_components_per_shard=min_components_per_shard,
@@ -262,7 +265,7 @@ def auto_parallel_estimator(estimator: Estimator, model: Distribution,
     if not plan.is_model_parallel:
         return estimator, plan
     check_plan(model, plan)
-    return ModelParallelEstimator(estimator, plan), plan
+    return ModelParallelEstimator(estimator, plan, num_workers=len(plan.cuts)), plan
 
 
 # ---------------------------------------------------------------------------------------------

@@ -102,3 +102,25 @@ def test_quick_precision_run_prints_every_band_and_the_whole_fits():
     for band in ("bfloat16", "float16", "float32"):  # each whole fit within its promise
         row = next(line.split() for line in fits if line.startswith(band + " "))
         assert float(row[1]) <= float(row[2]), row
+
+
+def test_record_replaces_only_its_section_and_keeps_the_readme_on_failure(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import record
+    finally:
+        sys.path.pop(0)
+    readme = tmp_path / "README.md"
+    readme.write_text("# B\n\n<!-- record: a -->\nold a\n<!-- /record: a -->\n\n"
+                      "<!-- record: b -->\nold b\n<!-- /record: b -->\n")
+    monkeypatch.setattr(record, "README", readme)
+    table = "print('| x | y |'); print('| --- | --- |'); print('| 1 | 2 |')"
+    assert record.main(["a", "--", sys.executable, "-c", table]) == 0
+    text = readme.read_text()
+    assert "old a" not in text and "| 1 | 2 |" in text and "old b" in text  # b untouched
+    assert re.search(r"cores; load [\d.?]+ before, [\d.?]+ after", text)
+    assert record.main(["c", "--", sys.executable, "-c", "print('plain')"]) == 0
+    assert "## c" in readme.read_text() and "```\nplain\n```" in readme.read_text()
+    before = readme.read_text()
+    assert record.main(["a", "--", sys.executable, "-c", "raise SystemExit(3)"]) == 3
+    assert readme.read_text() == before and record.recorded(before) == ["a", "b", "c"]

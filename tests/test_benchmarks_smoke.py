@@ -21,18 +21,18 @@ def test_quick_benchmark_prints_a_row_per_library():
                            "--cases", "P1,P4"], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = proc.stdout.splitlines()
+    rows = [[c.strip() for c in ln.strip().strip("|").split("|")]
+            for ln in proc.stdout.splitlines() if ln.startswith("| P")]  # Markdown rows
     number = r"-?\d+(\.\d+)?(e[-+]?\d+)?"
     for case, libraries in EXPECTED.items():
         for lib in libraries:
-            row = [ln for ln in lines
-                   if re.match(rf"{case}\s+{re.escape(lib)}\s+(not installed|failed|-?\d)", ln)]
+            row = [r for r in rows if r[:2] == [case, lib]]
             assert len(row) == 1, f"no single {case} row for {lib} in:\n{proc.stdout}"
-            fields = row[0].split()
-            # s/iter, iterations, RSS, LL, ratio, then how it was timed (one label, no spaces)
-            assert fields[2:4] == ["not", "installed"] or (
-                len(fields) == 8 and all(re.fullmatch(number, f) for f in fields[2:7])
-                and fields[3] == "3"), row[0]
+            cells = row[0]
+            # s/iter, iterations, RSS, LL, ratio, then how it was timed
+            assert cells[2] == "not installed" or (
+                len(cells) == 8 and all(re.fullmatch(number, f) for f in cells[2:7])
+                and cells[3] == "3"), row[0]
 
 
 @pytest.mark.slow
@@ -95,12 +95,15 @@ def test_quick_precision_run_prints_every_band_and_the_whole_fits():
                           timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
+    cells = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines
+             if ln.startswith("| ")]  # Markdown rows
     for precision in ("float64", "float32 unscreened", "float32", "float16@cpu", "bfloat16@cpu"):
-        assert any(line.startswith(f"{precision} ") and line.rstrip().endswith("yes")
-                   for line in lines), (precision, proc.stdout)
-    fits = lines[next(i for i, line in enumerate(lines) if line.startswith("whole fits")):]
+        assert any(r[0] == precision and r[-1] == "yes" for r in cells), (precision, proc.stdout)
+    at = next(i for i, line in enumerate(lines) if line.startswith("whole fits"))
+    fits = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines[at:]
+            if ln.startswith("| ")]
     for band in ("bfloat16", "float16", "float32"):  # each whole fit within its promise
-        row = next(line.split() for line in fits if line.startswith(band + " "))
+        row = next(r for r in fits if r[0] == band)
         assert float(row[1]) <= float(row[2]), row
 
 

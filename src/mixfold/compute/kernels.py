@@ -28,9 +28,10 @@ import numpy as np
 
 from mixfold.compute.kernel_cache import load_kernel_module
 from mixfold.compute.row_blocks import MeasuredThreads, map_row_blocks, row_threads
+from mixfold.compute.semi_markov import SegmentLaws, SegmentStatistics
 
-__all__ = ["hmm_forward_backward", "lda_norm", "lda_update", "lda_step", "kernels_available",
-           "band_kernels"]
+__all__ = ["hmm_forward_backward", "hsmm_forward_backward", "lda_norm", "lda_update", "lda_step",
+           "kernels_available", "band_kernels"]
 
 _KERNELS: dict[str, Any] = {}
 #: the HMM fold's row blocks: partial counts per block, added in block order
@@ -39,6 +40,7 @@ HMM_BLOCKS = 64
 #: than a scheduler slice that a helper thread may wait on a busy machine)
 HMM_SERIAL_WORK = 100_000
 _HMM_THREADS = MeasuredThreads()  # threads where they pay, measured per process
+_HSMM_THREADS = MeasuredThreads()  # the semi-Markov fold's: its own work per item (S x D)
 #: LDA's document blocks (at most), and the nonzeros x topics below which one call runs them
 LDA_BLOCKS = 64
 LDA_SERIAL_WORK = 100_000
@@ -179,3 +181,33 @@ def hmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, initial: np.nd
             lambda lo, hi: fold(*args, lo, hi, *parts)))
     return (gamma, ll, *(p.sum(axis=0) for p in parts))  # blocks added in order
 
+
+
+def hsmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, laws: SegmentLaws,
+                          weights: np.ndarray) -> SegmentStatistics:
+    """The explicit-duration forward-backward of every sequence in one compiled pass (the
+    lattice and the results of :func:`mixfold.compute.semi_markov.segment_forward_backward`,
+    its NumPy reference), row blocks on the row threads where that pays."""
+    if "hsmm" not in _KERNELS:
+        _KERNELS["hsmm"] = load_kernel_module("mixfold.compute.numba_semi_markov").hsmm_fold
+    n_rows = offsets.size - 1
+    s, dmax = laws.log_dur.shape
+    gamma, ll = np.empty(scores.shape), np.zeros(n_rows)
+    n_blocks = max(1, min(n_rows, HMM_BLOCKS))
+    parts = np.zeros((n_blocks, s)), np.zeros((n_blocks, s, s)), np.zeros((n_blocks, s, dmax))
+    args = (np.asarray(scores, dtype=np.float64),
+            np.ascontiguousarray(offsets, dtype=np.int64), _vector(laws.log_init),
+            *(np.ascontiguousarray(a, dtype=np.float64)
+              for a in (laws.log_trans, laws.log_dur, laws.log_surv)),
+            _vector(weights), gamma, ll, n_blocks)
+    fold = _KERNELS["hsmm"]
+    work = scores.shape[0] * s * dmax
+    if row_threads() <= 1 or work < HMM_SERIAL_WORK:
+        fold(*args, 0, n_blocks, *parts)
+    else:
+        per_task = max(1, n_blocks // (4 * row_threads()))
+        threaded = _HSMM_THREADS.threaded(work)
+        _HSMM_THREADS.timed(work, threaded, lambda: map_row_blocks(
+            n_blocks, per_task if threaded else n_blocks,
+            lambda lo, hi: fold(*args, lo, hi, *parts)))
+    return SegmentStatistics(gamma, ll, *(p.sum(axis=0) for p in parts))

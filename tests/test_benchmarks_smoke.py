@@ -102,3 +102,15 @@ def test_quick_precision_run_prints_every_band_and_the_whole_fits():
     for band in ("bfloat16", "float16", "float32"):  # each whole fit within its promise
         row = next(line.split() for line in fits if line.startswith(band + " "))
         assert float(row[1]) <= float(row[2]), row
+
+
+@pytest.mark.slow
+def test_semi_markov_benchmark_prints_agreeing_rows():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "semi_markov.py"),
+                           "--quick", "--repeats", "1"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [ln.split("|")[1:-1] for ln in proc.stdout.splitlines() if re.match(r"\| \d", ln)]
+    assert [r[0].strip() for r in rows] == ["5", "10"], proc.stdout
+    assert all(float(r[5]) < 1e-10 and float(r[6]) < 1e-10 for r in rows), proc.stdout

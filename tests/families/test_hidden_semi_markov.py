@@ -13,12 +13,15 @@ from mixfold import (CategoricalDistribution, CategoricalEstimator, GaussianDist
                      HiddenSemiMarkovEstimator, NegativeBinomialDistribution,
                      NegativeBinomialEstimator, OptionalEstimator, PoissonDistribution,
                      PoissonEstimator)
+from mixfold.compute import kernels as kernels_module
 from mixfold.compute.kernels import hmm_forward_backward, hsmm_forward_backward
 from mixfold.compute.semi_markov import segment_forward_backward
 from mixfold.errors import DataError, ParameterError
 from mixfold.families import hidden_semi_markov
 from tests.families.family_checks import (check_decomposition, check_model_file,
                                           check_payload_halves)
+from tests.parallel.test_model_parallel import (assert_same_bits, cut_plan, fit_pair,
+                                                serial_and_threaded)
 
 D = 6
 
@@ -251,3 +254,33 @@ def test_mp_backend_equals_local():
     np.testing.assert_allclose(mp.model.transitions, local.model.transitions, rtol=1e-9)
     for a, b in zip(mp.model.durations, local.model.durations):
         assert a.lam == pytest.approx(b.lam, rel=1e-9)
+
+
+def test_states_scored_and_added_apart_are_bit_identical(kernels):
+    model = _model(DURATION_LAWS["negative_binomial"])
+    rows = model.sampler(0, sample_length=12).sample(200) + [[]]
+    assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, "", (1, 3)))[:2])
+
+
+def test_model_parallel_fit_equals_the_serial_fit_bit_for_bit():
+    rows = _model(DURATION_LAWS["poisson"]).sampler(1, sample_length=30).sample(60)
+    est = HiddenSemiMarkovEstimator([GaussianEstimator()] * 3, [PoissonEstimator()] * 3,
+                                    max_duration=D)
+    serial, threaded = fit_pair(rows, est, max_iter=4, tol=0.0, seed=2)
+    assert threaded.backend == "model_parallel"
+    assert threaded.model == serial.model
+    assert threaded.log_likelihood == serial.log_likelihood
+
+
+def test_compiled_row_blocks_on_threads_equal_the_numpy_reference(monkeypatch):
+    monkeypatch.setattr(kernels_module, "HMM_SERIAL_WORK", 0)  # the threaded path at any size
+    model = _model(DURATION_LAWS["categorical"])
+    rows = model.sampler(2, sample_length=25).sample(150) + [[]]
+    enc = model.encoder().encode(rows)
+    scores = model.emission_log_densities(enc.items)
+    w = np.random.default_rng(3).uniform(0, 2, size=enc.n_rows)
+    for _ in range(3):  # both ways of MeasuredThreads
+        compiled = hsmm_forward_backward(scores, enc.offsets, model._laws, w)
+        reference = segment_forward_backward(scores, enc.offsets, model._laws, w)
+        for a, b in zip(compiled, reference):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-11)

@@ -90,7 +90,7 @@ class HiddenSemiMarkovDistribution(ScoresColumns, Distribution):
     A duration law is any family over integers: a count law (``PoissonDistribution(5.0)``,
     ``NegativeBinomialDistribution``) is the law of d - 1, the steps after the first; a
     ``CategoricalDistribution``'s levels are the durations 1..D. Either is truncated to
-    1..D and renormalised (:func:`duration_log_probabilities`).
+    1..D and renormalised (``duration_log_probabilities``).
 
     >>> from mixfold import GaussianDistribution, PoissonDistribution
     >>> hsmm = HiddenSemiMarkovDistribution(

@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 from mixfold.compute.kernel_cache import on_disk
-from mixfold.compute.numba_kernels import _input
+from mixfold.compute.numba_kernels import _input, exp_nonpositive
 
 __all__ = ["hsmm_fold"]
 
@@ -29,18 +29,22 @@ HSMM_FOLD_SIGNATURE = numba.void(_input(numba.float64, 2, "A"), _input(numba.int
 
 
 @numba.njit(inline="always")
-def _lse(terms, k, top):
-    # log sum exp of terms[:k] whose maximum is top
+def _lse(terms, k, top, bits):
+    # log sum exp of terms[:k] whose maximum is top (overwrites terms); the exps vectorised
     if top == -np.inf:
         return -np.inf
+    for i in range(k):
+        terms[i] -= top
+    exp_nonpositive(terms[:k], bits[:k])
     total = 0.0
     for i in range(k):
-        total += np.exp(terms[i] - top)
+        total += terms[i]
     return top + np.log(total)
 
 
 @numba.njit(inline="always")
-def _forward(scores, lo, n, log_init, log_trans, log_dur, log_surv, start, ends, terms, row):
+def _forward(scores, lo, n, log_init, log_trans, log_dur, log_surv, start, ends, terms, row,
+             bits):
     # start[t, a]: log P(x[:t], a segment of a starts at t); ends[t, a]: one of a ends at t
     # (ends[n]: the censored last segment); returns the log-likelihood
     s, dmax = log_trans.shape[0], log_dur.shape[1]
@@ -54,22 +58,23 @@ def _forward(scores, lo, n, log_init, log_trans, log_dur, log_surv, start, ends,
                 v = start[t - d, a] + seg + (log_surv[a, d - 1] if t == n else log_dur[a, d - 1])
                 terms[d - 1] = v
                 top = max(top, v)
-            ends[t, a] = _lse(terms, nd, top)
+            ends[t, a] = _lse(terms, nd, top, bits)
         if t < n:
             for b in range(s):
                 top = -np.inf
                 for a in range(s):
                     row[a] = ends[t, a] + log_trans[a, b]
                     top = max(top, row[a])
-                start[t, b] = _lse(row, s, top)
+                start[t, b] = _lse(row, s, top, bits)
     top = -np.inf
     for a in range(s):
-        top = max(top, ends[n, a])
-    return _lse(ends[n], s, top)
+        row[a] = ends[n, a]
+        top = max(top, row[a])
+    return _lse(row, s, top, bits)
 
 
 @numba.njit(inline="always")
-def _backward(scores, lo, n, log_trans, log_dur, log_surv, after, gone, terms, row):
+def _backward(scores, lo, n, log_trans, log_dur, log_surv, after, gone, terms, row, bits):
     # after[t, a]: log P(x[t:] | a segment of a starts at t); gone[t, a]: | one of a ended at t
     s, dmax = log_trans.shape[0], log_dur.shape[1]
     for t in range(n - 1, -1, -1):
@@ -81,14 +86,14 @@ def _backward(scores, lo, n, log_trans, log_dur, log_surv, after, gone, terms, r
                 v = seg + (log_dur[a, d - 1] + gone[e, a] if e < n else log_surv[a, d - 1])
                 terms[d - 1] = v
                 top = max(top, v)
-            after[t, a] = _lse(terms, nd, top)
+            after[t, a] = _lse(terms, nd, top, bits)
         if t > 0:
             for a in range(s):
                 top = -np.inf
                 for b in range(s):
                     row[b] = log_trans[a, b] + after[t, b]
                     top = max(top, row[b])
-                gone[t, a] = _lse(row, s, top)
+                gone[t, a] = _lse(row, s, top, bits)
 
 
 @numba.njit(HSMM_FOLD_SIGNATURE, nogil=True, cache=on_disk())
@@ -109,6 +114,7 @@ def hsmm_fold(scores, offsets, log_init, log_trans, log_dur, log_surv, weights, 
         after, gone = np.empty((longest + 1, s)), np.empty((longest + 1, s))
         diff, run = np.empty((longest + 1, s)), np.empty(s)
         terms, row = np.empty(dmax), np.empty(s)
+        bits = np.empty(max(dmax, s), dtype=np.int64)
         censored = np.zeros((s, dmax))
         pd, pt = part_dur[blk], part_trans[blk]
         for r in range(first, stop):
@@ -117,14 +123,15 @@ def hsmm_fold(scores, offsets, log_init, log_trans, log_dur, log_surv, weights, 
                 ll[r] = 0.0
                 continue
             total = _forward(scores, lo, n, log_init, log_trans, log_dur, log_surv, start,
-                             ends, terms, row)
+                             ends, terms, row, bits)
             ll[r] = total
             if not np.isfinite(total):
                 for t in range(n):
                     for a in range(s):
                         gamma[lo + t, a] = 0.0
                 continue
-            _backward(scores, lo, n, log_trans, log_dur, log_surv, after, gone, terms, row)
+            _backward(scores, lo, n, log_trans, log_dur, log_surv, after, gone, terms, row,
+                      bits)
             w = weights[r]
             diff[:n + 1] = 0.0
             for t in range(n):
@@ -132,17 +139,21 @@ def hsmm_fold(scores, offsets, log_init, log_trans, log_dur, log_surv, weights, 
                     base = start[t, a] - total
                     if base == -np.inf:
                         continue
-                    seg = 0.0
-                    for d in range(1, min(dmax, n - t) + 1):
+                    seg, nd = 0.0, min(dmax, n - t)
+                    for d in range(1, nd + 1):
                         seg += scores[lo + t + d - 1, a]
                         e = t + d
+                        terms[d - 1] = base + seg + (log_dur[a, d - 1] + gone[e, a] if e < n
+                                                     else 0.0)
+                    exp_nonpositive(terms[:nd], bits[:nd])
+                    for d in range(1, nd + 1):
+                        e = t + d
                         if e < n:
-                            xi = np.exp(base + seg + log_dur[a, d - 1] + gone[e, a])
+                            xi = terms[d - 1]
                             pd[a, d - 1] += w * xi
                         else:  # censored: the true duration is any d' >= d (spread below)
-                            cut = np.exp(base + seg)
-                            censored[a, d - 1] += w * cut
-                            xi = cut * surv[a, d - 1]
+                            censored[a, d - 1] += w * terms[d - 1]
+                            xi = terms[d - 1] * surv[a, d - 1]
                         diff[t, a] += xi
                         diff[e, a] -= xi
             run[:] = 0.0

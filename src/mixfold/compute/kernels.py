@@ -30,8 +30,8 @@ from mixfold.compute.kernel_cache import load_kernel_module
 from mixfold.compute.row_blocks import MeasuredThreads, map_row_blocks, row_threads
 from mixfold.compute.semi_markov import SegmentLaws, SegmentStatistics
 
-__all__ = ["hmm_forward_backward", "hsmm_forward_backward", "lda_norm", "lda_update", "lda_step",
-           "kernels_available", "band_kernels"]
+__all__ = ["hmm_forward_backward", "hsmm_forward_backward", "hsmm_log_likelihood", "lda_norm",
+           "lda_update", "lda_step", "kernels_available", "band_kernels"]
 
 _KERNELS: dict[str, Any] = {}
 #: the HMM fold's row blocks: partial counts per block, added in block order
@@ -188,26 +188,50 @@ def hsmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, laws: Segment
     """The explicit-duration forward-backward of every sequence in one compiled pass (the
     lattice and the results of :func:`mixfold.compute.semi_markov.segment_forward_backward`,
     its NumPy reference), row blocks on the row threads where that pays."""
-    if "hsmm" not in _KERNELS:
-        _KERNELS["hsmm"] = load_kernel_module("mixfold.compute.numba_semi_markov").hsmm_fold
-    n_rows = offsets.size - 1
     s, dmax = laws.log_dur.shape
-    gamma, ll = np.empty(scores.shape), np.zeros(n_rows)
-    n_blocks = max(1, min(n_rows, HMM_BLOCKS))
+    gamma, ll = np.empty(scores.shape), np.zeros(offsets.size - 1)
+    n_blocks = max(1, min(offsets.size - 1, HMM_BLOCKS))
     parts = np.zeros((n_blocks, s)), np.zeros((n_blocks, s, s)), np.zeros((n_blocks, s, dmax))
-    args = (np.asarray(scores, dtype=np.float64),
+    fold = _semi_markov_kernels().hsmm_fold
+    args = (*_semi_markov_inputs(scores, offsets, laws), _vector(weights), gamma, ll, n_blocks)
+    _semi_markov_blocks(scores.shape[0] * s * dmax, n_blocks,
+                        lambda lo, hi: fold(*args, lo, hi, *parts))
+    return SegmentStatistics(gamma, ll, *(p.sum(axis=0) for p in parts))  # blocks in order
+
+
+def hsmm_log_likelihood(scores: np.ndarray, offsets: np.ndarray,
+                        laws: SegmentLaws) -> np.ndarray:
+    """The per-row log-likelihood of :func:`hsmm_forward_backward` from its forward pass
+    alone (scoring rows: a third of the fold's work)."""
+    ll = np.zeros(offsets.size - 1)
+    n_blocks = max(1, min(offsets.size - 1, HMM_BLOCKS))
+    forward = _semi_markov_kernels().hsmm_log_likelihood
+    args = (*_semi_markov_inputs(scores, offsets, laws), ll, n_blocks)
+    _semi_markov_blocks(scores.shape[0] * laws.log_dur.size // 3, n_blocks,
+                        lambda lo, hi: forward(*args, lo, hi))
+    return ll
+
+
+def _semi_markov_kernels() -> Any:
+    if "semi_markov" not in _KERNELS:
+        _KERNELS["semi_markov"] = load_kernel_module("mixfold.compute.numba_semi_markov")
+    return _KERNELS["semi_markov"]
+
+
+def _semi_markov_inputs(scores: np.ndarray, offsets: np.ndarray,
+                        laws: SegmentLaws) -> tuple[np.ndarray, ...]:
+    return (np.asarray(scores, dtype=np.float64),  # any layout: no copy
             np.ascontiguousarray(offsets, dtype=np.int64), _vector(laws.log_init),
             *(np.ascontiguousarray(a, dtype=np.float64)
-              for a in (laws.log_trans, laws.log_dur, laws.log_surv)),
-            _vector(weights), gamma, ll, n_blocks)
-    fold = _KERNELS["hsmm"]
-    work = scores.shape[0] * s * dmax
+              for a in (laws.log_trans, laws.log_dur, laws.log_surv)))
+
+
+def _semi_markov_blocks(work: int, n_blocks: int, run: Callable[[int, int], None]) -> None:
+    """``run(lo, hi)`` over the row blocks, on the row threads where measuring shows they
+    pay (about four tasks per thread), else in one call."""
     if row_threads() <= 1 or work < HMM_SERIAL_WORK:
-        fold(*args, 0, n_blocks, *parts)
-    else:
-        per_task = max(1, n_blocks // (4 * row_threads()))
-        threaded = _HSMM_THREADS.threaded(work)
-        _HSMM_THREADS.timed(work, threaded, lambda: map_row_blocks(
-            n_blocks, per_task if threaded else n_blocks,
-            lambda lo, hi: fold(*args, lo, hi, *parts)))
-    return SegmentStatistics(gamma, ll, *(p.sum(axis=0) for p in parts))
+        run(0, n_blocks)
+        return
+    threaded = _HSMM_THREADS.threaded(work)
+    per_task = max(1, n_blocks // (4 * row_threads())) if threaded else n_blocks
+    _HSMM_THREADS.timed(work, threaded, lambda: map_row_blocks(n_blocks, per_task, run))

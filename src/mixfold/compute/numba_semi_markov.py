@@ -17,7 +17,7 @@ import numpy as np
 from mixfold.compute.kernel_cache import on_disk
 from mixfold.compute.numba_kernels import _input, exp_nonpositive
 
-__all__ = ["hsmm_fold"]
+__all__ = ["hsmm_fold", "hsmm_log_likelihood"]
 
 _F1, _F2, _F3 = numba.float64[::1], numba.float64[:, ::1], numba.float64[:, :, ::1]
 _I8 = numba.int64
@@ -26,6 +26,9 @@ _R1, _R2 = _input(numba.float64, 1), _input(numba.float64, 2)
 #: scores any 2-D float64 layout (never copied); the laws, the weights and outputs contiguous
 HSMM_FOLD_SIGNATURE = numba.void(_input(numba.float64, 2, "A"), _input(numba.int64, 1), _R1,
                                  _R2, _R2, _R2, _R1, _F2, _F1, _I8, _I8, _I8, _F2, _F3, _F3)
+#: the forward pass alone: the same inputs but the weights, the log-likelihoods out
+HSMM_LL_SIGNATURE = numba.void(_input(numba.float64, 2, "A"), _input(numba.int64, 1), _R1, _R2,
+                               _R2, _R2, _F1, _I8, _I8, _I8)
 
 
 @numba.njit(inline="always")
@@ -175,3 +178,25 @@ def hsmm_fold(scores, offsets, log_init, log_trans, log_dur, log_surv, weights, 
             for d in range(dmax):
                 acc += censored[a, d]
                 pd[a, d] += acc * np.exp(log_dur[a, d])
+
+
+@numba.njit(HSMM_LL_SIGNATURE, nogil=True, cache=on_disk())
+def hsmm_log_likelihood(scores, offsets, log_init, log_trans, log_dur, log_surv, ll, n_blocks,
+                        block_lo, block_hi):
+    # the forward pass of the rows of blocks [block_lo, block_hi): scoring without statistics
+    n_rows = offsets.size - 1
+    s, dmax = log_trans.shape[0], log_dur.shape[1]
+    per_block = (n_rows + n_blocks - 1) // n_blocks
+    for blk in range(block_lo, block_hi):
+        first, stop = blk * per_block, min(n_rows, (blk + 1) * per_block)
+        longest = 0
+        for r in range(first, stop):
+            longest = max(longest, offsets[r + 1] - offsets[r])
+        start, ends = np.empty((longest + 1, s)), np.empty((longest + 1, s))
+        terms, row = np.empty(dmax), np.empty(s)
+        bits = np.empty(max(dmax, s), dtype=np.int64)
+        for r in range(first, stop):
+            n = offsets[r + 1] - offsets[r]
+            ll[r] = 0.0 if n == 0 else _forward(scores, offsets[r], n, log_init, log_trans,
+                                                log_dur, log_surv, start, ends, terms, row,
+                                                bits)

@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["SegmentLaws", "SegmentStatistics", "segment_forward_backward", "segment_viterbi",
-           "padded"]
+__all__ = ["SegmentLaws", "SegmentStatistics", "segment_forward_backward",
+           "segment_log_likelihood", "segment_viterbi", "padded"]
 
 
 class SegmentLaws(NamedTuple):
@@ -100,6 +100,15 @@ def _forward(x: np.ndarray, lengths: np.ndarray, laws: SegmentLaws,
     return start, ends, final, best_d if best_d is None else (best_d, best_final)
 
 
+def segment_log_likelihood(scores: np.ndarray, offsets: np.ndarray,
+                           laws: SegmentLaws) -> np.ndarray:
+    """The per-row log-likelihood of :func:`segment_forward_backward`, forward pass only."""
+    x, _ = padded(scores, offsets)
+    lengths = np.diff(offsets)
+    final = _forward(x, lengths, laws, "sum")[2]
+    return np.where(lengths > 0, _logsumexp(final, 1), 0.0)
+
+
 def segment_forward_backward(scores: np.ndarray, offsets: np.ndarray, laws: SegmentLaws,
                              weights: np.ndarray) -> SegmentStatistics:
     """Forward-backward of every sequence (rows cut by ``offsets``) of emission log-densities
@@ -109,7 +118,7 @@ def segment_forward_backward(scores: np.ndarray, offsets: np.ndarray, laws: Segm
     dmax = laws.log_dur.shape[1]
     lengths = np.diff(offsets)
     start, ends, final, _ = _forward(x, lengths, laws, "sum")
-    ll = np.where(lengths > 0, _logsumexp(final, 1), 0.0)
+    ll = np.where(lengths > 0, _logsumexp(final, 1), 0.0)  # as segment_log_likelihood
     alive = np.isfinite(ll) & (lengths > 0)
     w = np.where(alive, weights, 0.0)
     norm = np.where(alive, ll, 0.0)[:, None]

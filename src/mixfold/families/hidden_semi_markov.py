@@ -25,9 +25,11 @@ from typing import Any
 import numpy as np
 
 from mixfold.capabilities import StackedUpdate
-from mixfold.compute.kernels import hsmm_forward_backward, kernels_available
+from mixfold.compute.kernels import (hsmm_forward_backward, hsmm_log_likelihood,
+                                     kernels_available)
 from mixfold.compute.semi_markov import (SegmentLaws, SegmentStatistics,
-                                         segment_forward_backward, segment_viterbi)
+                                         segment_forward_backward, segment_log_likelihood,
+                                         segment_viterbi)
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
@@ -160,7 +162,10 @@ class HiddenSemiMarkovDistribution(ScoresColumns, Distribution):
             out[:, k] = ll
 
     def log_density_from_columns(self, enc: SequenceEncoded, scores: np.ndarray) -> np.ndarray:
-        return self.lattice(scores, enc.offsets, np.ones(enc.n_rows)).log_likelihood
+        """The forward pass alone over the emissions' log-densities (n_items, S)."""
+        if kernels_available():
+            return hsmm_log_likelihood(scores, enc.offsets, self._laws)
+        return segment_log_likelihood(scores, enc.offsets, self._laws)
 
     def lattice(self, scores: np.ndarray, offsets: np.ndarray,
                 weights: np.ndarray) -> SegmentStatistics:

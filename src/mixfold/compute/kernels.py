@@ -1,7 +1,9 @@
 """Compiled E-step kernels (numba, a core dependency; the NumPy path runs where it is missing).
 
 An HMM's forward-backward recursion is a loop over time steps with a few states each: NumPy pays
-a call per step, a compiled loop does not. LDA's fixed point reads each nonzero's topic columns
+a call per step, a compiled loop does not; the same holds for an explicit-duration HMM's
+segment recursion (:mod:`mixfold.compute.numba_semi_markov`, whose NumPy reference is
+:mod:`mixfold.compute.semi_markov`). LDA's fixed point reads each nonzero's topic columns
 twice per step, where NumPy copies each document's row per nonzero and runs a sparse product
 (:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). (A Gaussian mixture's
 stacked E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in
@@ -11,7 +13,7 @@ operations (:mod:`mixfold.compute.numba_bands`, loaded by that engine). numba is
 use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`)
 load their machine code from numba's on-disk cache: a machine compiles them once, every later
 process reads them (:mod:`mixfold.compute.kernel_cache` finds a place that works, or compiles in
-memory). The HMM fold's row blocks and LDA's blocks of documents run on the row-block threads
+memory). The HMM folds' row blocks and LDA's blocks of documents run on the row-block threads
 (:mod:`mixfold.compute.row_blocks`: threads that sleep when idle and are re-made after a fork)
 where measuring shows they pay; the blocks, not the threads, fix the bits.
 

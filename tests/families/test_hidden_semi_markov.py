@@ -18,6 +18,7 @@ from mixfold.compute.kernels import hmm_forward_backward, hsmm_forward_backward
 from mixfold.compute.semi_markov import segment_forward_backward
 from mixfold.errors import DataError, ParameterError
 from mixfold.families import hidden_semi_markov
+from mixfold.families._protocol import InitRandom
 from tests.families.family_checks import (check_decomposition, check_model_file,
                                           check_payload_halves)
 from tests.parallel.test_model_parallel import (assert_same_bits, cut_plan, fit_pair,
@@ -284,3 +285,22 @@ def test_compiled_row_blocks_on_threads_equal_the_numpy_reference(monkeypatch):
         reference = segment_forward_backward(scores, enc.offsets, model._laws, w)
         for a, b in zip(compiled, reference):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-11)
+
+
+def test_seeded_initialisation_is_chunk_independent():
+    model = _model(DURATION_LAWS["categorical"])
+    enc = model.encoder().encode(model.sampler(0, sample_length=5).sample(10) + [[]])
+    est = HiddenSemiMarkovEstimator([GaussianEstimator()] * 3,
+                                    [CategoricalEstimator(levels=range(1, D + 1))] * 3,
+                                    max_duration=D).bind(model.encoder())
+    whole = est.accumulator_factory().make()
+    whole.seq_initialize(enc, np.ones(enc.n_rows), InitRandom(9))
+    parts = est.accumulator_factory().make()
+    for begin in range(0, enc.n_rows, 3):
+        part = enc.rows(begin, begin + 3)
+        parts.seq_initialize(part, np.ones(part.n_rows), InitRandom(9))
+    parts.align_references(whole)
+    np.testing.assert_allclose(parts.to_array(), whole.to_array(), rtol=1e-13, atol=1e-12)
+    assert whole.occupancy.sum() == pytest.approx(50.0)  # every item's posterior sums to one
+    guess = est.estimate(11.0, whole.value())
+    assert np.isfinite(guess.seq_log_density(enc)).all()

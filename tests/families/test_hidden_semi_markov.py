@@ -224,7 +224,8 @@ def test_contract_payload_file_decomposition(tmp_path):
 
 @pytest.mark.parametrize("bad, match", [
     (dict(durations=[PoissonDistribution(1.0)]), "durations must be one law per state"),
-    (dict(max_duration=0), "max_duration must be an integer >= 1"),
+    (dict(max_duration=0), r"max_duration must be an integer in \[1, 1000000\], got 0"),
+    (dict(max_duration=10**9), "max_duration must be an integer in"),
     (dict(transitions=[[0.5, 0.4], [1.0, 0.0]]), "transitions must sum to 1"),
     (dict(durations=[CategoricalDistribution([1.0], [9])] * 2), "no probability to 1..5"),
 ])

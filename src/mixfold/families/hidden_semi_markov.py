@@ -49,6 +49,8 @@ __all__ = ["HiddenSemiMarkovDistribution", "HiddenSemiMarkovEstimator",
 
 #: the default longest duration: long enough for most segmentations, O(T * S * 64) per fold
 DEFAULT_MAX_DURATION = 64
+#: the largest accepted: tables of S x D are held whole, and a model file must not ask for more
+LARGEST_MAX_DURATION = 1_000_000
 
 
 def duration_log_probabilities(law: Distribution, max_duration: int) -> np.ndarray:
@@ -123,8 +125,10 @@ class HiddenSemiMarkovDistribution(ScoresColumns, Distribution):
         if bad:
             raise ParameterError(f"emissions and durations must be Distributions, got a "
                                  f"{bad[0]}")
-        if not isinstance(max_duration, (int, np.integer)) or max_duration < 1:
-            raise ParameterError(f"max_duration must be an integer >= 1, got {max_duration!r}")
+        if not isinstance(max_duration, (int, np.integer)) or \
+                not 1 <= max_duration <= LARGEST_MAX_DURATION:
+            raise ParameterError(f"max_duration must be an integer in [1, "
+                                 f"{LARGEST_MAX_DURATION}], got {max_duration!r}")
         self.max_duration = int(max_duration)
         self.initial = _stochastic("initial", initial, (s,))
         self.transitions = _stochastic("transitions", transitions, (s, s))
@@ -400,7 +404,7 @@ class HiddenSemiMarkovEstimator(Estimator):
     ([-2, 2], [8, 3])
     """
 
-    option_rules = {"pseudo_count": number(0), "max_duration": integer(1)}
+    option_rules = {"pseudo_count": number(0), "max_duration": integer(1, LARGEST_MAX_DURATION)}
 
     def __init__(self, emissions: Sequence[Estimator], durations: Sequence[Estimator],
                  max_duration: int = DEFAULT_MAX_DURATION, pseudo_count: float = 0.0,

@@ -127,3 +127,15 @@ def test_record_replaces_only_its_section_and_keeps_the_readme_on_failure(tmp_pa
     before = readme.read_text()
     assert record.main(["a", "--", sys.executable, "-c", "raise SystemExit(3)"]) == 3
     assert readme.read_text() == before and record.recorded(before) == ["a", "b", "c"]
+
+
+@pytest.mark.slow
+def test_semi_markov_benchmark_prints_agreeing_rows():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "semi_markov.py"),
+                           "--quick", "--repeats", "1"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [ln.split("|")[1:-1] for ln in proc.stdout.splitlines() if re.match(r"\| \d", ln)]
+    assert [r[0].strip() for r in rows] == ["5", "10"], proc.stdout
+    assert all(float(r[5]) < 1e-10 and float(r[6]) < 1e-10 for r in rows), proc.stdout

@@ -391,6 +391,11 @@ class Distribution(ABC):
     """
 
     family_name: ClassVar[str] = ""
+    #: How each parameter of ``to_dict`` maps to unconstrained coordinates (``"real"``,
+    #: ``"positive"``, ``"unit"``, ``"simplex"``, ``"covariance"``, ``"fixed"``, ``"part"``,
+    #: ``"parts"``: :mod:`mixfold.families._flat`), for accelerated EM; None: not declared,
+    #: and a fit of a tree holding the family runs plain EM.
+    parameter_coordinates: ClassVar[Mapping[str, str] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

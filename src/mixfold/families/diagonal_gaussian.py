@@ -111,6 +111,8 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
     #: model files leave ``missing`` out when it is False
     optional_params = ("missing",)
 
+    parameter_coordinates = {"mu": "real", "sigma2": "positive", "missing": "fixed"}
+
     def __init__(self, mu: Sequence[float] | np.ndarray, sigma2: Sequence[float] | np.ndarray,
                  missing: bool = False):
         self.mu = _vector("mu", mu)

@@ -35,6 +35,8 @@ class GammaDistribution(Distribution, SeedsFromPoints):
     (3,)
     """
 
+    parameter_coordinates = {"shape": "positive", "scale": "positive"}
+
     def __init__(self, shape: float, scale: float):
         self.shape = float(shape)
         self.scale = float(scale)

@@ -44,6 +44,8 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
     (3,)
     """
 
+    parameter_coordinates = {"mu": "real", "sigma2": "positive"}
+
     def __init__(self, mu: float, sigma2: float):
         self.mu = float(mu)
         self.sigma2 = float(sigma2)

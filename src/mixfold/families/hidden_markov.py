@@ -278,6 +278,9 @@ class HiddenMarkovDistribution(ScoresColumns, Distribution):
     0.0
     """
 
+    parameter_coordinates = {"emissions": "parts", "initial": "simplex",
+                             "transitions": "simplex", "terminal": "unit"}
+
     def __init__(self, emissions: Sequence[Distribution], initial: Sequence[float],
                  transitions: Sequence[Sequence[float]], terminal: Sequence[float] | None = None):
         self.emissions = tuple(emissions)

@@ -29,6 +29,8 @@ class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, Rel
     (3,)
     """
 
+    parameter_coordinates = {"mu": "real", "sigma2": "positive"}
+
     def __init__(self, mu: float, sigma2: float):
         self.log_law = GaussianDistribution(mu, sigma2)  # validates the parameters
         self.mu, self.sigma2 = self.log_law.mu, self.log_law.sigma2

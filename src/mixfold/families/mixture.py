@@ -202,6 +202,8 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
     [0.0001, 0.9999]
     """
 
+    parameter_coordinates = {"weights": "simplex", "components": "parts"}
+
     def __init__(self, components: Sequence[Distribution], weights: Sequence[float]):
         self.components = tuple(components)
         w = np.asarray(weights, dtype=np.float64)

@@ -84,6 +84,8 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
     #: model files leave ``missing`` out when it is False
     optional_params = ("missing",)
 
+    parameter_coordinates = {"mu": "real", "cov": "covariance", "missing": "fixed"}
+
     def __init__(self, mu: Sequence[float] | np.ndarray,
                  cov: Sequence[Sequence[float]] | np.ndarray, missing: bool = False):
         mu_arr = _array("mu", mu, 1)

@@ -36,6 +36,8 @@ class NegativeBinomialDistribution(Distribution, SeedsFromPoints):
     dtype('int64')
     """
 
+    parameter_coordinates = {"r": "positive", "p": "unit"}
+
     def __init__(self, r: float, p: float):
         self.r = float(r)
         self.p = float(p)

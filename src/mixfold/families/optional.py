@@ -256,6 +256,8 @@ class OptionalDistribution(ScoresChildren, Distribution):
     #: given, it must have this shape
     optional_params = {"missing": {"none": True, "nan": True, "values": []}}
 
+    parameter_coordinates = {"inner": "part", "p_missing": "unit", "missing": "fixed"}
+
     def __init__(self, inner: Distribution, p_missing: float, *,
                  missing: MissingMarkers | Sequence[Any] = DEFAULT_MISSING):
         if not isinstance(inner, Distribution):

@@ -238,6 +238,8 @@ class SequenceDistribution(ScoresChildren, Distribution):
     [3, 3]
     """
 
+    parameter_coordinates = {"item": "part", "length": "part"}
+
     def __init__(self, item: Distribution, length: Distribution | None = None):
         if not isinstance(item, Distribution):
             raise ParameterError(f"item must be a Distribution, got {type(item).__name__}")

@@ -30,6 +30,8 @@ class StudentTDistribution(Distribution, SeedsFromPoints):
     -2.037737
     """
 
+    parameter_coordinates = {"mu": "real", "sigma2": "positive", "nu": "positive"}
+
     def __init__(self, mu: float, sigma2: float, nu: float):
         self.mu = float(mu)
         self.sigma2 = float(sigma2)

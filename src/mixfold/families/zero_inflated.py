@@ -37,6 +37,8 @@ class ZeroInflatedDistribution(Distribution):
     (-1.427826, -1.719066)
     """
 
+    parameter_coordinates = {"inner": "part", "p_zero": "unit"}
+
     def __init__(self, inner: Distribution, p_zero: float):
         if not isinstance(inner, Distribution):
             raise ParameterError(f"inner must be a Distribution, got {type(inner).__name__}")

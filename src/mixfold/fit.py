@@ -389,6 +389,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     saved = None if checkpoint is None else CheckpointFile(checkpoint, handle, estimator, seed)
     resumed = None if saved is None else saved.resumed
     notes: list[str] = [] if resumed is None else list(resumed.warnings)
+    initialised = resumed is None and model is None  # the seeded start folds the rows once
     if resumed is not None:  # the state after the last checkpointed iteration
         model = resumed.model
     elif model is None:  # a dd fit starts from a dd step: its start does not depend on sharding
@@ -399,7 +400,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                        backend=handle.name, seed=seed, total_weight=handle.total_weight,
                        precision=precision if plan is None else
                        "+".join(b for b in BANDS if b in bands), plan=plan, warnings=notes,
-                       folds=0 if resumed is not None else 1)
+                       folds=int(initialised))
     squarem = _accelerator(accelerate, model, notes)
     noise = _decrease_noise(precision, handle)
     start, previous = 0, None

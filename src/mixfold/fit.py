@@ -25,6 +25,7 @@ from mixfold.errors import (
     NumericalError,
     ParameterError,
 )
+from mixfold.families._frozen import check_frozen, frozen_anywhere, hold_frozen
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.tables import as_fit_input
 from mixfold.options import (Rule, check_options, flag, integer, none_or, number, one_of,
@@ -336,6 +337,7 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
                                                num_workers=num_workers, plan=request)
         owned = True
     _check_starts(starts, estimator)
+    _check_frozen_starts(starts, estimator)
     resolved = resolve_precision(PLANNED if planned else precision)  # once, for every layer below
     try:
         best = None
@@ -376,6 +378,31 @@ def _check_starts(starts: Sequence[Distribution | None], estimator: Estimator) -
                              f"{difference.replace('the estimator', 'the fitted model')}")
 
 
+def _check_frozen_starts(starts: Sequence[Distribution | None], estimator: Estimator) -> None:
+    """Frozen parameters hold their value in ``init``: every start must be given."""
+    if not frozen_anywhere(estimator):
+        return
+    if any(start is None for start in starts):
+        raise ValueError("frozen= parameters are held at their value in init=: pass init (a "
+                         "Distribution, or one per start)")
+    for start in starts:
+        check_frozen(estimator, start)
+
+
+def _estimate_holding(handle: EncodedDataHandle, estimator: Estimator,
+                      start: Distribution | None) -> Callable[..., Any]:
+    """``handle.estimate``, its M-step's frozen parameters put back to their values in
+    ``start``."""
+    if start is None or not frozen_anywhere(estimator):
+        return handle.estimate
+
+    def holding(est: Estimator, model: Distribution, precision: Any) -> Any:
+        new_model, fold = handle.estimate(est, model, precision)
+        return hold_frozen(est, new_model, start), fold
+
+    return holding
+
+
 def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distribution | None, *,
              max_iter: int, tol: float, seed: int, precision: Precision, progress: _Progress,
              callbacks: list[Callable[[IterationInfo], Any]], plan: Any = None,
@@ -390,6 +417,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     resumed = None if saved is None else saved.resumed
     notes: list[str] = [] if resumed is None else list(resumed.warnings)
     initialised = resumed is None and model is None  # the seeded start folds the rows once
+    step = _estimate_holding(handle, estimator, model)
     if resumed is not None:  # the state after the last checkpointed iteration
         model = resumed.model
     elif model is None:  # a dd fit starts from a dd step: its start does not depend on sharding
@@ -427,8 +455,8 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
             jump = squarem is not None and squarem.extrapolating
             result.folds += 1
             try:
-                new_model, fold = _checked_m_step(f"iteration {it}", notes, handle.estimate,
-                                                  estimator, model, precision)
+                new_model, fold = _checked_m_step(f"iteration {it}", notes, step, estimator,
+                                                  model, precision)
             except NumericalError:
                 if not jump:
                     raise
@@ -604,7 +632,8 @@ def optimize(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float
         Convergence threshold on the relative change of the mean log-likelihood per row.
     init : None, "auto", Distribution or list of Distribution, default=None
         None or "auto": the seeded initialisation. A distribution: start from it. A list:
-        one start from each, the best kept as with ``n_init``.
+        one start from each, the best kept as with ``n_init``. Parameters an estimator
+        holds (``frozen=``, :mod:`mixfold.families._frozen`) keep their value here.
     seed : int, default=0
         The seed of the start; the starting model depends only on it and the data.
     n_init : int, default=1

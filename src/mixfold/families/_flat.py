@@ -192,6 +192,7 @@ _TO: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "covariance": _cholesky,
 }
 _FROM: dict[str, Callable[[np.ndarray, tuple[int, ...]], np.ndarray]] = {
-    "real": lambda v, shape: v.reshape(shape), "positive": lambda v, shape: np.exp(v).reshape(shape),
+    "real": lambda v, shape: v.reshape(shape),
+    "positive": lambda v, shape: np.exp(v).reshape(shape),
     "unit": _probability, "simplex": _probabilities, "covariance": _covariance,
 }

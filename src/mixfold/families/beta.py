@@ -34,6 +34,7 @@ class BetaDistribution(Distribution, StackedScoring, SeedsFromPoints):
     """
 
     parameter_coordinates = {"a": "positive", "b": "positive"}
+    estimated_jointly = ("a", "b")
 
     def __init__(self, a: float, b: float):
         self.a = float(a)

@@ -399,6 +399,9 @@ class FactorAccumulator(FoldsChildren, Accumulator, StackedUpdate, FusedFold):
 class _FactorEstimator(Estimator):
     factors: tuple[Estimator, ...]
 
+    def parts(self) -> tuple[Estimator, ...]:
+        return self.factors
+
     def accumulator_factory(self) -> AccumulatorFactory:
         factories = [f.accumulator_factory() for f in self.factors]
         keys = self.keys

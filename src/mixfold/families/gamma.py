@@ -36,6 +36,7 @@ class GammaDistribution(Distribution, SeedsFromPoints):
     """
 
     parameter_coordinates = {"shape": "positive", "scale": "positive"}
+    estimated_jointly = ("shape", "scale")
 
     def __init__(self, shape: float, scale: float):
         self.shape = float(shape)

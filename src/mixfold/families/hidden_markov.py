@@ -655,6 +655,9 @@ class HiddenMarkovEstimator(Estimator):
     def num_states(self) -> int:
         return len(self.emissions)
 
+    def parts(self) -> tuple[Estimator, ...]:
+        return self.emissions
+
     def encoder(self) -> SequenceEncoder:
         return SequenceEncoder(shared_encoder([e.encoder() for e in self.emissions]))
 

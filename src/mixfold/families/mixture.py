@@ -715,6 +715,9 @@ class MixtureEstimator(Estimator):
     def num_components(self) -> int:
         return len(self.components)
 
+    def parts(self) -> tuple[Estimator, ...]:
+        return self.components
+
     def encoder(self) -> Encoder:
         return shared_encoder([c.encoder() for c in self.components])
 

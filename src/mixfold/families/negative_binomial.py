@@ -37,6 +37,7 @@ class NegativeBinomialDistribution(Distribution, SeedsFromPoints):
     """
 
     parameter_coordinates = {"r": "positive", "p": "unit"}
+    estimated_jointly = ("r", "p")
 
     def __init__(self, r: float, p: float):
         self.r = float(r)

@@ -400,6 +400,9 @@ class OptionalEstimator(Estimator):
         self.pseudo_count = float(pseudo_count)
         self.keys = keys
 
+    def parts(self) -> tuple[Estimator, ...]:
+        return (self.inner,)
+
     def encoder(self) -> OptionalEncoder:
         return OptionalEncoder(self.inner.encoder(), self.missing)
 

@@ -418,6 +418,9 @@ class SequenceEstimator(Estimator):
         self.length = length
         self.keys = keys
 
+    def parts(self) -> tuple[Estimator, ...]:
+        return (self.item,) if self.length is None else (self.item, self.length)
+
     def encoder(self) -> SequenceEncoder:
         return SequenceEncoder(self.item.encoder(),
                                None if self.length is None else self.length.encoder())

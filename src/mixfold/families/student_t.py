@@ -31,6 +31,7 @@ class StudentTDistribution(Distribution, SeedsFromPoints):
     """
 
     parameter_coordinates = {"mu": "real", "sigma2": "positive", "nu": "positive"}
+    estimated_jointly = ("mu", "sigma2", "nu")
 
     def __init__(self, mu: float, sigma2: float, nu: float):
         self.mu = float(mu)

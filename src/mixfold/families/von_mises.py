@@ -70,6 +70,7 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
     """
 
     parameter_coordinates = {"mu": "real", "kappa": "positive"}
+    estimated_jointly = ("mu", "kappa")
 
     def __init__(self, mu: float, kappa: float):
         self.mu = float(mu)

@@ -35,6 +35,7 @@ class WeibullDistribution(Distribution, SeedsFromPoints):
     """
 
     parameter_coordinates = {"shape": "positive", "scale": "positive"}
+    estimated_jointly = ("shape", "scale")
 
     def __init__(self, shape: float, scale: float):
         self.shape = float(shape)

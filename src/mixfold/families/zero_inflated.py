@@ -163,6 +163,9 @@ class ZeroInflatedEstimator(Estimator):
         self.pseudo_count = float(pseudo_count)
         self.keys = keys
 
+    def parts(self) -> tuple[Estimator, ...]:
+        return (self.inner,)
+
     def encoder(self) -> Encoder:
         return self.inner.encoder()
 

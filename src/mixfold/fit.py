@@ -264,7 +264,8 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         resources: Any = None, target_rel_error: float | None = None,
         chunk_rows: int | None = None, progress: bool | None = None,
         callbacks: Iterable[Callable[[IterationInfo], Any]] = (),
-        checkpoint: str | os.PathLike | None = None, accelerate: str | None = None) -> FitResult:
+        checkpoint: str | os.PathLike | None = None, accelerate: str | None = None,
+        labels: Any = None) -> FitResult:
     """Fit ``estimator`` to ``data`` by EM and return the history of the fit.
 
     Takes the same parameters as :func:`optimize`, raises the same errors and warns the same
@@ -324,6 +325,9 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     callbacks = list(callbacks)
 
     plan = None
+    if labels is not None and (isinstance(data, EncodedDataHandle) or precision != "float64"):
+        raise ValueError("labels= ride with the rows as they are encoded, and fold in float64: "
+                         "pass the rows (not an opened handle) and precision='float64'")
     if isinstance(data, EncodedDataHandle):
         if planned:
             raise ValueError("resources= and precision='auto' plan where the data goes: pass the "
@@ -334,7 +338,8 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         request = PlanRequest(resources, precision, target_rel_error) if planned else None
         handle, estimator, plan = open_backend(backend, data, estimator, init=start_model,
                                                weights=weights, chunk_rows=chunk_rows,
-                                               num_workers=num_workers, plan=request)
+                                               num_workers=num_workers, plan=request,
+                                               labels=labels)
         owned = True
     _check_starts(starts, estimator)
     _check_frozen_starts(starts, estimator)
@@ -604,7 +609,7 @@ def optimize(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float
              chunk_rows: int | None = None, progress: bool | None = None,
              callbacks: Iterable[Callable[[IterationInfo], Any]] = (),
              checkpoint: str | os.PathLike | None = None,
-             accelerate: str | None = None) -> Distribution:
+             accelerate: str | None = None, labels: Any = None) -> Distribution:
     """Fit ``estimator`` to ``data`` by EM and return the fitted distribution.
 
     The one EM loop of mixfold: encode the rows once, seed a start, then fold, reduce and
@@ -678,6 +683,14 @@ def optimize(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float
         an extrapolated point that scores lower is dropped, so the log-likelihood never falls.
         A model holding a family that does not declare ``parameter_coordinates`` runs plain EM
         (a ``UserWarning`` says so). ``FitResult.folds`` counts the folds.
+    labels : array-like or list of array-like, default=None
+        What is known of the top node's latent label (:mod:`mixfold.families._labels`): for a
+        mixture, per row a component index, ``-1`` for unknown, or a row of K prior
+        probabilities (array of shape (n_rows,) or (n_rows, K)); for a hidden Markov model,
+        per sequence the state of each item (``-1``: unknown) or its (n_items, S)
+        probabilities. Known labels hold through EM; with every row labelled the fit is the
+        supervised maximum-likelihood estimate. The labels ride with the encoded rows, so
+        every backend that takes rows encoded in the driver folds them (float64 only).
 
     Returns
     -------
@@ -722,6 +735,6 @@ def optimize(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float
                  n_init=n_init, weights=weights, backend=backend, num_workers=num_workers,
                  precision=precision, resources=resources, target_rel_error=target_rel_error,
                  chunk_rows=chunk_rows, progress=progress, callbacks=callbacks,
-                 checkpoint=checkpoint, accelerate=accelerate)
+                 checkpoint=checkpoint, accelerate=accelerate, labels=labels)
     result.model.fit_result = result
     return result.model

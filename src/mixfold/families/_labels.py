@@ -58,7 +58,7 @@ def label_prior(labels: np.ndarray | list, k: int, n: int, unit: str,
         bad = np.flatnonzero((arr < -1) | (arr >= k))
         if bad.size:
             raise DataError(f"label of {unit} {int(bad[0])}{where} must be -1 (unknown) or a "
-                            f"component in [0, {k}), got {arr[bad[0]]!r}", row=row)
+                            f"component in [0, {k}), got {arr[bad[0]].item()!r}", row=row)
         prior = np.ones((n, k))
         known = np.flatnonzero(arr >= 0)
         prior[known] = 0.0

@@ -80,13 +80,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--backends", default="local,dask")
     ap.add_argument("--workers", type=int, default=2, help="Dask LocalCluster workers")
     args = ap.parse_args(argv)
-    client = cluster = None
+    client = None
     backends = args.backends.split(",")
     if "dask" in backends:
-        from dask.distributed import Client, LocalCluster
+        from mixfold.backends.dask import local_dask_client
 
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True)
-        client = Client(cluster)
+        client = local_dask_client(args.workers)
     rows_out = []
     try:
         print(f"tol={args.tol:g}, scale={args.scale:g}, max_iter={args.max_iter}")
@@ -113,6 +112,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                       f"{'yes' if fast['fell'] or plain['fell'] else 'no'} |", flush=True)
     finally:
         if client is not None:
+            cluster = client.cluster
             client.close()
             cluster.close()
     return rows_out

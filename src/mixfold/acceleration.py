@@ -63,7 +63,7 @@ class Squarem:
     """SQUAREM's state between folds: where the cycle stands and the step cap.
 
     The loop calls :meth:`after_fold` with the model it folded and the model the fold's
-    M-step made, and folds what it returns; :attr:`extrapolating` says whether the model it is
+    M-step made, and folds what it returns; ``extrapolating`` says whether the model it is
     about to fold is an extrapolated point (whose fold the loop judges with :meth:`rejected`).
     """
 

@@ -8,6 +8,7 @@ import pytest
 
 import mixfold as mf
 from mixfold.errors import ParameterError
+from mixfold.sklearn.hmm import GaussianHMM
 
 
 def two_clusters(n: int = 2000, seed: int = 0) -> np.ndarray:
@@ -129,3 +130,14 @@ def test_frozen_and_accelerated_reach_the_fixed_point_of_em_with_the_weights_fix
     assert fast.weights.tolist() == [0.7, 0.3]
     np.testing.assert_allclose([c.mu for c in fast.components], mu, rtol=1e-6)
     np.testing.assert_allclose([c.sigma2 for c in fast.components], var, rtol=1e-6)
+
+
+def test_hmmlearn_letters_left_out_of_params_are_frozen():
+    x = two_clusters(400)[:, None]
+    model = GaussianHMM(2, params="mc", init_params="mc", n_iter=20, random_state=0)
+    model.startprob_ = np.array([0.6, 0.4])
+    model.transmat_ = np.array([[0.7, 0.3], [0.4, 0.6]])
+    model.fit(x, [200, 200])
+    np.testing.assert_array_equal(model.startprob_, [0.6, 0.4])
+    np.testing.assert_array_equal(model.transmat_, [[0.7, 0.3], [0.4, 0.6]])
+    assert model.model_.fit_result.iterations > 1

@@ -139,3 +139,16 @@ def test_semi_markov_benchmark_prints_agreeing_rows():
     rows = [ln.split("|")[1:-1] for ln in proc.stdout.splitlines() if re.match(r"\| \d", ln)]
     assert [r[0].strip() for r in rows] == ["5", "10"], proc.stdout
     assert all(float(r[5]) < 1e-10 and float(r[6]) < 1e-10 for r in rows), proc.stdout
+
+
+@pytest.mark.slow
+def test_accelerated_benchmark_prints_a_row_per_case():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accelerated.py"), "--scale",
+                           "0.002", "--backends", "local", "--cases", "P1,P4"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [ln.split("|")[1:-1] for ln in proc.stdout.splitlines() if ln.startswith("| P")]
+    assert [r[0].split()[0] for r in rows] == ["P1", "P4"], proc.stdout
+    for r in rows:  # folds are counts, and neither fit's log-likelihood ever fell
+        assert r[2].strip().isdigit() and r[3].strip().isdigit() and r[-1].strip() == "no"

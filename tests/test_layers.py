@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data formats", ("mixfold.io", "mixfold.spec")),
     ("backends", ("mixfold.backends", "mixfold.io.tables", "mixfold.checkpoint")),
     ("parallel", ("mixfold.parallel",)),
-    ("fit", ("mixfold.dispatch", "mixfold.fit", "mixfold.online")),
+    ("fit", ("mixfold.acceleration", "mixfold.dispatch", "mixfold.fit", "mixfold.online")),
     ("front", ("mixfold", "mixfold.__main__", "mixfold.cli", "mixfold.sklearn", "mixfold.plots",
                "mixfold.examples")),
 )

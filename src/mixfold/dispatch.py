@@ -28,6 +28,7 @@ from mixfold.backends.stream import StreamEncodedData
 from mixfold.compute.encoded import Encoded
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS
 from mixfold.errors import DataError
+from mixfold.families._labels import with_labels
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.readers import RowBlocks
 from mixfold.io.tables import collect_rows
@@ -57,18 +58,22 @@ def encode_data(data: Any, estimator: Estimator,
 def open_backend(backend: Any, data: Any, estimator: Estimator, *,
                  init: Distribution | None = None, weights: Any = None,
                  chunk_rows: int | None = None, num_workers: int | None = None,
-                 plan: PlanRequest | None = None
+                 plan: PlanRequest | None = None, labels: Any = None
                  ) -> tuple[EncodedDataHandle, Estimator, HeterogeneousPlan | None]:
     """Encode ``data`` once and place it on ``backend``: returns (handle, bound estimator, plan).
 
     Rows are encoded in the driver, except on MPI (each rank encodes its own rows) and for a
     Spark DataFrame (encoded on the executors). With ``plan``, the rows are planned over its
     workers once their count is known, every worker gets its planned rows, and the handle runs
-    every worker's band when folded with ``precision=PLANNED``.
+    every worker's band when folded with ``precision=PLANNED``. ``labels`` (the top latent
+    node's, :mod:`mixfold.families._labels`) ride with the rows encoded in the driver.
     """
     name = backend_name(backend)
     engine = None if isinstance(backend, str) else backend
     chunk = chunk_rows or DEFAULT_CHUNK_ROWS
+    if labels is not None:
+        return _open_labelled(name, engine, data, estimator, init, weights, chunk, num_workers,
+                              plan, labels)
     if plan is not None:
         return _open_planned(name, engine, data, estimator, init, weights, chunk, num_workers,
                              plan)
@@ -92,6 +97,22 @@ def open_backend(backend: Any, data: Any, estimator: Estimator, *,
         return LocalEncodedData(enc, weights, chunk), bound, None
     if name == "model_parallel":
         return ModelParallelEncodedData(enc, weights, chunk, num_workers), bound, None
+    return _sharded(name, engine, enc, weights, chunk, num_workers, None), bound, None
+
+
+def _open_labelled(name: str, engine: Any, data: Any, estimator: Estimator,
+                   init: Distribution | None, weights: Any, chunk: int, num_workers: int | None,
+                   plan: PlanRequest | None, labels: Any
+                   ) -> tuple[EncodedDataHandle, Estimator, None]:
+    """Rows encoded in the driver with their labels, placed on the backend."""
+    if plan is not None or name in ("mpi", "model_parallel") or isinstance(data, RowBlocks) \
+            or _is_spark_dataframe(data):
+        raise ValueError(f"labels= ride with rows encoded in the driver: not with a plan, a "
+                         f"RowBlocks source, a Spark DataFrame or backend {name!r}")
+    enc, bound = encode_data(data, estimator, init)
+    enc = with_labels(enc, bound, labels)
+    if name == "local":
+        return LocalEncodedData(enc, weights, chunk), bound, None
     return _sharded(name, engine, enc, weights, chunk, num_workers, None), bound, None
 
 

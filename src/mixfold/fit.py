@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.acceleration import ACCELERATIONS, Squarem, squarem_for
 from mixfold.backends import EncodedDataHandle
 from mixfold.checkpoint import CheckpointFile, check_checkpoint_path, structure_difference
 from mixfold.dispatch import encode_data, open_backend
@@ -24,10 +25,11 @@ from mixfold.errors import (
     NumericalError,
     ParameterError,
 )
+from mixfold.families._frozen import check_frozen, frozen_anywhere, hold_frozen
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.tables import as_fit_input
-from mixfold.options import (Rule, check_options, flag, integer, none_or, number, path_like,
-                             rule)
+from mixfold.options import (Rule, check_options, flag, integer, none_or, number, one_of,
+                             path_like, rule)
 from mixfold.parallel.executor import fit_pools
 from mixfold.parallel.heterogeneous import PlanRequest
 from mixfold.parallel.model_parallel import placed_estimator
@@ -108,6 +110,11 @@ class FitResult:
     n_parameters : int or None
         Free parameters of the model, tied ones counted once (None: a family that cannot
         count them).
+    folds : int
+        The E-steps (folds over the data: on a cluster, round trips) this start ran, its
+        initialisation's included. ``iterations`` counts the accepted ones; with
+        ``accelerate="squarem"`` the extrapolated points dropped by the safeguard are folds
+        too.
     """
 
     model: Distribution
@@ -133,6 +140,9 @@ class FitResult:
     n_parameters: int | None = None
     #: each band the fit promoted because it drifted ("iteration 3: bfloat16 -> float32")
     promotions: list[str] = field(default_factory=list)
+    #: the E-steps (folds over the data) this start ran, its initialisation's included: with
+    #: ``accelerate``, also the folds of extrapolated points it dropped
+    folds: int = 0
 
     @property
     def final_log_likelihood(self) -> float:
@@ -174,6 +184,7 @@ _OPTION_RULES: dict[str, Rule] = {
                       "'auto' or a precision band (optionally '<band>@<device>')"),
     "checkpoint": none_or(path_like()),
     "num_workers": none_or(integer(1)),
+    "accelerate": none_or(one_of(*ACCELERATIONS)),
 }
 
 
@@ -255,7 +266,8 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         resources: Any = None, target_rel_error: float | None = None,
         chunk_rows: int | None = None, progress: bool | None = None,
         callbacks: Iterable[Callable[[IterationInfo], Any]] = (),
-        checkpoint: str | os.PathLike | None = None) -> FitResult:
+        checkpoint: str | os.PathLike | None = None, accelerate: str | None = None,
+        labels: Any = None) -> FitResult:
     """Fit ``estimator`` to ``data`` by EM and return the history of the fit.
 
     Takes the same parameters as :func:`optimize`, raises the same errors and warns the same
@@ -279,9 +291,12 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     check_options(None, _OPTION_RULES, dict(
         max_iter=max_iter, tol=tol, seed=seed, n_init=n_init, chunk_rows=chunk_rows,
         progress=progress, precision=precision, target_rel_error=target_rel_error,
-        checkpoint=checkpoint, num_workers=num_workers))
+        checkpoint=checkpoint, num_workers=num_workers, accelerate=accelerate))
     if checkpoint is not None:
         check_checkpoint_path(checkpoint)
+    if checkpoint is not None and accelerate is not None:
+        raise ValueError(f"accelerate={accelerate!r} carries its cycle from one iteration to the "
+                         f"next, which a checkpoint does not record: pass one or the other")
     planned = resources is not None or precision == "auto"
     if target_rel_error is not None and not planned:
         raise ValueError(f"target_rel_error={target_rel_error!r} is used by the heterogeneous "
@@ -312,6 +327,9 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     callbacks = list(callbacks)
 
     plan = None
+    if labels is not None and (isinstance(data, EncodedDataHandle) or precision != "float64"):
+        raise ValueError("labels= ride with the rows as they are encoded, and fold in float64: "
+                         "pass the rows (not an opened handle) and precision='float64'")
     if isinstance(data, EncodedDataHandle):
         if planned:
             raise ValueError("resources= and precision='auto' plan where the data goes: pass the "
@@ -322,15 +340,17 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         request = PlanRequest(resources, precision, target_rel_error) if planned else None
         handle, estimator, plan = open_backend(backend, data, estimator, init=start_model,
                                                weights=weights, chunk_rows=chunk_rows,
-                                               num_workers=num_workers, plan=request)
+                                               num_workers=num_workers, plan=request,
+                                               labels=labels)
         owned = True
     _check_starts(starts, estimator)
+    _check_frozen_starts(starts, estimator)
     resolved = resolve_precision(PLANNED if planned else precision)  # once, for every layer below
     try:
         with fit_pools():  # the model-parallel threads of this fit stop with it
             return _best_start(handle, estimator, starts, seed, progress, dict(
                 max_iter=max_iter, tol=tol, precision=resolved, plan=plan, callbacks=callbacks,
-                checkpoint=checkpoint))
+                checkpoint=checkpoint, accelerate=accelerate))
     finally:
         if owned:
             handle.close()
@@ -371,10 +391,36 @@ def _check_starts(starts: Sequence[Distribution | None], estimator: Estimator) -
                              f"{difference.replace('the estimator', 'the fitted model')}")
 
 
+def _check_frozen_starts(starts: Sequence[Distribution | None], estimator: Estimator) -> None:
+    """Frozen parameters hold their value in ``init``: every start must be given."""
+    if not frozen_anywhere(estimator):
+        return
+    if any(start is None for start in starts):
+        raise ValueError("frozen= parameters are held at their value in init=: pass init (a "
+                         "Distribution, or one per start)")
+    for start in starts:
+        check_frozen(estimator, start)
+
+
+def _estimate_holding(handle: EncodedDataHandle, estimator: Estimator,
+                      start: Distribution | None) -> Callable[..., Any]:
+    """``handle.estimate``, its M-step's frozen parameters put back to their values in
+    ``start``."""
+    if start is None or not frozen_anywhere(estimator):
+        return handle.estimate
+
+    def holding(est: Estimator, model: Distribution, precision: Any) -> Any:
+        new_model, fold = handle.estimate(est, model, precision)
+        return hold_frozen(est, new_model, start), fold
+
+    return holding
+
+
 def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distribution | None, *,
              max_iter: int, tol: float, seed: int, precision: Precision, progress: _Progress,
              callbacks: list[Callable[[IterationInfo], Any]], plan: Any = None,
-             checkpoint: str | os.PathLike | None = None) -> FitResult:
+             checkpoint: str | os.PathLike | None = None,
+             accelerate: str | None = None) -> FitResult:
     if handle.total_weight <= 0:
         raise DataError("the row weights sum to zero: nothing to fit")
     t0 = time.perf_counter()
@@ -383,6 +429,8 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     saved = None if checkpoint is None else CheckpointFile(checkpoint, handle, estimator, seed)
     resumed = None if saved is None else saved.resumed
     notes: list[str] = [] if resumed is None else list(resumed.warnings)
+    initialised = resumed is None and model is None  # the seeded start folds the rows once
+    step = _estimate_holding(handle, estimator, model)
     if resumed is not None:  # the state after the last checkpointed iteration
         model = resumed.model
     elif model is None:  # a dd fit starts from a dd step: its start does not depend on sharding
@@ -393,7 +441,9 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
                        backend=handle.name, seed=seed, total_weight=handle.total_weight,
                        precision=precision if plan is None else
-                       "+".join(b for b in BANDS if b in bands), plan=plan, warnings=notes)
+                       "+".join(b for b in BANDS if b in bands), plan=plan, warnings=notes,
+                       folds=int(initialised))
+    squarem = _accelerator(accelerate, model, notes)
     noise = _decrease_noise(precision, handle)
     start, previous = 0, None
     before = None  # the model that entered the last accepted iteration: a promotion goes back
@@ -416,9 +466,19 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     try:
         for it in range(start, max_iter):
             t_it = time.perf_counter()
-            new_model, fold = _checked_m_step(f"iteration {it}", notes, handle.estimate,
-                                              estimator, model, precision)
-            ll = fold.mean_log_density
+            jump = squarem is not None and squarem.extrapolating
+            result.folds += 1
+            try:
+                new_model, fold = _checked_m_step(f"iteration {it}", notes, step, estimator,
+                                                  model, precision)
+            except NumericalError:
+                if not jump:
+                    raise
+                new_model, fold = model, None  # an extrapolated point no fold can score
+            ll = math.nan if fold is None else fold.mean_log_density
+            if jump and not ll >= previous:  # the safeguard: never keep a fall (or a NaN)
+                model = squarem.rejected()
+                continue
             if not math.isfinite(ll):
                 raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
             delta = math.inf if previous is None else ll - previous
@@ -433,6 +493,8 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                     _record_promotion(result, it, previous, ll, up, handle)
                     model, before, previous = before, None, None
                     result.model = model
+                    if squarem is not None:
+                        squarem.restart()
                     continue
                 msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}; "
                        f"keeping the model from before that step")
@@ -447,7 +509,10 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
             result.model, result.iterations = new_model, it + 1
             result.log_likelihood.append(ll)
             result.seconds.append(time.perf_counter() - t_it)
-            converged = previous is not None and abs(delta) <= tol * max(abs(previous), 1e-300)
+            # (an extrapolated point's change is no EM step's: it cannot tell convergence)
+            converged = not jump and previous is not None and \
+                abs(delta) <= tol * max(abs(previous), 1e-300) and \
+                (squarem is None or squarem.settled(tol))
             if converged:
                 result.converged, result.stop_reason = True, "converged"
             if saved is not None:  # before the callbacks: they may stop (or kill) the process
@@ -459,10 +524,25 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
             if any([bool(cb(info)) for cb in callbacks]):
                 result.stop_reason = "callback"
                 return result
-            previous, model, before = ll, new_model, model
+            following = new_model if squarem is None else \
+                squarem.after_fold(model, new_model, ll)
+            previous, model, before = ll, following, model
         return result
     finally:
         progress.close()
+
+
+def _accelerator(accelerate: str | None, model: Distribution,
+                 notes: list[str]) -> Squarem | None:
+    """The SQUAREM state of a fit with ``accelerate="squarem"``; None for plain EM, said once
+    when the model holds a family that does not map its parameters to a flat vector."""
+    if accelerate is None:
+        return None
+    squarem, why = squarem_for(model)
+    if why is not None:
+        _warn_caller(why, UserWarning)
+        notes.append(why)
+    return squarem
 
 
 def _decrease_noise(precision: Precision, handle: EncodedDataHandle) -> float:
@@ -537,7 +617,8 @@ def optimize(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float
              resources: Any = None, target_rel_error: float | None = None,
              chunk_rows: int | None = None, progress: bool | None = None,
              callbacks: Iterable[Callable[[IterationInfo], Any]] = (),
-             checkpoint: str | os.PathLike | None = None) -> Distribution:
+             checkpoint: str | os.PathLike | None = None,
+             accelerate: str | None = None, labels: Any = None) -> Distribution:
     """Fit ``estimator`` to ``data`` by EM and return the fitted distribution.
 
     The one EM loop of mixfold: encode the rows once, seed a start, then fold, reduce and
@@ -565,7 +646,8 @@ def optimize(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float
         Convergence threshold on the relative change of the mean log-likelihood per row.
     init : None, "auto", Distribution or list of Distribution, default=None
         None or "auto": the seeded initialisation. A distribution: start from it. A list:
-        one start from each, the best kept as with ``n_init``.
+        one start from each, the best kept as with ``n_init``. Parameters an estimator
+        holds (``frozen=``, :mod:`mixfold.families._frozen`) keep their value here.
     seed : int, default=0
         The seed of the start; the starting model depends only on it and the data.
     n_init : int, default=1
@@ -604,6 +686,20 @@ def optimize(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float
         A file the fit's state is written to, atomically, after every iteration. A fit
         started with an existing checkpoint resumes from it, bit-identical to an
         uninterrupted fit (:mod:`mixfold.checkpoint`).
+    accelerate : {None, "squarem"}, default=None
+        None: plain EM. ``"squarem"``: SQUAREM (:mod:`mixfold.acceleration`), the same fixed
+        point in fewer folds over the data (each a round trip on a cluster), on every backend;
+        an extrapolated point that scores lower is dropped, so the log-likelihood never falls.
+        A model holding a family that does not declare ``parameter_coordinates`` runs plain EM
+        (a ``UserWarning`` says so). ``FitResult.folds`` counts the folds.
+    labels : array-like or list of array-like, default=None
+        What is known of the top node's latent label (:mod:`mixfold.families._labels`): for a
+        mixture, per row a component index, ``-1`` for unknown, or a row of K prior
+        probabilities (array of shape (n_rows,) or (n_rows, K)); for a hidden Markov model,
+        per sequence the state of each item (``-1``: unknown) or its (n_items, S)
+        probabilities. Known labels hold through EM; with every row labelled the fit is the
+        supervised maximum-likelihood estimate. The labels ride with the encoded rows, so
+        every backend that takes rows encoded in the driver folds them (float64 only).
 
     Returns
     -------
@@ -648,6 +744,6 @@ def optimize(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float
                  n_init=n_init, weights=weights, backend=backend, num_workers=num_workers,
                  precision=precision, resources=resources, target_rel_error=target_rel_error,
                  chunk_rows=chunk_rows, progress=progress, callbacks=callbacks,
-                 checkpoint=checkpoint)
+                 checkpoint=checkpoint, accelerate=accelerate, labels=labels)
     result.model.fit_result = result
     return result.model

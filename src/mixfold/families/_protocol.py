@@ -254,11 +254,26 @@ class Estimator(ABC):
     """
 
     keys: str | None = None
+    #: Names of this node's own parameters (as in its distribution's ``to_dict``) held at
+    #: their value in the fit's ``init`` while every other parameter is estimated: every
+    #: estimator takes ``frozen=`` (:mod:`mixfold.families._frozen`).
+    frozen: tuple[str, ...] = ()
     #: The distribution class this estimator estimates, when it is one family (leaves).
     distribution_class: ClassVar[type[Distribution] | None] = None
     #: What each constructor option accepts (option -> :class:`~mixfold.options.Rule`): the
     #: one table an estimator declares, checked at construction by :meth:`check_options`.
     option_rules: ClassVar[Mapping[str, Rule]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:  # every estimator takes frozen=
+            cls.__init__ = _taking_frozen(cls.__dict__["__init__"])
+        if "bind" in cls.__dict__:  # and a bound estimator holds what it held
+            cls.bind = _keeping_frozen(cls.__dict__["bind"])
+
+    def parts(self) -> tuple[Estimator, ...]:
+        """The child estimators of a combinator, in its accumulator's ``children()`` order."""
+        return ()
 
     def check_options(self, **values: Any) -> None:
         """Refuse, naming the estimator and the option, a value its rule does not accept."""
@@ -312,6 +327,41 @@ class Estimator(ABC):
         acc = self.accumulator_factory().make()
         acc.seq_initialize(sample, weights, rng)
         return self.estimate(float(weights.sum()), acc.value())
+
+
+def _taking_frozen(init: Callable[..., None]) -> Callable[..., None]:
+    if getattr(init, "takes_frozen", False):
+        return init
+
+    @functools.wraps(init)
+    def __init__(self: Estimator, *args: Any, frozen: Sequence[str] = (), **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        names = (frozen,) if isinstance(frozen, str) else tuple(frozen)
+        if not all(isinstance(n, str) for n in names):
+            raise ParameterError(f"{type(self).__name__}: frozen must be parameter names, got "
+                                 f"{frozen!r:.80}")
+        declared = getattr(self.distribution_class, "parameter_coordinates", None)
+        unknown = [n for n in names if declared is not None and n not in declared]
+        if unknown:
+            raise ParameterError(f"{type(self).__name__}: frozen names {unknown[0]!r}, not a "
+                                 f"parameter of {self.distribution_class.__name__} (its "
+                                 f"parameters: {', '.join(declared)})")
+        if names:  # (unset, the class's empty default: reprs stay as they were)
+            self.frozen = names
+
+    __init__.takes_frozen = True  # type: ignore[attr-defined]
+    return __init__
+
+
+def _keeping_frozen(bind: Callable[..., Estimator]) -> Callable[..., Estimator]:
+    @functools.wraps(bind)
+    def keeping(self: Estimator, encoder: Encoder) -> Estimator:
+        bound = bind(self, encoder)
+        if self.frozen and bound is not self:
+            bound.frozen = self.frozen
+        return bound
+
+    return keeping
 
 
 class Sampler:
@@ -391,6 +441,13 @@ class Distribution(ABC):
     """
 
     family_name: ClassVar[str] = ""
+    #: How each parameter of ``to_dict`` maps to unconstrained coordinates (``"real"``,
+    #: ``"positive"``, ``"unit"``, ``"simplex"``, ``"covariance"``, ``"fixed"``, ``"part"``,
+    #: ``"parts"``: :mod:`mixfold.families._flat`), for accelerated EM; None: not declared,
+    #: and a fit of a tree holding the family runs plain EM.
+    parameter_coordinates: ClassVar[Mapping[str, str] | None] = None
+    #: Parameters the M-step solves together: ``frozen=`` holds all of them or none.
+    estimated_jointly: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -427,6 +484,13 @@ class Distribution(ABC):
     def parts(self) -> tuple[Distribution, ...]:
         """The child distributions of a combinator, in its accumulator's ``children()`` order."""
         return ()
+
+    @classmethod
+    def hold_parameters(cls, estimated: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
+        """The parameters (``to_dict`` form) an M-step estimates with ``held`` ones fixed, from
+        the M-step's ``estimated`` ones: ``held`` put back, which is that estimate where no
+        other parameter's M-step reads a held one (a family where one does overrides this)."""
+        return {**estimated, **held}
 
     def n_parameters(self) -> int:
         """The number of free parameters (probabilities that sum to one count one less; values

@@ -27,6 +27,8 @@ class BernoulliDistribution(Distribution):
     [0, 0, 1, 1, 0]
     """
 
+    parameter_coordinates = {"p": "unit"}
+
     def __init__(self, p: float):
         self.p = float(p)
         if not (0 <= self.p <= 1):

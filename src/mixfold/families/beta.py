@@ -33,6 +33,9 @@ class BetaDistribution(Distribution, StackedScoring, SeedsFromPoints):
     True
     """
 
+    parameter_coordinates = {"a": "positive", "b": "positive"}
+    estimated_jointly = ("a", "b")
+
     def __init__(self, a: float, b: float):
         self.a = float(a)
         self.b = float(b)

@@ -43,6 +43,8 @@ class BinomialDistribution(Distribution):
     True
     """
 
+    parameter_coordinates = {"n": "fixed", "p": "unit"}
+
     def __init__(self, n: int, p: float):
         trials = _as_trials(n)
         if trials is None:

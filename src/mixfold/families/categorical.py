@@ -208,6 +208,8 @@ class CategoricalDistribution(Distribution, StackedScoring):
     -0.287682
     """
 
+    parameter_coordinates = {"levels": "fixed", "probs": "simplex"}
+
     def __init__(self, probs: Mapping[Hashable, float] | Sequence[float],
                  levels: Sequence[Hashable] | None = None):
         if isinstance(probs, Mapping):

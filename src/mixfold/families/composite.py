@@ -257,6 +257,8 @@ class CompositeDistribution(_FactorDistribution):
     -2.225791
     """
 
+    parameter_coordinates = {"factors": "parts"}
+
     def __init__(self, factors: Sequence[Distribution]):
         self.factors = tuple(factors)
         if not self.factors:
@@ -295,6 +297,8 @@ class RecordDistribution(_FactorDistribution):
     >>> round(d.log_density({"age": 40.0, "plan": "pro"}), 6)
     -4.830962
     """
+
+    parameter_coordinates = {"fields": "parts"}
 
     def __init__(self, fields: Mapping[str, Distribution]):
         self.fields = dict(fields)
@@ -394,6 +398,9 @@ class FactorAccumulator(FoldsChildren, Accumulator, StackedUpdate, FusedFold):
 
 class _FactorEstimator(Estimator):
     factors: tuple[Estimator, ...]
+
+    def parts(self) -> tuple[Estimator, ...]:
+        return self.factors
 
     def accumulator_factory(self) -> AccumulatorFactory:
         factories = [f.accumulator_factory() for f in self.factors]

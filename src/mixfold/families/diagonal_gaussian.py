@@ -25,6 +25,7 @@ from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder
 from mixfold.families._missing import (MissingPatterns, check_missing_flag, fill_for_points,
                                        has_missing, require_native)
 from mixfold.compute.linear import LinearTerms, centred_gaussian
+from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
@@ -110,6 +111,8 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
 
     #: model files leave ``missing`` out when it is False
     optional_params = ("missing",)
+
+    parameter_coordinates = {"mu": "real", "sigma2": "positive", "missing": "fixed"}
 
     def __init__(self, mu: Sequence[float] | np.ndarray, sigma2: Sequence[float] | np.ndarray,
                  missing: bool = False):
@@ -232,6 +235,11 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> DiagonalGaussianDistribution:
         return cls(p["mu"], p["sigma2"], p.get("missing", False))
+
+    @classmethod
+    def hold_parameters(cls, estimated: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
+        """A held mean re-centres the estimated variance on it."""
+        return recentred_spread(estimated, held, "mu", "sigma2")
 
     def decomposition(self) -> Decomposition:
         """Atomic: D coordinates to score and accumulate per row."""

@@ -148,6 +148,8 @@ class DirichletDistribution(Distribution, StackedScoring):
     [1.0, 1.0]
     """
 
+    parameter_coordinates = {"alpha": "positive"}
+
     def __init__(self, alpha: Sequence[float]):
         a = np.asarray(alpha, dtype=np.float64)
         if a.ndim != 1 or a.size < 2:

@@ -28,6 +28,8 @@ class ExponentialDistribution(Distribution):
     (3,)
     """
 
+    parameter_coordinates = {"rate": "positive"}
+
     def __init__(self, rate: float):
         self.rate = float(rate)
         if not (np.isfinite(self.rate) and self.rate > 0):

@@ -35,6 +35,9 @@ class GammaDistribution(Distribution, SeedsFromPoints):
     (3,)
     """
 
+    parameter_coordinates = {"shape": "positive", "scale": "positive"}
+    estimated_jointly = ("shape", "scale")
+
     def __init__(self, shape: float, scale: float):
         self.shape = float(shape)
         self.scale = float(scale)

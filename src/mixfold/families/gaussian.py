@@ -24,6 +24,7 @@ from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_mome
                                        variance_floor)
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.compute.linear import LinearTerms, centred_gaussian, gaussian_centre
+from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
@@ -43,6 +44,8 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
     >>> d.sampler(0).sample(3).shape
     (3,)
     """
+
+    parameter_coordinates = {"mu": "real", "sigma2": "positive"}
 
     def __init__(self, mu: float, sigma2: float):
         self.mu = float(mu)
@@ -151,6 +154,11 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> GaussianDistribution:
         return cls(p["mu"], p["sigma2"])
+
+    @classmethod
+    def hold_parameters(cls, estimated: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
+        """A held mean re-centres the estimated variance on it."""
+        return recentred_spread(estimated, held, "mu", "sigma2")
 
     def decomposition(self) -> Decomposition:
         """Atomic: the unit of per-row work (a few flops to score and accumulate a row)."""

@@ -29,6 +29,8 @@ class GeometricDistribution(Distribution):
     1
     """
 
+    parameter_coordinates = {"p": "unit"}
+
     def __init__(self, p: float):
         self.p = float(p)
         if not (0 < self.p <= 1):

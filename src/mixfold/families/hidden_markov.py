@@ -21,6 +21,7 @@ import numpy as np
 
 from mixfold.capabilities import StackedUpdate
 from mixfold.compute.kernels import hmm_forward_backward, kernels_available
+from mixfold.compute.labelled import Labelled
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
@@ -278,6 +279,9 @@ class HiddenMarkovDistribution(ScoresColumns, Distribution):
     0.0
     """
 
+    parameter_coordinates = {"emissions": "parts", "initial": "simplex",
+                             "transitions": "simplex", "terminal": "unit"}
+
     def __init__(self, emissions: Sequence[Distribution], initial: Sequence[float],
                  transitions: Sequence[Sequence[float]], terminal: Sequence[float] | None = None):
         self.emissions = tuple(emissions)
@@ -348,7 +352,18 @@ class HiddenMarkovDistribution(ScoresColumns, Distribution):
         return _Lattice(self, scores, enc.offsets).log_likelihood
 
     def _lattice(self, enc: SequenceEncoded, precision: str) -> _Lattice:
-        return _Lattice(self, self.emission_log_densities(enc.items, precision), enc.offsets)
+        enc, scores = self.labelled_scores(enc, precision)
+        return _Lattice(self, scores, enc.offsets)
+
+    def labelled_scores(self, enc: SequenceEncoded | Labelled,
+                        precision: str) -> tuple[SequenceEncoded, np.ndarray]:
+        """(the sequences, :meth:`emission_log_densities` of their items): with state labels
+        riding along, each item's log prior added to its scores."""
+        if not isinstance(enc, Labelled):
+            return enc, self.emission_log_densities(enc.items, precision)
+        scores = self.emission_log_densities(enc.inner.items, precision)
+        scores += enc.log_prior()
+        return enc.inner, scores
 
     def seq_log_density(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
         return self._lattice(enc, precision).log_likelihood
@@ -541,7 +556,7 @@ class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
 
     def seq_update(self, enc: SequenceEncoded, weights: np.ndarray,
                    model: HiddenMarkovDistribution, precision: str = "float64") -> np.ndarray:
-        scores = model.emission_log_densities(enc.items, precision)
+        enc, scores = model.labelled_scores(enc, precision)
         resp, ll = self.chain_update(enc, weights, model, scores)
         self._add_emissions(enc.items, resp, model, precision)
         return ll
@@ -652,6 +667,9 @@ class HiddenMarkovEstimator(Estimator):
     def num_states(self) -> int:
         return len(self.emissions)
 
+    def parts(self) -> tuple[Estimator, ...]:
+        return self.emissions
+
     def encoder(self) -> SequenceEncoder:
         return SequenceEncoder(shared_encoder([e.encoder() for e in self.emissions]))
 
@@ -700,12 +718,15 @@ class HiddenMarkovEstimator(Estimator):
         The counts are smoothed towards uniform, so no initial state, transition or stop
         starts at probability zero.
         """
+        labels = sample if isinstance(sample, Labelled) else None
+        sample = sample if labels is None else labels.inner
+        items = sample.items if labels is None else Labelled(sample.items, labels.prior)
         item_weights = np.repeat(weights, sample.counts())
-        mixture = MixtureEstimator(self.emissions).initial_guess(sample.items, item_weights,
+        mixture = MixtureEstimator(self.emissions).initial_guess(items, item_weights,
                                                                  rng.child("emissions"))
         if _indistinct(mixture, sample.items):  # (one symbol an item: the items alone make
             return self._random_guess(sample, weights, rng)  # every state the marginal)
-        resp = mixture.seq_posterior(sample.items)
+        resp = mixture.seq_posterior(items)
         initial, transitions, stops = _posterior_counts(sample.offsets, resp,
                                                         resp * item_weights[:, None])
         s = self.num_states

@@ -11,6 +11,7 @@ import numpy as np
 from mixfold.capabilities import RelativeScoring, SeedsFromPoints, StackedScoring
 from mixfold.families._leaf import NumericEncoder
 from mixfold.compute.linear import LinearTerms
+from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import GaussianAccumulator, GaussianDistribution, GaussianEstimator
 
@@ -28,6 +29,8 @@ class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, Rel
     >>> d.sampler(0).sample(3).shape
     (3,)
     """
+
+    parameter_coordinates = {"mu": "real", "sigma2": "positive"}
 
     def __init__(self, mu: float, sigma2: float):
         self.log_law = GaussianDistribution(mu, sigma2)  # validates the parameters
@@ -84,6 +87,11 @@ class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, Rel
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> LogGaussianDistribution:
         return cls(p["mu"], p["sigma2"])
+
+    @classmethod
+    def hold_parameters(cls, estimated: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
+        """A held mean re-centres the estimated variance on it."""
+        return recentred_spread(estimated, held, "mu", "sigma2")
 
 
 class LogGaussianAccumulator(GaussianAccumulator):

@@ -21,6 +21,7 @@ from mixfold.capabilities import (
     StackedScoring,
     StackedUpdate,
 )
+from mixfold.compute.labelled import Labelled
 from mixfold.compute.logspace import log_normalize_rows, logsumexp_rows
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
 from mixfold.compute.row_blocks import map_row_blocks
@@ -202,6 +203,8 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
     [0.0001, 0.9999]
     """
 
+    parameter_coordinates = {"weights": "simplex", "components": "parts"}
+
     def __init__(self, components: Sequence[Distribution], weights: Sequence[float]):
         self.components = tuple(components)
         w = np.asarray(weights, dtype=np.float64)
@@ -292,6 +295,9 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
         return lse
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if isinstance(enc, Labelled):  # the log-density of the rows and their labels
+            return logsumexp_rows(self.component_log_densities(enc.inner, precision)
+                                  + enc.log_prior())
         if not resolve_precision(precision).native:
             return log_density_in_band(self, enc, precision)
         if self._stack is None:
@@ -326,6 +332,9 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
 
     def seq_posterior(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         """Posterior component probabilities of every row, array of shape (n_rows, K)."""
+        if isinstance(enc, Labelled):  # given each row's labels too
+            return log_normalize_rows(self.component_log_densities(enc.inner, precision)
+                                      + enc.log_prior())[0]
         if not resolve_precision(precision).native:
             require_band(self, precision)
             return self.band_posterior_matrix(enc, band_ops(precision))[0]
@@ -492,6 +501,8 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
                    precision: str = "float64") -> np.ndarray:
+        if isinstance(enc, Labelled):
+            return self._labelled_update(enc, weights, model, precision)
         p = resolve_precision(precision)
         fused = self.folds_on_torch(model)
         if not p.native and not (fused and p.engine == "torch"):
@@ -521,6 +532,16 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
         resp, lse = model.weighted_posteriors(enc, weights, precision)
         self.counts += resp.sum(axis=0)
         self._add_components(enc, resp, model, precision)
+        return lse
+
+    def _labelled_update(self, enc: Labelled, weights: np.ndarray, model: MixtureDistribution,
+                         precision: str) -> np.ndarray:
+        """Rows with label priors: each row's posterior times its prior, normalised (a known
+        label keeps its row in its component)."""
+        scores = model.component_log_densities(enc.inner, precision) + enc.log_prior()
+        resp, lse = log_normalize_rows(scores, weights)
+        self.counts += resp.sum(axis=0)
+        self._add_components(enc.inner, resp, model, precision)
         return lse
 
     def rows_per_chunk(self, model: MixtureDistribution, precision: str,
@@ -713,6 +734,9 @@ class MixtureEstimator(Estimator):
     def num_components(self) -> int:
         return len(self.components)
 
+    def parts(self) -> tuple[Estimator, ...]:
+        return self.components
+
     def encoder(self) -> Encoder:
         return shared_encoder([c.encoder() for c in self.components])
 
@@ -763,6 +787,9 @@ class MixtureEstimator(Estimator):
         finally guessed from their rows with every other sample row at a small weight, so that
         no component starts blind to a value the sample contains.
         """
+        if isinstance(sample, Labelled):  # the unlabelled guess, its posteriors times the labels
+            guess = self.initial_guess(sample.inner, weights, rng)
+            return self._guess_from(sample.inner, weights, guess.seq_posterior(sample), rng)
         k, n = self.num_components, sample.n_rows
         gen = rng.generator()
         family = self._component_family()

@@ -125,6 +125,8 @@ class MultinomialDistribution(Distribution, StackedScoring):
     #: model files may leave this out (``to_dict`` does when it is 1)
     optional_params = ("trials",)
 
+    parameter_coordinates = {"levels": "fixed", "probs": "simplex", "trials": "fixed"}
+
     def __init__(self, probs: Mapping[Hashable, float] | Sequence[float],
                  levels: Sequence[Hashable] | None = None, *, trials: int = 1):
         self.categorical = CategoricalDistribution(probs, levels)

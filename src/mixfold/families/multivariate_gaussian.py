@@ -27,6 +27,7 @@ from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder
 from mixfold.families._missing import (Conditionals, MissingPatterns, add_weighted_outer,
                                        check_missing_flag, fill_for_points,
                                        gaussian_conditionals, has_missing, require_native)
+from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import cholesky, solve_triangular
 from mixfold.families.gaussian import warn_collapsed_variance
@@ -83,6 +84,8 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
 
     #: model files leave ``missing`` out when it is False
     optional_params = ("missing",)
+
+    parameter_coordinates = {"mu": "real", "cov": "covariance", "missing": "fixed"}
 
     def __init__(self, mu: Sequence[float] | np.ndarray,
                  cov: Sequence[Sequence[float]] | np.ndarray, missing: bool = False):
@@ -266,6 +269,11 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> MultivariateGaussianDistribution:
         return cls(p["mu"], p["cov"], p.get("missing", False))
+
+    @classmethod
+    def hold_parameters(cls, estimated: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
+        """A held mean re-centres the estimated variance on it."""
+        return recentred_spread(estimated, held, "mu", "cov")
 
     def decomposition(self) -> Decomposition:
         """Atomic: whitening a row by the D x D precision factor (and its outer product in the

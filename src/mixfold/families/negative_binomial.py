@@ -36,6 +36,9 @@ class NegativeBinomialDistribution(Distribution, SeedsFromPoints):
     dtype('int64')
     """
 
+    parameter_coordinates = {"r": "positive", "p": "unit"}
+    estimated_jointly = ("r", "p")
+
     def __init__(self, r: float, p: float):
         self.r = float(r)
         self.p = float(p)

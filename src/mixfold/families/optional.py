@@ -256,6 +256,8 @@ class OptionalDistribution(ScoresChildren, Distribution):
     #: given, it must have this shape
     optional_params = {"missing": {"none": True, "nan": True, "values": []}}
 
+    parameter_coordinates = {"inner": "part", "p_missing": "unit", "missing": "fixed"}
+
     def __init__(self, inner: Distribution, p_missing: float, *,
                  missing: MissingMarkers | Sequence[Any] = DEFAULT_MISSING):
         if not isinstance(inner, Distribution):
@@ -397,6 +399,9 @@ class OptionalEstimator(Estimator):
         self.missing = missing if isinstance(missing, MissingMarkers) else MissingMarkers(missing)
         self.pseudo_count = float(pseudo_count)
         self.keys = keys
+
+    def parts(self) -> tuple[Estimator, ...]:
+        return (self.inner,)
 
     def encoder(self) -> OptionalEncoder:
         return OptionalEncoder(self.inner.encoder(), self.missing)

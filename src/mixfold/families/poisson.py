@@ -65,6 +65,8 @@ class PoissonDistribution(Distribution, StackedScoring):
     dtype('int64')
     """
 
+    parameter_coordinates = {"lam": "positive"}
+
     def __init__(self, lam: float):
         self.lam = float(lam)
         if not (np.isfinite(self.lam) and self.lam >= 0):

@@ -238,6 +238,8 @@ class SequenceDistribution(ScoresChildren, Distribution):
     [3, 3]
     """
 
+    parameter_coordinates = {"item": "part", "length": "part"}
+
     def __init__(self, item: Distribution, length: Distribution | None = None):
         if not isinstance(item, Distribution):
             raise ParameterError(f"item must be a Distribution, got {type(item).__name__}")
@@ -415,6 +417,9 @@ class SequenceEstimator(Estimator):
         self.item = item
         self.length = length
         self.keys = keys
+
+    def parts(self) -> tuple[Estimator, ...]:
+        return (self.item,) if self.length is None else (self.item, self.length)
 
     def encoder(self) -> SequenceEncoder:
         return SequenceEncoder(self.item.encoder(),

@@ -30,6 +30,9 @@ class StudentTDistribution(Distribution, SeedsFromPoints):
     -2.037737
     """
 
+    parameter_coordinates = {"mu": "real", "sigma2": "positive", "nu": "positive"}
+    estimated_jointly = ("mu", "sigma2", "nu")
+
     def __init__(self, mu: float, sigma2: float, nu: float):
         self.mu = float(mu)
         self.sigma2 = float(sigma2)

@@ -69,6 +69,9 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
     (3,)
     """
 
+    parameter_coordinates = {"mu": "real", "kappa": "positive"}
+    estimated_jointly = ("mu", "kappa")
+
     def __init__(self, mu: float, kappa: float):
         self.mu = float(mu)
         self.kappa = float(kappa)

@@ -34,6 +34,9 @@ class WeibullDistribution(Distribution, SeedsFromPoints):
     -0.987809
     """
 
+    parameter_coordinates = {"shape": "positive", "scale": "positive"}
+    estimated_jointly = ("shape", "scale")
+
     def __init__(self, shape: float, scale: float):
         self.shape = float(shape)
         self.scale = float(scale)

@@ -37,6 +37,8 @@ class ZeroInflatedDistribution(Distribution):
     (-1.427826, -1.719066)
     """
 
+    parameter_coordinates = {"inner": "part", "p_zero": "unit"}
+
     def __init__(self, inner: Distribution, p_zero: float):
         if not isinstance(inner, Distribution):
             raise ParameterError(f"inner must be a Distribution, got {type(inner).__name__}")
@@ -160,6 +162,9 @@ class ZeroInflatedEstimator(Estimator):
         self.inner = inner
         self.pseudo_count = float(pseudo_count)
         self.keys = keys
+
+    def parts(self) -> tuple[Estimator, ...]:
+        return (self.inner,)
 
     def encoder(self) -> Encoder:
         return self.inner.encoder()

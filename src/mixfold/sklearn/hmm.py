@@ -45,6 +45,8 @@ HMM_COVARIANCE_TYPES = ("spherical", "diag", "full", "tied")
 #: "scaling" refuses, as hmmlearn's does, rows whose emission probabilities underflow.
 IMPLEMENTATIONS = ("log", "scaling")
 HMM_PARAMS = "stmc"
+#: hmmlearn's letters of the chain's parameters, and the names ``frozen=`` holds them by
+HMM_CHAIN_LETTERS = (("s", "initial"), ("t", "transitions"))
 #: The smallest log-probability a probability-space (scaling) pass can hold.
 _LOG_TINY = float(np.log(np.finfo(np.float64).tiny))
 
@@ -429,9 +431,13 @@ class _HiddenMarkovWrapper(BaseEstimator):
         init = self._starts(rows, plain, given)
         if self.implementation == "scaling":
             self._check_scaling(init[0], rows)
-        fixed = _parts_of(init[0], "".join(c for c in letters if c not in self.params))
+        held = "".join(c for c in letters if c not in self.params)
+        chain = dict(HMM_CHAIN_LETTERS)  # the chain's letters are frozen=, the emissions' fixed
+        estimator = self._parts_estimator(
+            emission, _parts_of(init[0], "".join(c for c in held if c not in chain)))
+        estimator.frozen = tuple(chain[c] for c in held if c in chain)
         monitors: list[ConvergenceMonitor] = []
-        result = mixfold.fit(rows, self._parts_estimator(emission, fixed), max_iter=self.n_iter,
+        result = mixfold.fit(rows, estimator, max_iter=self.n_iter,
                              tol=0.0, seed=_seed(self.random_state), init=init,
                              backend=self.backend, num_workers=_workers(self),
                              precision=self.precision, progress=False,

@@ -1,0 +1,179 @@
+"""SQUAREM (``optimize(accelerate="squarem")``): the same fixed point as plain EM in fewer folds,
+never a fall, on every backend; the fallback for families without a flat parameter vector."""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+
+import mixfold as mf
+from mixfold.acceleration import Squarem
+from mixfold.families._flat import from_flat, to_flat
+
+
+def overlapping_mixture(n: int = 3000, seed: int = 0, spread: float = 1.0) -> np.ndarray:
+    """Three overlapping 1-D clusters: plain EM crawls to its optimum (the more, the closer
+    they are: their means are ``spread`` times 0, 1.8 and 4.5)."""
+    rng = np.random.default_rng(seed)
+    return np.concatenate([rng.normal(m * spread, s, n // 3)
+                           for m, s in ((0, 1.0), (1.8, 0.8), (4.5, 1.2))])
+
+
+def gaussian_mixture_start() -> mf.MixtureDistribution:
+    return mf.MixtureDistribution([mf.GaussianDistribution(-1.0, 2.0),
+                                   mf.GaussianDistribution(2.0, 2.0),
+                                   mf.GaussianDistribution(5.0, 2.0)], [0.3, 0.3, 0.4])
+
+
+def flat_parameters(model: mf.Distribution) -> np.ndarray:
+    return to_flat(model)
+
+
+def never_falls(result: mf.FitResult) -> bool:
+    ll = np.asarray(result.log_likelihood)
+    return bool(np.all(np.diff(ll) >= -1e-12 * np.abs(ll[1:])))
+
+
+CASES = {
+    "gaussian mixture": (lambda: overlapping_mixture(spread=1.8), gaussian_mixture_start,
+                         lambda: mf.MixtureEstimator([mf.GaussianEstimator()] * 3)),
+    "full-covariance mixture": (
+        lambda: np.column_stack([overlapping_mixture(),
+                                 overlapping_mixture(seed=1)[::-1] * 0.5]),
+        lambda: mf.MixtureDistribution(
+            [mf.MultivariateGaussianDistribution([m, m / 2], np.eye(2) * 2) for m in (-1, 2, 5)],
+            [0.3, 0.3, 0.4]),
+        lambda: mf.MixtureEstimator([mf.MultivariateGaussianEstimator()] * 3)),
+    "Gaussian hidden Markov": (
+        lambda: [overlapping_mixture(300, seed=s) for s in range(10)],
+        lambda: mf.HiddenMarkovDistribution(
+            [mf.GaussianDistribution(m, 2.0) for m in (-1, 2, 5)], [0.3, 0.3, 0.4],
+            np.full((3, 3), 0.2) + np.eye(3) * 0.4),
+        lambda: mf.HiddenMarkovEstimator([mf.GaussianEstimator()] * 3)),
+}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if "full" in c else c
+                                  for c in CASES])
+def test_squarem_reaches_the_fixed_point_of_plain_em_never_falling(case):
+    rows, start, estimator = CASES[case]
+    data, init = rows(), start()
+    plain = mf.fit(data, estimator(), init=init, tol=1e-14, max_iter=20000, progress=False)
+    fast = mf.fit(data, estimator(), init=init, tol=1e-14, max_iter=20000,
+                  accelerate="squarem", progress=False)
+    assert plain.converged and fast.converged
+    np.testing.assert_allclose(flat_parameters(fast.model), flat_parameters(plain.model),
+                               rtol=1e-6, atol=1e-6)
+    assert fast.final_log_likelihood >= plain.final_log_likelihood - 1e-12
+    assert never_falls(fast)
+
+
+def test_squarem_needs_fewer_folds_where_em_crawls():
+    est = mf.MixtureEstimator([mf.GaussianEstimator()] * 3)
+    plain = mf.fit(overlapping_mixture(), est, init=gaussian_mixture_start(), tol=1e-10,
+                   max_iter=20000, progress=False)
+    fast = mf.fit(overlapping_mixture(), est, init=gaussian_mixture_start(), tol=1e-10,
+                  max_iter=20000, accelerate="squarem", progress=False)
+    assert fast.folds * 3 < plain.folds
+    # every fold is one E-step: plain EM's are its initialisation-free iterations
+    assert plain.folds == plain.iterations
+    assert fast.folds >= fast.iterations
+
+
+def test_folds_count_the_initialisation_fold():
+    x = overlapping_mixture()
+    result = mf.fit(x, mf.MixtureEstimator([mf.GaussianEstimator()] * 2), max_iter=7, tol=0.0,
+                    progress=False)
+    assert (result.iterations, result.folds) == (7, 8)
+
+
+def test_a_family_without_coordinates_runs_plain_em_and_says_so_once():
+    docs = [["a", "b", "a"], ["c", "d"], ["a", "c", "c"], ["b", "d", "d"]] * 10
+    est = mf.LDAEstimator(2)
+    plain = mf.fit(docs, est, max_iter=5, progress=False)
+    with pytest.warns(UserWarning, match="LDA declares no parameter_coordinates") as caught:
+        fast = mf.fit(docs, est, max_iter=5, accelerate="squarem", progress=False)
+    assert sum("parameter_coordinates" in str(w.message) for w in caught) == 1
+    assert fast.log_likelihood == plain.log_likelihood
+    assert any("running plain EM" in note for note in fast.warnings)
+
+
+def test_accelerate_is_checked_up_front():
+    with pytest.raises(ValueError, match=r"accelerate must be None or one of \['squarem'\], "
+                                         r"got 'anderson'"):
+        mf.fit(np.arange(10.0), mf.GaussianEstimator(), accelerate="anderson")
+    with pytest.raises(ValueError, match="checkpoint does not record"):
+        mf.fit(np.arange(10.0), mf.GaussianEstimator(), accelerate="squarem",
+               checkpoint="/tmp/never-written.json")
+
+
+def test_an_extrapolated_point_that_scores_lower_is_dropped_for_theta2():
+    """The cycle's bookkeeping: theta0, theta1, then the extrapolation; dropping it goes on
+    from theta2 and shrinks the cap."""
+    models = [mf.GaussianDistribution(0.0, 1.0), mf.GaussianDistribution(1.0, 1.5),
+              mf.GaussianDistribution(1.5, 1.7)]
+    squarem = Squarem()
+    squarem.step_cap = 16.0
+    assert squarem.after_fold(models[0], models[1], -3.0) is models[1]
+    jump = squarem.after_fold(models[1], models[2], -2.0)
+    assert squarem.extrapolating and jump.mu > 1.5
+    # r = (1, log 1.5), v = (-0.5, log 1.7 - 2 log 1.5): the S3 step |r| / |v|
+    r = np.array([1.0, np.log(1.5)])
+    v = np.array([-0.5, np.log(1.7) - 2 * np.log(1.5)])
+    step = np.linalg.norm(r) / np.linalg.norm(v)
+    point = np.array([0.0, 0.0]) + 2 * step * r + step ** 2 * v
+    np.testing.assert_allclose([jump.mu, np.log(jump.sigma2)], point, rtol=1e-12)
+    assert squarem.rejected() is models[2]
+    assert not squarem.extrapolating and squarem.step_cap == 4.0 and squarem.dropped == 1
+
+
+def test_an_extrapolation_that_leaves_the_simplex_backs_off_toward_theta2():
+    def mixture(w):
+        return mf.MixtureDistribution([mf.GaussianDistribution(0, 1),
+                                       mf.GaussianDistribution(3, 1)], [w, 1 - w])
+
+    squarem = Squarem()
+    squarem.step_cap = 64.0
+    squarem.after_fold(mixture(0.5), mixture(0.3), -3.0)
+    jump = squarem.after_fold(mixture(0.3), mixture(0.2), -2.0)
+    # the weight falls 0.2 then 0.1: the S3 step (2.24) would take it below zero
+    assert jump is not None and 0.0 <= jump.weights[0] < 0.2
+
+
+def test_flat_coordinates_round_trip_every_declared_family():
+    record = mf.RecordDistribution({
+        "x": mf.GaussianDistribution(1.0, 2.0),
+        "c": mf.CategoricalDistribution({"a": 0.2, "b": 0.0, "c": 0.8}),
+        "n": mf.PoissonDistribution(3.5),
+        "o": mf.OptionalDistribution(mf.ExponentialDistribution(0.5), 0.1),
+        "m": mf.MultivariateGaussianDistribution([0.0, 1.0], [[2.0, 0.3], [0.3, 1.0]]),
+    })
+    model = mf.MixtureDistribution([record, record], [0.25, 0.75])
+    back = from_flat(model, to_flat(model))
+    assert back.to_dict().keys() == model.to_dict().keys()
+    np.testing.assert_allclose(to_flat(back), to_flat(model), rtol=1e-14, atol=1e-14)
+    assert back.components[0].fields["c"].prob("b") == 0.0  # a zero stays exactly zero
+
+
+@pytest.mark.slow
+def test_squarem_on_a_dask_local_cluster_matches_local_in_fewer_folds():
+    from mixfold.backends.dask import local_dask_client
+
+    client = local_dask_client(2)
+    try:
+        est = mf.MixtureEstimator([mf.GaussianEstimator()] * 3)
+        x = overlapping_mixture(spread=1.8)
+        kwargs = dict(init=gaussian_mixture_start(), tol=1e-14, max_iter=20000, progress=False)
+        local = mf.fit(x, est, accelerate="squarem", **kwargs)
+        plain = mf.fit(x, est, backend=client, **kwargs)
+        fast = mf.fit(x, est, backend=client, accelerate="squarem", **kwargs)
+    finally:
+        cluster = client.cluster
+        client.close()
+        cluster.close()
+    assert fast.backend == "dask" and fast.converged
+    np.testing.assert_allclose(to_flat(fast.model), to_flat(plain.model), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(to_flat(fast.model), to_flat(local.model), rtol=1e-6, atol=1e-6)
+    assert fast.folds * 2 < plain.folds
+    assert never_falls(fast)

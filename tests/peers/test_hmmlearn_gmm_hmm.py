@@ -16,11 +16,6 @@ _INIT = "calls GMMHMM._init, hmmlearn's private initialisation step"
 EXCLUDED = {
     "GMMHMMTestMixin.test_init": _INIT,
     "GMMHMMTestMixin.test_fit_sparse_data": _INIT,
-    # not a private method: a difference, reported as open in the dropin report
-    "TestGMMHMM_MultiSequence.test_chunked":
-        "asserts that 1000 rows as one sequence and cut into five fit to the same parameters "
-        "within 1e-2; mixfold's GMMHMM reaches a different optimum for the two (its seeded "
-        "start and EM path depend on the cut): open",
 }
 
 exclude(globals(), EXCLUDED)

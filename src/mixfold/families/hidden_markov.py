@@ -25,6 +25,7 @@ from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
                                      ScoreChildren, ScoresColumns)
+from mixfold.families._shared_covariance import estimate_children
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -688,8 +689,7 @@ class HiddenMarkovEstimator(Estimator):
             terminal = np.where(trials > 0, stops / _safe(trials), 0.5)
         # every visit of a state is a first step or the end of a transition
         visits = initial_counts + transition_counts.sum(axis=0)
-        emissions = [est.estimate(float(visits[k]), emission_stats[k])
-                     for k, est in enumerate(self.emissions)]
+        emissions = estimate_children(self.emissions, visits, emission_stats)
         return HiddenMarkovDistribution(emissions, initial, transitions, terminal)
 
     def initial_guess(self, sample: SequenceEncoded, weights: np.ndarray,

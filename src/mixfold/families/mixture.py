@@ -35,6 +35,7 @@ from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsC
                                      ScoreChildren, ScoresColumns)
 from mixfold.families._centred import weighted_centre
 from mixfold.families._missing import has_missing, require_native
+from mixfold.families._shared_covariance import estimate_children
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -736,8 +737,7 @@ class MixtureEstimator(Estimator):
         total = mass.sum()
         weights = mass / total if total > 0 else np.full(len(mass), 1.0 / len(mass))
         self._report_empty(counts)
-        comps = [est.estimate(float(counts[k]), comp_stats[k])
-                 for k, est in enumerate(self.components)]
+        comps = estimate_children(self.components, counts, comp_stats)
         return MixtureDistribution(comps, weights)
 
     def _report_empty(self, counts: np.ndarray) -> None:

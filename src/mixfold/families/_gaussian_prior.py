@@ -25,7 +25,7 @@ import numpy as np
 
 from mixfold.options import Rule, rule
 
-__all__ = ["GaussianPrior", "PRIOR_RULES"]
+__all__ = ["GaussianPrior", "PRIOR_RULES", "plain"]
 
 
 def _numbers(v: Any) -> bool:
@@ -48,6 +48,12 @@ PRIOR_RULES: dict[str, Rule] = {
     "covariance_prior": rule(_numbers, "a finite number, vector or matrix (the prior scatter)"),
     "covariance_weight": rule(_real, "a finite number (the prior's rows in the denominator)"),
 }
+
+
+def plain(value: Any) -> Any:
+    """An option given as a number or an array, held as a float or nested lists (what a spec
+    writes and compares)."""
+    return np.asarray(value, dtype=np.float64).tolist()
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_moments,
                                        variance_floor)
-from mixfold.families._gaussian_prior import PRIOR_RULES, GaussianPrior
+from mixfold.families._gaussian_prior import PRIOR_RULES, GaussianPrior, plain
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._missing import (MissingPatterns, check_missing_flag, fill_for_points,
                                        has_missing, require_native)
@@ -474,9 +474,9 @@ class DiagonalGaussianEstimator(LeafEstimator, SharesCovariance):
         self.missing = bool(missing)
         self.reg_covar_mode = reg_covar_mode
         self.spherical = bool(spherical)
-        self.mean_prior = mean_prior
+        self.mean_prior = plain(mean_prior)
         self.mean_weight = float(mean_weight)
-        self.covariance_prior = covariance_prior
+        self.covariance_prior = plain(covariance_prior)
         self.covariance_weight = float(covariance_weight)
         self.covariance_keys = covariance_keys
         if self.missing and not (self._prior().is_flat and covariance_keys is None

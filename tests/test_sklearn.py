@@ -214,9 +214,8 @@ def test_gaussian_hmm_fit_equals_hmmlearn_for_given_params(params):
              "means_": np.array([[0.5, 0.5], [3.0, 3.0]]), "covars_": np.array([[1.0, 1.0],
                                                                                 [2.0, 2.0]])}
     ours = GaussianHMM(2, reg_covar=0.0, init_params="", params=params, n_iter=7, tol=0.0)
-    # hmmlearn's covariance prior switched off: its M-step is then the plain maximum likelihood
-    ref = hmmlearn.GaussianHMM(2, init_params="", params=params, n_iter=7, tol=-1e300,
-                               covars_prior=0, covars_weight=1)
+    # both with hmmlearn's default priors (covars_prior=1e-2: a MAP M-step)
+    ref = hmmlearn.GaussianHMM(2, init_params="", params=params, n_iter=7, tol=-1e300)
     for name, value in start.items():
         setattr(ours, name, value.copy())
         setattr(ref, name, value.copy())
@@ -515,9 +514,7 @@ def test_gaussian_hmm_covariance_types_equal_hmmlearn(kind):
     start = {"startprob_": ours.startprob_, "transmat_": ours.transmat_,
              "means_": ours.means_, "covars_": ours._covars_}
     ours.set_params(n_iter=6, tol=0.0, reg_covar=0.0, init_params="")
-    ref = hmmlearn.GaussianHMM(2, kind, init_params="", n_iter=6, tol=-1e300, min_covar=0.0,
-                               covars_prior=0, covars_weight=1 if kind in ("diag", "spherical")
-                               else 0)
+    ref = hmmlearn.GaussianHMM(2, kind, init_params="", n_iter=6, tol=-1e300, min_covar=0.0)
     for name, value in start.items():
         setattr(ref, name, np.array(value))
     ours.fit(X, lengths)

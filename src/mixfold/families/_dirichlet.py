@@ -22,11 +22,11 @@ def _concentration(v: Any) -> bool:
         a = np.asarray(v, dtype=np.float64)
     except (TypeError, ValueError):
         return False
-    return a.ndim <= 2 and a.size > 0 and bool(np.isfinite(a).all() and (a > 0).all())
+    return a.ndim <= 2 and a.size > 0 and bool(np.isfinite(a).all() and (a >= 0).all())
 
 
-#: A Dirichlet concentration option: None (the estimator's pseudo-count decides), or numbers > 0.
-CONCENTRATION: Rule = rule(_concentration, "None or a number > 0 (or an array of them)")
+#: A Dirichlet concentration option: None (the estimator's pseudo-count decides), or numbers >= 0.
+CONCENTRATION: Rule = rule(_concentration, "None or a number >= 0 (or an array of them)")
 
 
 def dirichlet_mode(counts: np.ndarray, concentration: Any, pseudo_count: float) -> np.ndarray:

@@ -46,7 +46,9 @@ PRIOR_RULES: dict[str, Rule] = {
     "mean_prior": rule(_numbers, "a finite number or a vector of them (the prior mean)"),
     "mean_weight": rule(lambda v: _real(v) and v >= 0, "a finite number >= 0"),
     "covariance_prior": rule(_numbers, "a finite number, vector or matrix (the prior scatter)"),
-    "covariance_weight": rule(_real, "a finite number (the prior's rows in the denominator)"),
+    "covariance_weight": rule(lambda v: _numbers(v) and np.ndim(v) <= 1,
+                              "a finite number (the prior's rows in the denominator; the "
+                              "diagonal family: or one per coordinate)"),
 }
 
 
@@ -72,11 +74,11 @@ class GaussianPrior:
     mean_prior: Any = 0.0
     mean_weight: float = 0.0
     covariance_prior: Any = 0.0
-    covariance_weight: float = 0.0
+    covariance_weight: Any = 0.0
 
     @property
     def is_flat(self) -> bool:
-        return (self.mean_weight == 0 and self.covariance_weight == 0
+        return (self.mean_weight == 0 and not np.any(self.covariance_weight)
                 and not np.any(self.covariance_prior))
 
     def mean(self, n: float, xbar: np.ndarray) -> np.ndarray:
@@ -112,8 +114,9 @@ class GaussianPrior:
     def covariance(self, scatter: np.ndarray, n: float) -> np.ndarray:
         """``(covariance_prior + scatter) / (n + covariance_weight)``: the posterior mode of
         the covariance (or variances) of rows of total weight ``n``."""
-        denominator = n + self.covariance_weight
-        if not denominator > 0:
+        denominator = n + np.asarray(self.covariance_weight, dtype=np.float64)
+        if not (denominator > 0).all():
             raise ValueError(f"the covariance's denominator n + covariance_weight = "
-                             f"{denominator:.6g} is not positive: raise covariance_weight")
+                             f"{np.min(denominator):.6g} is not positive: raise "
+                             f"covariance_weight")
         return (self.prior_scatter(scatter) + scatter) / denominator

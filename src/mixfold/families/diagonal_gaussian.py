@@ -461,7 +461,7 @@ class DiagonalGaussianEstimator(LeafEstimator, SharesCovariance):
                  min_variance: float = 1e-12, keys: str | None = None, missing: bool = False,
                  reg_covar_mode: str = "absolute", *, spherical: bool = False,
                  mean_prior: Any = 0.0, mean_weight: float = 0.0, covariance_prior: Any = 0.0,
-                 covariance_weight: float = 0.0, covariance_keys: str | None = None):
+                 covariance_weight: Any = 0.0, covariance_keys: str | None = None):
         super().__init__(keys)
         self.check_options(dim=dim, reg_covar=reg_covar, min_variance=min_variance,
                            missing=missing, reg_covar_mode=reg_covar_mode, spherical=spherical,
@@ -477,7 +477,7 @@ class DiagonalGaussianEstimator(LeafEstimator, SharesCovariance):
         self.mean_prior = plain(mean_prior)
         self.mean_weight = float(mean_weight)
         self.covariance_prior = plain(covariance_prior)
-        self.covariance_weight = float(covariance_weight)
+        self.covariance_weight = plain(covariance_weight)
         self.covariance_keys = covariance_keys
         if self.missing and not (self._prior().is_flat and covariance_keys is None
                                  and not self.spherical):

@@ -597,8 +597,11 @@ class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance):
         self.mean_prior = plain(mean_prior)
         self.mean_weight = float(mean_weight)
         self.covariance_prior = plain(covariance_prior)
-        self.covariance_weight = float(covariance_weight)
+        self.covariance_weight = plain(covariance_weight)
         self.covariance_keys = covariance_keys
+        if np.ndim(self.covariance_weight):
+            raise ParameterError(f"MultivariateGaussianEstimator: covariance_weight must be a "
+                                 f"number, got {covariance_weight!r:.80}")
         if self.missing and not (self._prior().is_flat and covariance_keys is None):
             raise ParameterError("MultivariateGaussianEstimator: a prior or covariance_keys "
                                  "cannot be combined with missing=True")

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 import mixfold
@@ -374,14 +375,33 @@ class _HiddenMarkovWrapper(BaseEstimator):
 
     def _starts(self, rows: list[Any], plain: Estimator,
                 given: Mapping[str, np.ndarray]) -> list[HiddenMarkovDistribution]:
-        """The starting models: seeded ones (unless every part is given), the given parts in
-        their place, the covariances tied as ``covariance_type`` says."""
+        """The starting models: hmmlearn's recipe where the model follows it (``init``), else
+        mixfold's seeded ones (unless every part is given), the given parts in their place."""
         if set(given) == set(self._letters()):
             return [self._chain()]
         seed = _seed(self.random_state)
+        recipes = [self._recipe_start(rows, seed + i, given) for i in range(self.n_init)]
+        if all(r is not None for r in recipes):
+            return [_with_parts(r, given) for r in recipes]
         seeded = [mixfold.fit(rows, plain, max_iter=0, seed=seed + i, backend="local",
                               progress=False).model for i in range(self.n_init)]
         return [_with_parts(m, given) for m in seeded]
+
+    def _recipe_start(self, rows: list[Any], seed: int,
+                      given: Mapping[str, np.ndarray]) -> HiddenMarkovDistribution | None:
+        """hmmlearn's ``_init`` recipe of a start from the rows alone (however they are cut
+        into sequences) with ``seed``, the ``given`` parts not drawn; None: this model starts
+        from mixfold's seeded fit."""
+        return None
+
+    def _recipe_chain(self, rng: np.random.RandomState,
+                      given: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """hmmlearn's start and transition probabilities: Dirichlet(1 / n_components) draws
+        from ``rng`` in its order, for the parts not given (those stay)."""
+        s = self.n_components
+        alpha = np.full(s, 1 / s)
+        start = given["s"] if "s" in given else rng.dirichlet(alpha)
+        return start, given["t"] if "t" in given else rng.dirichlet(alpha, size=s)
 
     def _check_scaling(self, start: HiddenMarkovDistribution, rows: list[Any]) -> None:
         """hmmlearn's scaling pass works with probabilities: a row no state can emit above
@@ -584,6 +604,16 @@ def _is_prior(v: Any) -> bool:
 _PRIOR = rule(_is_prior, "a finite number or an array of finite numbers")
 
 
+#: Where a Gaussian model's fit starts: hmmlearn's recipe, or mixfold's seeded start.
+INITS = ("hmmlearn", "mixfold")
+_INIT = rule(lambda v: v in INITS, f"one of {list(INITS)}")
+
+
+def _data_covariance(X: np.ndarray, min_covar: float) -> np.ndarray:
+    """hmmlearn's start covariance: the rows' (n - 1) covariance plus ``min_covar`` I."""
+    return np.atleast_2d(np.cov(X.T)) + min_covar * np.eye(X.shape[1])
+
+
 def _prior_array(value: Any, shape: tuple[int, ...], name: str,
                  owner: BaseEstimator) -> np.ndarray:
     """A prior parameter broadcast to ``shape`` as NumPy broadcasts it in hmmlearn's M-step."""
@@ -645,9 +675,10 @@ class GaussianHMM(_HiddenMarkovWrapper):
     _attributes = {"s": "startprob_", "t": "transmat_", "m": "means_", "c": "covars_"}
 
     def __init__(self, n_components: int = 1, covariance_type: str = "diag", *,
+                 min_covar: float = 1e-3,
                  startprob_prior: Any = 1.0, transmat_prior: Any = 1.0, means_prior: Any = 0,
                  means_weight: Any = 0, covars_prior: Any = 1e-2, covars_weight: Any = 1,
-                 reg_covar: float = 1e-6, pseudo_count: float = 0.0,
+                 init: str = "hmmlearn", reg_covar: float = 1e-6, pseudo_count: float = 0.0,
                  algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
                  tol: float = 1e-2, verbose: bool = False, params: str = HMM_PARAMS,
                  init_params: str = HMM_PARAMS, implementation: str = "log", n_init: int = 1,
@@ -655,6 +686,8 @@ class GaussianHMM(_HiddenMarkovWrapper):
                  precision: str = "float64", n_workers: int | None = None):
         self.n_components = n_components
         self.covariance_type = covariance_type
+        self.min_covar = min_covar
+        self.init = init
         self.startprob_prior = startprob_prior
         self.transmat_prior = transmat_prior
         self.means_prior = means_prior
@@ -705,8 +738,25 @@ class GaussianHMM(_HiddenMarkovWrapper):
         return {"covariance_type": rule(lambda v: v in HMM_COVARIANCE_TYPES,
                                     f"one of {list(HMM_COVARIANCE_TYPES)}"),
                 "reg_covar": rule(_is_nonneg, "a finite number >= 0"),
+                "min_covar": rule(_is_nonneg, "a finite number >= 0"), "init": _INIT,
                 "means_prior": _PRIOR, "means_weight": _PRIOR, "covars_prior": _PRIOR,
                 "covars_weight": _PRIOR}
+
+    def _recipe_start(self, rows: list[Any], seed: int,
+                      given: Mapping[str, np.ndarray]) -> HiddenMarkovDistribution | None:
+        """hmmlearn's start: k-means centres (10 runs) as the means, the rows' covariance
+        plus ``min_covar`` as every state's covariance (spherical: the mean of its entries)."""
+        if self.init != "hmmlearn":
+            return None
+        X = np.concatenate(rows)
+        start, transitions = self._recipe_chain(np.random.RandomState(seed), given)
+        means = KMeans(n_clusters=self.n_components, random_state=seed, n_init=10).fit(
+            X).cluster_centers_
+        cv, n = _data_covariance(X, self.min_covar), self.n_components
+        stored = {"spherical": np.full(n, cv.mean()), "diag": np.tile(np.diag(cv), (n, 1)),
+                  "tied": cv, "full": np.tile(cv, (n, 1, 1))}[self.covariance_type]
+        return HiddenMarkovDistribution(_emissions_from(means, stored, self.covariance_type),
+                                        start, transitions)
 
     def _emission_estimators(self, d: int) -> list[Estimator]:
         """Each state's Gaussian with its part of hmmlearn's priors, in the core options'
@@ -1105,10 +1155,10 @@ class GMMHMM(_HiddenMarkovWrapper):
                    "w": "weights_"}
 
     def __init__(self, n_components: int = 1, n_mix: int = 1, *, covariance_type: str = "diag",
-                 startprob_prior: Any = 1.0, transmat_prior: Any = 1.0,
-                 weights_prior: Any = 1.0, means_prior: Any = 0.0, means_weight: Any = 0.0,
-                 covars_prior: Any = None, covars_weight: Any = None,
-                 reg_covar: float = 1e-6, pseudo_count: float = 0.0,
+                 min_covar: float = 1e-3, startprob_prior: Any = 1.0,
+                 transmat_prior: Any = 1.0, weights_prior: Any = 1.0, means_prior: Any = 0.0,
+                 means_weight: Any = 0.0, covars_prior: Any = None, covars_weight: Any = None,
+                 init: str = "hmmlearn", reg_covar: float = 1e-6, pseudo_count: float = 0.0,
                  algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
                  tol: float = 1e-2, verbose: bool = False, params: str = "stmcw",
                  init_params: str = "stmcw", implementation: str = "log", n_init: int = 1,
@@ -1117,6 +1167,8 @@ class GMMHMM(_HiddenMarkovWrapper):
         self.n_components = n_components
         self.n_mix = n_mix
         self.covariance_type = covariance_type
+        self.min_covar = min_covar
+        self.init = init
         self.startprob_prior = startprob_prior
         self.transmat_prior = transmat_prior
         self.weights_prior = weights_prior
@@ -1158,8 +1210,34 @@ class GMMHMM(_HiddenMarkovWrapper):
                 "covariance_type": rule(lambda v: v in HMM_COVARIANCE_TYPES,
                                     f"one of {list(HMM_COVARIANCE_TYPES)}"),
                 "reg_covar": rule(_is_nonneg, "a finite number >= 0"),
+                "min_covar": rule(_is_nonneg, "a finite number >= 0"), "init": _INIT,
                 "weights_prior": _PRIOR, "means_prior": _PRIOR, "means_weight": _PRIOR,
                 "covars_prior": optional, "covars_weight": optional}
+
+    def _recipe_start(self, rows: list[Any], seed: int,
+                      given: Mapping[str, np.ndarray]) -> HiddenMarkovDistribution | None:
+        """hmmlearn's start: k-means clusters of the rows, one per state, each split by
+        k-means into ``n_mix`` centres (a cluster of fewer rows: centres drawn around the
+        clusters' mean), equal weights, the rows' covariance plus ``min_covar`` for every
+        component (spherical: the mean of its entries)."""
+        if self.init != "hmmlearn":
+            return None
+        X = np.concatenate(rows)
+        s, m, d = self.n_components, self.n_mix, X.shape[1]
+        rng = np.random.RandomState(seed)
+        start, transitions = self._recipe_chain(rng, given)
+        main = KMeans(n_clusters=s, random_state=seed, n_init=10)
+        labels = main.fit_predict(X)
+        centre = main.cluster_centers_.mean(axis=0)
+        cv = _data_covariance(X, self.min_covar)
+        means = [KMeans(n_clusters=m, random_state=seed, n_init=10).fit(
+            X[labels == k]).cluster_centers_ if (labels == k).sum() >= m
+            else rng.multivariate_normal(centre, cv, size=m) for k in range(s)]
+        own = {"spherical": np.full((m, d), cv.mean()), "diag": np.tile(np.diag(cv), (m, 1)),
+               "tied": np.tile(cv, (m, 1, 1)), "full": np.tile(cv, (m, 1, 1))}
+        emissions = [_gaussian_mixture(np.full(m, 1 / m), c, own[self.covariance_type])
+                     for c in means]
+        return HiddenMarkovDistribution(emissions, start, transitions)
 
     def _emission_estimators(self, d: int) -> list[Estimator]:
         """Each state's mixture with its part of hmmlearn's priors, translated into the core

@@ -11,7 +11,7 @@ import numpy as np
 from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DataTypeError, ParameterError
-from mixfold.families._dirichlet import CONCENTRATION, dirichlet_mode
+from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator
 from mixfold.compute.linear import LinearTerms
 from mixfold.families._protocol import (

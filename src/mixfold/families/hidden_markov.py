@@ -25,7 +25,7 @@ from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
                                      ScoreChildren, ScoresColumns)
-from mixfold.families._dirichlet import CONCENTRATION, dirichlet_mode
+from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._shared_covariance import estimate_children
 from mixfold.families._protocol import (
     Accumulator,
@@ -621,7 +621,7 @@ class HiddenMarkovEstimator(Estimator):
     (a number or (S,)) and ``transition_prior`` (a number or (S, S), row i the prior of state
     i's transitions): Dirichlet concentrations instead, the estimate their maximum a posteriori
     ``max(counts + prior - 1, 0)`` normalised (hmmlearn's ``startprob_prior`` and
-    ``transmat_prior``; :mod:`mixfold.families._dirichlet`). ``terminal=True``
+    ``transmat_prior``; :mod:`mixfold.families._dirichlet_prior`). ``terminal=True``
     also fits the probability of ending the sequence in each state. Emission estimators with the
     same ``keys`` share their parameters (tied states).
 

@@ -35,7 +35,7 @@ from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsC
                                      ScoreChildren, ScoresColumns)
 from mixfold.families._centred import weighted_centre
 from mixfold.families._missing import has_missing, require_native
-from mixfold.families._dirichlet import CONCENTRATION, dirichlet_mode
+from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._shared_covariance import estimate_children
 from mixfold.families._protocol import (
     Accumulator,
@@ -671,7 +671,7 @@ class MixtureEstimator(Estimator):
     normalised (a symmetric Dirichlet prior), so a component that loses its rows keeps a
     positive weight. ``weights_prior`` (a number or one per component): a Dirichlet
     concentration instead, the weights its maximum a posteriori ``max(mass + prior - 1, 0)``
-    normalised (:mod:`mixfold.families._dirichlet`).
+    normalised (:mod:`mixfold.families._dirichlet_prior`).
 
     A component whose posterior mass falls below :attr:`empty_mass` of the total has lost its
     rows: it is kept, with the weight its pseudo-count gives it (zero without one, so it no longer

@@ -12,7 +12,7 @@ from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DataTypeError, ParameterError
-from mixfold.families._dirichlet import CONCENTRATION, dirichlet_mode
+from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import (ArrayEncoded, Distribution, Encoded, Encoder,
                                         InitRandom, family)

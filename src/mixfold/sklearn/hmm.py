@@ -610,8 +610,11 @@ _INIT = rule(lambda v: v in INITS, f"one of {list(INITS)}")
 
 
 def _data_covariance(X: np.ndarray, min_covar: float) -> np.ndarray:
-    """hmmlearn's start covariance: the rows' (n - 1) covariance plus ``min_covar`` I."""
-    return np.atleast_2d(np.cov(X.T)) + min_covar * np.eye(X.shape[1])
+    """hmmlearn's start covariance: the rows' (n - 1) covariance plus ``min_covar`` I (one
+    row: ``min_covar`` I, where hmmlearn's is NaN)."""
+    d = X.shape[1]
+    spread = np.atleast_2d(np.cov(X.T)) if X.shape[0] > 1 else np.zeros((d, d))
+    return spread + min_covar * np.eye(d)
 
 
 def _prior_array(value: Any, shape: tuple[int, ...], name: str,

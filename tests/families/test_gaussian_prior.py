@@ -68,6 +68,8 @@ def test_a_prior_alone_makes_an_empty_component():
 def test_bad_prior_options_name_the_option():
     with pytest.raises(ParameterError, match="covariance_weight must be a number"):
         MultivariateGaussianEstimator(covariance_weight=[1.0, 2.0])
+    with pytest.raises(ParameterError, match="covariance_prior must be symmetric"):
+        MultivariateGaussianEstimator(covariance_prior=[[1.0, 0.5], [0.0, 1.0]])
     with pytest.raises(ParameterError, match="mean_weight must be a finite number >= 0"):
         DiagonalGaussianEstimator(mean_weight=-1.0)
     with pytest.raises(ParameterError, match="cannot be combined with missing=True"):

@@ -602,6 +602,11 @@ class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance):
         if np.ndim(self.covariance_weight):
             raise ParameterError(f"MultivariateGaussianEstimator: covariance_weight must be a "
                                  f"number, got {covariance_weight!r:.80}")
+        scatter = np.asarray(self.covariance_prior)
+        if scatter.ndim == 2 and not np.allclose(scatter, scatter.T, rtol=SYMMETRY_TOLERANCE,
+                                                 atol=0):
+            raise ParameterError(f"MultivariateGaussianEstimator: covariance_prior must be "
+                                 f"symmetric, got {self.covariance_prior!r:.80}")
         if self.missing and not (self._prior().is_flat and covariance_keys is None):
             raise ParameterError("MultivariateGaussianEstimator: a prior or covariance_keys "
                                  "cannot be combined with missing=True")

@@ -645,8 +645,12 @@ class GaussianHMM(_HiddenMarkovWrapper):
     ``startprob_``, ``transmat_``, ``means_``, ``covars_`` when set before ``fit``, and setting
     one that ``init_params`` then overwrites is logged as hmmlearn logs it), ``implementation``
     ("log" or "scaling": the same log-space computation; "scaling" refuses, as hmmlearn's,
-    rows whose emission probabilities underflow), plus ``n_init`` (the best of several
-    seeded starts), ``reg_covar``, ``pseudo_count`` and mixfold's ``backend``,
+    rows whose emission probabilities underflow), ``min_covar`` (added to the start's
+    covariance), plus ``init`` ("hmmlearn": the start as hmmlearn's ``_init`` makes it, k-means
+    centres and the rows' covariance, the same numbers for the same ``random_state``, from the
+    rows alone however they are cut; "mixfold": mixfold's seeded start, k-means++ then one EM
+    step), ``n_init`` (the best of several starts, ``random_state``, ``random_state + 1``, ...),
+    ``reg_covar``, ``pseudo_count`` and mixfold's ``backend``,
     ``num_workers``, ``precision``. Fitted: ``startprob_``, ``transmat_``, ``means_``,
     ``covars_`` (hmmlearn's shape, (n_components, n_features, n_features) for every type; the
     stored form, as hmmlearn's ``_covars_``, is what a setter takes), ``monitor_``,
@@ -1046,7 +1050,11 @@ class PoissonHMM(_HiddenMarkovWrapper):
     by mixfold's EM: ``X`` is an integer array of shape (n_samples, n_features); ``lengths``,
     methods, monitor and ``params`` / ``init_params`` ("stl": start probabilities, transitions,
     rates) as :class:`GaussianHMM`'s. Fitted (or set by hand): ``startprob_``, ``transmat_``,
-    ``lambdas_`` (n_components, n_features).
+    ``lambdas_`` (n_components, n_features). hmmlearn's priors: ``startprob_prior``,
+    ``transmat_prior`` (Dirichlet) and ``lambdas_prior``, ``lambdas_weight`` (a Gamma prior in
+    hmmlearn's convention, ``(lambdas_prior + sum post * x) / (lambdas_weight + n)``, broadcast
+    to (n_components, n_features) as its arithmetic broadcasts them). Difference: ``n`` is the
+    state's own posterior mass (the conjugate update); hmmlearn's code takes every state's.
 
     >>> import numpy as np
     >>> h = PoissonHMM(2)
@@ -1144,7 +1152,14 @@ class GMMHMM(_HiddenMarkovWrapper):
     components). Fitted (or set by hand), hmmlearn's shapes: ``weights_`` (n_components, n_mix),
     ``means_`` (n_components, n_mix, n_features), ``covars_`` (spherical (n_components, n_mix),
     diag (n_components, n_mix, n_features), full (n_components, n_mix, n_features,
-    n_features), tied (n_components, n_features, n_features)).
+    n_features), tied (n_components, n_features, n_features)). hmmlearn's priors with its
+    defaults and meaning: ``startprob_prior``, ``transmat_prior``, ``weights_prior``
+    (Dirichlet), ``means_prior`` / ``means_weight`` (Normal), ``covars_prior`` /
+    ``covars_weight`` (Wishart for full and tied, inverse Gamma for diag and spherical; None:
+    hmmlearn's defaults for the type), translated into the core estimators' options
+    (``_emission_estimators``); ``min_covar``, ``init`` and ``n_init`` as
+    :class:`GaussianHMM`'s. Differences: the M-step is exact EM (hmmlearn's takes the
+    covariances about the E-step's means and leaves ``means_prior`` out of the means).
 
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)

@@ -794,3 +794,16 @@ def test_gmm_hmm_priors_are_hmmlearns_formulas(kind):
     np.testing.assert_allclose(gmm.weights_[0], w, rtol=1e-10)
     np.testing.assert_allclose(gmm.means_[0], mu, rtol=1e-10)
     np.testing.assert_allclose(gmm.covars_[0], np.asarray(want), rtol=1e-10)
+
+
+def test_gaussian_hmm_mixfold_start_and_a_bad_init_named():
+    X, lengths = _two_regimes()
+    seeded = GaussianHMM(2, "full", init="mixfold", random_state=0).fit(X, lengths)
+    recipe = GaussianHMM(2, "full", random_state=0).fit(X, lengths)
+    # two starts, one optimum of this well-separated data
+    order = np.argsort(seeded.means_[:, 0]), np.argsort(recipe.means_[:, 0])
+    np.testing.assert_allclose(seeded.means_[order[0]], recipe.means_[order[1]], rtol=1e-6)
+    with pytest.raises(ValueError, match="init must be one of \\['hmmlearn', 'mixfold'\\]"):
+        GaussianHMM(2, init="kmeans").fit(X, lengths)
+    with pytest.raises(ValueError, match="means_weight must broadcast to shape \\(2,\\)"):
+        GaussianHMM(2, means_weight=[1.0, 2.0, 3.0]).fit(X, lengths)

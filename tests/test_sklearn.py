@@ -214,9 +214,8 @@ def test_gaussian_hmm_fit_equals_hmmlearn_for_given_params(params):
              "means_": np.array([[0.5, 0.5], [3.0, 3.0]]), "covars_": np.array([[1.0, 1.0],
                                                                                 [2.0, 2.0]])}
     ours = GaussianHMM(2, reg_covar=0.0, init_params="", params=params, n_iter=7, tol=0.0)
-    # hmmlearn's covariance prior switched off: its M-step is then the plain maximum likelihood
-    ref = hmmlearn.GaussianHMM(2, init_params="", params=params, n_iter=7, tol=-1e300,
-                               covars_prior=0, covars_weight=1)
+    # both with hmmlearn's default priors (covars_prior=1e-2: a MAP M-step)
+    ref = hmmlearn.GaussianHMM(2, init_params="", params=params, n_iter=7, tol=-1e300)
     for name, value in start.items():
         setattr(ours, name, value.copy())
         setattr(ref, name, value.copy())
@@ -515,9 +514,7 @@ def test_gaussian_hmm_covariance_types_equal_hmmlearn(kind):
     start = {"startprob_": ours.startprob_, "transmat_": ours.transmat_,
              "means_": ours.means_, "covars_": ours._covars_}
     ours.set_params(n_iter=6, tol=0.0, reg_covar=0.0, init_params="")
-    ref = hmmlearn.GaussianHMM(2, kind, init_params="", n_iter=6, tol=-1e300, min_covar=0.0,
-                               covars_prior=0, covars_weight=1 if kind in ("diag", "spherical")
-                               else 0)
+    ref = hmmlearn.GaussianHMM(2, kind, init_params="", n_iter=6, tol=-1e300, min_covar=0.0)
     for name, value in start.items():
         setattr(ref, name, np.array(value))
     ours.fit(X, lengths)
@@ -638,3 +635,175 @@ def test_gmm_hmm_scores_as_hmmlearn_and_fits_monotonically(kind):
     assert (np.diff(history) > -1e-8 * np.abs(history[1:])).all()
     assert fitted.score(X, lengths) > ours.score(X, lengths)
     assert fitted.weights_.shape == (2, 2) and fitted.means_.shape == (2, 2, 2)
+
+
+# --- hmmlearn's priors (a MAP M-step in the core estimators) and its start recipe
+
+def _same(ours, ref, names, rtol=1e-10):
+    for name in names:
+        np.testing.assert_allclose(getattr(ours, name), getattr(ref, name), rtol=rtol,
+                                   atol=1e-13, err_msg=name)
+
+
+def _stored_covars(model):
+    """hmmlearn's stored covariances (its spherical fit keeps (n, d) equal columns)."""
+    stored = np.asarray(model._covars_)
+    return stored[:, 0] if model.covariance_type == "spherical" and stored.ndim == 2 else stored
+
+
+@pytest.mark.parametrize("kind", ["spherical", "diag", "full", "tied"])
+def test_gaussian_hmm_with_defaults_equals_hmmlearn_from_its_own_start(kind):
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    X, lengths = _two_regimes()
+    start = GaussianHMM(2, kind, random_state=3, n_iter=0).fit(X, lengths)
+    ref_start = hmmlearn.GaussianHMM(2, kind, random_state=3)
+    ref_start._init(X, lengths)  # hmmlearn's recipe, compared with ours
+    _same(start, ref_start, ["startprob_", "transmat_", "means_"], rtol=0)
+    np.testing.assert_array_equal(_stored_covars(start), _stored_covars(ref_start))
+    # its default priors (covars_prior=1e-2, ...) on both sides; reg_covar=0: its M-step exactly
+    ours = GaussianHMM(2, kind, random_state=3, n_iter=10, tol=0.0, reg_covar=0.0)
+    ref = hmmlearn.GaussianHMM(2, kind, random_state=3, n_iter=10, tol=-1e300)
+    ours.fit(X, lengths)
+    ref.fit(X, lengths)
+    _same(ours, ref, ["startprob_", "transmat_", "means_"])
+    np.testing.assert_allclose(_stored_covars(ours), _stored_covars(ref), rtol=1e-10)
+    assert ours.score(X, lengths) == pytest.approx(ref.score(X, lengths), rel=1e-12)
+
+
+GAUSSIAN_PRIORS = {
+    "spherical": 0.7,
+    "diag": np.array([[0.5, 1.0], [2.0, 0.3]]),
+    "full": np.array([[[1.0, 0.2], [0.2, 0.5]], [[2.0, -0.3], [-0.3, 1.0]]]),
+    "tied": np.array([[1.5, 0.4], [0.4, 0.8]]),
+}
+
+
+@pytest.mark.parametrize("kind", ["spherical", "diag", "full", "tied"])
+def test_gaussian_hmm_priors_equal_hmmlearns_map(kind):
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    X, lengths = _two_regimes()
+    priors = dict(startprob_prior=np.array([3.0, 1.5]),
+                  transmat_prior=np.array([[4.0, 2.0], [1.5, 3.0]]),
+                  means_prior=np.array([[0.0, 0.5], [3.0, 3.0]]), means_weight=2.0,
+                  covars_prior=GAUSSIAN_PRIORS[kind], covars_weight=3.5)
+    # (one means_weight: hmmlearn's arithmetic broadcasts an (n_components,) array along the
+    # features; ours, as its documentation says, along the states)
+    ours = GaussianHMM(2, kind, random_state=1, n_iter=5, tol=0.0, reg_covar=0.0, **priors)
+    ref = hmmlearn.GaussianHMM(2, kind, random_state=1, n_iter=5, tol=-1e300, **priors)
+    ours.fit(X, lengths)
+    ref.fit(X, lengths)
+    assert ours.monitor_.iter == 5
+    _same(ours, ref, ["startprob_", "transmat_", "means_"])
+    np.testing.assert_allclose(_stored_covars(ours), _stored_covars(ref), rtol=1e-10)
+    # the priors moved the fit: it is not the maximum likelihood's
+    plain = GaussianHMM(2, kind, random_state=1, n_iter=5, tol=0.0, reg_covar=0.0,
+                        covars_prior=0.0).fit(X, lengths)
+    assert np.abs(plain.means_ - ours.means_).max() > 1e-3
+
+
+def test_categorical_and_multinomial_hmm_priors_equal_hmmlearns_map():
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    start = dict(startprob_=np.array([0.6, 0.4]), transmat_=np.array([[0.7, 0.3], [0.4, 0.6]]),
+                 emissionprob_=np.array([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6]]))
+    chain = dict(startprob_prior=np.array([2.0, 4.0]),
+                 transmat_prior=np.array([[3.0, 1.0], [0.5, 2.0]]))
+    truth = CategoricalHMM(2)
+    for name, value in start.items():
+        setattr(truth, name, value)
+    X, _ = truth.sample(300, random_state=2)
+    ours = CategoricalHMM(2, init_params="", n_iter=6, tol=0.0, **chain,
+                          emissionprob_prior=np.array([[2.0, 1.0, 5.0], [1.0, 3.0, 0.5]]))
+    ref = hmmlearn.CategoricalHMM(2, init_params="", n_iter=6, tol=-1e300, **chain,
+                                  emissionprob_prior=np.array([[2.0, 1.0, 5.0],
+                                                               [1.0, 3.0, 0.5]]))
+    for model in (ours, ref):
+        for name, value in start.items():
+            setattr(model, name, value.copy())
+        model.fit(X)
+    _same(ours, ref, ["startprob_", "transmat_", "emissionprob_"])
+    counts = np.eye(3, dtype=np.int64)[X[:, 0]] * 2 + np.eye(3, dtype=np.int64)[X[::-1, 0]]
+    ours = MultinomialHMM(2, init_params="", n_iter=6, tol=0.0, **chain)
+    ref = hmmlearn.MultinomialHMM(2, n_trials=3, init_params="", n_iter=6, tol=-1e300, **chain)
+    for model in (ours, ref):
+        for name, value in start.items():
+            setattr(model, name, value.copy())
+        model.fit(counts)
+    _same(ours, ref, ["startprob_", "transmat_", "emissionprob_"])
+
+
+def test_poisson_hmm_gamma_prior_is_the_closed_form():
+    # hmmlearn's convention, (lambdas_prior + sum post * x) / (lambdas_weight + n), with n the
+    # state's own posterior mass (hmmlearn's code takes every state's: documented difference)
+    truth = PoissonHMM(2)
+    truth.startprob_, truth.transmat_ = np.array([0.6, 0.4]), np.array([[0.7, 0.3], [0.4, 0.6]])
+    truth.lambdas_ = np.array([[3.1, 1.4], [1.6, 5.3]])
+    X, _ = truth.sample(300, random_state=0)
+    alpha, beta = np.array([[2.0, 0.5], [1.0, 4.0]]), np.array([[1.0, 3.0], [0.5, 2.0]])
+    fit = PoissonHMM(2, init_params="", n_iter=1, lambdas_prior=alpha, lambdas_weight=beta)
+    fit.startprob_, fit.transmat_, fit.lambdas_ = truth.startprob_, truth.transmat_, \
+        truth.lambdas_
+    gamma = truth.predict_proba(X)
+    fit.fit(X)
+    want = (alpha + gamma.T @ X) / (beta + gamma.sum(axis=0)[:, None])
+    np.testing.assert_allclose(fit.lambdas_, want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["diag", "full", "spherical", "tied"])
+def test_gmm_hmm_priors_are_hmmlearns_formulas(kind):
+    # one state: the chain is trivial and the state's mixture is fitted by one M-step in
+    # hmmlearn's written formulas (with the new means, the exact EM step)
+    rng = np.random.default_rng(5)
+    X = np.vstack([rng.normal(-2, 1, (80, 2)), rng.normal(2, 0.5, (60, 2))])
+    m, d = 2, 2
+    start = dict(startprob_=np.array([1.0]), transmat_=np.array([[1.0]]),
+                 weights_=np.array([[0.4, 0.6]]), means_=np.array([[[-1.0, -1.0], [1.0, 1.0]]]))
+    own_cov = {"diag": np.array([[[1.0, 2.0], [0.5, 0.5]]]), "spherical": np.array([[1.0, 0.7]]),
+               "full": np.array([[[[1.0, 0.2], [0.2, 1.0]], [[0.5, 0.0], [0.0, 0.8]]]]),
+               "tied": np.array([[[1.0, 0.1], [0.1, 0.6]]])}[kind]
+    alpha = {"diag": np.array([[[0.5, 1.0], [2.0, 0.3]]]), "spherical": np.array([[0.5, 2.0]]),
+             "full": np.array([[[[1.0, 0.3], [0.3, 0.5]], [[2.0, 0.0], [0.0, 1.0]]]]),
+             "tied": np.array([[[1.0, 0.2], [0.2, 0.7]]])}[kind]
+    beta = {"diag": np.array([[[1.0, 0.2], [0.5, 3.0]]]), "spherical": np.array([[1.5, 0.5]]),
+            "full": np.array([[1.0, 2.0]]), "tied": np.array([3.0])}[kind]
+    priors = dict(weights_prior=np.array([[3.0, 2.0]]),
+                  means_weight=np.array([[2.0, 0.5]]), covars_prior=alpha, covars_weight=beta)
+    gmm = GMMHMM(1, m, covariance_type=kind, init_params="", n_iter=1, reg_covar=0.0, **priors)
+    for name, value in {**start, "covars_": own_cov}.items():
+        setattr(gmm, name, value)
+    chain = gmm._chain()
+    mixture = chain.emissions[0]
+    resp = mixture.seq_posterior(mixture.encoder().encode(X))
+    gmm.fit(X)
+    nk = resp.sum(axis=0)
+    lam = priors["means_weight"][0]
+    w = (nk + priors["weights_prior"][0] - 1) / (nk.sum() + (priors["weights_prior"][0] - 1).sum())
+    mu = (resp.T @ X) / (nk + lam)[:, None]
+    scatter = [(resp[:, j, None] * (X - mu[j])).T @ (X - mu[j]) for j in range(m)]
+    if kind == "full":
+        want = [(alpha[0, j].T + lam[j] * np.outer(mu[j], mu[j]) + scatter[j])
+                / (nk[j] + 1 + beta[0, j] + d + 1) for j in range(m)]
+    elif kind == "tied":
+        want = (alpha[0].T + sum(lam[j] * np.outer(mu[j], mu[j]) for j in range(m))
+                + sum(scatter)) / (nk.sum() + m + beta[0] + d + 1)
+    elif kind == "diag":
+        want = [(lam[j] * mu[j] ** 2 + 2 * beta[0, j] + np.diag(scatter[j]))
+                / (nk[j] + 1 + 2 * (alpha[0, j] + 1)) for j in range(m)]
+    else:
+        want = [(lam[j] * mu[j] @ mu[j] + 2 * beta[0, j] + np.trace(scatter[j]))
+                / (d * (nk[j] + 1) + 2 * (alpha[0, j] + 1)) for j in range(m)]
+    np.testing.assert_allclose(gmm.weights_[0], w, rtol=1e-10)
+    np.testing.assert_allclose(gmm.means_[0], mu, rtol=1e-10)
+    np.testing.assert_allclose(gmm.covars_[0], np.asarray(want), rtol=1e-10)
+
+
+def test_gaussian_hmm_mixfold_start_and_a_bad_init_named():
+    X, lengths = _two_regimes()
+    seeded = GaussianHMM(2, "full", init="mixfold", random_state=0).fit(X, lengths)
+    recipe = GaussianHMM(2, "full", random_state=0).fit(X, lengths)
+    # two starts, one optimum of this well-separated data
+    order = np.argsort(seeded.means_[:, 0]), np.argsort(recipe.means_[:, 0])
+    np.testing.assert_allclose(seeded.means_[order[0]], recipe.means_[order[1]], rtol=1e-6)
+    with pytest.raises(ValueError, match="init must be one of \\['hmmlearn', 'mixfold'\\]"):
+        GaussianHMM(2, init="kmeans").fit(X, lengths)
+    with pytest.raises(ValueError, match="means_weight must broadcast to shape \\(2,\\)"):
+        GaussianHMM(2, means_weight=[1.0, 2.0, 3.0]).fit(X, lengths)

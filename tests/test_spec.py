@@ -142,3 +142,22 @@ def test_optional_missing_markers_round_trip_nan():
     est = estimator_from_spec({"optional": "categorical", "missing": [None, "NaN", ""]})
     mask = est.missing.mask([None, float("nan"), "", "x"])
     np.testing.assert_array_equal(mask, [True, True, True, False])
+
+
+def test_priors_and_shared_covariances_round_trip_through_a_spec():
+    from mixfold import (HiddenMarkovEstimator, MixtureEstimator, MultivariateGaussianEstimator,
+                         DiagonalGaussianEstimator)
+    from mixfold.spec import estimator_from_spec, spec_from_estimator
+
+    mix = MixtureEstimator([MultivariateGaussianEstimator(covariance_keys="c", mean_weight=2.0,
+                                                          mean_prior=[1.0, 2.0])] * 3,
+                           weights_prior=[2.0, 2.0, 3.0])
+    hmm = HiddenMarkovEstimator([DiagonalGaussianEstimator(spherical=True,
+                                                           covariance_prior=0.5)] * 2,
+                                initial_prior=2.0, transition_prior=[[3.0, 1.0], [1.0, 3.0]])
+    for est in (mix, hmm):
+        spec = spec_from_estimator(est)
+        assert spec_from_estimator(estimator_from_spec(spec)) == spec
+    assert spec_from_estimator(mix)["weights_prior"] == [2.0, 2.0, 3.0]
+    assert spec_from_estimator(hmm)["hidden_markov"] == {
+        "diagonal_gaussian": {"spherical": True, "covariance_prior": 0.5}}

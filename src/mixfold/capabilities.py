@@ -30,7 +30,7 @@ import numpy as np
 
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
            "LinearInFeatures", "LinearInFeaturesInBands", "CompensatedAccumulation",
-           "FoldsOnTorch", "CentredStatistics", "RelativeScoring"]
+           "FoldsOnTorch", "CentredStatistics", "RelativeScoring", "SharesCovariance"]
 
 
 class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
@@ -209,3 +209,29 @@ class CentredStatistics(ABC):
     @abstractmethod
     def recentre(self, point: np.ndarray) -> None:
         """Move the statistics to be about ``point`` (the same rows, another reference)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimators
+
+
+class SharesCovariance(ABC):
+    """A Gaussian estimator whose covariance may be shared (``covariance_keys``) with the other
+    children of its mixture or hidden Markov model that name the same key: the combinator pools
+    what :meth:`covariance_scatter` gives and hands the sums to :meth:`estimate_shared`
+    (:func:`mixfold.families._shared_covariance.estimate_children`)."""
+
+    covariance_keys: str | None = None
+
+    @abstractmethod
+    def covariance_scatter(self, nobs: float, stats: Any) -> tuple[float, np.ndarray,
+                                                                     np.ndarray]:
+        """(weight, mean, scatter about the mean): this component's share of the pooled
+        covariance, its mean as its own ``estimate`` would make it."""
+
+    @abstractmethod
+    def estimate_shared(self, mu: np.ndarray, weight: float, scatter: np.ndarray,
+                        made: list[Any]) -> Any:
+        """The component of mean ``mu`` and the covariance of the pooled ``weight`` and
+        ``scatter``; ``made`` holds the group's components made so far (their factors may be
+        shared)."""

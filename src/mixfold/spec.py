@@ -21,9 +21,10 @@ that ties parameters across the tree):
   ``multinomial`` [levels, pseudo_count, trials], ``student_t`` [nu: fixed, else estimated,
   start_nu, max_nu], ``weibull`` [max_shape] (and each estimator's floors),
   ``lda`` [n_topics, alpha, eta, vocabulary, unknown, doc_iterations, doc_tol, n_documents];
-- ``mixture``: a list of component specs, or one spec repeated ``k`` times [k, pseudo_count];
+- ``mixture``: a list of component specs, or one spec repeated ``k`` times [k, pseudo_count,
+  weights_prior];
 - ``hidden_markov``: a list of emission specs, or one spec repeated ``states`` times [states,
-  pseudo_count, terminal];
+  pseudo_count, terminal, initial_prior, transition_prior];
 - ``record``: an object field name -> spec. The field ``"*"`` stands for every column of the
   data not named otherwise: ``"*": "auto"`` picks each column's family from its type (see
   :mod:`mixfold.io.tables`), ``"*": "gaussian"`` makes them all Gaussian;
@@ -61,6 +62,8 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimator,
                               CategoricalEstimator, CompositeEstimator,
@@ -105,8 +108,9 @@ LEAF_KINDS: dict[str, type[Estimator]] = {
 }
 #: Combinator kinds and the options each takes beside its kind key.
 COMBINATOR_KINDS: dict[str, tuple[str, ...]] = {
-    "mixture": ("k", "pseudo_count", "keys"),
-    "hidden_markov": ("states", "pseudo_count", "terminal", "keys"),
+    "mixture": ("k", "pseudo_count", "keys", "weights_prior"),
+    "hidden_markov": ("states", "pseudo_count", "terminal", "keys", "initial_prior",
+                      "transition_prior"),
     "record": ("keys",),
     "composite": ("keys",),
     "sequence": ("length", "keys"),
@@ -178,8 +182,10 @@ def estimator_from_spec(spec: Any, columns: Mapping[str, Any] | None = None) -> 
     columns (the root, or the components of root mixtures): its fields must be columns, and
     ``"*"`` there stands for the rest.
 
-    >>> estimator_from_spec({"sequence": "categorical", "length": "poisson"})
-    SequenceEstimator(CategoricalEstimator(pseudo_count=0.0), PoissonEstimator(min_lam=1e-10))
+    >>> est = estimator_from_spec({"sequence": "categorical", "length": "poisson"})
+    >>> est  # doctest: +NORMALIZE_WHITESPACE
+    SequenceEstimator(CategoricalEstimator(pseudo_count=0.0),
+                      PoissonEstimator(min_lam=1e-10, prior_shape=0.0, prior_rate=0.0))
     """
     if json_depth(spec, MAX_SPEC_DEPTH) > MAX_SPEC_DEPTH:  # before the recursion over it
         raise SpecError(f"nested more than {MAX_SPEC_DEPTH} levels deep (the limit of a spec)")
@@ -285,7 +291,11 @@ def _keys(options: Mapping[str, Any], path: str) -> str | None:
 def _mixture(body: Any, options: Mapping[str, Any], here: str, path: str,
              columns: Mapping[str, Any] | None) -> Estimator:
     comps = _children(body, options.get("k"), "k", here, columns)
-    return MixtureEstimator(comps, _number(options, "pseudo_count", path), _keys(options, path))
+    try:
+        return MixtureEstimator(comps, _number(options, "pseudo_count", path),
+                                _keys(options, path), weights_prior=options.get("weights_prior"))
+    except ParameterError as err:
+        raise SpecError(str(err), path) from None
 
 
 def _hidden_markov(body: Any, options: Mapping[str, Any], here: str, path: str,
@@ -294,8 +304,13 @@ def _hidden_markov(body: Any, options: Mapping[str, Any], here: str, path: str,
     terminal = options.get("terminal", False)
     if not isinstance(terminal, bool):
         raise SpecError(f"terminal must be true or false, got {terminal!r}", path)
-    return HiddenMarkovEstimator(emissions, _number(options, "pseudo_count", path), terminal,
-                                 _keys(options, path))
+    try:
+        return HiddenMarkovEstimator(emissions, _number(options, "pseudo_count", path), terminal,
+                                     _keys(options, path),
+                                     initial_prior=options.get("initial_prior"),
+                                     transition_prior=options.get("transition_prior"))
+    except ParameterError as err:
+        raise SpecError(str(err), path) from None
 
 
 def _record(body: Any, options: Mapping[str, Any], here: str, path: str,
@@ -392,10 +407,12 @@ def spec_from_estimator(est: Estimator) -> Any:
     extra: dict[str, Any] = {}
     if isinstance(est, MixtureEstimator):
         node = _repeated("mixture", est.components, "k")
-        extra["pseudo_count"] = est.pseudo_count
+        extra.update(pseudo_count=est.pseudo_count, weights_prior=_listed(est.weights_prior))
     elif isinstance(est, HiddenMarkovEstimator):
         node = _repeated("hidden_markov", est.emissions, "states")
-        extra.update(pseudo_count=est.pseudo_count, terminal=est.terminal)
+        extra.update(pseudo_count=est.pseudo_count, terminal=est.terminal,
+                     initial_prior=_listed(est.initial_prior),
+                     transition_prior=_listed(est.transition_prior))
     elif isinstance(est, RecordEstimator):
         node = {"record": {n: spec_from_estimator(f) for n, f in est.fields.items()}}
     elif isinstance(est, CompositeEstimator):
@@ -419,6 +436,11 @@ def spec_from_estimator(est: Estimator) -> Any:
     if est.keys is not None:
         node["keys"] = est.keys
     return node
+
+
+def _listed(value: Any) -> Any:
+    """An array-valued option as JSON writes it (None stays None)."""
+    return None if value is None else np.asarray(value, dtype=np.float64).tolist()
 
 
 def _leaf_spec(kind: str, est: Estimator) -> Any:

@@ -26,3 +26,15 @@ def _seeds() -> list[int]:
 def pytest_generate_tests(metafunc):
     if "global_random_seed" in metafunc.fixturenames:
         metafunc.parametrize("global_random_seed", _seeds())
+
+
+def pytest_collection_modifyitems(items):
+    """Skip the single parametrised cases a suite lists in ``EXCLUDED_CASES`` (test id ->
+    reason), where the other cases of the same test run."""
+    for item in items:
+        if not isinstance(item, pytest.Function):  # (every collected item passes by here)
+            continue
+        cases = getattr(item.module, "EXCLUDED_CASES", {})
+        name = item.name if item.cls is None else f"{item.cls.__name__}.{item.name}"
+        if name in cases:
+            item.add_marker(pytest.mark.skip(reason=cases[name]))

@@ -16,11 +16,17 @@ _INIT = "calls GMMHMM._init, hmmlearn's private initialisation step"
 EXCLUDED = {
     "GMMHMMTestMixin.test_init": _INIT,
     "GMMHMMTestMixin.test_fit_sparse_data": _INIT,
-    # not a private method: a difference, reported as open in the dropin report
-    "TestGMMHMM_MultiSequence.test_chunked":
-        "asserts that 1000 rows as one sequence and cut into five fit to the same parameters "
-        "within 1e-2; mixfold's GMMHMM reaches a different optimum for the two (its seeded "
-        "start and EM path depend on the cut): open",
+}
+
+#: Single cases of a parametrised test, and why (the other cases run).
+EXCLUDED_CASES = {
+    "TestGMMHMM_MultiSequence.test_chunked[full]":
+        "1000 rows as one sequence vs cut in five: covariances equal within 1.8e-3 after "
+        "hmmlearn's 10 iterations (4.7e-3 after 100), the test allows 1e-3. Both fits start "
+        "from the same hmmlearn recipe start (the other covariance types pass); the model "
+        "(3 states x 2 Gaussians on 3 clusters) is not identified, and exact EM moves further "
+        "along that ridge per iteration than hmmlearn's M-step (its covariances are taken about "
+        "the E-step's means: its cut changes them by 0.9e-3)",
 }
 
 exclude(globals(), EXCLUDED)

@@ -10,6 +10,7 @@ import numpy as np
 from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
+    SharesCovariance,
     LinearInFeatures,
     RelativeScoring,
     RunsInBands,
@@ -21,6 +22,7 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_moments,
                                        variance_floor)
+from mixfold.families._gaussian_prior import PRIOR_RULES, GaussianPrior, plain
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._missing import (MissingPatterns, check_missing_flag, fill_for_points,
                                        has_missing, require_native)
@@ -30,7 +32,7 @@ from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
-from mixfold.options import flag, integer, none_or, number, one_of
+from mixfold.options import flag, instance_of, integer, none_or, number, one_of
 
 __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
            "DiagonalGaussianAccumulator", "MissingDiagonalGaussianAccumulator"]
@@ -422,7 +424,7 @@ class MissingDiagonalGaussianAccumulator(DiagonalGaussianAccumulator):
             acc.ref_mass += mass * c
 
 
-class DiagonalGaussianEstimator(LeafEstimator):
+class DiagonalGaussianEstimator(LeafEstimator, SharesCovariance):
     """M-step for :class:`DiagonalGaussianDistribution`.
 
     ``dim`` is the vector length D; ``None`` learns it from the data when it is encoded.
@@ -431,6 +433,14 @@ class DiagonalGaussianEstimator(LeafEstimator):
     estimated variance, a floor on the data's own scale), and ``min_variance`` floors them. With no
     weight at all the estimate is the standard normal ``DiagonalGaussianDistribution(0, 1)`` in D
     dimensions.
+
+    ``spherical=True``: one variance for every coordinate, the mean of the estimated variances
+    (scikit-learn's and hmmlearn's ``covariance_type="spherical"``). ``mean_prior``,
+    ``mean_weight``, ``covariance_prior`` (a number or one per coordinate), ``covariance_weight``:
+    a conjugate prior (Normal on the mean, inverse Gamma on each variance), the estimate is its
+    maximum a posteriori, coordinate by coordinate as
+    :class:`MultivariateGaussianEstimator`'s. ``covariance_keys``: components of one mixture or
+    hidden Markov model that name the same key share their variances (pooled scatter).
 
     ``missing=True`` lets entries be NaN (missing at random; without it a NaN is a
     :class:`~mixfold.DataError`): a missing coordinate drops out of that coordinate's sums, so
@@ -442,6 +452,9 @@ class DiagonalGaussianEstimator(LeafEstimator):
     >>> d = mixfold.optimize(x, DiagonalGaussianEstimator(), progress=False)
     >>> d.mu.round(1).tolist(), d.sigma2.round(1).tolist()
     ([1.0, -2.0], [0.5, 3.0])
+    >>> s = mixfold.optimize(x, DiagonalGaussianEstimator(spherical=True), progress=False)
+    >>> bool(np.allclose(s.sigma2, d.sigma2.mean())), s.sigma2.size   # one variance, the mean
+    (True, 2)
     """
 
     accumulator_class = DiagonalGaussianAccumulator
@@ -449,19 +462,46 @@ class DiagonalGaussianEstimator(LeafEstimator):
 
     option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0),
                     "min_variance": number(0, above=True), "missing": flag(),
-                    "reg_covar_mode": one_of(*FLOOR_MODES)}
+                    "reg_covar_mode": one_of(*FLOOR_MODES), "spherical": flag(), **PRIOR_RULES,
+                    "covariance_keys": none_or(instance_of(str, what="a name"))}
 
     def __init__(self, dim: int | None = None, reg_covar: float = 1e-6,
                  min_variance: float = 1e-12, keys: str | None = None, missing: bool = False,
-                 reg_covar_mode: str = "absolute"):
+                 reg_covar_mode: str = "absolute", *, spherical: bool = False,
+                 mean_prior: Any = 0.0, mean_weight: float = 0.0, covariance_prior: Any = 0.0,
+                 covariance_weight: Any = 0.0, covariance_keys: str | None = None):
         super().__init__(keys)
         self.check_options(dim=dim, reg_covar=reg_covar, min_variance=min_variance,
-                           missing=missing, reg_covar_mode=reg_covar_mode)
+                           missing=missing, reg_covar_mode=reg_covar_mode, spherical=spherical,
+                           mean_prior=mean_prior, mean_weight=mean_weight,
+                           covariance_prior=covariance_prior,
+                           covariance_weight=covariance_weight, covariance_keys=covariance_keys)
         self.dim = None if dim is None else int(dim)
         self.reg_covar = float(reg_covar)
         self.min_variance = float(min_variance)
         self.missing = bool(missing)
         self.reg_covar_mode = reg_covar_mode
+        self.spherical = bool(spherical)
+        self.mean_prior = plain(mean_prior)
+        self.mean_weight = float(mean_weight)
+        self.covariance_prior = plain(covariance_prior)
+        self.covariance_weight = plain(covariance_weight)
+        self.covariance_keys = covariance_keys
+        if self.missing and not (self._prior().is_flat and covariance_keys is None
+                                 and not self.spherical):
+            raise ParameterError("DiagonalGaussianEstimator: a prior, spherical or "
+                                 "covariance_keys cannot be combined with missing=True")
+
+    def _prior(self) -> GaussianPrior:
+        return GaussianPrior(self.mean_prior, self.mean_weight, self.covariance_prior,
+                             self.covariance_weight)
+
+    def _options(self) -> dict[str, Any]:
+        """The keyword options a copy (``bind``) carries over."""
+        return {"spherical": self.spherical, "mean_prior": self.mean_prior,
+                "mean_weight": self.mean_weight, "covariance_prior": self.covariance_prior,
+                "covariance_weight": self.covariance_weight,
+                "covariance_keys": self.covariance_keys}
 
     def encoder(self) -> VectorEncoder:
         if self.dim is None:
@@ -476,7 +516,7 @@ class DiagonalGaussianEstimator(LeafEstimator):
         # rows encoded for a start made with missing=True may miss entries: so may the stats
         missing = self.missing or encoder.missing
         return DiagonalGaussianEstimator(dim, self.reg_covar, self.min_variance, self.keys,
-                                         missing, self.reg_covar_mode)
+                                         missing, self.reg_covar_mode, **self._options())
 
     def _new_accumulator(self) -> DiagonalGaussianAccumulator:
         if self.dim is None:
@@ -490,9 +530,46 @@ class DiagonalGaussianEstimator(LeafEstimator):
         own, _ = stats
         if self.missing:
             return self._estimate_observed(*own)
-        if not own[0][0] > 0:
+        prior = self._prior()
+        if not own[0][0] > 0 and prior.is_flat:
             return DiagonalGaussianDistribution(np.zeros(own[1].size), np.ones(own[1].size))
-        s0, mu, raw = central_moments(*own)
+        if prior.is_flat:
+            s0, mu, raw = central_moments(*own)
+        else:
+            s0, mu, scatter = self.covariance_scatter(nobs, stats)
+            raw = prior.covariance(scatter, s0)
+        return self._floored(s0, mu, raw)
+
+    def covariance_scatter(self, nobs: float, stats: Any) -> tuple[float, np.ndarray,
+                                                                     np.ndarray]:
+        own, _ = stats
+        prior = self._prior()
+        if not own[0][0] > 0:
+            d = own[1].size
+            return 0.0, prior.mean(0.0, np.zeros(d)), np.zeros(d)
+        s0, xbar, second = central_moments(*own)
+        mu = prior.mean(s0, xbar)
+        return s0, mu, prior.scatter(s0, xbar, second, mu)
+
+    def estimate_shared(self, mu: np.ndarray, weight: float, scatter: np.ndarray,
+                        made: list[Any]) -> DiagonalGaussianDistribution:
+        if made:
+            return DiagonalGaussianDistribution(mu, made[0].sigma2)
+        prior = self._prior()
+        if prior.is_flat:  # no weight in the whole group: the standard normal's variances
+            raw = scatter / weight if weight > 0 else np.ones(mu.size)
+        else:
+            raw = prior.covariance(scatter, weight)
+        dist = self._floored(weight, mu, raw)
+        made.append(dist)
+        return dist
+
+    def _floored(self, s0: float, mu: np.ndarray, raw: np.ndarray
+                 ) -> DiagonalGaussianDistribution:
+        """The distribution of the variances ``raw`` (their mean, spherical) plus
+        ``reg_covar``, at least ``min_variance``."""
+        if self.spherical:
+            raw = np.full(raw.size, raw.mean())
         floor = variance_floor(raw, self.reg_covar, self.reg_covar_mode)
         var = np.maximum(np.maximum(raw, 0.0) + floor, self.min_variance)
         collapsed = np.flatnonzero(raw <= np.maximum(floor, self.min_variance))

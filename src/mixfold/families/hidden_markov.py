@@ -26,6 +26,8 @@ from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
                                      ScoreChildren, ScoresColumns)
+from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
+from mixfold.families._shared_covariance import estimate_children
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -630,7 +632,11 @@ class HiddenMarkovEstimator(Estimator):
     """Estimator of a hidden Markov model with one state per emission estimator.
 
     ``pseudo_count`` is added to every expected initial, transition (and, with ``terminal``,
-    stop and go-on) count before normalising (a symmetric Dirichlet prior). ``terminal=True``
+    stop and go-on) count before normalising (a symmetric Dirichlet prior). ``initial_prior``
+    (a number or (S,)) and ``transition_prior`` (a number or (S, S), row i the prior of state
+    i's transitions): Dirichlet concentrations instead, the estimate their maximum a posteriori
+    ``max(counts + prior - 1, 0)`` normalised (hmmlearn's ``startprob_prior`` and
+    ``transmat_prior``; :mod:`mixfold.families._dirichlet_prior`). ``terminal=True``
     also fits the probability of ending the sequence in each state. Emission estimators with the
     same ``keys`` share their parameters (tied states).
 
@@ -648,20 +654,25 @@ class HiddenMarkovEstimator(Estimator):
     [[0.9, 0.1], [0.2, 0.8]]
     """
 
-    option_rules = {"pseudo_count": number(0), "terminal": flag()}
+    option_rules = {"pseudo_count": number(0), "terminal": flag(),
+                    "initial_prior": CONCENTRATION, "transition_prior": CONCENTRATION}
 
     def __init__(self, emissions: Sequence[Estimator], pseudo_count: float = 0.0,
-                 terminal: bool = False, keys: str | None = None):
+                 terminal: bool = False, keys: str | None = None, *,
+                 initial_prior: Any = None, transition_prior: Any = None):
         self.emissions = tuple(emissions)
         if not self.emissions:
             raise ValueError("a hidden Markov model needs at least one emission estimator")
         bad = [type(e).__name__ for e in self.emissions if not isinstance(e, Estimator)]
         if bad:
             raise TypeError(f"emissions must be Estimators, got a {bad[0]}")
-        self.check_options(pseudo_count=pseudo_count, terminal=terminal)
+        self.check_options(pseudo_count=pseudo_count, terminal=terminal,
+                           initial_prior=initial_prior, transition_prior=transition_prior)
         self.pseudo_count = float(pseudo_count)
         self.terminal = bool(terminal)
         self.keys = keys
+        self.initial_prior = initial_prior
+        self.transition_prior = transition_prior
 
     @property
     def num_states(self) -> int:
@@ -680,7 +691,9 @@ class HiddenMarkovEstimator(Estimator):
         slots = _slots(encoder.item)
         emissions = [e.bind(encoder.item if slots is None else encoder.item.child_encoder(k))
                      for k, e in enumerate(self.emissions)]
-        return HiddenMarkovEstimator(emissions, self.pseudo_count, self.terminal, self.keys)
+        return HiddenMarkovEstimator(emissions, self.pseudo_count, self.terminal, self.keys,
+                                     initial_prior=self.initial_prior,
+                                     transition_prior=self.transition_prior)
 
     def _make(self) -> HiddenMarkovAccumulator:
         slots = _slots(self.encoder().item)
@@ -694,9 +707,9 @@ class HiddenMarkovEstimator(Estimator):
         own, emission_stats = stats
         initial_counts, transition_counts = own[0], own[1]
         pc, s = self.pseudo_count, self.num_states
-        mass = initial_counts + pc
+        mass = dirichlet_mode(initial_counts, self.initial_prior, pc)
         initial = mass / mass.sum() if mass.sum() > 0 else np.full(s, 1.0 / s)
-        rows = transition_counts + pc
+        rows = dirichlet_mode(transition_counts, self.transition_prior, pc)
         totals = rows.sum(axis=1, keepdims=True)
         transitions = np.where(totals > 0, rows / _safe(totals), 1.0 / s)
         terminal = None
@@ -706,8 +719,7 @@ class HiddenMarkovEstimator(Estimator):
             terminal = np.where(trials > 0, stops / _safe(trials), 0.5)
         # every visit of a state is a first step or the end of a transition
         visits = initial_counts + transition_counts.sum(axis=0)
-        emissions = [est.estimate(float(visits[k]), emission_stats[k])
-                     for k, est in enumerate(self.emissions)]
+        emissions = estimate_children(self.emissions, visits, emission_stats)
         return HiddenMarkovDistribution(emissions, initial, transitions, terminal)
 
     def initial_guess(self, sample: SequenceEncoded, weights: np.ndarray,
@@ -754,6 +766,8 @@ class HiddenMarkovEstimator(Estimator):
     def __repr__(self) -> str:
         opts = f", pseudo_count={self.pseudo_count!r}" if self.pseudo_count else ""
         opts += ", terminal=True" if self.terminal else ""
+        opts += "".join(f", {name}={getattr(self, name)!r}" for name in
+                        ("initial_prior", "transition_prior") if getattr(self, name) is not None)
         opts += f", keys={self.keys!r}" if self.keys is not None else ""
         return f"HiddenMarkovEstimator({list(self.emissions)!r}{opts})"
 

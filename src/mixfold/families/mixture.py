@@ -36,6 +36,8 @@ from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsC
                                      ScoreChildren, ScoresColumns)
 from mixfold.families._centred import weighted_centre
 from mixfold.families._missing import has_missing, require_native
+from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
+from mixfold.families._shared_covariance import estimate_children
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -688,7 +690,9 @@ class MixtureEstimator(Estimator):
 
     ``pseudo_count`` is added to every component's posterior mass before the weights are
     normalised (a symmetric Dirichlet prior), so a component that loses its rows keeps a
-    positive weight.
+    positive weight. ``weights_prior`` (a number or one per component): a Dirichlet
+    concentration instead, the weights its maximum a posteriori ``max(mass + prior - 1, 0)``
+    normalised (:mod:`mixfold.families._dirichlet_prior`).
 
     A component whose posterior mass falls below :attr:`empty_mass` of the total has lost its
     rows: it is kept, with the weight its pseudo-count gives it (zero without one, so it no longer
@@ -719,16 +723,17 @@ class MixtureEstimator(Estimator):
     init_seed_rows = 5
     init_em_iterations = 10
 
-    option_rules = {"pseudo_count": number(0)}
+    option_rules = {"pseudo_count": number(0), "weights_prior": CONCENTRATION}
 
     def __init__(self, components: Sequence[Estimator], pseudo_count: float = 0.0,
-                 keys: str | None = None):
+                 keys: str | None = None, *, weights_prior: Any = None):
         self.components = tuple(components)
         if not self.components:
             raise ValueError("a mixture needs at least one component estimator")
-        self.check_options(pseudo_count=pseudo_count)
+        self.check_options(pseudo_count=pseudo_count, weights_prior=weights_prior)
         self.pseudo_count = float(pseudo_count)
         self.keys = keys
+        self.weights_prior = weights_prior
 
     @property
     def num_components(self) -> int:
@@ -744,7 +749,8 @@ class MixtureEstimator(Estimator):
         slots = _slots(encoder)
         comps = [c.bind(encoder if slots is None else encoder.child_encoder(k))
                  for k, c in enumerate(self.components)]
-        return MixtureEstimator(comps, self.pseudo_count, self.keys)
+        return MixtureEstimator(comps, self.pseudo_count, self.keys,
+                                weights_prior=self.weights_prior)
 
     def _make(self) -> MixtureAccumulator:
         slots = _slots(self.encoder())
@@ -756,12 +762,11 @@ class MixtureEstimator(Estimator):
 
     def estimate(self, nobs: float, stats: Any) -> MixtureDistribution:
         (counts,), comp_stats = stats
-        mass = counts + self.pseudo_count
+        mass = dirichlet_mode(counts, self.weights_prior, self.pseudo_count)
         total = mass.sum()
         weights = mass / total if total > 0 else np.full(len(mass), 1.0 / len(mass))
         self._report_empty(counts)
-        comps = [est.estimate(float(counts[k]), comp_stats[k])
-                 for k, est in enumerate(self.components)]
+        comps = estimate_children(self.components, counts, comp_stats)
         return MixtureDistribution(comps, weights)
 
     def _report_empty(self, counts: np.ndarray) -> None:

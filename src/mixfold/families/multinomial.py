@@ -12,6 +12,7 @@ from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DataTypeError, ParameterError
+from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import (ArrayEncoded, Distribution, Encoded, Encoder,
                                         InitRandom, family)
@@ -253,8 +254,10 @@ class MultinomialEstimator(LeafEstimator):
 
     ``levels=None`` learns the levels from the data when it is encoded (sorted when they
     order); ``pseudo_count`` is added to every level's count, so a level a component never saw
-    keeps a positive probability; ``trials`` passes to the fitted distribution's sampler. With no
-    count at all the estimate is uniform.
+    keeps a positive probability (``prior``, a number or one per level: a Dirichlet
+    concentration instead, the estimate its maximum a posteriori ``max(counts + prior - 1, 0)``
+    normalised); ``trials`` passes to the fitted distribution's sampler. With no count at all
+    the estimate is uniform.
 
     >>> import mixfold
     >>> rows = [["a", "b", "b"], {"b": 3, "c": 1}, ["c"]]
@@ -266,15 +269,16 @@ class MultinomialEstimator(LeafEstimator):
     accumulator_class = MultinomialAccumulator
     distribution_class = MultinomialDistribution
 
-    option_rules = {"pseudo_count": number(0), "trials": integer(0)}
+    option_rules = {"pseudo_count": number(0), "trials": integer(0), "prior": CONCENTRATION}
 
     def __init__(self, levels: Sequence[Hashable] | None = None, pseudo_count: float = 0.0,
-                 trials: int = 1, keys: str | None = None):
+                 trials: int = 1, keys: str | None = None, *, prior: Any = None):
         super().__init__(keys)
-        self.check_options(pseudo_count=pseudo_count, trials=trials)
+        self.check_options(pseudo_count=pseudo_count, trials=trials, prior=prior)
         self.levels = None if levels is None else tuple(levels)
         self.pseudo_count = float(pseudo_count)
         self.trials = int(trials)
+        self.prior = None if prior is None else np.asarray(prior, dtype=np.float64).tolist()
 
     def encoder(self) -> MultinomialEncoder:
         return MultinomialEncoder(self.levels)
@@ -283,7 +287,8 @@ class MultinomialEstimator(LeafEstimator):
         if not isinstance(encoder, MultinomialEncoder) or encoder.levels is None:
             raise ValueError(f"a multinomial estimator needs a fitted MultinomialEncoder, got "
                              f"{encoder!r}")
-        return MultinomialEstimator(encoder.levels, self.pseudo_count, self.trials, self.keys)
+        return MultinomialEstimator(encoder.levels, self.pseudo_count, self.trials, self.keys,
+                                    prior=self.prior)
 
     def _new_accumulator(self) -> MultinomialAccumulator:
         if self.levels is None:
@@ -301,7 +306,7 @@ class MultinomialEstimator(LeafEstimator):
 
     def estimate(self, nobs: float, stats: Any) -> MultinomialDistribution:
         (counts,), _ = stats
-        c = counts + self.pseudo_count
+        c = dirichlet_mode(counts, self.prior, self.pseudo_count)
         total = c.sum()
         if total <= 0:
             return MultinomialDistribution(np.full(len(c), 1.0 / len(c)), self.levels,

@@ -11,6 +11,7 @@ import numpy as np
 from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
+    SharesCovariance,
     LinearInFeaturesInBands,
     RelativeScoring,
     RunsInBands,
@@ -23,6 +24,7 @@ from mixfold.errors import ParameterError
 from mixfold.compute.linear import LinearTerms, gaussian_centre
 from mixfold.families._centred import (FLOOR_MODES, ROUNDOFF_FLOOR, CentredMoments,
                                        central_moments, variance_floor)
+from mixfold.families._gaussian_prior import PRIOR_RULES, GaussianPrior, plain
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
 from mixfold.families._missing import (Conditionals, MissingPatterns, add_weighted_outer,
                                        check_missing_flag, fill_for_points,
@@ -35,7 +37,7 @@ from mixfold.precision import resolve_precision, log_density_in_band, native_dty
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.scratch import scratch
-from mixfold.options import flag, integer, none_or, number, one_of
+from mixfold.options import flag, instance_of, integer, none_or, number, one_of
 
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
            "MultivariateGaussianAccumulator", "MissingMultivariateGaussianAccumulator"]
@@ -135,6 +137,22 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
             comp.mu.setflags(write=False)
             comps.append(comp)
         return comps
+
+    def with_mean(self, mu: Sequence[float] | np.ndarray) -> MultivariateGaussianDistribution:
+        """This distribution moved to the mean ``mu`` (length D), its covariance's factors
+        shared, not recomputed (a tied covariance's components).
+
+        >>> a = MultivariateGaussianDistribution([0.0, 0.0], np.eye(2))
+        >>> b = a.with_mean([1.0, 2.0])
+        >>> b.precision_cholesky is a.precision_cholesky, b.mu.tolist()
+        (True, [1.0, 2.0])
+        """
+        moved = copy.copy(self)
+        moved.mu = _array("mu", mu, 1)
+        if moved.mu.size != self.dim:
+            raise ParameterError(f"mu must have length {self.dim}, got {moved.mu.size}")
+        moved.mu.setflags(write=False)
+        return moved
 
     @property
     def dim(self) -> int:
@@ -523,7 +541,7 @@ class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):
         MultivariateGaussianAccumulator.stack_update(accs, enc, resp)
 
 
-class MultivariateGaussianEstimator(LeafEstimator):
+class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance):
     """M-step for :class:`MultivariateGaussianDistribution`.
 
     ``dim`` is the vector length D; ``None`` learns it from the data when it is encoded.
@@ -536,6 +554,15 @@ class MultivariateGaussianEstimator(LeafEstimator):
     no weight at all the estimate is the standard normal ``MultivariateGaussianDistribution(0,
     I)`` in D dimensions.
 
+    ``mean_prior``, ``mean_weight``, ``covariance_prior``, ``covariance_weight``: a conjugate
+    prior, the estimate is then its maximum a posteriori
+    (:class:`~mixfold.families._gaussian_prior.GaussianPrior`: ``mu = (mean_weight *
+    mean_prior + sum w x) / (mean_weight + n)``, ``cov = (covariance_prior + S) / (n +
+    covariance_weight)``, ``S`` the scatter about ``mu`` plus the mean prior's term).
+    ``covariance_keys``: components of one mixture or hidden Markov model that name the same key
+    share one covariance (scikit-learn's and hmmlearn's ``covariance_type="tied"``): their
+    scatters and weights are pooled, the prior counted once, each keeps its own mean.
+
     ``missing=True`` lets entries be NaN (missing at random; without it a NaN is a
     :class:`~mixfold.DataError`): the E-step fills a row's missing block with its conditional
     mean given the observed entries and adds the conditional covariance to the outer products
@@ -547,23 +574,61 @@ class MultivariateGaussianEstimator(LeafEstimator):
     ...                      progress=False)
     >>> d.mu.round(1).tolist(), d.cov.round(1).tolist()
     ([1.0, -2.0], [[1.0, 0.6], [0.6, 2.0]])
+    >>> x = np.array([[0.0, 1.0], [2.0, 3.0]])      # a prior of 2 rows at the origin, scatter I
+    >>> e = MultivariateGaussianEstimator(mean_weight=2.0, covariance_prior=1.0,
+    ...                                   covariance_weight=2.0, reg_covar=0.0)
+    >>> d = mixfold.optimize(x, e, progress=False)
+    >>> d.mu.tolist(), d.cov.round(6).tolist()
+    ([0.5, 1.0], [[1.0, 1.0], [1.0, 1.75]])
     """
 
     accumulator_class = MultivariateGaussianAccumulator
     distribution_class = MultivariateGaussianDistribution
 
     option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0), "missing": flag(),
-                    "reg_covar_mode": one_of(*FLOOR_MODES)}
+                    "reg_covar_mode": one_of(*FLOOR_MODES), **PRIOR_RULES,
+                    "covariance_keys": none_or(instance_of(str, what="a name"))}
 
     def __init__(self, dim: int | None = None, reg_covar: float = 1e-6, keys: str | None = None,
-                 missing: bool = False, reg_covar_mode: str = "absolute"):
+                 missing: bool = False, reg_covar_mode: str = "absolute", *,
+                 mean_prior: Any = 0.0, mean_weight: float = 0.0, covariance_prior: Any = 0.0,
+                 covariance_weight: float = 0.0, covariance_keys: str | None = None):
         super().__init__(keys)
         self.check_options(dim=dim, reg_covar=reg_covar, missing=missing,
-                           reg_covar_mode=reg_covar_mode)
+                           reg_covar_mode=reg_covar_mode, mean_prior=mean_prior,
+                           mean_weight=mean_weight, covariance_prior=covariance_prior,
+                           covariance_weight=covariance_weight, covariance_keys=covariance_keys)
         self.dim = None if dim is None else int(dim)
         self.reg_covar = float(reg_covar)
         self.missing = bool(missing)
         self.reg_covar_mode = reg_covar_mode
+        self.mean_prior = plain(mean_prior)
+        self.mean_weight = float(mean_weight)
+        self.covariance_prior = plain(covariance_prior)
+        self.covariance_weight = plain(covariance_weight)
+        self.covariance_keys = covariance_keys
+        if np.ndim(self.covariance_weight):
+            raise ParameterError(f"MultivariateGaussianEstimator: covariance_weight must be a "
+                                 f"number, got {covariance_weight!r:.80}")
+        scatter = np.asarray(self.covariance_prior)
+        if scatter.ndim == 2 and not np.allclose(scatter, scatter.T, rtol=SYMMETRY_TOLERANCE,
+                                                 atol=0):
+            raise ParameterError(f"MultivariateGaussianEstimator: covariance_prior must be "
+                                 f"symmetric, got {self.covariance_prior!r:.80}")
+        if self.missing and not (self._prior().is_flat and covariance_keys is None):
+            raise ParameterError("MultivariateGaussianEstimator: a prior or covariance_keys "
+                                 "cannot be combined with missing=True")
+
+    def _prior(self) -> GaussianPrior:
+        return GaussianPrior(self.mean_prior, self.mean_weight, self.covariance_prior,
+                             self.covariance_weight)
+
+    def _options(self) -> dict[str, Any]:
+        """The keyword options a copy (``bind``) carries over."""
+        return {"mean_prior": self.mean_prior, "mean_weight": self.mean_weight,
+                "covariance_prior": self.covariance_prior,
+                "covariance_weight": self.covariance_weight,
+                "covariance_keys": self.covariance_keys}
 
     def encoder(self) -> VectorEncoder:
         if self.dim is None:
@@ -578,7 +643,7 @@ class MultivariateGaussianEstimator(LeafEstimator):
         # rows encoded for a start made with missing=True may miss entries: so may the stats
         missing = self.missing or encoder.missing
         return MultivariateGaussianEstimator(dim, self.reg_covar, self.keys, missing,
-                                             self.reg_covar_mode)
+                                             self.reg_covar_mode, **self._options())
 
     def _new_accumulator(self) -> MultivariateGaussianAccumulator:
         if self.dim is None:
@@ -591,9 +656,50 @@ class MultivariateGaussianEstimator(LeafEstimator):
     def estimate(self, nobs: float, stats: Any) -> MultivariateGaussianDistribution:
         own, _ = stats
         d = own[1].size
-        if not own[0][0] > 0:
+        if not own[0][0] > 0 and self._prior().is_flat:
             return MultivariateGaussianDistribution(np.zeros(d), np.eye(d), self.missing)
-        s0, mu, cov = central_moments(*own)
+        s0, mu, cov = self._moments(own)
+        return self._floored(s0, mu, cov)
+
+    def _moments(self, own: Any) -> tuple[float, np.ndarray, np.ndarray]:
+        """(weight, mean, covariance) of the statistics ``own``: the maximum likelihood, or
+        with a prior its maximum a posteriori."""
+        prior = self._prior()
+        if prior.is_flat:
+            return central_moments(*own)
+        s0, mu, scatter = self.covariance_scatter(0.0, (own, ()))
+        return s0, mu, prior.covariance(scatter, s0)
+
+    def covariance_scatter(self, nobs: float, stats: Any) -> tuple[float, np.ndarray,
+                                                                     np.ndarray]:
+        own, _ = stats
+        d = own[1].size
+        if not own[0][0] > 0:
+            prior = self._prior()
+            return 0.0, prior.mean(0.0, np.zeros(d)), np.zeros((d, d))
+        s0, xbar, second = central_moments(*own)
+        prior = self._prior()
+        mu = prior.mean(s0, xbar)
+        return s0, mu, prior.scatter(s0, xbar, second, mu)
+
+    def estimate_shared(self, mu: np.ndarray, weight: float, scatter: np.ndarray,
+                        made: list[Any]) -> MultivariateGaussianDistribution:
+        if made:  # the group's covariance is factored once: the others share its factors
+            return made[0].with_mean(mu)
+        prior = self._prior()
+        if prior.is_flat:  # no weight in the whole group: the standard normal's covariance
+            cov = scatter / weight if weight > 0 else np.eye(mu.size)
+        else:
+            cov = prior.covariance(scatter, weight)
+        dist = self._floored(weight, mu, cov)
+        made.append(dist)
+        return dist
+
+    def _floored(self, s0: float, mu: np.ndarray, cov: np.ndarray
+                 ) -> MultivariateGaussianDistribution:
+        """The distribution of ``cov`` with ``reg_covar`` (at least the round-off floor) on its
+        diagonal."""
+        d = mu.size
         diag = np.diagonal(cov)
         floor = variance_floor(diag, self.reg_covar, self.reg_covar_mode)
         if self.reg_covar_mode == "relative":  # a collapsed column: the component's own scale
@@ -604,5 +710,6 @@ class MultivariateGaussianEstimator(LeafEstimator):
             j = int(collapsed[0])
             warn_collapsed_variance(cov[j, j], cov[j, j] + floor[j], s0, mu[j],
                                     f" in dimension {j} ({collapsed.size} of {d})")
+        cov = cov.copy()
         cov.flat[::d + 1] += floor
         return MultivariateGaussianDistribution(mu, cov, self.missing)

@@ -159,31 +159,41 @@ class PoissonEstimator(LeafEstimator):
 
     ``min_lam`` (> 0) floors the rate, so a component that only sees zeros keeps a positive rate
     and still scores other counts finitely. With no weight at all the estimate is
-    ``PoissonDistribution(1.0)``.
+    ``PoissonDistribution(1.0)``. ``prior_shape`` and ``prior_rate``, a Gamma(shape, rate)
+    prior on the rate in hmmlearn's convention (its ``lambdas_prior`` and ``lambdas_weight``):
+    ``lam = (prior_shape + sum w x) / (prior_rate + sum w)``, the posterior mean (with no weight
+    and a prior, ``prior_shape / prior_rate``).
 
     >>> import mixfold
     >>> x = PoissonDistribution(4.0).sampler(1).sample(20000)
     >>> d = mixfold.optimize(x, PoissonEstimator(), progress=False)
     >>> round(d.lam, 1)
     4.0
+    >>> mixfold.optimize([2, 4], PoissonEstimator(prior_shape=3.0, prior_rate=1.0),
+    ...                  progress=False).lam    # (3 + 6) / (1 + 2)
+    3.0
     """
 
     accumulator_class = PoissonAccumulator
     distribution_class = PoissonDistribution
 
-    option_rules = {"min_lam": number(0, above=True)}
+    option_rules = {"min_lam": number(0, above=True), "prior_shape": number(0),
+                    "prior_rate": number(0)}
 
-    def __init__(self, min_lam: float = 1e-10, keys: str | None = None):
+    def __init__(self, min_lam: float = 1e-10, keys: str | None = None, *,
+                 prior_shape: float = 0.0, prior_rate: float = 0.0):
         super().__init__(keys)
-        self.check_options(min_lam=min_lam)
+        self.check_options(min_lam=min_lam, prior_shape=prior_shape, prior_rate=prior_rate)
         self.min_lam = float(min_lam)
+        self.prior_shape = float(prior_shape)
+        self.prior_rate = float(prior_rate)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("count")
 
     def estimate(self, nobs: float, stats: Any) -> PoissonDistribution:
         (sums,), _ = stats
-        s0, s1 = sums
+        s0, s1 = sums + (self.prior_rate, self.prior_shape)
         if s0 <= 0:
             return PoissonDistribution(1.0)
         return PoissonDistribution(max(s1 / s0, self.min_lam))

@@ -56,7 +56,11 @@ def _workers(est: BaseEstimator) -> int | None:
     return est.num_workers if est.n_workers is None else est.n_workers
 
 
-def _gaussian(covariance_type: str, reg_covar: float) -> Estimator:
+def _gaussian(covariance_type: str, reg_covar: float, **prior: Any) -> Estimator:
+    """The core Gaussian estimator of a component of this ``covariance_type`` (tied ones
+    share their covariance by the key "tied"), with the Gaussian prior options ``prior``."""
     if covariance_type in ("full", "tied"):
-        return MultivariateGaussianEstimator(reg_covar=reg_covar)
-    return DiagonalGaussianEstimator(reg_covar=reg_covar)
+        keys = "tied" if covariance_type == "tied" else None
+        return MultivariateGaussianEstimator(reg_covar=reg_covar, covariance_keys=keys, **prior)
+    return DiagonalGaussianEstimator(reg_covar=reg_covar,
+                                     spherical=covariance_type == "spherical", **prior)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 import mixfold
@@ -26,13 +27,13 @@ from mixfold.families import (CategoricalDistribution, CategoricalEstimator,
                               CompositeDistribution, CompositeEstimator,
                               DiagonalGaussianDistribution, Encoder, Estimator,
                               HiddenMarkovDistribution, HiddenMarkovEstimator,
-                              MixtureDistribution, MultinomialDistribution, MultinomialEstimator,
+                              MixtureDistribution, MixtureEstimator, MultinomialDistribution,
+                              MultinomialEstimator,
                               MultivariateGaussianDistribution, PoissonDistribution,
                               PoissonEstimator)
 from mixfold.options import Rule, integer, rule
 from mixfold.sklearn._common import (_COMMON_RULES, _check_params, _gaussian, _is_nonneg,
                                      _seed, _workers)
-from mixfold.sklearn.mixture import GaussianMixtureEstimator
 
 __all__ = ["GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM",
            "ConvergenceMonitor",
@@ -151,52 +152,31 @@ def _stored_from(emissions: Sequence[Any], kind: str) -> np.ndarray:
     return variances if kind == "diag" else variances.mean(axis=1)
 
 
-def _tie(model: HiddenMarkovDistribution, kind: str,
-         visits: np.ndarray | None = None) -> HiddenMarkovDistribution:
-    """``model`` with its covariances as ``kind`` has them: tied, one covariance shared by the
-    states (their own, averaged by the states' ``visits``: the pooled estimate); spherical, one
-    variance per state (the mean of its diagonal)."""
-    if kind not in ("tied", "spherical"):
-        return model
-    em = model.emissions
-    if kind == "tied":
-        w = np.ones(len(em)) if visits is None or visits.sum() <= 0 else visits
-        shared = sum(wk * e.cov for wk, e in zip(w, em)) / w.sum()
-        tied = [MultivariateGaussianDistribution(e.mu, shared) for e in em]
-    else:
-        tied = [DiagonalGaussianDistribution(e.mu, np.full(e.mu.size, e.sigma2.mean()))
-                for e in em]
-    return HiddenMarkovDistribution(tied, model.initial, model.transitions)
-
-
 class HiddenMarkovPartsEstimator(HiddenMarkovEstimator):
-    """A hidden Markov estimator of Gaussian emissions that keeps some parameters as given
-    (hmmlearn's ``params``) and ties the covariances as ``covariance_type`` says: ``fixed``
-    maps "s" (start probabilities), "t" (transitions), "m" (means) and "c" (the emissions'
-    covariances) to their values; the others are estimated."""
+    """A hidden Markov estimator that keeps some parameters as given (hmmlearn's ``params``):
+    ``fixed`` maps "s" (start probabilities), "t" (transitions), "m" (means), "c" (the
+    emissions' covariances) and the other emission letters to their values; the others are
+    estimated."""
 
     option_rules = {**HiddenMarkovEstimator.option_rules,
                     "fixed": rule(lambda v: v is None or isinstance(v, Mapping),
-                                  "None or a mapping from parameter letters to arrays"),
-                    "covariance_type": rule(lambda v: v in HMM_COVARIANCE_TYPES,
-                                            f"one of {list(HMM_COVARIANCE_TYPES)}")}
+                                  "None or a mapping from parameter letters to arrays")}
 
-    def __init__(self, emissions: Sequence[Estimator], pseudo_count: float = 0.0,
-                 fixed: Mapping[str, np.ndarray] | None = None, covariance_type: str = "diag"):
-        super().__init__(emissions, pseudo_count)
-        self.check_options(fixed=fixed, covariance_type=covariance_type)
+    def __init__(self, emissions: Sequence[Estimator],
+                 fixed: Mapping[str, np.ndarray] | None = None, *, initial_prior: Any = None,
+                 transition_prior: Any = None):
+        super().__init__(emissions, initial_prior=initial_prior,
+                         transition_prior=transition_prior)
+        self.check_options(fixed=fixed)
         self.fixed = dict(fixed or {})
-        self.covariance_type = covariance_type
 
     def bind(self, encoder: Encoder) -> HiddenMarkovPartsEstimator:
-        return HiddenMarkovPartsEstimator(super().bind(encoder).emissions, self.pseudo_count,
-                                          self.fixed, self.covariance_type)
+        return HiddenMarkovPartsEstimator(super().bind(encoder).emissions, self.fixed,
+                                          initial_prior=self.initial_prior,
+                                          transition_prior=self.transition_prior)
 
     def estimate(self, nobs: float, stats: Any) -> HiddenMarkovDistribution:
-        own = stats[0]
-        visits = own[0] + own[1].sum(axis=0)  # a state's items: first ones and arrivals
-        model = _tie(super().estimate(nobs, stats), self.covariance_type, visits)
-        return _with_parts(model, self.fixed)
+        return _with_parts(super().estimate(nobs, stats), self.fixed)
 
 
 def _parts_of(model: HiddenMarkovDistribution, letters: str) -> dict[str, np.ndarray]:
@@ -296,6 +276,10 @@ class _HiddenMarkovWrapper(BaseEstimator):
     def _emission_estimator(self, d: int) -> Estimator:
         raise NotImplementedError
 
+    def _emission_estimators(self, d: int) -> list[Estimator]:
+        """One emission estimator per state (each with its state's priors)."""
+        return [self._emission_estimator(d)] * self.n_components
+
     def _emissions(self) -> list[Any]:
         """The emissions of the parameters set (by hand or by a fit)."""
         raise NotImplementedError
@@ -303,13 +287,14 @@ class _HiddenMarkovWrapper(BaseEstimator):
     def _emission_free_parameters(self, d: int) -> dict[str, int]:
         raise NotImplementedError
 
-    def _tied(self, model: HiddenMarkovDistribution) -> HiddenMarkovDistribution:
-        return model
-
-    def _parts_estimator(self, emission: Estimator,
-                         fixed: Mapping[str, np.ndarray]) -> HiddenMarkovEstimator:
-        return HiddenMarkovPartsEstimator([emission] * self.n_components, self.pseudo_count,
-                                          fixed, "diag")
+    def _chain_priors(self) -> dict[str, np.ndarray]:
+        """hmmlearn's ``startprob_prior`` and ``transmat_prior`` (Dirichlet concentrations),
+        ``pseudo_count`` added to both."""
+        s = self.n_components
+        return {"initial_prior": _prior_array(self.startprob_prior, (s,), "startprob_prior",
+                                              self) + self.pseudo_count,
+                "transition_prior": _prior_array(self.transmat_prior, (s, s), "transmat_prior",
+                                                 self) + self.pseudo_count}
 
     def _set_emissions(self, model: HiddenMarkovDistribution) -> None:
         raise NotImplementedError
@@ -348,6 +333,7 @@ class _HiddenMarkovWrapper(BaseEstimator):
                                         "an integer >= 0 (0: the start itself)"),
                              "n_init": integer(1),
                              "params": letters, "init_params": letters,
+                             "startprob_prior": _PRIOR, "transmat_prior": _PRIOR,
                              **self._emission_rules(),
                              **{k: v for k, v in _COMMON_RULES.items() if k != "max_iter"}})
         s = self.n_components
@@ -391,14 +377,33 @@ class _HiddenMarkovWrapper(BaseEstimator):
 
     def _starts(self, rows: list[Any], plain: Estimator,
                 given: Mapping[str, np.ndarray]) -> list[HiddenMarkovDistribution]:
-        """The starting models: seeded ones (unless every part is given), the given parts in
-        their place, the covariances tied as ``covariance_type`` says."""
+        """The starting models: hmmlearn's recipe where the model follows it (``init``), else
+        mixfold's seeded ones (unless every part is given), the given parts in their place."""
         if set(given) == set(self._letters()):
             return [self._chain()]
         seed = _seed(self.random_state)
+        recipes = [self._recipe_start(rows, seed + i, given) for i in range(self.n_init)]
+        if all(r is not None for r in recipes):
+            return [_with_parts(r, given) for r in recipes]
         seeded = [mixfold.fit(rows, plain, max_iter=0, seed=seed + i, backend="local",
                               progress=False).model for i in range(self.n_init)]
-        return [_with_parts(self._tied(m), given) for m in seeded]
+        return [_with_parts(m, given) for m in seeded]
+
+    def _recipe_start(self, rows: list[Any], seed: int,
+                      given: Mapping[str, np.ndarray]) -> HiddenMarkovDistribution | None:
+        """hmmlearn's ``_init`` recipe of a start from the rows alone (however they are cut
+        into sequences) with ``seed``, the ``given`` parts not drawn; None: this model starts
+        from mixfold's seeded fit."""
+        return None
+
+    def _recipe_chain(self, rng: np.random.RandomState,
+                      given: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """hmmlearn's start and transition probabilities: Dirichlet(1 / n_components) draws
+        from ``rng`` in its order, for the parts not given (those stay)."""
+        s = self.n_components
+        alpha = np.full(s, 1 / s)
+        start = given["s"] if "s" in given else rng.dirichlet(alpha)
+        return start, given["t"] if "t" in given else rng.dirichlet(alpha, size=s)
 
     def _check_scaling(self, start: HiddenMarkovDistribution, rows: list[Any]) -> None:
         """hmmlearn's scaling pass works with probabilities: a row no state can emit above
@@ -426,15 +431,16 @@ class _HiddenMarkovWrapper(BaseEstimator):
         self._log_too_little_data(n * d, d)
         letters = self._letters()
         given = self._given_parts("".join(c for c in letters if c not in self.init_params), d)
-        emission = self._emission_estimator(d)
-        plain = HiddenMarkovEstimator([emission] * self.n_components, self.pseudo_count)
+        emissions = self._emission_estimators(d)
+        priors = self._chain_priors()
+        plain = HiddenMarkovEstimator(emissions, **priors)
         init = self._starts(rows, plain, given)
         if self.implementation == "scaling":
             self._check_scaling(init[0], rows)
         held = "".join(c for c in letters if c not in self.params)
         chain = dict(HMM_CHAIN_LETTERS)  # the chain's letters are frozen=, the emissions' fixed
-        estimator = self._parts_estimator(
-            emission, _parts_of(init[0], "".join(c for c in held if c not in chain)))
+        fixed = _parts_of(init[0], "".join(c for c in held if c not in chain))
+        estimator = HiddenMarkovPartsEstimator(emissions, fixed, **priors)
         estimator.frozen = tuple(chain[c] for c in held if c in chain)
         monitors: list[ConvergenceMonitor] = []
         result = mixfold.fit(rows, estimator, max_iter=self.n_iter,
@@ -591,6 +597,41 @@ def _probabilities(value: Any, shape: tuple[int, ...], name: str, owner: str) ->
     return arr
 
 
+def _is_prior(v: Any) -> bool:
+    try:
+        a = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return a.size > 0 and bool(np.isfinite(a).all())
+
+
+#: What hmmlearn's prior parameters accept: finite numbers, one or an array of them.
+_PRIOR = rule(_is_prior, "a finite number or an array of finite numbers")
+
+
+#: Where a Gaussian model's fit starts: hmmlearn's recipe, or mixfold's seeded start.
+INITS = ("hmmlearn", "mixfold")
+_INIT = rule(lambda v: v in INITS, f"one of {list(INITS)}")
+
+
+def _data_covariance(X: np.ndarray, min_covar: float) -> np.ndarray:
+    """hmmlearn's start covariance: the rows' (n - 1) covariance plus ``min_covar`` I (one
+    row: ``min_covar`` I, where hmmlearn's is NaN)."""
+    d = X.shape[1]
+    spread = np.atleast_2d(np.cov(X.T)) if X.shape[0] > 1 else np.zeros((d, d))
+    return spread + min_covar * np.eye(d)
+
+
+def _prior_array(value: Any, shape: tuple[int, ...], name: str,
+                 owner: BaseEstimator) -> np.ndarray:
+    """A prior parameter broadcast to ``shape`` as NumPy broadcasts it in hmmlearn's M-step."""
+    try:
+        return np.broadcast_to(np.asarray(value, dtype=np.float64), shape).copy()
+    except ValueError:
+        raise ValueError(f"{type(owner).__name__}: {name} must broadcast to shape {shape}, got "
+                         f"shape {np.shape(value)}") from None
+
+
 class GaussianHMM(_HiddenMarkovWrapper):
     """A hidden Markov model with Gaussian emissions, hmmlearn's ``GaussianHMM`` fitted by
     mixfold's EM, with hmmlearn's signatures.
@@ -609,17 +650,28 @@ class GaussianHMM(_HiddenMarkovWrapper):
     ``startprob_``, ``transmat_``, ``means_``, ``covars_`` when set before ``fit``, and setting
     one that ``init_params`` then overwrites is logged as hmmlearn logs it), ``implementation``
     ("log" or "scaling": the same log-space computation; "scaling" refuses, as hmmlearn's,
-    rows whose emission probabilities underflow), plus ``n_init`` (the best of several
-    seeded starts), ``reg_covar``, ``pseudo_count`` and mixfold's ``backend``,
+    rows whose emission probabilities underflow), ``min_covar`` (added to the start's
+    covariance), plus ``init`` ("hmmlearn": the start as hmmlearn's ``_init`` makes it, k-means
+    centres and the rows' covariance, the same numbers for the same ``random_state``, from the
+    rows alone however they are cut; "mixfold": mixfold's seeded start, k-means++ then one EM
+    step), ``n_init`` (the best of several starts, ``random_state``, ``random_state + 1``, ...),
+    ``reg_covar``, ``pseudo_count`` and mixfold's ``backend``,
     ``num_workers``, ``precision``. Fitted: ``startprob_``, ``transmat_``, ``means_``,
     ``covars_`` (hmmlearn's shape, (n_components, n_features, n_features) for every type; the
     stored form, as hmmlearn's ``_covars_``, is what a setter takes), ``monitor_``,
     ``converged_``, ``n_iter_``, ``model_``. Parameters set by hand are usable without a fit.
-    Differences from hmmlearn: ``n_iter`` defaults to 100 (hmmlearn: 10); ``reg_covar`` is added
-    to the variances where hmmlearn has ``min_covar`` and covariance priors, and
-    ``pseudo_count`` is added to the start and transition counts where hmmlearn has
-    ``startprob_prior`` / ``transmat_prior``; with both at 0 a fit equals hmmlearn's with its
-    priors off (``covars_prior=0, covars_weight=1``), from the same start.
+    hmmlearn's priors, with its defaults and meaning (the M-step is their maximum a
+    posteriori, computed by the core estimators' options): ``startprob_prior`` (a number or
+    (n_components,)) and ``transmat_prior`` (a number or (n_components, n_components)),
+    Dirichlet concentrations; ``means_prior`` ((n_components, n_features)) and
+    ``means_weight`` ((n_components,)), a Normal prior on the means; ``covars_prior`` and
+    ``covars_weight``, the covariances' prior (diag/spherical: ``var = (covars_prior + S) /
+    (n + max(covars_weight - 1, 0))``; full/tied: ``(covars_prior + S) / (n +
+    max(covars_weight - n_features, 0))``, tied pooling the states' S and n), each broadcast as
+    hmmlearn's arithmetic broadcasts it. Differences from hmmlearn: ``n_iter`` defaults to 100
+    (hmmlearn: 10); ``reg_covar`` (1e-6) is added to the variances after the prior (0: exactly
+    hmmlearn's M-step); ``pseudo_count`` adds to both chain priors; a probability at 0 is kept
+    at 0 by hmmlearn's M-step whatever its prior, here a prior above 1 lifts it.
 
     >>> import numpy as np
     >>> from mixfold import DiagonalGaussianDistribution as DG, HiddenMarkovDistribution
@@ -635,7 +687,10 @@ class GaussianHMM(_HiddenMarkovWrapper):
     _attributes = {"s": "startprob_", "t": "transmat_", "m": "means_", "c": "covars_"}
 
     def __init__(self, n_components: int = 1, covariance_type: str = "diag", *,
-                 reg_covar: float = 1e-6, pseudo_count: float = 0.0,
+                 min_covar: float = 1e-3,
+                 startprob_prior: Any = 1.0, transmat_prior: Any = 1.0, means_prior: Any = 0,
+                 means_weight: Any = 0, covars_prior: Any = 1e-2, covars_weight: Any = 1,
+                 init: str = "hmmlearn", reg_covar: float = 1e-6, pseudo_count: float = 0.0,
                  algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
                  tol: float = 1e-2, verbose: bool = False, params: str = HMM_PARAMS,
                  init_params: str = HMM_PARAMS, implementation: str = "log", n_init: int = 1,
@@ -643,6 +698,14 @@ class GaussianHMM(_HiddenMarkovWrapper):
                  precision: str = "float64", n_workers: int | None = None):
         self.n_components = n_components
         self.covariance_type = covariance_type
+        self.min_covar = min_covar
+        self.init = init
+        self.startprob_prior = startprob_prior
+        self.transmat_prior = transmat_prior
+        self.means_prior = means_prior
+        self.means_weight = means_weight
+        self.covars_prior = covars_prior
+        self.covars_weight = covars_weight
         self.reg_covar = reg_covar
         self.pseudo_count = pseudo_count
         self.algorithm = algorithm
@@ -686,19 +749,45 @@ class GaussianHMM(_HiddenMarkovWrapper):
     def _emission_rules(self) -> dict[str, Rule]:
         return {"covariance_type": rule(lambda v: v in HMM_COVARIANCE_TYPES,
                                     f"one of {list(HMM_COVARIANCE_TYPES)}"),
-                "reg_covar": rule(_is_nonneg, "a finite number >= 0")}
+                "reg_covar": rule(_is_nonneg, "a finite number >= 0"),
+                "min_covar": rule(_is_nonneg, "a finite number >= 0"), "init": _INIT,
+                "means_prior": _PRIOR, "means_weight": _PRIOR, "covars_prior": _PRIOR,
+                "covars_weight": _PRIOR}
 
-    def _emission_estimator(self, d: int) -> Estimator:
-        return _gaussian("full" if self.covariance_type == "tied" else self.covariance_type,
-                         self.reg_covar)
+    def _recipe_start(self, rows: list[Any], seed: int,
+                      given: Mapping[str, np.ndarray]) -> HiddenMarkovDistribution | None:
+        """hmmlearn's start: k-means centres (10 runs) as the means, the rows' covariance
+        plus ``min_covar`` as every state's covariance (spherical: the mean of its entries)."""
+        if self.init != "hmmlearn":
+            return None
+        X = np.concatenate(rows)
+        start, transitions = self._recipe_chain(np.random.RandomState(seed), given)
+        means = KMeans(n_clusters=self.n_components, random_state=seed, n_init=10).fit(
+            X).cluster_centers_
+        cv, n = _data_covariance(X, self.min_covar), self.n_components
+        stored = {"spherical": np.full(n, cv.mean()), "diag": np.tile(np.diag(cv), (n, 1)),
+                  "tied": cv, "full": np.tile(cv, (n, 1, 1))}[self.covariance_type]
+        return HiddenMarkovDistribution(_emissions_from(means, stored, self.covariance_type),
+                                        start, transitions)
 
-    def _parts_estimator(self, emission: Estimator,
-                         fixed: Mapping[str, np.ndarray]) -> HiddenMarkovEstimator:
-        return HiddenMarkovPartsEstimator([emission] * self.n_components, self.pseudo_count,
-                                          fixed, self.covariance_type)
-
-    def _tied(self, model: HiddenMarkovDistribution) -> HiddenMarkovDistribution:
-        return _tie(model, self.covariance_type)
+    def _emission_estimators(self, d: int) -> list[Estimator]:
+        """Each state's Gaussian with its part of hmmlearn's priors, in the core options'
+        convention (:class:`~mixfold.families._gaussian_prior.GaussianPrior`)."""
+        s, kind = self.n_components, self.covariance_type
+        means = _prior_array(self.means_prior, (s, d), "means_prior", self)
+        weights = _prior_array(self.means_weight, (s,), "means_weight", self)
+        covariance_weight = _prior_array(self.covars_weight, (s,), "covars_weight", self)
+        if kind in ("diag", "spherical"):
+            scatter = _prior_array(self.covars_prior, (s, d), "covars_prior", self)
+            extra = np.maximum(covariance_weight - 1, 0)
+        else:
+            shape = (d, d) if kind == "tied" else (s, d, d)
+            scatter = _prior_array(self.covars_prior, shape, "covars_prior", self)
+            scatter = np.broadcast_to(scatter, (s, d, d))  # tied: the group's first counts
+            extra = np.maximum(covariance_weight - d, 0)
+        return [_gaussian(kind, self.reg_covar, mean_prior=means[k], mean_weight=weights[k],
+                          covariance_prior=scatter[k], covariance_weight=extra[k])
+                for k in range(s)]
 
     def _emissions(self) -> list[Any]:
         means = np.asarray(self.means_, dtype=np.float64).reshape(self.n_components, -1)
@@ -738,8 +827,9 @@ class CategoricalHMM(_HiddenMarkovWrapper):
     (letters of "ste": start probabilities, transitions, emission probabilities). Fitted (or
     set by hand): ``startprob_``, ``transmat_``, ``emissionprob_`` (n_components,
     n_features); ``n_features`` (None: the largest symbol seen + 1, set by ``fit``).
-    ``pseudo_count`` is added to the start and transition counts, ``emission_pseudo_count``
-    to the symbol counts (hmmlearn's priors minus one).
+    hmmlearn's Dirichlet priors ``startprob_prior``, ``transmat_prior`` and
+    ``emissionprob_prior`` (a number or (n_components, n_features)); ``pseudo_count`` adds to
+    the first two, ``emission_pseudo_count`` to the third.
 
     >>> import numpy as np
     >>> h = CategoricalHMM(2)
@@ -752,7 +842,9 @@ class CategoricalHMM(_HiddenMarkovWrapper):
 
     _attributes = {"s": "startprob_", "t": "transmat_", "e": "emissionprob_"}
 
-    def __init__(self, n_components: int = 1, *, n_features: int | None = None,
+    def __init__(self, n_components: int = 1, *, startprob_prior: Any = 1.0,
+                 transmat_prior: Any = 1.0, emissionprob_prior: Any = 1.0,
+                 n_features: int | None = None,
                  pseudo_count: float = 0.0, emission_pseudo_count: float = 0.0,
                  algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
                  tol: float = 1e-2, verbose: bool = False, params: str = "ste",
@@ -760,6 +852,9 @@ class CategoricalHMM(_HiddenMarkovWrapper):
                  backend: Any = "local", num_workers: int | None = None,
                  precision: str = "float64", n_workers: int | None = None):
         self.n_components = n_components
+        self.startprob_prior = startprob_prior
+        self.transmat_prior = transmat_prior
+        self.emissionprob_prior = emissionprob_prior
         self.n_features = n_features
         self.pseudo_count = pseudo_count
         self.emission_pseudo_count = emission_pseudo_count
@@ -804,7 +899,8 @@ class CategoricalHMM(_HiddenMarkovWrapper):
     def _emission_rules(self) -> dict[str, Rule]:
         return {"n_features": rule(lambda v: v is None or integer(1).accepts(v),
                                "None or an integer >= 1"),
-                "emission_pseudo_count": rule(_is_nonneg, "a finite number >= 0")}
+                "emission_pseudo_count": rule(_is_nonneg, "a finite number >= 0"),
+                "emissionprob_prior": _PRIOR}
 
     def _check(self) -> None:
         super()._check()
@@ -814,9 +910,13 @@ class CategoricalHMM(_HiddenMarkovWrapper):
             _probabilities(self.emissionprob_, (self.n_components, width), "emissionprob_",
                            "CategoricalHMM")
 
-    def _emission_estimator(self, d: int) -> Estimator:
-        return CategoricalEstimator(levels=list(range(self._n_features())),
-                                    pseudo_count=self.emission_pseudo_count)
+    def _emission_estimators(self, d: int) -> list[Estimator]:
+        """Each state's categorical with its row of ``emissionprob_prior`` (a Dirichlet
+        concentration), ``emission_pseudo_count`` added."""
+        s, f = self.n_components, self._n_features()
+        prior = _prior_array(self.emissionprob_prior, (s, f), "emissionprob_prior", self)
+        return [CategoricalEstimator(levels=list(range(f)),
+                                     prior=row + self.emission_pseudo_count) for row in prior]
 
     def _emissions(self) -> list[Any]:
         probs = _probabilities(self.emissionprob_, (self.n_components, self._n_features()),
@@ -854,7 +954,8 @@ class MultinomialHMM(_HiddenMarkovWrapper):
 
     _attributes = {"s": "startprob_", "t": "transmat_", "e": "emissionprob_"}
 
-    def __init__(self, n_components: int = 1, *, n_trials: Any = None,
+    def __init__(self, n_components: int = 1, *, startprob_prior: Any = 1.0,
+                 transmat_prior: Any = 1.0, n_trials: Any = None,
                  pseudo_count: float = 0.0, emission_pseudo_count: float = 0.0,
                  algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
                  tol: float = 1e-2, verbose: bool = False, params: str = "ste",
@@ -862,6 +963,8 @@ class MultinomialHMM(_HiddenMarkovWrapper):
                  backend: Any = "local", num_workers: int | None = None,
                  precision: str = "float64", n_workers: int | None = None):
         self.n_components = n_components
+        self.startprob_prior = startprob_prior
+        self.transmat_prior = transmat_prior
         self.n_trials = n_trials
         self.pseudo_count = pseudo_count
         self.emission_pseudo_count = emission_pseudo_count
@@ -952,7 +1055,11 @@ class PoissonHMM(_HiddenMarkovWrapper):
     by mixfold's EM: ``X`` is an integer array of shape (n_samples, n_features); ``lengths``,
     methods, monitor and ``params`` / ``init_params`` ("stl": start probabilities, transitions,
     rates) as :class:`GaussianHMM`'s. Fitted (or set by hand): ``startprob_``, ``transmat_``,
-    ``lambdas_`` (n_components, n_features).
+    ``lambdas_`` (n_components, n_features). hmmlearn's priors: ``startprob_prior``,
+    ``transmat_prior`` (Dirichlet) and ``lambdas_prior``, ``lambdas_weight`` (a Gamma prior in
+    hmmlearn's convention, ``(lambdas_prior + sum post * x) / (lambdas_weight + n)``, broadcast
+    to (n_components, n_features) as its arithmetic broadcasts them). Difference: ``n`` is the
+    state's own posterior mass (the conjugate update); hmmlearn's code takes every state's.
 
     >>> import numpy as np
     >>> h = PoissonHMM(2)
@@ -966,13 +1073,19 @@ class PoissonHMM(_HiddenMarkovWrapper):
 
     _attributes = {"s": "startprob_", "t": "transmat_", "l": "lambdas_"}
 
-    def __init__(self, n_components: int = 1, *, pseudo_count: float = 0.0,
+    def __init__(self, n_components: int = 1, *, startprob_prior: Any = 1.0,
+                 transmat_prior: Any = 1.0, lambdas_prior: Any = 0.0, lambdas_weight: Any = 0.0,
+                 pseudo_count: float = 0.0,
                  algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
                  tol: float = 1e-2, verbose: bool = False, params: str = "stl",
                  init_params: str = "stl", implementation: str = "log", n_init: int = 1,
                  backend: Any = "local", num_workers: int | None = None,
                  precision: str = "float64", n_workers: int | None = None):
         self.n_components = n_components
+        self.startprob_prior = startprob_prior
+        self.transmat_prior = transmat_prior
+        self.lambdas_prior = lambdas_prior
+        self.lambdas_weight = lambdas_weight
         self.pseudo_count = pseudo_count
         self.algorithm = algorithm
         self.random_state = random_state
@@ -1009,8 +1122,18 @@ class PoissonHMM(_HiddenMarkovWrapper):
             rates = np.asarray(self.lambdas_, dtype=np.float64)
             self._rates(rates.shape[-1] if rates.ndim == 2 else -1)
 
-    def _emission_estimator(self, d: int) -> Estimator:
-        return CompositeEstimator([PoissonEstimator()] * d)
+    def _emission_rules(self) -> dict[str, Rule]:
+        return {"lambdas_prior": _PRIOR, "lambdas_weight": _PRIOR}
+
+    def _emission_estimators(self, d: int) -> list[Estimator]:
+        """Each state's independent Poisson counts with its part of hmmlearn's Gamma prior
+        (``lambdas_prior`` the shape, ``lambdas_weight`` the rate)."""
+        s = self.n_components
+        shape = _prior_array(self.lambdas_prior, (s, d), "lambdas_prior", self)
+        rate = _prior_array(self.lambdas_weight, (s, d), "lambdas_weight", self)
+        return [CompositeEstimator([PoissonEstimator(prior_shape=a, prior_rate=b)
+                                    for a, b in zip(shapes, rates)])
+                for shapes, rates in zip(shape, rate)]
 
     def _emissions(self) -> list[Any]:
         return [_poissons(r) for r in self._rates(self._n_features())]
@@ -1034,7 +1157,14 @@ class GMMHMM(_HiddenMarkovWrapper):
     components). Fitted (or set by hand), hmmlearn's shapes: ``weights_`` (n_components, n_mix),
     ``means_`` (n_components, n_mix, n_features), ``covars_`` (spherical (n_components, n_mix),
     diag (n_components, n_mix, n_features), full (n_components, n_mix, n_features,
-    n_features), tied (n_components, n_features, n_features)).
+    n_features), tied (n_components, n_features, n_features)). hmmlearn's priors with its
+    defaults and meaning: ``startprob_prior``, ``transmat_prior``, ``weights_prior``
+    (Dirichlet), ``means_prior`` / ``means_weight`` (Normal), ``covars_prior`` /
+    ``covars_weight`` (Wishart for full and tied, inverse Gamma for diag and spherical; None:
+    hmmlearn's defaults for the type), translated into the core estimators' options
+    (``_emission_estimators``); ``min_covar``, ``init`` and ``n_init`` as
+    :class:`GaussianHMM`'s. Differences: the M-step is exact EM (hmmlearn's takes the
+    covariances about the E-step's means and leaves ``means_prior`` out of the means).
 
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
@@ -1048,7 +1178,10 @@ class GMMHMM(_HiddenMarkovWrapper):
                    "w": "weights_"}
 
     def __init__(self, n_components: int = 1, n_mix: int = 1, *, covariance_type: str = "diag",
-                 reg_covar: float = 1e-6, pseudo_count: float = 0.0,
+                 min_covar: float = 1e-3, startprob_prior: Any = 1.0,
+                 transmat_prior: Any = 1.0, weights_prior: Any = 1.0, means_prior: Any = 0.0,
+                 means_weight: Any = 0.0, covars_prior: Any = None, covars_weight: Any = None,
+                 init: str = "hmmlearn", reg_covar: float = 1e-6, pseudo_count: float = 0.0,
                  algorithm: str = "viterbi", random_state: Any = None, n_iter: int = 100,
                  tol: float = 1e-2, verbose: bool = False, params: str = "stmcw",
                  init_params: str = "stmcw", implementation: str = "log", n_init: int = 1,
@@ -1057,6 +1190,15 @@ class GMMHMM(_HiddenMarkovWrapper):
         self.n_components = n_components
         self.n_mix = n_mix
         self.covariance_type = covariance_type
+        self.min_covar = min_covar
+        self.init = init
+        self.startprob_prior = startprob_prior
+        self.transmat_prior = transmat_prior
+        self.weights_prior = weights_prior
+        self.means_prior = means_prior
+        self.means_weight = means_weight
+        self.covars_prior = covars_prior
+        self.covars_weight = covars_weight
         self.reg_covar = reg_covar
         self.pseudo_count = pseudo_count
         self.algorithm = algorithm
@@ -1085,25 +1227,78 @@ class GMMHMM(_HiddenMarkovWrapper):
         return X
 
     def _emission_rules(self) -> dict[str, Rule]:
+        optional = rule(lambda v: v is None or _is_prior(v),
+                        "None or a finite number or an array of finite numbers")
         return {"n_mix": integer(1),
                 "covariance_type": rule(lambda v: v in HMM_COVARIANCE_TYPES,
                                     f"one of {list(HMM_COVARIANCE_TYPES)}"),
-                "reg_covar": rule(_is_nonneg, "a finite number >= 0")}
+                "reg_covar": rule(_is_nonneg, "a finite number >= 0"),
+                "min_covar": rule(_is_nonneg, "a finite number >= 0"), "init": _INIT,
+                "weights_prior": _PRIOR, "means_prior": _PRIOR, "means_weight": _PRIOR,
+                "covars_prior": optional, "covars_weight": optional}
 
-    def _emission_estimator(self, d: int) -> Estimator:
-        kind = self.covariance_type
-        component = _gaussian("full" if kind == "tied" else kind, self.reg_covar)
-        return GaussianMixtureEstimator([component] * self.n_mix, kind)
+    def _recipe_start(self, rows: list[Any], seed: int,
+                      given: Mapping[str, np.ndarray]) -> HiddenMarkovDistribution | None:
+        """hmmlearn's start: k-means clusters of the rows, one per state, each split by
+        k-means into ``n_mix`` centres (a cluster of fewer rows: centres drawn around the
+        clusters' mean), equal weights, the rows' covariance plus ``min_covar`` for every
+        component (spherical: the mean of its entries)."""
+        if self.init != "hmmlearn":
+            return None
+        X = np.concatenate(rows)
+        s, m, d = self.n_components, self.n_mix, X.shape[1]
+        rng = np.random.RandomState(seed)
+        start, transitions = self._recipe_chain(rng, given)
+        main = KMeans(n_clusters=s, random_state=seed, n_init=10)
+        labels = main.fit_predict(X)
+        centre = main.cluster_centers_.mean(axis=0)
+        cv = _data_covariance(X, self.min_covar)
+        means = [KMeans(n_clusters=m, random_state=seed, n_init=10).fit(
+            X[labels == k]).cluster_centers_ if (labels == k).sum() >= m
+            else rng.multivariate_normal(centre, cv, size=m) for k in range(s)]
+        own = {"spherical": np.full((m, d), cv.mean()), "diag": np.tile(np.diag(cv), (m, 1)),
+               "tied": np.tile(cv, (m, 1, 1)), "full": np.tile(cv, (m, 1, 1))}
+        emissions = [_gaussian_mixture(np.full(m, 1 / m), c, own[self.covariance_type])
+                     for c in means]
+        return HiddenMarkovDistribution(emissions, start, transitions)
 
-    def _tied(self, model: HiddenMarkovDistribution) -> HiddenMarkovDistribution:
-        """A seeded start's mixtures with their covariances as ``covariance_type`` has them."""
-        if self.covariance_type not in ("tied", "spherical"):
-            return model
-        parts = _parts_of(model, "c")["c"]
-        stored = np.array([_stored_mixture_covars(c, self.covariance_type) for c in parts])
-        tied = np.array([_mixture_covars(c, self.covariance_type, self.n_mix, parts.shape[-1])
-                         for c in stored])
-        return _with_parts(model, {"c": tied})
+    def _emission_estimators(self, d: int) -> list[Estimator]:
+        """Each state's mixture with its part of hmmlearn's priors, translated into the core
+        options' convention (``(covariance_prior + S) / (n + covariance_weight)``): full,
+        ``covars_prior`` transposed and ``covars_weight + n_features + 2``; diag, ``2 *
+        covars_weight`` and ``2 * covars_prior + 3``; spherical, ``2 * covars_weight /
+        n_features`` and ``1 + 2 (covars_prior + 1) / n_features``; tied (the state's
+        components share one covariance), ``covars_prior`` transposed and ``covars_weight +
+        n_mix + n_features + 1``. ``covars_prior`` / ``covars_weight`` None: hmmlearn's
+        defaults for the type."""
+        s, m, kind = self.n_components, self.n_mix, self.covariance_type
+        alpha, beta = _gmm_covars_defaults(kind, m, d)
+        alpha = alpha if self.covars_prior is None else self.covars_prior
+        beta = beta if self.covars_weight is None else self.covars_weight
+        weights = _prior_array(self.weights_prior, (s, m), "weights_prior", self)
+        means = _prior_array(self.means_prior, (s, m, d), "means_prior", self)
+        lambdas = _prior_array(self.means_weight, (s, m), "means_weight", self)
+        if kind == "full":
+            scatter = np.swapaxes(_prior_array(alpha, (s, m, d, d), "covars_prior", self), 2, 3)
+            extra = _prior_array(beta, (s, m), "covars_weight", self) + d + 2
+        elif kind == "tied":
+            psi = np.swapaxes(_prior_array(alpha, (s, d, d), "covars_prior", self), 1, 2)
+            scatter = np.repeat(psi[:, None], m, axis=1)  # a state's first component counts
+            nu = _prior_array(beta, (s,), "covars_weight", self) + m + d + 1
+            extra = np.repeat(nu[:, None], m, axis=1)
+        elif kind == "diag":
+            scatter = 2 * _prior_array(beta, (s, m, d), "covars_weight", self)
+            extra = 2 * _prior_array(alpha, (s, m, d), "covars_prior", self) + 3
+        else:
+            share = 2 * _prior_array(beta, (s, m), "covars_weight", self) / d
+            scatter = np.repeat(share[:, :, None], d, axis=2)
+            extra = 1 + 2 * (_prior_array(alpha, (s, m), "covars_prior", self) + 1) / d
+        return [MixtureEstimator([_gaussian(kind, self.reg_covar, mean_prior=means[i, j],
+                                            mean_weight=lambdas[i, j],
+                                            covariance_prior=scatter[i, j],
+                                            covariance_weight=extra[i, j])
+                                  for j in range(m)], weights_prior=weights[i])
+                for i in range(s)]
 
     def _emissions(self) -> list[Any]:
         s, k = self.n_components, self.n_mix
@@ -1144,6 +1339,13 @@ class GMMHMM(_HiddenMarkovWrapper):
         self.weights_, self.means_ = parts["w"], parts["m"]
         self.covars_ = np.array([_stored_mixture_covars(c, self.covariance_type)
                                  for c in parts["c"]])
+
+
+def _gmm_covars_defaults(kind: str, n_mix: int, d: int) -> tuple[float, float]:
+    """hmmlearn's GMMHMM defaults of (covars_prior, covars_weight) for ``kind``: those that
+    make its M-step (nearly) the maximum likelihood."""
+    return {"full": (0.0, -(1.0 + d + 1.0)), "tied": (0.0, -(n_mix + d + 1.0)),
+            "diag": (-1.5, 0.0), "spherical": (-(n_mix + 2.0) / 2.0, 0.0)}[kind]
 
 
 def _mixture_covars(stored: np.ndarray, kind: str, k: int, d: int) -> np.ndarray:

@@ -55,10 +55,10 @@ def _gaussian_mixture_parameters(covariance_type: str, k: int, d: int) -> int:
 
 
 class GaussianMixtureEstimator(MixtureEstimator):
-    """A mixture of Gaussians whose covariances follow scikit-learn's ``covariance_type``:
-    ``"tied"`` (full-covariance components sharing one covariance, the components' average
-    weighted by their mass) or ``"spherical"`` (diagonal components with one variance, the
-    mean of the diagonal), or ``"full"`` / ``"diag"`` as the components estimate them."""
+    """A mixture of Gaussians whose covariances follow scikit-learn's ``covariance_type``
+    (the components' own options: ``"tied"``, full-covariance components sharing one by a
+    covariance key; ``"spherical"``, diagonal ones with one variance), counting its free
+    parameters as scikit-learn does."""
 
     option_rules = {**MixtureEstimator.option_rules,
                     "covariance_type": rule(lambda v: v in COVARIANCE_TYPES,
@@ -71,18 +71,6 @@ class GaussianMixtureEstimator(MixtureEstimator):
 
     def bind(self, encoder: Encoder) -> GaussianMixtureEstimator:
         return GaussianMixtureEstimator(super().bind(encoder).components, self.covariance_type)
-
-    def estimate(self, nobs: float, stats: Any) -> MixtureDistribution:
-        model = super().estimate(nobs, stats)
-        if self.covariance_type == "tied":
-            cov = sum(w * c.cov for w, c in zip(model.weights, model.components))
-            return MixtureDistribution([MultivariateGaussianDistribution(c.mu, cov)
-                                        for c in model.components], model.weights)
-        if self.covariance_type == "spherical":
-            return MixtureDistribution([DiagonalGaussianDistribution(
-                c.mu, np.full(c.mu.size, c.sigma2.mean())) for c in model.components],
-                model.weights)
-        return model
 
     def n_parameters(self, model: Distribution) -> int:
         return _gaussian_mixture_parameters(self.covariance_type, model.num_components,

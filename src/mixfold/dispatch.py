@@ -63,9 +63,10 @@ def open_backend(backend: Any, data: Any, estimator: Estimator, *,
 
     Rows are encoded in the driver, except on MPI (each rank encodes its own rows), for a Spark
     DataFrame (encoded on the executors), a Dask DataFrame, Series or Array and a Ray dataset
-    (encoded partition by partition on the workers; ``weights`` may name a column). With ``plan``, the rows are planned over its
-    workers once their count is known, every worker gets its planned rows, and the handle runs
-    every worker's band when folded with ``precision=PLANNED``.
+    (encoded partition by partition on the workers; ``weights`` may name a column). With
+    ``plan``, the rows are planned over its workers once their count is known, every worker gets
+    its planned rows, and the handle runs every worker's band when folded with
+    ``precision=PLANNED``.
     """
     name = backend_name(backend)
     engine = None if isinstance(backend, str) else backend

@@ -174,8 +174,9 @@ def first_bad_row(shard: tuple[Encoded, np.ndarray], model: Distribution,
 
 
 class EncodedOnWorkers(ShardedEncodedData):
-    """The sharded base for shards that were encoded on the workers and never reach the driver:
-    ``self.shards`` holds a reference per (non-empty) shard, ``self.calls`` the engine's :class:`RemoteCalls`; sampling and naming a bad row run there."""
+    """The sharded base for shards that were encoded on the workers and never reach the
+    driver: ``self.shards`` holds a reference per (non-empty) shard, ``self.calls`` the
+    engine's :class:`RemoteCalls`; sampling and naming a bad row run there."""
 
     shards: list[Any]
     calls: RemoteCalls

@@ -17,6 +17,7 @@ by Dask from its partition's source. Every wait is bounded by ``timeout`` second
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,8 +35,10 @@ __all__ = ["DaskEncodedData", "DaskPartitionedData", "local_dask_client", "is_da
 #: The longest mixfold waits for one result from the workers before it reports them stuck.
 WAIT_SECONDS = 3600.0
 
-#: Times one fold is run again after a worker holding a scattered shard is lost.
-MAX_RESENDS = 3
+#: Times one fold is run again after a worker is lost, the n-th after a pause of
+#: ``RETRY_PAUSE_SECONDS * 2**n`` (about 15 s in all: the scheduler's time to notice the loss).
+MAX_RETRIES = 5
+RETRY_PAUSE_SECONDS = 0.5
 
 
 def local_dask_client(num_workers: int = 2) -> Any:
@@ -52,6 +55,12 @@ def is_dask_collection(data: Any) -> bool:
     cls = type(data)
     return cls.__module__.split(".")[0] == "dask" and cls.__name__ in ("DataFrame", "Series",
                                                                        "Array")
+
+
+def _lost_worker_errors(distributed: Any) -> tuple[type[BaseException], ...]:
+    """What Dask raises when a worker holding a shard or receiving the model is gone."""
+    return (distributed.client.FutureCancelledError, distributed.KilledWorker,
+            distributed.comm.CommClosedError, OSError)
 
 
 def _fold_shard_task(shard_and_weights: tuple, task: str, args: tuple) -> np.ndarray:
@@ -107,7 +116,7 @@ class DaskEncodedData(ShardedEncodedData):
         self.client = local_dask_client(capped_at_cores(num_workers or 2)) if self.owned \
             else client
         self.calls = DaskCalls(self.client, timeout)
-        self._lost = (distributed.client.FutureCancelledError, distributed.KilledWorker)
+        self._lost = _lost_worker_errors(distributed)
         workers = sorted(self.client.scheduler_info()["workers"])
         super().__init__(enc, weights, chunk_rows, num_workers or len(workers), plan)
         if plan is None:
@@ -117,23 +126,26 @@ class DaskEncodedData(ShardedEncodedData):
         self.shards = [self._scatter(i, workers[i % len(workers)])
                        for i in range(len(self.bounds))]
 
-    def _scatter(self, i: int, worker: str) -> Any:
+    def _scatter(self, i: int, worker: str) -> tuple[Any, Any]:
+        """Shard ``i`` (its rows' and its weights' futures) sent to ``worker``."""
         self.placed[i] = worker
         return self.client.scatter(self.shard(i), workers=[worker], hash=False)
 
     def _reduce(self, task: str, shard_args: list[tuple],
                 combine: Callable[..., np.ndarray]) -> np.ndarray:
         self.folds += 1
-        for attempt in range(MAX_RESENDS + 1):
+        resent: list[tuple[int, str]] = []
+        for attempt in range(MAX_RETRIES + 1):
             try:
                 return self._reduce_once(task, shard_args, combine)
             except self._lost as err:
-                lost = self._resend_lost_shards()
-                if attempt == MAX_RESENDS or not lost:
-                    named = ", ".join(f"shard {i} on {w}" for i, w in lost) or "no shard"
+                if attempt == MAX_RETRIES:
+                    named = ", ".join(f"shard {i} from {w}" for i, w in resent) or "no shard"
                     raise RuntimeError(f"dask: a worker was lost in fold {self.folds} of this "
-                                       f"fit ({named} re-sent {attempt} times; "
-                                       f"{type(err).__name__}: {err})") from None
+                                       f"fit and {MAX_RETRIES} retries failed (re-sent: "
+                                       f"{named}; last: {type(err).__name__}: {err})") from None
+                time.sleep(RETRY_PAUSE_SECONDS * 2 ** attempt)  # the scheduler sees the loss
+                resent += self._resend_lost_shards()
         raise AssertionError("unreachable")
 
     def _reduce_once(self, task: str, shard_args: list[tuple],
@@ -150,11 +162,12 @@ class DaskEncodedData(ShardedEncodedData):
     def _resend_lost_shards(self) -> list[tuple[int, str]]:
         """Scatter every shard whose data is gone again (from the driver's encoding) to a live
         worker; returns (shard, the worker it was on) for each."""
-        holders = self.client.who_has(self.shards)
+        held = [f for shard in self.shards for f in shard if f.status == "finished"]
+        holders = self.client.who_has(held)
         workers = sorted(self.client.scheduler_info()["workers"])
         lost = []
-        for i, future in enumerate(self.shards):
-            if not holders.get(future.key):
+        for i, shard in enumerate(self.shards):
+            if not all(holders.get(f.key) for f in shard):
                 lost.append((i, self.placed[i]))
                 self.shards[i] = self._scatter(i, workers[i % len(workers)])
         return lost
@@ -200,7 +213,7 @@ class DaskPartitionedData(EncodedOnWorkers, DaskEncodedData):
         distributed = require("distributed", "dask", "dask")
         self.client, self.owned = client, owned
         self.calls = DaskCalls(client, timeout)
-        self._lost = (distributed.client.FutureCancelledError, distributed.KilledWorker)
+        self._lost = _lost_worker_errors(distributed)
         self.shards = shards
         self.folds = 0
         self._lay_out(bounds[-1][1], total_weight, chunk_rows, bounds, None)

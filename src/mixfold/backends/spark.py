@@ -11,19 +11,20 @@ and stopped, JVM included, at ``close()``.
 from __future__ import annotations
 
 import os
+import pickle
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
+from mixfold.backends._partitions import PartitionEncoding, merge_encoders
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
 from mixfold.compute.fold import fold_rows, init_sample_mask
 from mixfold.compute.payload import run_task
 from mixfold.compute.tree import shard_bounds
-from mixfold.errors import NumericalError
-from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
-from mixfold.families.composite import RecordEncoder
+from mixfold.errors import DataError, NumericalError
+from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator, as_weights
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session",
            "running_or_new_session"]
@@ -106,13 +107,54 @@ def _first_bad_row(item: tuple, model: Any, precision: str, chunk_rows: int) -> 
     return None
 
 
-def _dataframe_values(rows: list, estimator: Estimator, columns: list[str]) -> Any:
-    """Spark Rows as the values the estimator's encoder reads."""
-    if isinstance(estimator.encoder(), RecordEncoder):
-        return [{c: r[c] for c in columns} for r in rows]
-    if len(columns) == 1:
-        return [r[columns[0]] for r in rows]
-    return [tuple(r[c] for c in columns) for r in rows]
+def _merged_vocabularies(src: Any, encoding: PartitionEncoding) -> Encoder:
+    """The encoder fitted on every Arrow batch of ``src``, merged (one pickled encoder per
+    partition crosses to the JVM, then a ``treeReduce``)."""
+    import pyarrow as pa
+
+    def fit_batches(batches: Iterator[Any]) -> Iterator[Any]:
+        fitted = None
+        for batch in batches:
+            fitted = merge_encoders(fitted, encoding.fit(pa.Table.from_batches([batch])))
+        yield pa.RecordBatch.from_pydict({"encoder": [pickle.dumps(fitted)]},
+                                         schema=pa.schema([("encoder", pa.binary())]))
+
+    fits = src.mapInArrow(fit_batches, "encoder binary").rdd.map(lambda r: pickle.loads(r[0]))
+    encoder = fits.treeReduce(merge_encoders)
+    if encoder is None:
+        raise DataError("the data has no rows")
+    return encoder
+
+
+def _encoded_partitions(src: Any, encoding: PartitionEncoding, encoder: Encoder) -> Any:
+    """An RDD of one ``(partition, Encoded, weights)`` per non-empty partition of ``src``: each
+    Arrow batch is encoded and sent on pickled (bounded memory in the Arrow worker), then the
+    batches of a partition are joined."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    schema = pa.schema([("partition", pa.int64()), ("shard", pa.binary())])
+
+    def encode_batches(batches: Iterator[Any]) -> Iterator[Any]:
+        index = TaskContext.get().partitionId()
+        for batch in batches:
+            shard = encoding.encode(pa.Table.from_batches([batch]), encoder)
+            if shard is not None:
+                yield pa.RecordBatch.from_pydict(
+                    {"partition": [index], "shard": [pickle.dumps(shard, protocol=5)]},
+                    schema=schema)
+
+    def join(rows: Iterator[Any]) -> Iterator[tuple[int, Encoded, np.ndarray]]:
+        parts, index = [], None
+        for row in rows:
+            index = row[0]
+            parts.append(pickle.loads(row[1]))
+        if parts:
+            encs = [p[0] for p in parts]
+            enc = encs[0] if len(encs) == 1 else type(encs[0]).concat(encs)
+            yield index, enc, np.concatenate([p[1] for p in parts])
+
+    return src.mapInArrow(encode_batches, "partition long, shard binary").rdd.mapPartitions(join)
 
 
 class SparkEncodedData(ShardedEncodedData):
@@ -168,29 +210,18 @@ class SparkEncodedData(ShardedEncodedData):
                        reduce_depth: int = 2) -> tuple[SparkEncodedData, Estimator]:
         """Encode a Spark DataFrame on its executors; returns the handle and bound estimator.
 
-        Each partition learns its vocabularies, the fitted encoders merge by ``treeReduce``,
-        each partition encodes its rows, and global row indices are re-based by prefix sums of
-        every partition's node sizes — so the seeded start equals the local backend's.
+        The columns reach the Python workers as Arrow batches (``mapInArrow``), one batch in
+        memory at a time: each batch learns its vocabularies, the fitted encoders merge by
+        ``treeReduce``, each batch is encoded and the batches of a partition are joined into
+        its shard; global row indices are re-based by prefix sums of every partition's node
+        sizes — so the seeded start equals the local backend's.
         """
         columns = [c for c in df.columns if c != weight_column]
-        data_df = df.select(*columns)
+        src = df.select(*columns, weight_column) if weight_column else df.select(*columns)
         base = init.encoder() if init is not None else estimator.encoder()
-
-        def fit_part(rows):
-            yield base.fit(_dataframe_values(list(rows), estimator, columns))
-
-        encoder = data_df.rdd.mapPartitions(fit_part).treeReduce(lambda a, b: a.merge(b))
-
-        def encode_part(index, rows):
-            rows = list(rows)
-            if rows:
-                w = (np.array([r[weight_column] for r in rows], dtype=np.float64)
-                     if weight_column else None)
-                enc = encoder.encode(_dataframe_values(rows, estimator, columns))
-                yield index, enc, as_weights(w, enc.n_rows)
-
-        src = df.select(*columns, weight_column) if weight_column else data_df
-        encoded = src.rdd.mapPartitionsWithIndex(encode_part).cache()
+        encoding = PartitionEncoding(base, weight_column)
+        encoder = _merged_vocabularies(src, encoding)
+        encoded = _encoded_partitions(src, encoding, encoder).cache()
         sizes = dict(encoded.map(lambda t: (t[0], (t[1].node_sizes(), float(t[2].sum()))))
                      .collect())
         order = sorted(sizes)

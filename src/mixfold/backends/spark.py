@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,7 +28,7 @@ from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator, as_weights
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session",
-           "running_or_new_session"]
+           "running_or_new_session", "retries_failed_tasks"]
 
 
 def local_spark_session(num_workers: int = 2, max_task_failures: int = 4) -> Any:
@@ -85,6 +86,25 @@ def stop_spark_session(session: Any) -> None:
 
     SparkContext._gateway = None
     SparkContext._jvm = None
+
+
+def retries_failed_tasks(sc: Any) -> bool:
+    """Whether ``sc`` runs a failed task again: in local mode only a master ``local[N,F]`` with
+    F >= 2 does (``spark.task.maxFailures`` is ignored there), elsewhere
+    ``spark.task.maxFailures`` >= 2 (Spark's default is 4)."""
+    master = sc.master
+    local = re.fullmatch(r"local(?:\[\s*(\*|\d+)\s*(?:,\s*(\d+)\s*)?\])?", master)
+    if local is not None:
+        return local.group(2) is not None and int(local.group(2)) >= 2
+    return int(sc.getConf().get("spark.task.maxFailures", "4")) >= 2
+
+
+def _first_line(err: Exception) -> str:
+    """The Java exception's message, first line only (the whole is a 9 KB stack trace)."""
+    java = getattr(err, "java_exception", None)
+    text = str(java.getMessage()) if java is not None else str(err)
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line[:400]
 
 
 def _run_partition(item: tuple, task: str, broadcast: Any) -> np.ndarray:
@@ -176,6 +196,7 @@ class SparkEncodedData(ShardedEncodedData):
         self.rdd = rdd
         self.num_partitions = int(rdd.getNumPartitions())
         self.reduce_depth = max(1, int(reduce_depth))
+        self.folds = 0
         self._lay_out(bounds[-1][1] if bounds else 0, total_weight, chunk_rows, bounds, plan)
 
     @classmethod
@@ -255,9 +276,19 @@ class SparkEncodedData(ShardedEncodedData):
         def comb_op(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
             return b if a is None else a if b is None else combine(a, b)
 
+        self.folds += 1
         try:
             payloads = self.rdd.map(lambda item: _run_partition(item, task, broadcast))
             return payloads.treeAggregate(None, seq_op, comb_op, depth=self.reduce_depth)
+        except Exception as err:
+            if type(err).__name__ != "Py4JJavaError" or retries_failed_tasks(self.sc):
+                raise
+            raise RuntimeError(
+                f"spark: a task failed in fold {self.folds} of this fit, and this session "
+                f"(master {self.sc.master}) does not retry failed tasks, so a Python worker "
+                f"lost mid-fit loses the fit: enable retries (master 'local[N,F]', e.g. "
+                f"'local[2,4]', or spark.task.maxFailures >= 2 on a cluster). The task's error: "
+                f"{_first_line(err)}") from None
         finally:
             broadcast.destroy()
 

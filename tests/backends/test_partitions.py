@@ -234,3 +234,24 @@ def test_dask_worker_killed_mid_fit_its_partition_is_encoded_again(dask_client,
     assert killed
     close(res.model.to_dict(), local_fit(parquet_folder).model.to_dict())
     dask_client.wait_for_workers(2, timeout=60)
+
+
+@pytest.mark.slow
+def test_ray_workers_killed_mid_fit_the_dataset_fit_is_unchanged(ray_started, parquet_folder):
+    import ray.data
+
+    from tests.backends.conftest import _cmdline, child_processes
+
+    killed: list = []
+
+    def kill_ray_workers(info):
+        if info.iteration == 3 and not killed:
+            for pid in child_processes(os.getpid()):
+                if _cmdline(pid).strip() == "ray::IDLE":  # task workers, not Ray's agents
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+
+    res = mixfold.fit(ray.data.read_parquet(str(parquet_folder)), estimator_from_spec(SPEC),
+                      backend="ray", progress=False, callbacks=[kill_ray_workers], **OPTIONS)
+    assert killed
+    close(res.model.to_dict(), local_fit(parquet_folder).model.to_dict())

@@ -158,7 +158,7 @@ def _gaussian_partition(seed: int, rows: int):
 
 
 SMALL, LARGE = 50_000, 1_000_000  # rows; the large data is 24 MB of floats
-GROWTH_MARGIN = 12 * 2**20  # half the large data: rows encoded in the driver would exceed it
+GROWTH_MARGIN = 16 * 2**20  # 2/3 of the large data: its encoding alone in the driver exceeds it
 MEMORY_EST = {"mixture": {"record": {"a": "gaussian", "b": "gaussian", "c": "gaussian"}},
               "k": 2}
 

@@ -123,8 +123,14 @@ class DaskEncodedData(ShardedEncodedData):
             self.fanout = max(2, int(fanout))
         self.folds = 0
         self.placed: dict[int, str] = {}  # shard -> the worker it was scattered to
-        self.shards = [self._scatter(i, workers[i % len(workers)])
-                       for i in range(len(self.bounds))]
+        self.shards = [self._scatter(i, self._home(i, workers)) for i in range(len(self.bounds))]
+
+    def _home(self, i: int, workers: list[str]) -> str:
+        """Where shard ``i`` lives: the worker its planned device names (a plan made from
+        ``Resources.from_dask``), else the workers in turn."""
+        if self.plan is not None and self.plan.assignments[i].name in workers:
+            return self.plan.assignments[i].name
+        return workers[i % len(workers)]
 
     def _scatter(self, i: int, worker: str) -> tuple[Any, Any]:
         """Shard ``i`` (its rows' and its weights' futures) sent to ``worker``."""
@@ -169,7 +175,7 @@ class DaskEncodedData(ShardedEncodedData):
         for i, shard in enumerate(self.shards):
             if not all(holders.get(f.key) for f in shard):
                 lost.append((i, self.placed[i]))
-                self.shards[i] = self._scatter(i, workers[i % len(workers)])
+                self.shards[i] = self._scatter(i, self._home(i, workers))
         return lost
 
     def close(self) -> None:

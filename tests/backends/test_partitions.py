@@ -219,7 +219,7 @@ def test_dask_worker_killed_mid_fit_its_scattered_shard_is_resent(dask_client):
                       callbacks=[_kill_a_dask_worker_at(dask_client, 3, killed)], **options)
     assert killed
     close(res.model.to_dict(), undisturbed.model.to_dict())
-    dask_client.wait_for_workers(2, timeout=60)
+    dask_client.wait_for_workers(2, timeout=300)  # the nanny restarts it (slowly under load)
 
 
 @pytest.mark.slow
@@ -233,7 +233,7 @@ def test_dask_worker_killed_mid_fit_its_partition_is_encoded_again(dask_client,
                       callbacks=[_kill_a_dask_worker_at(dask_client, 3, killed)], **OPTIONS)
     assert killed
     close(res.model.to_dict(), local_fit(parquet_folder).model.to_dict())
-    dask_client.wait_for_workers(2, timeout=60)
+    dask_client.wait_for_workers(2, timeout=300)  # the nanny restarts it (slowly under load)
 
 
 @pytest.mark.slow

@@ -19,10 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from mixfold.backends import BACKENDS, EncodedDataHandle, LocalEncodedData, backend_name
-from mixfold.backends.dask import DaskEncodedData
+from mixfold.backends.dask import DaskEncodedData, DaskPartitionedData, is_dask_collection
 from mixfold.backends.mp import MPEncodedData
 from mixfold.backends.mpi import MPIEncodedData
-from mixfold.backends.ray import RayEncodedData
+from mixfold.backends.ray import RayEncodedData, RayPartitionedData, is_ray_dataset
 from mixfold.backends.spark import SparkEncodedData
 from mixfold.backends.stream import StreamEncodedData
 from mixfold.compute.encoded import Encoded
@@ -62,11 +62,13 @@ def open_backend(backend: Any, data: Any, estimator: Estimator, *,
                  ) -> tuple[EncodedDataHandle, Estimator, HeterogeneousPlan | None]:
     """Encode ``data`` once and place it on ``backend``: returns (handle, bound estimator, plan).
 
-    Rows are encoded in the driver, except on MPI (each rank encodes its own rows) and for a
-    Spark DataFrame (encoded on the executors). With ``plan``, the rows are planned over its
-    workers once their count is known, every worker gets its planned rows, and the handle runs
-    every worker's band when folded with ``precision=PLANNED``. ``labels`` (the top latent
-    node's, :mod:`mixfold.families._labels`) ride with the rows encoded in the driver.
+    Rows are encoded in the driver, except on MPI (each rank encodes its own rows), for a Spark
+    DataFrame (encoded on the executors), a Dask DataFrame, Series or Array and a Ray dataset
+    (encoded partition by partition on the workers; ``weights`` may name a column). With
+    ``plan``, the rows are planned over its workers once their count is known, every worker gets
+    its planned rows, and the handle runs every worker's band when folded with
+    ``precision=PLANNED``. ``labels`` (the top latent node's, :mod:`mixfold.families._labels`)
+    ride with the rows encoded in the driver.
     """
     name = backend_name(backend)
     engine = None if isinstance(backend, str) else backend
@@ -86,6 +88,10 @@ def open_backend(backend: Any, data: Any, estimator: Estimator, *,
         handle, bound = SparkEncodedData.from_dataframe(data, estimator, init=init,
                                                         weight_column=weights, chunk_rows=chunk)
         return handle, bound, None
+    engine_data = _open_engine_collection(name, engine, data, estimator, init, weights, chunk,
+                                          num_workers)
+    if engine_data is not None:
+        return engine_data[0], engine_data[1], None
     if name == "mpi":
         handle, bound = MPIEncodedData.from_rows(data, estimator, init=init, weights=weights,
                                                  chunk_rows=chunk, comm=engine)
@@ -106,9 +112,10 @@ def _open_labelled(name: str, engine: Any, data: Any, estimator: Estimator,
                    ) -> tuple[EncodedDataHandle, Estimator, None]:
     """Rows encoded in the driver with their labels, placed on the backend."""
     if plan is not None or name in ("mpi", "model_parallel") or isinstance(data, RowBlocks) \
-            or _is_spark_dataframe(data):
+            or _is_spark_dataframe(data) or is_dask_collection(data) or is_ray_dataset(data):
         raise ValueError(f"labels= ride with rows encoded in the driver: not with a plan, a "
-                         f"RowBlocks source, a Spark DataFrame or backend {name!r}")
+                         f"RowBlocks source, an engine's collection (Spark, Dask, Ray) or "
+                         f"backend {name!r}")
     enc, bound = encode_data(data, estimator, init)
     enc = with_labels(enc, bound, labels)
     if name == "local":
@@ -123,9 +130,9 @@ def _open_planned(name: str, engine: Any, data: Any, estimator: Estimator,
     if name == "model_parallel":
         raise ValueError("a heterogeneous plan shards rows over workers; backend "
                          "'model_parallel' threads the model instead: pick one")
-    if _is_spark_dataframe(data):
-        raise ValueError("a heterogeneous plan places rows encoded in the driver (or on MPI "
-                         "ranks): pass the rows, not a Spark DataFrame")
+    if _is_spark_dataframe(data) or is_dask_collection(data) or is_ray_dataset(data):
+        raise ValueError(f"a heterogeneous plan places rows encoded in the driver (or on MPI "
+                         f"ranks): pass the rows, not a {type(data).__name__} of an engine")
     if isinstance(data, RowBlocks):  # a plan places every row: the source is read into memory
         data = collect_rows(data, (init.encoder() if init is not None else estimator.encoder()))
     if name == "mpi":
@@ -152,6 +159,29 @@ def _open_stream(name: str, source: RowBlocks, estimator: Estimator, init: Distr
         raise ValueError("row weights are not supported with a RowBlocks source (every row "
                          "weighs 1); got weights")
     return StreamEncodedData.open(source, estimator, init=init, chunk_rows=chunk)
+
+
+def _open_engine_collection(name: str, engine: Any, data: Any, estimator: Estimator,
+                            init: Distribution | None, weights: Any, chunk: int,
+                            num_workers: int | None
+                            ) -> tuple[EncodedDataHandle, Estimator] | None:
+    """A Dask collection or a Ray dataset encoded on its engine's workers (None for other
+    data)."""
+    kind = "dask" if is_dask_collection(data) else "ray" if is_ray_dataset(data) else None
+    if kind is None:
+        return None
+    if name != kind:
+        raise ValueError(f"a {kind} {type(data).__name__} is fitted on the {kind} backend "
+                         f"(backend={kind!r}), not {name!r}")
+    if weights is not None and not isinstance(weights, str):
+        raise ValueError(f"weights of a {kind} {type(data).__name__} name one of its columns, "
+                         f"got a {type(weights).__name__}")
+    if kind == "dask":
+        return DaskPartitionedData.from_collection(data, estimator, init=init,
+                                                   weight_column=weights, chunk_rows=chunk,
+                                                   client=engine, num_workers=num_workers)
+    return RayPartitionedData.from_dataset(data, estimator, init=init, weight_column=weights,
+                                           chunk_rows=chunk)
 
 
 def _is_spark_dataframe(data: Any) -> bool:

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-collect_ignore = ["mpi_fit.py", "mpi_plan.py"]  # scripts run under mpiexec, not test modules
+# scripts run under mpiexec, not test modules
+collect_ignore = ["mpi_fit.py", "mpi_plan.py", "mpi_threads.py"]
 
 
 def child_processes(pid: int) -> list[int]:

@@ -96,3 +96,24 @@ def test_mpi_runs_planned_and_dd_fits(tmp_path):
     assert got["rows"] == [a.rows for a in local.plan.assignments] == [2769, 616, 615]
     assert got["bands"] == ["float32", "float64", "float64"]
     np.testing.assert_allclose(got["planned_trace"], local.log_likelihood, rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_a_plan_of_dask_workers_places_each_shard_on_its_worker(dask_client):
+    from mixfold.dispatch import open_backend
+    from mixfold.parallel.heterogeneous import PlanRequest
+    from mixfold.parallel.resources import Resources
+
+    rows, est, _ = CASES["gmm"]()
+    resources = Resources.from_dask(dask_client)
+    handle, _, plan = open_backend(dask_client, rows, est,
+                                   plan=PlanRequest(resources, "auto", None))
+    try:
+        names = [a.name for a in plan.assignments]
+        assert names == sorted(dask_client.scheduler_info()["workers"])
+        assert [handle.placed[i] for i in range(len(names))] == names
+        holders = dask_client.who_has([f for shard in handle.shards for f in shard])
+        for name, shard in zip(names, handle.shards):
+            assert all(list(holders[f.key]) == [name] for f in shard)
+    finally:
+        handle.close()

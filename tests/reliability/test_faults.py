@@ -6,6 +6,8 @@ for bit.
 """
 
 import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -110,3 +112,27 @@ def test_spark_retries_a_failed_task_attempt_and_the_model_is_unchanged(tmp_path
     assert len(retried) == 3  # each failed attempt 0 was followed by a successful attempt 1
     assert disturbed.log_likelihood == undisturbed.log_likelihood
     assert assert_bit_identical(disturbed.model, undisturbed.model) == 5
+
+
+@pytest.mark.slow
+def test_spark_session_without_task_retries_says_to_enable_them(tmp_path):
+    """A user's ``local[2]`` session, in a process of its own (one SparkContext per process)."""
+    pytest.importorskip("pyspark")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+    out = subprocess.run([sys.executable, str(ROOT / "tests/reliability/spark_no_retries.py"),
+                          str(tmp_path)], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    lines = out.stdout.splitlines()
+    assert "retries: False" in lines, out.stdout + out.stderr
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert len(errors) == 1, out.stdout + out.stderr
+    assert "does not retry failed tasks" in errors[0] and "local[2,4]" in errors[0]
+    assert "fold 1 of this fit" in errors[0] and "spark.task.maxFailures" in errors[0]
+    assert len(fired(tmp_path)) == 1  # the worker was killed once, inside the first fold
+
+
+@pytest.mark.slow
+def test_retries_are_read_from_the_session(retrying_spark):
+    from mixfold.backends.spark import retries_failed_tasks
+
+    assert retries_failed_tasks(retrying_spark.sparkContext)

@@ -1,25 +1,44 @@
-"""``backend="dask"``: shards scattered once to Dask workers, payloads reduced by a task tree.
+"""``backend="dask"``: shards held by Dask workers, payloads reduced by a task tree.
 
-By default a ``LocalCluster`` of ``num_workers`` single-threaded worker processes on 127.0.0.1 is
-started for the fit and closed with it; a ``Client`` passed as ``backend=`` is used as it is. Each
-iteration scatters the estimator and model once (broadcast), submits one fold per resident shard
-and adds the payloads through the sharded base's tree (binary by default), each node a task on
-the workers; only the root payload comes back to the driver.
+Rows given to the fit are encoded in the driver and scattered once, one shard per worker; a Dask
+DataFrame, Series or Array is encoded partition by partition on the workers
+(:mod:`mixfold.backends._partitions`) and never reaches the driver. By default a
+``LocalCluster`` of ``num_workers`` single-threaded worker processes on 127.0.0.1 is started for
+the fit and closed with it; a ``Client`` passed as ``backend=`` (or, for a Dask collection, the
+current client) is used as it is. Each iteration scatters the estimator and model once
+(broadcast), submits one fold per resident shard and adds the payloads through the sharded
+base's tree (binary by default), each node a task on the workers; only the root payload comes
+back to the driver.
+
+A lost worker: a scattered shard is scattered again from the driver's encoding and the fold is
+run again (the same payloads, so the same result); a shard encoded on the workers is recomputed
+by Dask from its partition's source. Every wait is bounded by ``timeout`` seconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from mixfold.backends._partitions import EncodedOnWorkers, PartitionEncoding, encode_partitions
 from mixfold.backends._shard import (ShardedEncodedData, capped_at_cores, checked_num_workers,
                                      require)
 from mixfold.compute.payload import run_task
-from mixfold.families._protocol import Encoded
+from mixfold.families._protocol import Distribution, Encoded, Estimator
 
-__all__ = ["DaskEncodedData", "local_dask_client"]
+__all__ = ["DaskEncodedData", "DaskPartitionedData", "local_dask_client", "is_dask_collection",
+           "WAIT_SECONDS"]
+
+#: The longest mixfold waits for one result from the workers before it reports them stuck.
+WAIT_SECONDS = 3600.0
+
+#: Times one fold is run again after a worker is lost, the n-th after a pause of
+#: ``RETRY_PAUSE_SECONDS * 2**n`` (about 15 s in all: the scheduler's time to notice the loss).
+MAX_RETRIES = 5
+RETRY_PAUSE_SECONDS = 0.5
 
 
 def local_dask_client(num_workers: int = 2) -> Any:
@@ -31,9 +50,56 @@ def local_dask_client(num_workers: int = 2) -> Any:
     return distributed.Client(cluster)
 
 
+def is_dask_collection(data: Any) -> bool:
+    """Whether ``data`` is a Dask DataFrame, Series or Array (without importing Dask)."""
+    cls = type(data)
+    return cls.__module__.split(".")[0] == "dask" and cls.__name__ in ("DataFrame", "Series",
+                                                                       "Array")
+
+
+def _lost_worker_errors(distributed: Any) -> tuple[type[BaseException], ...]:
+    """What Dask raises when a worker holding a shard or receiving the model is gone."""
+    return (distributed.client.FutureCancelledError, distributed.KilledWorker,
+            distributed.comm.CommClosedError, OSError)
+
+
 def _fold_shard_task(shard_and_weights: tuple, task: str, args: tuple) -> np.ndarray:
     shard, weights = shard_and_weights
     return run_task(task, shard, weights, args)
+
+
+class DaskCalls:
+    """:class:`~mixfold.backends._partitions.RemoteCalls` on a Dask client, every wait bounded."""
+
+    def __init__(self, client: Any, timeout: float = WAIT_SECONDS):
+        self.client = client
+        self.timeout = float(timeout)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.client.submit(fn, *args, pure=False)
+
+    def result(self, future: Any, what: str) -> Any:
+        """``future``'s value, or one error line when it takes longer than the timeout."""
+        try:
+            return future.result(timeout=self.timeout)
+        except TimeoutError:
+            raise TimeoutError(f"dask: {what} gave no result within {self.timeout:g} s (workers "
+                               f"{sorted(self.client.scheduler_info()['workers'])})") from None
+
+    def gather(self, refs: Sequence[Any]) -> list[Any]:
+        return [self.result(f, "a task on the workers") for f in refs]
+
+    def wait(self, refs: Sequence[Any]) -> None:
+        """Until every one of ``refs`` is computed on the workers (nothing comes back)."""
+        distributed = require("distributed", "dask", "dask")
+        try:
+            distributed.wait(list(refs), timeout=self.timeout)
+        except TimeoutError:
+            raise TimeoutError(f"dask: encoding the partitions gave no result within "
+                               f"{self.timeout:g} s") from None
+        for f in refs:
+            if f.status == "error":
+                f.result()  # raises the worker's error
 
 
 class DaskEncodedData(ShardedEncodedData):
@@ -43,22 +109,53 @@ class DaskEncodedData(ShardedEncodedData):
 
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
                  client: Any = None, num_workers: int | None = None, fanout: int = 2,
-                 plan: Any = None):
-        require("distributed", "dask", "dask")
+                 plan: Any = None, timeout: float = WAIT_SECONDS):
+        distributed = require("distributed", "dask", "dask")
         num_workers = checked_num_workers(num_workers, enc.n_rows)
         self.owned = client is None
         self.client = local_dask_client(capped_at_cores(num_workers or 2)) if self.owned \
             else client
+        self.calls = DaskCalls(self.client, timeout)
+        self._lost = _lost_worker_errors(distributed)
         workers = sorted(self.client.scheduler_info()["workers"])
         super().__init__(enc, weights, chunk_rows, num_workers or len(workers), plan)
         if plan is None:
             self.fanout = max(2, int(fanout))
-        self.shards = [self.client.scatter(self.shard(i), workers=[workers[i % len(workers)]],
-                                           hash=False)
-                       for i in range(len(self.bounds))]
+        self.folds = 0
+        self.placed: dict[int, str] = {}  # shard -> the worker it was scattered to
+        self.shards = [self._scatter(i, self._home(i, workers)) for i in range(len(self.bounds))]
+
+    def _home(self, i: int, workers: list[str]) -> str:
+        """Where shard ``i`` lives: the worker its planned device names (a plan made from
+        ``Resources.from_dask``), else the workers in turn."""
+        if self.plan is not None and self.plan.assignments[i].name in workers:
+            return self.plan.assignments[i].name
+        return workers[i % len(workers)]
+
+    def _scatter(self, i: int, worker: str) -> tuple[Any, Any]:
+        """Shard ``i`` (its rows' and its weights' futures) sent to ``worker``."""
+        self.placed[i] = worker
+        return self.client.scatter(self.shard(i), workers=[worker], hash=False)
 
     def _reduce(self, task: str, shard_args: list[tuple],
                 combine: Callable[..., np.ndarray]) -> np.ndarray:
+        self.folds += 1
+        resent: list[tuple[int, str]] = []
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                return self._reduce_once(task, shard_args, combine)
+            except self._lost as err:
+                if attempt == MAX_RETRIES:
+                    named = ", ".join(f"shard {i} from {w}" for i, w in resent) or "no shard"
+                    raise RuntimeError(f"dask: a worker was lost in fold {self.folds} of this "
+                                       f"fit and {MAX_RETRIES} retries failed (re-sent: "
+                                       f"{named}; last: {type(err).__name__}: {err})") from None
+                time.sleep(RETRY_PAUSE_SECONDS * 2 ** attempt)  # the scheduler sees the loss
+                resent += self._resend_lost_shards()
+        raise AssertionError("unreachable")
+
+    def _reduce_once(self, task: str, shard_args: list[tuple],
+                     combine: Callable[..., np.ndarray]) -> np.ndarray:
         scattered: dict[int, Any] = {}  # each distinct argument tuple (one per band) sent once
         shared = [scattered.setdefault(id(a), self.client.scatter(a, broadcast=True, hash=False))
                   for a in shard_args]
@@ -66,9 +163,20 @@ class DaskEncodedData(ShardedEncodedData):
                    for s, a in zip(self.shards, shared)]
         root = self._tree(futures, lambda *parts: self.client.submit(combine, *parts,
                                                                      pure=False))
-        result = root.result()
-        del shared, scattered, futures, root
-        return result
+        return self.calls.result(root, f"fold {self.folds}")
+
+    def _resend_lost_shards(self) -> list[tuple[int, str]]:
+        """Scatter every shard whose data is gone again (from the driver's encoding) to a live
+        worker; returns (shard, the worker it was on) for each."""
+        held = [f for shard in self.shards for f in shard if f.status == "finished"]
+        holders = self.client.who_has(held)
+        workers = sorted(self.client.scheduler_info()["workers"])
+        lost = []
+        for i, shard in enumerate(self.shards):
+            if not all(holders.get(f.key) for f in shard):
+                lost.append((i, self.placed[i]))
+                self.shards[i] = self._scatter(i, self._home(i, workers))
+        return lost
 
     def close(self) -> None:
         if self.closed:
@@ -79,3 +187,70 @@ class DaskEncodedData(ShardedEncodedData):
             cluster = self.client.cluster
             self.client.close()
             cluster.close()
+
+
+def dask_blocks(data: Any) -> list[Any]:
+    """A Dask collection's partitions as delayed values, in row order: a DataFrame's or
+    Series' partitions, an Array's row blocks (its other axes joined into one chunk)."""
+    if type(data).__name__ == "Array":
+        if data.ndim > 1:
+            data = data.rechunk({axis: -1 for axis in range(1, data.ndim)})
+        return list(data.to_delayed().ravel())
+    return list(data.to_delayed())
+
+
+def current_or_new_client(num_workers: int | None) -> tuple[Any, bool]:
+    """(client, whether mixfold owns it): the current Dask client, left running when the fit
+    ends, or a new local one that the fit closes."""
+    distributed = require("distributed", "dask", "dask")
+    try:
+        return distributed.default_client(), False
+    except ValueError:  # no client in this process
+        return local_dask_client(capped_at_cores(num_workers or 2)), True
+
+
+class DaskPartitionedData(EncodedOnWorkers, DaskEncodedData):
+    """A Dask DataFrame, Series or Array encoded partition by partition on the workers; each
+    partition's shard stays where Dask computed it (recomputed from its source if lost)."""
+
+    def __init__(self, client: Any, owned: bool, shards: list[Any],
+                 bounds: list[tuple[int, int]], total_weight: float, chunk_rows: int,
+                 fanout: int = 2, timeout: float = WAIT_SECONDS):
+        distributed = require("distributed", "dask", "dask")
+        self.client, self.owned = client, owned
+        self.calls = DaskCalls(client, timeout)
+        self._lost = _lost_worker_errors(distributed)
+        self.shards = shards
+        self.folds = 0
+        self._lay_out(bounds[-1][1], total_weight, chunk_rows, bounds, None)
+        self.fanout = max(2, int(fanout))
+
+    @classmethod
+    def from_collection(cls, data: Any, estimator: Estimator, *,
+                        init: Distribution | None = None, weight_column: str | None = None,
+                        chunk_rows: int = 8192, client: Any = None,
+                        num_workers: int | None = None
+                        ) -> tuple[DaskPartitionedData, Estimator]:
+        """Encode ``data`` (a Dask DataFrame, Series or Array) on the workers; returns the
+        handle and the bound estimator."""
+        owned = False
+        if client is None:
+            client, owned = current_or_new_client(checked_num_workers(num_workers))
+        try:
+            calls = DaskCalls(client)
+            base = init.encoder() if init is not None else estimator.encoder()
+            blocks = client.compute(dask_blocks(data))
+            shards, encoder, bounds, total = encode_partitions(
+                calls, blocks, PartitionEncoding(base, weight_column))
+            calls.wait(shards)  # held on the workers before the partitions are released
+            del blocks
+            return cls(client, owned, shards, bounds, total, chunk_rows), estimator.bind(encoder)
+        except BaseException:
+            if owned:
+                cluster = client.cluster
+                client.close()
+                cluster.close()
+            raise
+
+    def _resend_lost_shards(self) -> list[tuple[int, str]]:
+        return []  # Dask recomputes a lost shard from its partition's source

@@ -14,10 +14,16 @@ Vocabularies are learnt on each rank and merged (an allgather of fitted encoders
 indices are re-based by an exclusive prefix sum of every node's row count (so seeded
 initialisation is the same as on one machine), and each iteration reduces one flat float64 payload
 with ``Reduce`` to rank 0 and ``Bcast`` back, so every rank holds the same model bit for bit.
+
+Ranks sharing a node share its cores, as every other engine's workers do: while the fit runs,
+each rank folds on (and holds BLAS to) :func:`threads_per_rank` threads — the cores given to
+it by the launcher's binding, else the node's cores over its ranks — unless
+``MIXFOLD_NUM_THREADS`` or ``OMP_NUM_THREADS`` says otherwise.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import reduce
 from typing import Any
@@ -27,11 +33,64 @@ import numpy as np
 from mixfold.backends._shard import ShardedEncodedData, require
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import fold_rows, init_sample_mask
+from mixfold.compute.row_blocks import blas_threads
 from mixfold.compute.payload import add_payloads, run_task
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
 
-__all__ = ["MPIEncodedData"]
+__all__ = ["MPIEncodedData", "threads_per_rank"]
+
+#: Variables by which a user sets a process's threads; when one is set, mixfold keeps it.
+_USER_THREAD_VARS = ("MIXFOLD_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def threads_per_rank(ranks_on_node: int, cores: int | None = None,
+                     bound_cores: int | None = None) -> int:
+    """Threads one rank runs: the cores the launcher bound it to, when it bound it to fewer than
+    the node's; else the node's cores shared by its ranks (at least one).
+
+    >>> threads_per_rank(2, cores=16, bound_cores=16), threads_per_rank(4, cores=2, bound_cores=2)
+    (8, 1)
+    >>> threads_per_rank(2, cores=16, bound_cores=1)
+    1
+    """
+    cores = cores or os.cpu_count() or 1
+    bound = bound_cores or len(os.sched_getaffinity(0))
+    if bound < cores:
+        return bound
+    return max(1, cores // max(1, ranks_on_node))
+
+
+class _RankThreads:
+    """This rank's row threads and BLAS threads held to its share of the node until
+    :meth:`release` (a user's ``MIXFOLD_NUM_THREADS`` / ``OMP_NUM_THREADS`` is kept)."""
+
+    def __init__(self, comm: Any, mpi: Any):
+        node = comm.Split_type(mpi.COMM_TYPE_SHARED)
+        try:
+            ranks_on_node = node.size
+        finally:
+            node.Free()
+        self.saved = os.environ.get("MIXFOLD_NUM_THREADS")
+        self.limiter = None
+        self.threads = None
+        if any(os.environ.get(v, "").isdigit() for v in _USER_THREAD_VARS):
+            return
+        self.threads = threads_per_rank(ranks_on_node)
+        os.environ["MIXFOLD_NUM_THREADS"] = str(self.threads)
+        self.limiter = blas_threads(self.threads)
+
+    def release(self) -> None:
+        if self.threads is None:
+            return
+        self.threads = None
+        if self.saved is None:
+            os.environ.pop("MIXFOLD_NUM_THREADS", None)
+        else:
+            os.environ["MIXFOLD_NUM_THREADS"] = self.saved
+        restore = getattr(self.limiter, "restore_original_limits", None)
+        if restore is not None:
+            restore()
 
 
 class MPIEncodedData(ShardedEncodedData):
@@ -52,6 +111,7 @@ class MPIEncodedData(ShardedEncodedData):
         self._lay_out(ends[-1], float(comm.allreduce(float(weights.sum()))), chunk_rows, bounds,
                       None)
         self.features = FeatureCache.for_rows(enc.nbytes)
+        self.rank_threads = _RankThreads(comm, require("mpi4py.MPI", "mpi", "mpi"))
 
     @classmethod
     def from_rows(cls, data: Any, estimator: Estimator, *, init: Distribution | None,
@@ -149,6 +209,7 @@ class MPIEncodedData(ShardedEncodedData):
 
     def close(self) -> None:
         self.features.clear()
+        self.rank_threads.release()
 
     def shard(self, i: int) -> tuple[Encoded, np.ndarray]:
         if i != self.comm.rank:

@@ -1,27 +1,69 @@
-"""``backend="ray"``: shards put once into Ray's object store, payloads reduced by a task tree.
+"""``backend="ray"``: shards held in Ray's object store, payloads reduced by a task tree.
 
-Ray is started locally (``num_cpus=num_workers``, no dashboard, bound to 127.0.0.1) unless it is
+Rows given to the fit are encoded in the driver and put once; a Ray dataset is encoded block by
+block by Ray tasks (:mod:`mixfold.backends._partitions`) and never reaches the driver. Ray is
+started locally (``num_cpus=num_workers``, no dashboard, bound to 127.0.0.1) unless it is
 already initialised, in which case the running instance is used and left running. Per iteration
 the estimator and model are put once, one fold task runs per shard and the payloads are added
 through the sharded base's tree (binary by default) of remote tasks; only the root payload is
-fetched.
+fetched. Every wait is bounded by ``timeout`` seconds; a task whose worker dies is run again
+by Ray (its shard, in the object store, is not lost with the worker).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from mixfold.backends._partitions import EncodedOnWorkers, PartitionEncoding, encode_partitions
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
 from mixfold.compute.payload import run_task
-from mixfold.families._protocol import Encoded
+from mixfold.families._protocol import Distribution, Encoded, Estimator
 
-__all__ = ["RayEncodedData"]
+__all__ = ["RayEncodedData", "RayPartitionedData", "is_ray_dataset", "WAIT_SECONDS"]
+
+#: The longest mixfold waits for results from Ray tasks before it reports them stuck.
+WAIT_SECONDS = 3600.0
 
 _REMOTE: dict[str, Any] = {}
+
+
+def is_ray_dataset(data: Any) -> bool:
+    """Whether ``data`` is a Ray dataset (without importing Ray)."""
+    return any(c.__module__.startswith("ray.data") and c.__name__ == "Dataset"
+               for c in type(data).__mro__)
+
+
+class RayCalls:
+    """:class:`~mixfold.backends._partitions.RemoteCalls` as Ray tasks, every wait bounded."""
+
+    def __init__(self, ray: Any, timeout: float = WAIT_SECONDS):
+        self.ray = ray
+        self.timeout = float(timeout)
+        self.remote: dict[Callable[..., Any], Any] = {}
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if fn not in self.remote:
+            self.remote[fn] = self.ray.remote(num_cpus=1)(fn)
+        return self.remote[fn].remote(*args)
+
+    def gather(self, refs: Sequence[Any]) -> list[Any]:
+        try:
+            return self.ray.get(list(refs), timeout=self.timeout)
+        except self.ray.exceptions.GetTimeoutError:
+            raise TimeoutError(f"ray: tasks gave no result within {self.timeout:g} s") from None
+
+    def wait(self, refs: Sequence[Any]) -> None:
+        """Until every one of ``refs`` is computed (nothing comes back to the driver)."""
+        refs = list(refs)
+        done, pending = self.ray.wait(refs, num_returns=len(refs), timeout=self.timeout,
+                                      fetch_local=False)
+        if pending:
+            raise TimeoutError(f"ray: {len(pending)} of {len(refs)} blocks were not encoded "
+                               f"within {self.timeout:g} s")
 
 
 def _remote_functions(ray: Any, combine: Callable[..., np.ndarray]) -> tuple[Any, Any]:
@@ -44,11 +86,13 @@ class RayEncodedData(ShardedEncodedData):
 
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
                  num_workers: int | None = None, fanout: int = 2,
-                 object_store_bytes: int = 512 * 1024 * 1024, plan: Any = None):
+                 object_store_bytes: int = 512 * 1024 * 1024, plan: Any = None,
+                 timeout: float = WAIT_SECONDS):
         num_workers = checked_num_workers(num_workers, enc.n_rows)
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         ray = require("ray", "ray", "ray")
         self.ray = ray
+        self.timeout = float(timeout)
         self.owned = not ray.is_initialized()
         if self.owned:
             ray.init(num_cpus=num_workers or 2, include_dashboard=False, log_to_driver=False,
@@ -65,7 +109,11 @@ class RayEncodedData(ShardedEncodedData):
         put: dict[int, Any] = {}  # each distinct argument tuple (one per band) stored once
         shared = [put.setdefault(id(a), self.ray.put(a)) for a in shard_args]
         refs = [fold.remote(s, task, a) for s, a in zip(self.shards, shared)]
-        return self.ray.get(self._tree(refs, add.remote))
+        root = self._tree(refs, add.remote)
+        try:
+            return self.ray.get(root, timeout=self.timeout)
+        except self.ray.exceptions.GetTimeoutError:
+            raise TimeoutError(f"ray: a fold gave no result within {self.timeout:g} s") from None
 
     def close(self) -> None:
         if self.closed:
@@ -75,3 +123,33 @@ class RayEncodedData(ShardedEncodedData):
         if self.owned:
             self.ray.shutdown()
             _REMOTE.clear()
+
+
+class RayPartitionedData(EncodedOnWorkers, RayEncodedData):
+    """A Ray dataset encoded block by block by Ray tasks; each shard stays in the object store.
+    Ray, already running (a dataset runs on it), is left running."""
+
+    def __init__(self, ray: Any, shards: list[Any], bounds: list[tuple[int, int]],
+                 total_weight: float, chunk_rows: int, fanout: int = 2,
+                 timeout: float = WAIT_SECONDS):
+        self.ray, self.owned, self.timeout = ray, False, float(timeout)
+        self.calls = RayCalls(ray, timeout)
+        self.shards = shards
+        self._lay_out(bounds[-1][1], total_weight, chunk_rows, bounds, None)
+        self.fanout = max(2, int(fanout))
+
+    @classmethod
+    def from_dataset(cls, dataset: Any, estimator: Estimator, *,
+                     init: Distribution | None = None, weight_column: str | None = None,
+                     chunk_rows: int = 8192) -> tuple[RayPartitionedData, Estimator]:
+        """Encode ``dataset``'s blocks (as Arrow tables) in Ray tasks; returns the handle and
+        the bound estimator."""
+        ray = require("ray", "ray", "ray")
+        calls = RayCalls(ray)
+        base = init.encoder() if init is not None else estimator.encoder()
+        blocks = dataset.to_arrow_refs()
+        shards, encoder, bounds, total = encode_partitions(
+            calls, blocks, PartitionEncoding(base, weight_column))
+        calls.wait(shards)
+        del blocks
+        return cls(ray, shards, bounds, total, chunk_rows), estimator.bind(encoder)

@@ -3,7 +3,9 @@
 The rows are encoded once in the driver and shipped once into a cached RDD with one partition
 per shard. Per iteration the estimator and model are broadcast, every partition folds its shard
 into one fixed-size payload inside ``map``, and ``treeAggregate`` adds the payloads through a tree
-of the given depth — the driver never collects per-shard results. An existing SparkSession (or
+of the given depth — the driver never collects per-shard results. A Spark DataFrame is encoded
+on the executors instead, from Arrow batches (:meth:`SparkEncodedData.from_dataframe`). An
+existing SparkSession (or
 SparkContext) is used as it is and left running; one mixfold starts itself is bound to loopback
 and stopped, JVM included, at ``close()``.
 """
@@ -11,22 +13,24 @@ and stopped, JVM included, at ``close()``.
 from __future__ import annotations
 
 import os
+import pickle
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
+from mixfold.backends._partitions import PartitionEncoding, merge_encoders, row_starts
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
 from mixfold.compute.fold import fold_rows, init_sample_mask
 from mixfold.compute.payload import run_task
 from mixfold.compute.tree import shard_bounds
-from mixfold.errors import NumericalError
-from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
-from mixfold.families.composite import RecordEncoder
+from mixfold.errors import DataError, NumericalError
+from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator, as_weights
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session",
-           "running_or_new_session"]
+           "running_or_new_session", "retries_failed_tasks"]
 
 
 def local_spark_session(num_workers: int = 2, max_task_failures: int = 4) -> Any:
@@ -86,6 +90,30 @@ def stop_spark_session(session: Any) -> None:
     SparkContext._jvm = None
 
 
+def retries_failed_tasks(sc: Any) -> bool:
+    """Whether ``sc`` runs a failed task again: in local mode only a master ``local[N,F]`` with
+    F >= 2 does (``spark.task.maxFailures`` is ignored there), elsewhere
+    ``spark.task.maxFailures`` >= 2 (Spark's default is 4)."""
+    master = sc.master
+    local = re.fullmatch(r"local(?:\[\s*(\*|\d+)\s*(?:,\s*(\d+)\s*)?\])?", master)
+    if local is not None:
+        return local.group(2) is not None and int(local.group(2)) >= 2
+    return int(sc.getConf().get("spark.task.maxFailures", "4")) >= 2
+
+
+def _first_line(err: Exception) -> str:
+    """The Java exception's message, first line only (the whole is a 9 KB stack trace)."""
+    java = getattr(err, "java_exception", None)
+    text = str(java.getMessage()) if java is not None else str(err)
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line[:400]
+
+
+def _rebased_item(item: tuple, starts: Any) -> tuple[int, Encoded, np.ndarray]:
+    index, enc, weights = item[:3]
+    return index, enc.with_starts(iter(starts.value[index])), weights
+
+
 def _run_partition(item: tuple, task: str, broadcast: Any) -> np.ndarray:
     index, shard, weights = item
     return run_task(task, shard, weights, broadcast.value[index])
@@ -106,13 +134,73 @@ def _first_bad_row(item: tuple, model: Any, precision: str, chunk_rows: int) -> 
     return None
 
 
-def _dataframe_values(rows: list, estimator: Estimator, columns: list[str]) -> Any:
-    """Spark Rows as the values the estimator's encoder reads."""
-    if isinstance(estimator.encoder(), RecordEncoder):
-        return [{c: r[c] for c in columns} for r in rows]
-    if len(columns) == 1:
-        return [r[columns[0]] for r in rows]
-    return [tuple(r[c] for c in columns) for r in rows]
+#: Rows of a DataFrame read into the driver to guess its vocabularies before its one pass.
+VOCABULARY_SAMPLE_ROWS = 10_000
+
+
+def _guessed_vocabularies(src: Any, encoding: PartitionEncoding) -> Encoder:
+    """The encoder fitted on the first :data:`VOCABULARY_SAMPLE_ROWS` rows of ``src``."""
+    sample = src.limit(VOCABULARY_SAMPLE_ROWS).toArrow()
+    fitted = encoding.fit(sample)
+    if fitted is None:
+        raise DataError("the data has no rows")
+    return fitted
+
+
+def _encoded_partitions(src: Any, encoding: PartitionEncoding, guess: Encoder) -> Any:
+    """An RDD of one ``(partition, Encoded or None, weights, new vocabularies)`` per non-empty
+    partition of ``src``, in one pass over its Arrow batches: a batch whose vocabularies
+    ``guess`` holds is encoded with it and sent on pickled (bounded memory in the Arrow
+    worker); a batch with vocabularies it lacks sends its fitted encoder instead. The batches
+    of a partition are joined into its shard."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    schema = pa.schema([("partition", pa.int64()), ("shard", pa.binary()),
+                        ("encoder", pa.binary())])
+
+    def encode_batches(batches: Iterator[Any]) -> Iterator[Any]:
+        index = TaskContext.get().partitionId()
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
+            fitted = encoding.fit(table)
+            if fitted is None:
+                continue
+            known = merge_encoders(guess, fitted) == guess
+            shard = pickle.dumps(encoding.encode(table, guess), protocol=5) if known else None
+            new = None if known else pickle.dumps(fitted)
+            yield pa.RecordBatch.from_pydict({"partition": [index], "shard": [shard],
+                                              "encoder": [new]}, schema=schema)
+
+    def join(rows: Iterator[Any]) -> Iterator[tuple]:
+        parts, new, index = [], [], None
+        for row in rows:
+            index = row[0]
+            if row[1] is not None:
+                parts.append(pickle.loads(row[1]))
+            if row[2] is not None:
+                new.append(pickle.loads(row[2]))
+        if index is not None and parts:
+            encs = [p[0] for p in parts]
+            enc = encs[0] if len(encs) == 1 else type(encs[0]).concat(encs)
+            yield index, enc, np.concatenate([p[1] for p in parts]), new
+        elif index is not None:
+            yield index, None, None, new
+
+    return src.mapInArrow(encode_batches, "partition long, shard binary, encoder binary") \
+        .rdd.mapPartitions(join)
+
+
+def _encode_and_measure(src: Any, encoding: PartitionEncoding, guess: Encoder
+                        ) -> tuple[Any, dict[int, tuple[list[int], float]], list[Encoder]]:
+    """(the cached RDD of ``(partition, Encoded, weights)``, every non-empty partition's node
+    sizes and weight, the vocabularies ``guess`` lacked) in one pass over ``src``."""
+    cached = _encoded_partitions(src, encoding, guess).cache()
+    measured = cached.map(lambda t: (t[0], None if t[1] is None else
+                                     (t[1].node_sizes(), float(t[2].sum())), t[3])).collect()
+    found = {i: sizes for i, sizes, _ in measured if sizes is not None}
+    new = [e for _, _, encoders in measured for e in encoders]
+    return cached, found, new
 
 
 class SparkEncodedData(ShardedEncodedData):
@@ -128,12 +216,19 @@ class SparkEncodedData(ShardedEncodedData):
     name = "spark"
 
     def __init__(self, session: Any, owned: bool, rdd: Any, bounds: list[tuple[int, int]],
-                 total_weight: float, chunk_rows: int, reduce_depth: int = 2, plan: Any = None):
+                 total_weight: float, chunk_rows: int, reduce_depth: int = 2, plan: Any = None,
+                 starts: list[list[int] | None] | None = None):
         self.session, self.owned = session, owned
         self.sc = getattr(session, "sparkContext", session)
-        self.rdd = rdd
+        self.cached = rdd
+        # a DataFrame's partitions are encoded apart: each task re-bases its shard's row indices
+        self.starts = None if starts is None else self.sc.broadcast(
+            {i: s for i, s in enumerate(starts) if s is not None})
+        self.rdd = rdd if self.starts is None else rdd.map(
+            lambda t, b=self.starts: _rebased_item(t, b))
         self.num_partitions = int(rdd.getNumPartitions())
         self.reduce_depth = max(1, int(reduce_depth))
+        self.folds = 0
         self._lay_out(bounds[-1][1] if bounds else 0, total_weight, chunk_rows, bounds, plan)
 
     @classmethod
@@ -168,47 +263,27 @@ class SparkEncodedData(ShardedEncodedData):
                        reduce_depth: int = 2) -> tuple[SparkEncodedData, Estimator]:
         """Encode a Spark DataFrame on its executors; returns the handle and bound estimator.
 
-        Each partition learns its vocabularies, the fitted encoders merge by ``treeReduce``,
-        each partition encodes its rows, and global row indices are re-based by prefix sums of
-        every partition's node sizes — so the seeded start equals the local backend's.
+        The columns reach the Python workers as Arrow batches (``mapInArrow``), one batch in
+        memory at a time, in one pass when the vocabularies of the first
+        :data:`VOCABULARY_SAMPLE_ROWS` rows hold every batch's (else a second pass encodes with
+        the merged vocabularies); the batches of a partition are joined into its shard. Global
+        row indices come from prefix sums of every partition's node sizes (applied as each task
+        reads its shard) — so the seeded start equals the local backend's.
         """
         columns = [c for c in df.columns if c != weight_column]
-        data_df = df.select(*columns)
+        src = df.select(*columns, weight_column) if weight_column else df.select(*columns)
         base = init.encoder() if init is not None else estimator.encoder()
-
-        def fit_part(rows):
-            yield base.fit(_dataframe_values(list(rows), estimator, columns))
-
-        encoder = data_df.rdd.mapPartitions(fit_part).treeReduce(lambda a, b: a.merge(b))
-
-        def encode_part(index, rows):
-            rows = list(rows)
-            if rows:
-                w = (np.array([r[weight_column] for r in rows], dtype=np.float64)
-                     if weight_column else None)
-                enc = encoder.encode(_dataframe_values(rows, estimator, columns))
-                yield index, enc, as_weights(w, enc.n_rows)
-
-        src = df.select(*columns, weight_column) if weight_column else data_df
-        encoded = src.rdd.mapPartitionsWithIndex(encode_part).cache()
-        sizes = dict(encoded.map(lambda t: (t[0], (t[1].node_sizes(), float(t[2].sum()))))
-                     .collect())
-        order = sorted(sizes)
-        starts, running = {}, np.zeros(len(sizes[order[0]][0]), dtype=np.int64)
-        for i in order:
-            starts[i] = running.copy()
-            running += np.asarray(sizes[i][0], dtype=np.int64)
-        starts_b = df.sparkSession.sparkContext.broadcast(starts)
-        rdd = encoded.map(lambda t: (t[0], t[1].with_starts(iter(int(s) for s in
-                                                                   starts_b.value[t[0]])), t[2]))
-        rdd = rdd.cache()
-        rdd.count()
-        encoded.unpersist()
-        rows = [int(sizes[i][0][0]) if i in sizes else 0 for i in range(rdd.getNumPartitions())]
-        ends = np.cumsum(rows).tolist()
-        bounds = [(end - n, end) for n, end in zip(rows, ends)]  # an empty partition: (s, s)
-        handle = cls(df.sparkSession, False, rdd, bounds, sum(v[1] for v in sizes.values()),
-                     chunk_rows, reduce_depth)
+        encoding = PartitionEncoding(base, weight_column)
+        encoder = _guessed_vocabularies(src, encoding)
+        encoded, found, new = _encode_and_measure(src, encoding, encoder)
+        if new:  # a level the sample did not hold: a second pass with every vocabulary
+            encoded.unpersist()
+            encoder = merge_encoders(encoder, *new)
+            encoded, found, new = _encode_and_measure(src, encoding, encoder)
+        starts, bounds, total = row_starts([found.get(i)
+                                            for i in range(encoded.getNumPartitions())])
+        handle = cls(df.sparkSession, False, encoded, bounds, total, chunk_rows, reduce_depth,
+                     starts=starts)
         return handle, estimator.bind(encoder)
 
     def shard(self, i: int) -> tuple[Encoded, np.ndarray]:
@@ -224,9 +299,19 @@ class SparkEncodedData(ShardedEncodedData):
         def comb_op(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
             return b if a is None else a if b is None else combine(a, b)
 
+        self.folds += 1
         try:
             payloads = self.rdd.map(lambda item: _run_partition(item, task, broadcast))
             return payloads.treeAggregate(None, seq_op, comb_op, depth=self.reduce_depth)
+        except Exception as err:
+            if type(err).__name__ != "Py4JJavaError" or retries_failed_tasks(self.sc):
+                raise
+            raise RuntimeError(
+                f"spark: a task failed in fold {self.folds} of this fit, and this session "
+                f"(master {self.sc.master}) does not retry failed tasks, so a Python worker "
+                f"lost mid-fit loses the fit: enable retries (master 'local[N,F]', e.g. "
+                f"'local[2,4]', or spark.task.maxFailures >= 2 on a cluster). The task's error: "
+                f"{_first_line(err)}") from None
         finally:
             broadcast.destroy()
 
@@ -248,6 +333,8 @@ class SparkEncodedData(ShardedEncodedData):
         if self.closed:
             return
         self.closed = True
-        self.rdd.unpersist()
+        self.cached.unpersist()
+        if self.starts is not None:
+            self.starts.destroy()
         if self.owned:
             stop_spark_session(self.session)

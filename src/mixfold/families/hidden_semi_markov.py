@@ -110,6 +110,9 @@ class HiddenSemiMarkovDistribution(ScoresColumns, Distribution):
     [0.99, 1.0, 0.94, 0.19, 0.08]
     """
 
+    parameter_coordinates = {"emissions": "parts", "durations": "parts", "initial": "simplex",
+                             "transitions": "simplex", "max_duration": "fixed"}
+
     def __init__(self, emissions: Sequence[Distribution], durations: Sequence[Distribution],
                  initial: Sequence[float], transitions: Sequence[Sequence[float]],
                  max_duration: int = DEFAULT_MAX_DURATION):
@@ -436,6 +439,9 @@ class HiddenSemiMarkovEstimator(Estimator):
     def _encoded_durations(self, est: Estimator) -> Encoded:
         values = self._encoded_values(est)
         return est.encoder().fit(values).encode(values)
+
+    def parts(self) -> tuple[Estimator, ...]:
+        return self.emissions + self.durations
 
     def encoder(self) -> SequenceEncoder:
         return SequenceEncoder(shared_encoder([e.encoder() for e in self.emissions]))

@@ -91,6 +91,9 @@ class MarkovChainDistribution(Distribution):
     [['home', 'home', 'home', 'home'], ['home', 'cart', 'cart', 'cart']]
     """
 
+    parameter_coordinates = {"levels": "fixed", "initial": "simplex", "transitions": "simplex",
+                             "length": "part"}
+
     def __init__(self, initial: Sequence[float], transitions: Sequence[Sequence[float]],
                  levels: Sequence[Hashable] | None = None, length: Distribution | None = None):
         k = len(initial)
@@ -261,6 +264,9 @@ class MarkovChainEstimator(Estimator):
         self.length = length
         self.pseudo_count = float(pseudo_count)
         self.keys = keys
+
+    def parts(self) -> tuple[Estimator, ...]:
+        return () if self.length is None else (self.length,)
 
     def encoder(self) -> SequenceEncoder:
         return SequenceEncoder(CategoricalEncoder(self.levels),

@@ -8,8 +8,10 @@ standardised, K = the number of classes, every covariance type. Both libraries s
 same parameters (one scikit-learn k-means start, handed to both as ``weights_init``,
 ``means_init``, ``precisions_init``) and stop by the same rule: a fixed number of iterations
 (``tol=0``, ``max_iter``; a fit that reaches an exact fixed point earlier stops there, so s/iter
-is the fair column). Timed: the whole ``fit`` call, median of the repeats, after one warm-up fit.
-Ratios > 1: mixfold faster.
+is what the ratios compare). Timed: the whole ``fit`` call, wall clock and this process's CPU
+time (less sensitive to other processes on a shared machine), median of the repeats, the two
+libraries' fits alternating, after one warm-up fit each. Ratios (scikit-learn's time per
+iteration over mixfold's) > 1: mixfold faster.
 """
 
 from __future__ import annotations
@@ -53,16 +55,26 @@ def shared_start(x: np.ndarray, k: int, kind: str) -> dict:
             "precisions_init": precisions}
 
 
-def timed_fit(cls, k: int, params: dict, x: np.ndarray, repeats: int) -> tuple[float, int]:
-    cls(k, **params).fit(x)  # warm-up: imports, compiled paths, caches
-    times, n_iter = [], 0
+def _one_fit(cls, k: int, params: dict, x: np.ndarray) -> tuple[float, float, int]:
+    model = cls(k, **params)
+    wall, cpu = time.perf_counter(), time.process_time()
+    model.fit(x)
+    return time.perf_counter() - wall, time.process_time() - cpu, model.n_iter_
+
+
+def timed_fits(k: int, params: dict, x: np.ndarray, repeats: int) -> dict[str, tuple]:
+    """Per library: (median wall s, median process s, iterations) of ``repeats`` fits, the two
+    libraries' fits alternating (a change of load falls on both), after one warm-up fit each
+    (imports, compiled paths, caches)."""
+    libraries = {"sklearn": SkGaussianMixture, "mixfold": MfGaussianMixture}
+    for cls in libraries.values():
+        cls(k, **params).fit(x)
+    runs: dict[str, list] = {name: [] for name in libraries}
     for _ in range(repeats):
-        model = cls(k, **params)
-        t = time.perf_counter()
-        model.fit(x)
-        times.append(time.perf_counter() - t)
-        n_iter = model.n_iter_
-    return statistics.median(times), n_iter
+        for name, cls in libraries.items():
+            runs[name].append(_one_fit(cls, k, params, x))
+    return {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs),
+                   rs[-1][2]) for name, rs in runs.items()}
 
 
 def main() -> None:
@@ -75,18 +87,20 @@ def main() -> None:
     warnings.simplefilter("ignore")  # convergence and degenerate-variance notes, both sides
     print(f"# small_data.py — {platform.node()}, one thread, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
-    print(f"{'data':<14} {'n x d':>9} {'K':>3} {'covariance':<10} {'sklearn s':>10} "
-          f"{'mixfold s':>10} {'it sk/mf':>9} {'s/it ratio':>11} {'fit ratio':>10}")
+    print(f"{'data':<14} {'n x d':>9} {'K':>3} {'covariance':<10} {'it sk/mf':>9} "
+          f"{'sklearn s':>10} {'mixfold s':>10} {'ratio':>6} {'sklearn cpu':>12} "
+          f"{'mixfold cpu':>12} {'cpu ratio':>10}")
     for name in args.datasets.split(","):
         x, k = load(name)
         for kind in args.kinds.split(","):
             common = dict(covariance_type=kind, tol=0.0, max_iter=args.max_iter,
                           random_state=0, **shared_start(x, k, kind))
-            sk, sk_it = timed_fit(SkGaussianMixture, k, common, x, args.repeats)
-            mf, mf_it = timed_fit(MfGaussianMixture, k, common, x, args.repeats)
+            t = timed_fits(k, common, x, args.repeats)
+            (sk, sk_cpu, sk_it), (mf, mf_cpu, mf_it) = t["sklearn"], t["mixfold"]
             print(f"{name:<14} {f'{x.shape[0]}x{x.shape[1]}':>9} {k:>3} {kind:<10} "
-                  f"{sk:>10.4f} {mf:>10.4f} {f'{sk_it}/{mf_it}':>9} "
-                  f"{(sk / sk_it) / (mf / mf_it):>11.2f} {sk / mf:>10.2f}")
+                  f"{f'{sk_it}/{mf_it}':>9} {sk:>10.4f} {mf:>10.4f} "
+                  f"{(sk / sk_it) / (mf / mf_it):>6.2f} {sk_cpu:>12.4f} {mf_cpu:>12.4f} "
+                  f"{(sk_cpu / sk_it) / (mf_cpu / mf_it):>10.2f}")
 
 
 if __name__ == "__main__":

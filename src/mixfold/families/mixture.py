@@ -732,13 +732,19 @@ class MixtureEstimator(Estimator):
 
     def estimate(self, nobs: float, stats: Any) -> MixtureDistribution:
         (counts,), comp_stats = stats
+        weights = self.mixing_weights(counts)
+        comps = [est.estimate(float(counts[k]), comp_stats[k])
+                 for k, est in enumerate(self.components)]
+        return MixtureDistribution(comps, weights)
+
+    def mixing_weights(self, counts: np.ndarray) -> np.ndarray:
+        """The weights (K,) of the components' posterior masses ``counts`` (plus the
+        pseudo-count), each component that lost its rows reported."""
         mass = counts + self.pseudo_count
         total = mass.sum()
         weights = mass / total if total > 0 else np.full(len(mass), 1.0 / len(mass))
         self._report_empty(counts)
-        comps = [est.estimate(float(counts[k]), comp_stats[k])
-                 for k, est in enumerate(self.components)]
-        return MixtureDistribution(comps, weights)
+        return weights
 
     def _report_empty(self, counts: np.ndarray) -> None:
         total = float(counts.sum())

@@ -28,7 +28,7 @@ from mixfold.families._missing import (Conditionals, MissingPatterns, add_weight
                                        check_missing_flag, fill_for_points,
                                        gaussian_conditionals, has_missing, require_native)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold.families._scipy import cholesky, solve_triangular
+from mixfold.families._scipy import dpotrf, dtrtrs
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
@@ -95,14 +95,15 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         if np.abs(cov_arr - cov_arr.T).max() > SYMMETRY_TOLERANCE * np.abs(cov_arr).max():
             raise ParameterError(f"cov must be symmetric, got {cov_arr.tolist()}")
         cov_arr = 0.5 * (cov_arr + cov_arr.T)
-        try:
-            cov_chol = cholesky(cov_arr, lower=True)
-        except np.linalg.LinAlgError:
-            raise ParameterError(f"cov must be positive definite, got {cov_arr.tolist()}") from None
+        # LAPACK directly, as scipy.linalg's cholesky and solve_triangular call it (their
+        # checks cost more than a small factorisation): L, then U = (L^-1)^T
+        cov_chol, info = dpotrf(cov_arr, lower=1, clean=1)
+        if info != 0:
+            raise ParameterError(f"cov must be positive definite, got {cov_arr.tolist()}")
         self.mu = mu_arr
         self.cov = cov_arr
         self.cov_cholesky = cov_chol
-        self.precision_cholesky = solve_triangular(cov_chol, np.eye(d), lower=True).T
+        self.precision_cholesky = dtrtrs(cov_chol, np.eye(d), lower=1)[0].T
         self.log_det_precision_cholesky = float(np.log(np.diag(self.precision_cholesky)).sum())
         self.missing = check_missing_flag(missing)
         for a in (self.mu, self.cov, self.cov_cholesky, self.precision_cholesky):

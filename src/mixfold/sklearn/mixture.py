@@ -21,6 +21,7 @@ from mixfold.errors import NumericalError, ParameterError
 from mixfold.families import (DiagonalGaussianDistribution, Distribution, Encoder, Estimator,
                               MixtureDistribution, MixtureEstimator,
                               MultivariateGaussianDistribution)
+from mixfold.families._centred import central_moments
 from mixfold.families.composite import records_log_densities
 from mixfold.io.readers import _is_arrow_table, _is_pandas_frame
 from mixfold.io.tables import record_spec
@@ -73,16 +74,36 @@ class GaussianMixtureEstimator(MixtureEstimator):
         return GaussianMixtureEstimator(super().bind(encoder).components, self.covariance_type)
 
     def estimate(self, nobs: float, stats: Any) -> MixtureDistribution:
-        model = super().estimate(nobs, stats)
         if self.covariance_type == "tied":
-            cov = sum(w * c.cov for w, c in zip(model.weights, model.components))
-            return MixtureDistribution([MultivariateGaussianDistribution(c.mu, cov)
-                                        for c in model.components], model.weights)
+            return self._tied(stats)
+        model = super().estimate(nobs, stats)
         if self.covariance_type == "spherical":
             return MixtureDistribution([DiagonalGaussianDistribution(
                 c.mu, np.full(c.mu.size, c.sigma2.mean())) for c in model.components],
                 model.weights)
         return model
+
+    def _tied(self, stats: Any) -> MixtureDistribution:
+        """The tied M-step: each component's mean, and one covariance, the average of the
+        components' central second moments weighted as the components are, floored once by
+        the component estimator (its ``reg_covar``, its warning) and factored once."""
+        (counts,), comp_stats = stats
+        weights = self.mixing_weights(counts)
+        d = comp_stats[0][0][1].size
+        means, pooled = [], np.zeros((d, d))
+        for w, ((weight, sum_x, sum_xx, ref_mass), _) in zip(weights, comp_stats):
+            if not weight[0] > 0:  # an empty component: the estimator's default mean, no mass
+                means.append(np.zeros(sum_x.size))
+                continue
+            _, mean, second = central_moments(weight, sum_x, sum_xx, ref_mass)
+            means.append(mean)
+            pooled = pooled + w * second
+        centre = weights @ np.array(means)
+        total = float(counts.sum())  # the rows' weight (0: the estimator's default covariance)
+        shared = self.components[0].estimate(total, (
+            (np.array([total]), np.zeros(centre.size), total * pooled, total * centre), []))
+        return MixtureDistribution(MultivariateGaussianDistribution.tied(means, shared.cov),
+                                   weights)
 
     def n_parameters(self, model: Distribution) -> int:
         return _gaussian_mixture_parameters(self.covariance_type, model.num_components,
@@ -332,18 +353,22 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
     def _start(self, X: np.ndarray, rng: np.random.RandomState,
                given: Mapping[str, np.ndarray]) -> MixtureDistribution:
         """One starting model: parameters from the start's responsibilities, then the given
-        ``weights_init`` / ``means_init`` / ``precisions_init`` in their place."""
+        ``weights_init`` / ``means_init`` / ``precisions_init`` in their place (all three
+        given: no responsibilities, no k-means, as scikit-learn)."""
         d, kind = X.shape[1], self.covariance_type
-        weights, means, cov = _covariances_from(self._start_responsibilities(X, rng), X,
-                                                self.reg_covar, kind)
-        weights = given.get("weights", weights)
-        means = given.get("means", means)
+        if len(given) == 3:
+            weights, means = given["weights"], given["means"]
+        else:
+            weights, means, cov = _covariances_from(self._start_responsibilities(X, rng), X,
+                                                    self.reg_covar, kind)
+            weights = given.get("weights", weights)
+            means = given.get("means", means)
         if "precisions" in given:
             cov = _precisions(given["precisions"], kind)
         if kind == "full":
             comps = [MultivariateGaussianDistribution(m, c) for m, c in zip(means, cov)]
         elif kind == "tied":
-            comps = [MultivariateGaussianDistribution(m, cov) for m in means]
+            comps = MultivariateGaussianDistribution.tied(means, cov)
         else:
             var = cov if kind == "diag" else np.repeat(cov[:, None], d, axis=1)
             comps = [DiagonalGaussianDistribution(m, v) for m, v in zip(means, var)]

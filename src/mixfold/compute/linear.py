@@ -506,7 +506,8 @@ class FusedEStep:
         (posterior mass per component, per-row log-density)."""
         lse = self.lse
         lse += self.shift
-        sums = np.sum([s for s, _ in folded], axis=0).T  # (K, rows of z), blocks added in order
+        # (K, rows of z), blocks added in order (one block: its sums as they are)
+        sums = (folded[0][0] if len(folded) == 1 else np.sum([s for s, _ in folded], axis=0)).T
         table_counts = [np.sum([c[j] for _, c in folded], axis=0) if first is None else
                         sums[:, first:first + table.shape[1]]
                         for j, (_, table, first) in enumerate(self.tables)]

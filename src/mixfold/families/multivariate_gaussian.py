@@ -282,9 +282,10 @@ def _squares(components: Sequence[MultivariateGaussianDistribution], x: np.ndarr
     cache while every component reads it)."""
     n, d = x.shape
     # [U_k; -(mu_k - c) U_k]: one GEMM of the block with a ones column whitens and offsets
-    whitening = [np.vstack([comp.precision_cholesky,
-                            -((comp.mu - center) @ comp.precision_cholesky)]).astype(dt)
-                 for comp in components]
+    whitening = np.empty((len(components), d + 1, d), dt)
+    for w, comp in zip(whitening, components):
+        w[:d] = comp.precision_cholesky
+        w[d] = -((comp.mu - center) @ comp.precision_cholesky)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         block = scratch("mvg.block", (hi - lo, d + 1), dt)
@@ -413,7 +414,7 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
         """
         x = enc.values
         points = [acc.point_for(x, resp[:, k]) for k, acc in enumerate(accs)]
-        shared = all(np.array_equal(c, points[0]) for c in points)
+        shared = all(c is points[0] or (c == points[0]).all() for c in points)
         if shared and not np.any(points[0]):
             centred = x  # about the origin: nothing to subtract
         elif shared:
@@ -426,7 +427,7 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
             xc = centred[lo:lo + step] if shared else scratch("mvg.xc_block", xb.shape)
             at = points[0] if shared else None
             for k, (acc, c) in enumerate(zip(accs, points)):
-                if at is None or not np.array_equal(c, at):
+                if at is None or (c is not at and not (c == at).all()):
                     at = c
                     np.subtract(xb, c, out=xc)
                 r = rb[:, k]

@@ -487,9 +487,8 @@ class DiagonalGaussianEstimator(LeafEstimator):
         s0, mu, raw = central_moments(*own)
         floor = variance_floor(raw, self.reg_covar, self.reg_covar_mode)
         var = np.maximum(np.maximum(raw, 0.0) + floor, self.min_variance)
-        low = raw <= np.maximum(floor, self.min_variance)
-        if low.any():
-            collapsed = np.flatnonzero(low)
+        collapsed = np.flatnonzero(raw <= np.maximum(floor, self.min_variance))
+        if collapsed.size:
             j = int(collapsed[0])
             warn_collapsed_variance(raw[j], var[j], s0, mu[j],
                                     f" in dimension {j} ({collapsed.size} of {raw.size})")

@@ -208,7 +208,7 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
                              for c in components[start:stop]], axis=1)
         dt = native_dtype(precision)
         d = components[0].dim
-        center = np.mean([c.mu for c in components], axis=0)
+        center = np.add.reduce(np.array([c.mu for c in components])) / len(components)  # (mean)
         n = enc.n_rows
         out = np.empty((stop - start, n), dtype=dt)
         step = max(64, (1 << 17) // d)  # a block of rows (rows, D) and its whitened copy: ~2 MB

@@ -35,6 +35,7 @@ Poisson of rate 0 does).
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -590,7 +591,7 @@ def _kept_features(terms: Sequence[LinearTerms], enc: Encoded, dt: np.dtype, blo
     if any(t.key is None or t.source is None for t in terms):
         return None
     full, rest = divmod(enc.n_rows, block)
-    padded_rows = sum(np.prod(sub_block_shape(m, partial)) * count
+    padded_rows = sum(math.prod(sub_block_shape(m, partial)) * count
                       for m, count in ((block, full), (rest, 1)) if m and count)
     nbytes = int(rows_z * dt.itemsize * padded_rows)
     key = ("linear_fold", dt.str, block, partial, tuple(t.key for t in terms))

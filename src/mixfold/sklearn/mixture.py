@@ -76,12 +76,14 @@ class GaussianMixtureEstimator(MixtureEstimator):
     def estimate(self, nobs: float, stats: Any) -> MixtureDistribution:
         if self.covariance_type == "tied":
             return self._tied(stats)
-        model = super().estimate(nobs, stats)
-        if self.covariance_type == "spherical":
-            return MixtureDistribution([DiagonalGaussianDistribution(
-                c.mu, np.full(c.mu.size, c.sigma2.mean())) for c in model.components],
-                model.weights)
-        return model
+        if self.covariance_type != "spherical":
+            return super().estimate(nobs, stats)
+        (counts,), comp_stats = stats  # spherical: each diagonal component, then its mean
+        weights = self.mixing_weights(counts)
+        diagonal = [est.estimate(float(n), s)
+                    for est, n, s in zip(self.components, counts, comp_stats)]
+        return MixtureDistribution([DiagonalGaussianDistribution(
+            c.mu, np.full(c.mu.size, c.sigma2.mean())) for c in diagonal], weights)
 
     def _tied(self, stats: Any) -> MixtureDistribution:
         """The tied M-step: each component's mean, and one covariance, the average of the

@@ -723,9 +723,15 @@ class MixtureEstimator(Estimator):
         return MixtureEstimator(comps, self.pseudo_count, self.keys)
 
     def _make(self) -> MixtureAccumulator:
-        slots = _slots(self.encoder())
         return MixtureAccumulator([c.accumulator_factory().make() for c in self.components],
-                                  slots, self.keys)
+                                  self._encoding_slots(), self.keys)
+
+    def _encoding_slots(self) -> tuple[int, ...] | None:
+        """Which shared encoding each component reads (``None``: one encoding for all): found
+        once, as the component estimators (and so their encoders) do not change."""
+        if "_slots_found" not in self.__dict__:
+            self._slots_found = _slots(self.encoder())
+        return self._slots_found
 
     def accumulator_factory(self) -> AccumulatorFactory:
         return AccumulatorFactory(self._make)
@@ -748,7 +754,7 @@ class MixtureEstimator(Estimator):
 
     def _report_empty(self, counts: np.ndarray) -> None:
         total = float(counts.sum())
-        if total <= 0:
+        if total <= 0 or not (counts <= self.empty_mass * total).any():
             return
         kept = ("with the weight its pseudo-count gives it" if self.pseudo_count > 0 else
                 "with weight 0 (give pseudo_count > 0 to keep such components in play)")

@@ -104,7 +104,7 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         self.cov = cov_arr
         self.cov_cholesky = cov_chol
         self.precision_cholesky = dtrtrs(cov_chol, np.eye(d), lower=1)[0].T
-        self.log_det_precision_cholesky = float(np.log(np.diag(self.precision_cholesky)).sum())
+        self.log_det_precision_cholesky = float(np.log(self.precision_cholesky.diagonal()).sum())
         self.missing = check_missing_flag(missing)
         for a in (self.mu, self.cov, self.cov_cholesky, self.precision_cholesky):
             a.setflags(write=False)

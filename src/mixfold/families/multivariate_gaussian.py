@@ -122,13 +122,26 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         (True, [1.0, 2.0])
         """
         means_arr = _array("means", means, 2)
-        first = cls(means_arr[0], cov, missing)
-        if means_arr.shape[1] != first.dim:
-            raise ParameterError(f"means must have shape (K, {first.dim}) for a ({first.dim}, "
-                                 f"{first.dim}) cov, got {means_arr.shape}")
-        comps = [first]
-        for mu in means_arr[1:]:
-            comp = copy.copy(first)  # the factors are read-only: shared, not copied
+        return cls(means_arr[0], cov, missing).sharing_covariance(means_arr)
+
+    def sharing_covariance(self, means: Sequence[Sequence[float]] | np.ndarray
+                           ) -> list[MultivariateGaussianDistribution]:
+        """Distributions with these means (array of shape (K, D)), each sharing this one's
+        covariance and its (read-only) factors: a tied mixture's components from one
+        factorisation.
+
+        >>> d = MultivariateGaussianDistribution([0.0, 0.0], [[2.0, 0.5], [0.5, 1.0]])
+        >>> a, b = d.sharing_covariance([[1.0, 2.0], [3.0, 4.0]])
+        >>> b.mu.tolist(), b.cov is d.cov
+        ([3.0, 4.0], True)
+        """
+        means_arr = _array("means", means, 2)
+        if means_arr.shape[1] != self.dim:
+            raise ParameterError(f"means must have shape (K, {self.dim}) for a ({self.dim}, "
+                                 f"{self.dim}) cov, got {means_arr.shape}")
+        comps = []
+        for mu in means_arr:
+            comp = copy.copy(self)  # the factors are read-only: shared, not copied
             comp.mu = mu.copy()
             comp.mu.setflags(write=False)
             comps.append(comp)

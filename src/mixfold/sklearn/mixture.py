@@ -88,7 +88,8 @@ class GaussianMixtureEstimator(MixtureEstimator):
     def _tied(self, stats: Any) -> MixtureDistribution:
         """The tied M-step: each component's mean, and one covariance, the average of the
         components' central second moments weighted as the components are, floored once by
-        the component estimator (its ``reg_covar``, its warning) and factored once."""
+        the component estimator (its ``reg_covar``, its warning) and factored once (the
+        components share the factors)."""
         (counts,), comp_stats = stats
         weights = self.mixing_weights(counts)
         d = comp_stats[0][0][1].size
@@ -104,8 +105,7 @@ class GaussianMixtureEstimator(MixtureEstimator):
         total = float(counts.sum())  # the rows' weight (0: the estimator's default covariance)
         shared = self.components[0].estimate(total, (
             (np.array([total]), np.zeros(centre.size), total * pooled, total * centre), []))
-        return MixtureDistribution(MultivariateGaussianDistribution.tied(means, shared.cov),
-                                   weights)
+        return MixtureDistribution(shared.sharing_covariance(means), weights)
 
     def n_parameters(self, model: Distribution) -> int:
         return _gaussian_mixture_parameters(self.covariance_type, model.num_components,

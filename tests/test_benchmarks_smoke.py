@@ -78,14 +78,19 @@ def test_runtime_benchmark_prints_startup_and_a_row_per_library():
 @pytest.mark.slow
 def test_small_data_benchmark_prints_a_row_per_data_set_and_covariance():
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "small_data.py"),
-                           "--repeats", "1", "--max-iter", "3", "--datasets", "iris,wine"],
+                           "--repeats", "1", "--max-iter", "3", "--datasets", "iris,wine",
+                           "--baseline", str(ROOT / "src")],
                           cwd=ROOT, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = re.findall(r"^(iris|wine)\s+\d+x\d+\s+3\s+(\w+)\s+\d+\.\d+\s+\d+\.\d+\s+3/3\s",
+    # data, n x d, K, covariance, iterations, then wall s, ratio and cpu s, cpu ratio per side
+    rows = re.findall(r"^(iris|wine)\s+\d+x\d+\s+3\s+(\w+)\s+3/3(?:\s+\d+\.\d+){6}$",
                       proc.stdout, re.MULTILINE)
     assert sorted(rows) == sorted((d, k) for d in ("iris", "wine")
                                   for k in ("full", "tied", "diag", "spherical")), proc.stdout
+    ab = re.findall(r"^(iris|wine)/(\w+)\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+$", proc.stdout,
+                    re.MULTILINE)  # the A/B rows: baseline, this tree, their ratio
+    assert sorted(ab) == sorted(rows), proc.stdout
 
 
 @pytest.mark.slow

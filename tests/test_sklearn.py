@@ -1,11 +1,14 @@
 """The scikit-learn wrappers: scikit-learn's estimator checks, and fits compared with
 scikit-learn's GaussianMixture and hmmlearn on real data."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 
 import mixfold
+from mixfold.errors import DegenerateFitWarning
 
 pytest.importorskip("sklearn")
 from sklearn.base import clone  # noqa: E402
@@ -807,3 +810,56 @@ def test_gaussian_hmm_mixfold_start_and_a_bad_init_named():
         GaussianHMM(2, init="kmeans").fit(X, lengths)
     with pytest.raises(ValueError, match="means_weight must broadcast to shape \\(2,\\)"):
         GaussianHMM(2, means_weight=[1.0, 2.0, 3.0]).fit(X, lengths)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("kind", ["full", "diag", "tied", "spherical"])
+def test_gaussian_mixture_from_a_given_start_equals_scikit_learns_iterations(kind):
+    from sklearn.datasets import load_wine
+    from sklearn.mixture import GaussianMixture as SklearnGaussianMixture
+
+    X, _ = load_wine(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    start = SklearnGaussianMixture(3, covariance_type=kind, random_state=0)
+    start._initialize_parameters(X, np.random.RandomState(0))
+    cov = start.covariances_
+    given = dict(covariance_type=kind, tol=0.0, max_iter=20, weights_init=start.weights_,
+                 means_init=start.means_,
+                 precisions_init=np.linalg.inv(cov) if kind in ("full", "tied") else 1 / cov)
+    ours = GaussianMixture(3, **given).fit(X)
+    theirs = SklearnGaussianMixture(3, **given).fit(X)
+    np.testing.assert_allclose(ours.weights_, theirs.weights_, rtol=1e-9)
+    np.testing.assert_allclose(ours.means_, theirs.means_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ours.covariances_, theirs.covariances_, rtol=1e-9, atol=1e-12)
+    assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_gaussian_mixture_given_start_runs_no_k_means():
+    # two distinct rows, three components: a k-means of the rows would warn (scikit-learn
+    # runs none when weights, means and precisions are all given, nor do we)
+    X = np.repeat([[0.0, 0.0], [1.0, 1.0]], 6, axis=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        GaussianMixture(3, weights_init=[0.4, 0.3, 0.3], means_init=[[0, 0], [1, 1], [0.5, 0.5]],
+                        precisions_init=np.stack([np.eye(2)] * 3), max_iter=1).fit(X)
+    assert not [w for w in caught if "distinct clusters" in str(w.message)]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_tied_gaussian_mixture_pools_a_component_of_few_rows_without_a_warning():
+    from sklearn.mixture import GaussianMixture as SklearnGaussianMixture
+
+    rng = np.random.default_rng(3)
+    X = np.vstack([rng.normal(size=(200, 4)), rng.normal(size=(200, 4)) + 6,
+                   [[20.0, 20, 20, 20], [20.5, 20, 20, 20]]])  # a component on two rows
+    given = dict(covariance_type="tied", tol=0.0, max_iter=10,
+                 weights_init=[0.495, 0.495, 0.01],
+                 means_init=[np.zeros(4), np.full(4, 6.0), np.full(4, 20.0)],
+                 precisions_init=np.eye(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateFitWarning)  # its own covariance collapses;
+        ours = GaussianMixture(3, **given).fit(X)             # the pooled one does not
+    theirs = SklearnGaussianMixture(3, **given).fit(X)
+    np.testing.assert_allclose(ours.covariances_, theirs.covariances_, rtol=1e-9)
+    np.testing.assert_allclose(ours.means_, theirs.means_, rtol=1e-9)

@@ -8,6 +8,7 @@ protocol defines: ``acc.seq_update(rows, weights, model, precision)`` (fold and 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -69,7 +70,7 @@ def fold_rows(acc: Folds | None, enc: Encoded, weights: np.ndarray, model: Score
     for part, w, ll in _folded_chunks(acc, enc, weights, model, precision, chunk_rows):
         with np.errstate(invalid="ignore"):  # einsum: no temporary, and not BLAS (whose
             chunk_total = float(np.einsum("i,i->", w, ll))  # threads would change the bits)
-        if not np.isfinite(chunk_total):
+        if not math.isfinite(chunk_total):
             chunk_total = _checked_total(ll, w, part.start)
         total += chunk_total
     return total

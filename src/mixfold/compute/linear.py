@@ -34,6 +34,8 @@ Poisson of rate 0 does).
 
 from __future__ import annotations
 
+import functools
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -125,7 +127,11 @@ def feature_offsets(terms: Sequence[LinearTerms]) -> np.ndarray:
     >>> feature_offsets([]).tolist()
     [0]
     """
-    return np.concatenate([[0], np.cumsum([t.n_features for t in terms])]).astype(int)
+    return _offsets(tuple(t.n_features for t in terms))
+
+
+def _offsets(widths: tuple[int, ...]) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(widths)]).astype(int)
 
 
 def peak_shift(terms: Sequence[LinearTerms], log_weights: np.ndarray) -> float:
@@ -297,40 +303,32 @@ class FusedEStep:
         dt = self.dt = native_dtype(precision)
         self.terms, self.weights = terms, weights
         k = self.k = len(log_weights)
-        self.offsets = feature_offsets(terms)
-        f = self.f = int(self.offsets[-1])
+        shape = _fold_shape(dt, k, tuple(t.n_features for t in terms),
+                            tuple(None if t.table is None else t.table.shape[1] for t in terms))
+        self.offsets, self.f, self.rows_z = shape.offsets, shape.f, shape.rows_z
         # every term bounded above: subtract one bound of all the scores, the largest peak,
         # inside the scoring GEMM, which saves the per-row max and its subtraction
         self.bounded = all(t.peak is not None for t in terms)
         self.shift = peak_shift(terms, log_weights)
-        self.least_total = k * np.exp(PEAK_SHIFT_MARGIN[dt])
+        self.least_total = shape.least_total
         # (K, F+1): the score of component k (minus the shift) is coef_band[k] @ [phi; 1]
         self.coef_band = score_coefficients(terms, log_weights, self.shift).astype(dt)
-        # each table: (codes, table in dt, first row of its one-hot indicators in z or None); a
-        # small table's counts come out of the statistics GEMM, a large one's out of a bincount
-        tables, rows_z = [], f + 1
-        for t in terms:
-            if t.table is not None:
-                hot = t.table.shape[1] <= ONE_HOT_LEVELS
-                tables.append((t.codes, t.table.astype(dt), rows_z if hot else None))
-                rows_z += t.table.shape[1] if hot else 0
-        self.tables, self.rows_z = tables, rows_z
+        # each table: (codes, table in dt, first row of its one-hot indicators in z or None)
+        self.tables = [(t.codes, t.table.astype(dt), first)
+                       for t, first in zip([t for t in terms if t.table is not None],
+                                           shape.firsts)]
         # a -inf in a table can leave a row with no component that scores it
-        self.may_die = any(not np.isfinite(table).all() for _, table, _ in tables)
-        self.block = block_rows(k, dt)
-        # float32: exp below -87 is subnormal, slow to use, so always floored; float64: below
-        # -708, slow to compute, so floored only where the first block's probe finds such scores
+        self.may_die = any(not np.isfinite(table).all() for _, table, _ in self.tables)
+        self.block, self.partial = shape.block, shape.partial
+        self.floor, self.floor_exp = shape.floor, shape.floor_exp
         always = dt != np.float64
-        self.partial = min(self.block, PARTIAL_ROWS) if always else self.block
-        self.floor = dt.type(FLOAT32_SCORE_FLOOR if always else FLOAT64_SCORE_FLOOR)
-        self.floor_exp = np.exp(self.floor)  # the same exp as the block's, so the same bits
         self.floored: FirstBlockDecision[bool] = FirstBlockDecision(always, decided=always)
         self.lse = np.empty(enc.n_rows)
-        self.kept = _kept_features(terms, enc, dt, self.block, self.partial, rows_z)
+        self.kept = _kept_features(terms, enc, dt, self.block, self.partial, self.rows_z)
         # this fold's scratch buffers, taken once per thread (each block's Python work holds the
         # GIL, and on two threads every such stretch may keep the other thread waiting)
         self.buffers = threading.local()
-        self.ones = np.ones((1, k), dt)
+        self.ones = shape.ones
 
     def fold_block(self, lo: int, hi: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
         """The statistics of rows [lo, hi): (sums (rows of z, K), each large table's counts)."""
@@ -509,11 +507,56 @@ class FusedEStep:
         (posterior mass per component, per-row log-density)."""
         lse = self.lse
         lse += self.shift
-        sums = np.sum([s for s, _ in folded], axis=0).T  # (K, rows of z), blocks added in order
+        # (K, rows of z), blocks added in order (one block: its sums as they are)
+        sums = (folded[0][0] if len(folded) == 1 else np.sum([s for s, _ in folded], axis=0)).T
         table_counts = [np.sum([c[j] for _, c in folded], axis=0) if first is None else
                         sums[:, first:first + table.shape[1]]
                         for j, (_, table, first) in enumerate(self.tables)]
         return hand_sums(self.terms, self.offsets, sums, table_counts, lse), lse
+
+
+@dataclass(frozen=True)
+class _FoldShape:
+    """What a fold's plan takes from its shapes alone: made once per (dtype, K, each term's
+    features and table levels) by :func:`_fold_shape`, shared (read-only) by every fold."""
+
+    offsets: np.ndarray
+    f: int
+    firsts: tuple[int | None, ...]
+    rows_z: int
+    block: int
+    partial: int
+    floor: Any
+    floor_exp: Any
+    least_total: float
+    ones: np.ndarray
+
+
+@functools.lru_cache(maxsize=64)
+def _fold_shape(dt: np.dtype, k: int, widths: tuple[int, ...],
+                levels: tuple[int | None, ...]) -> _FoldShape:
+    offsets = _offsets(widths)
+    offsets.setflags(write=False)
+    f = int(offsets[-1])
+    # a small table's counts come out of the statistics GEMM through its one-hot rows of z,
+    # a large one's out of a bincount
+    firsts, rows_z = [], f + 1
+    for v in levels:
+        if v is not None:
+            hot = v <= ONE_HOT_LEVELS
+            firsts.append(rows_z if hot else None)
+            rows_z += v if hot else 0
+    block = block_rows(k, dt)
+    # float32: exp below -87 is subnormal, slow to use, so always floored; float64: below
+    # -708, slow to compute, so floored only where the first block's probe finds such scores
+    always = dt != np.float64
+    floor = dt.type(FLOAT32_SCORE_FLOOR if always else FLOAT64_SCORE_FLOOR)
+    ones = np.ones((1, k), dt)
+    ones.setflags(write=False)
+    return _FoldShape(offsets, f, tuple(firsts), rows_z, block,
+                      min(block, PARTIAL_ROWS) if always else block, floor,
+                      np.exp(floor),  # the same exp as the block's, so the same bits
+                      k * np.exp(PEAK_SHIFT_MARGIN[dt]), ones)
 
 
 def sub_block_shape(m: int, partial: int) -> tuple[int, int]:
@@ -548,7 +591,7 @@ def _kept_features(terms: Sequence[LinearTerms], enc: Encoded, dt: np.dtype, blo
     if any(t.key is None or t.source is None for t in terms):
         return None
     full, rest = divmod(enc.n_rows, block)
-    padded_rows = sum(np.prod(sub_block_shape(m, partial)) * count
+    padded_rows = sum(math.prod(sub_block_shape(m, partial)) * count
                       for m, count in ((block, full), (rest, 1)) if m and count)
     nbytes = int(rows_z * dt.itemsize * padded_rows)
     key = ("linear_fold", dt.str, block, partial, tuple(t.key for t in terms))

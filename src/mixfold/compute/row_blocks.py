@@ -72,10 +72,37 @@ def blas_threads(n: int) -> Any:
     if _blas is None:  # finding the loaded BLAS libraries takes a few ms: once
         try:
             from threadpoolctl import ThreadpoolController
-            _blas = ThreadpoolController()
+            _blas = [lib for lib in ThreadpoolController().lib_controllers
+                     if lib.user_api == "blas"]
         except ImportError:
             _blas = False
-    return _blas.limit(limits=n, user_api="blas") if _blas else nullcontext()
+    return _BlasHold(_blas, n) if _blas else nullcontext()
+
+
+class _BlasHold:
+    """BLAS libraries held to ``n`` threads from construction until
+    :meth:`restore_original_limits` (or the end of a ``with`` block). Only a library not at
+    ``n`` already is set, and restored: a call or two per fold, where threadpoolctl's limiter
+    reads every library's whole description each time."""
+
+    def __init__(self, libraries: Sequence[Any], n: int):
+        self._changed = []
+        for lib in libraries:
+            was = lib.get_num_threads()
+            if was is not None and was != n:
+                lib.set_num_threads(n)
+                self._changed.append((lib, was))
+
+    def restore_original_limits(self) -> None:
+        for lib, was in reversed(self._changed):
+            lib.set_num_threads(was)
+        self._changed = []
+
+    def __enter__(self) -> _BlasHold:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore_original_limits()
 
 
 @contextmanager
@@ -179,12 +206,16 @@ class FirstBlockDecision(Generic[_T]):
     [True, True, True]
     """
 
-    __slots__ = ("_value", "_open", "_decided")
+    __slots__ = ("_value", "_open", "_gate")
 
     def __init__(self, default: _T, decided: bool = False) -> None:
         self._value = default
         self._open = not decided  # (a plain flag, read without a call once decided)
-        self._decided = threading.Event()
+        # held until settled: a waiting block passes it once released (a lock is a tenth of an
+        # Event's cost, and a fold of one block never waits)
+        self._gate = threading.Lock()
+        if self._open:
+            self._gate.acquire()
 
     def value(self, lo: int, decide: Callable[[Any], _T], arg: Any) -> _T:
         if self._open:
@@ -192,13 +223,16 @@ class FirstBlockDecision(Generic[_T]):
                 self._value = decide(arg)  # (written before the flag that publishes it)
                 self.settle()
             else:
-                self._decided.wait()
+                with self._gate:
+                    pass
         return self._value
 
     def settle(self) -> None:
-        """End the wait, with the default if nothing was decided (the first block failed)."""
-        self._open = False
-        self._decided.set()
+        """End the wait, with the default if nothing was decided (the first block failed);
+        called again, nothing more (only the first block settles)."""
+        if self._open:
+            self._open = False
+            self._gate.release()
 
 
 def run_each(calls: Sequence[Callable[[], Any]]) -> None:

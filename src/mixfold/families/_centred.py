@@ -176,5 +176,6 @@ def variance_floor(variances: np.ndarray, reg_covar: float, mode: str) -> np.nda
     >>> variance_floor(np.array([4.0, 4e6]), 1e-6, "relative").tolist()
     [4e-06, 4.0]
     """
-    v = np.maximum(variances, 0.0)
-    return reg_covar * v if mode == "relative" else np.full_like(v, reg_covar)
+    if mode == "relative":
+        return reg_covar * np.maximum(variances, 0.0)
+    return np.full(np.shape(variances), reg_covar)

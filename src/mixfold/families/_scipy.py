@@ -16,8 +16,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["cholesky", "csr_matrix", "digamma", "gammaln", "i0e", "i1e", "polygamma",
-           "solve_triangular", "xlog1py", "xlogy"]
+__all__ = ["csr_matrix", "digamma", "dpotrf", "dtrtrs", "gammaln", "i0e", "i1e", "polygamma",
+           "xlog1py", "xlogy"]
 
 
 def _on_first_call(module: str, name: str) -> Callable[..., Any]:
@@ -33,8 +33,10 @@ def _on_first_call(module: str, name: str) -> Callable[..., Any]:
     return call
 
 
-cholesky = _on_first_call("scipy.linalg", "cholesky")
-solve_triangular = _on_first_call("scipy.linalg", "solve_triangular")
+# LAPACK's own routines, which scipy.linalg's ``cholesky`` and ``solve_triangular`` call (the
+# same bits) after checks that cost more than the factorisation of a small matrix
+dpotrf = _on_first_call("scipy.linalg.lapack", "dpotrf")
+dtrtrs = _on_first_call("scipy.linalg.lapack", "dtrtrs")
 csr_matrix = _on_first_call("scipy.sparse", "csr_matrix")
 digamma = _on_first_call("scipy.special", "digamma")
 gammaln = _on_first_call("scipy.special", "gammaln")

@@ -753,25 +753,38 @@ class MixtureEstimator(Estimator):
                                 weights_prior=self.weights_prior)
 
     def _make(self) -> MixtureAccumulator:
-        slots = _slots(self.encoder())
         return MixtureAccumulator([c.accumulator_factory().make() for c in self.components],
-                                  slots, self.keys)
+                                  self._encoding_slots(), self.keys)
+
+    def _encoding_slots(self) -> tuple[int, ...] | None:
+        """Which shared encoding each component reads (``None``: one encoding for all): found
+        once, as the component estimators (and so their encoders) do not change."""
+        if "_slots_found" not in self.__dict__:
+            self._slots_found = _slots(self.encoder())
+        return self._slots_found
 
     def accumulator_factory(self) -> AccumulatorFactory:
         return AccumulatorFactory(self._make)
 
     def estimate(self, nobs: float, stats: Any) -> MixtureDistribution:
         (counts,), comp_stats = stats
+        weights = self.mixing_weights(counts)
+        comps = estimate_children(self.components, counts, comp_stats)
+        return MixtureDistribution(comps, weights)
+
+    def mixing_weights(self, counts: np.ndarray) -> np.ndarray:
+        """The weights (K,) of the components' posterior masses ``counts`` (with the
+        pseudo-count and the Dirichlet prior, their mode), each component that lost its rows
+        reported."""
         mass = dirichlet_mode(counts, self.weights_prior, self.pseudo_count)
         total = mass.sum()
         weights = mass / total if total > 0 else np.full(len(mass), 1.0 / len(mass))
         self._report_empty(counts)
-        comps = estimate_children(self.components, counts, comp_stats)
-        return MixtureDistribution(comps, weights)
+        return weights
 
     def _report_empty(self, counts: np.ndarray) -> None:
         total = float(counts.sum())
-        if total <= 0:
+        if total <= 0 or not (counts <= self.empty_mass * total).any():
             return
         kept = ("with the weight its pseudo-count gives it" if self.pseudo_count > 0 else
                 "with weight 0 (give pseudo_count > 0 to keep such components in play)")

@@ -31,7 +31,7 @@ from mixfold.families._missing import (Conditionals, MissingPatterns, add_weight
                                        gaussian_conditionals, has_missing, require_native)
 from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold.families._scipy import cholesky, solve_triangular
+from mixfold.families._scipy import dpotrf, dtrtrs
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
@@ -100,15 +100,16 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         if np.abs(cov_arr - cov_arr.T).max() > SYMMETRY_TOLERANCE * np.abs(cov_arr).max():
             raise ParameterError(f"cov must be symmetric, got {cov_arr.tolist()}")
         cov_arr = 0.5 * (cov_arr + cov_arr.T)
-        try:
-            cov_chol = cholesky(cov_arr, lower=True)
-        except np.linalg.LinAlgError:
-            raise ParameterError(f"cov must be positive definite, got {cov_arr.tolist()}") from None
+        # LAPACK directly, as scipy.linalg's cholesky and solve_triangular call it (their
+        # checks cost more than a small factorisation): L, then U = (L^-1)^T
+        cov_chol, info = dpotrf(cov_arr, lower=1, clean=1)
+        if info != 0:
+            raise ParameterError(f"cov must be positive definite, got {cov_arr.tolist()}")
         self.mu = mu_arr
         self.cov = cov_arr
         self.cov_cholesky = cov_chol
-        self.precision_cholesky = solve_triangular(cov_chol, np.eye(d), lower=True).T
-        self.log_det_precision_cholesky = float(np.log(np.diag(self.precision_cholesky)).sum())
+        self.precision_cholesky = dtrtrs(cov_chol, np.eye(d), lower=1)[0].T
+        self.log_det_precision_cholesky = float(np.log(self.precision_cholesky.diagonal()).sum())
         self.missing = check_missing_flag(missing)
         for a in (self.mu, self.cov, self.cov_cholesky, self.precision_cholesky):
             a.setflags(write=False)
@@ -126,17 +127,24 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         (True, [1.0, 2.0])
         """
         means_arr = _array("means", means, 2)
-        first = cls(means_arr[0], cov, missing)
-        if means_arr.shape[1] != first.dim:
-            raise ParameterError(f"means must have shape (K, {first.dim}) for a ({first.dim}, "
-                                 f"{first.dim}) cov, got {means_arr.shape}")
-        comps = [first]
-        for mu in means_arr[1:]:
-            comp = copy.copy(first)  # the factors are read-only: shared, not copied
-            comp.mu = mu.copy()
-            comp.mu.setflags(write=False)
-            comps.append(comp)
-        return comps
+        return cls(means_arr[0], cov, missing).sharing_covariance(means_arr)
+
+    def sharing_covariance(self, means: Sequence[Sequence[float]] | np.ndarray
+                           ) -> list[MultivariateGaussianDistribution]:
+        """Distributions with these means (array of shape (K, D)), each sharing this one's
+        covariance and its (read-only) factors: a tied mixture's components from one
+        factorisation.
+
+        >>> d = MultivariateGaussianDistribution([0.0, 0.0], [[2.0, 0.5], [0.5, 1.0]])
+        >>> a, b = d.sharing_covariance([[1.0, 2.0], [3.0, 4.0]])
+        >>> b.mu.tolist(), b.cov is d.cov
+        ([3.0, 4.0], True)
+        """
+        means_arr = _array("means", means, 2)
+        if means_arr.shape[1] != self.dim:
+            raise ParameterError(f"means must have shape (K, {self.dim}) for a ({self.dim}, "
+                                 f"{self.dim}) cov, got {means_arr.shape}")
+        return [self.with_mean(mu) for mu in means_arr]
 
     def with_mean(self, mu: Sequence[float] | np.ndarray) -> MultivariateGaussianDistribution:
         """This distribution moved to the mean ``mu`` (length D), its covariance's factors
@@ -228,7 +236,7 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
                              for c in components[start:stop]], axis=1)
         dt = native_dtype(precision)
         d = components[0].dim
-        center = np.mean([c.mu for c in components], axis=0)
+        center = np.add.reduce(np.array([c.mu for c in components])) / len(components)  # (mean)
         n = enc.n_rows
         out = np.empty((stop - start, n), dtype=dt)
         step = max(64, (1 << 17) // d)  # a block of rows (rows, D) and its whitened copy: ~2 MB
@@ -307,9 +315,10 @@ def _squares(components: Sequence[MultivariateGaussianDistribution], x: np.ndarr
     cache while every component reads it)."""
     n, d = x.shape
     # [U_k; -(mu_k - c) U_k]: one GEMM of the block with a ones column whitens and offsets
-    whitening = [np.vstack([comp.precision_cholesky,
-                            -((comp.mu - center) @ comp.precision_cholesky)]).astype(dt)
-                 for comp in components]
+    whitening = np.empty((len(components), d + 1, d), dt)
+    for w, comp in zip(whitening, components):
+        w[:d] = comp.precision_cholesky
+        w[d] = -((comp.mu - center) @ comp.precision_cholesky)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         block = scratch("mvg.block", (hi - lo, d + 1), dt)
@@ -438,7 +447,7 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
         """
         x = enc.values
         points = [acc.point_for(x, resp[:, k]) for k, acc in enumerate(accs)]
-        shared = all(np.array_equal(c, points[0]) for c in points)
+        shared = all(c is points[0] or (c == points[0]).all() for c in points)
         if shared and not np.any(points[0]):
             centred = x  # about the origin: nothing to subtract
         elif shared:
@@ -451,7 +460,7 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
             xc = centred[lo:lo + step] if shared else scratch("mvg.xc_block", xb.shape)
             at = points[0] if shared else None
             for k, (acc, c) in enumerate(zip(accs, points)):
-                if at is None or not np.array_equal(c, at):
+                if at is None or (c is not at and not (c == at).all()):
                     at = c
                     np.subtract(xb, c, out=xc)
                 r = rb[:, k]

@@ -137,6 +137,8 @@ def native_dtype(precision: str | None) -> np.dtype:
 
     Bands without a native CPU dtype raise rather than silently running in float64.
     """
+    if isinstance(precision, Precision) and precision.native:  # resolved: its dtype, no parse
+        return precision.dtype
     band = check_precision(precision)
     try:
         return _NATIVE[band]

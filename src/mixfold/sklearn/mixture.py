@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import linalg
 from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
@@ -104,16 +103,17 @@ def _precisions(covariances: np.ndarray, covariance_type: str) -> np.ndarray:
     return np.linalg.inv(covariances) if covariance_type in ("full", "tied") else 1 / covariances
 
 
-def _precisions_cholesky(covariances: np.ndarray, covariance_type: str) -> np.ndarray:
-    """scikit-learn's ``precisions_cholesky_``: for a covariance C = L L^T, the upper
-    triangular inverse (L^-1)^T (precision = U U^T); 1 / sqrt(C) for variances."""
-    if covariance_type not in ("full", "tied"):
-        return 1 / np.sqrt(covariances)
-    stack = np.atleast_3d(covariances) if covariance_type == "full" else covariances[None]
-    eye = np.eye(stack.shape[-1])
-    out = np.array([linalg.solve_triangular(np.linalg.cholesky(c), eye, lower=True).T
-                    for c in stack])
-    return out if covariance_type == "full" else out[0]
+def _precisions_cholesky(model: MixtureDistribution, covariance_type: str) -> np.ndarray:
+    """scikit-learn's ``precisions_cholesky_`` of a fitted ``model``: for a covariance
+    C = L L^T, the upper triangular inverse U = (L^-1)^T (precision = U U^T), which each full
+    component holds already (a tied mixture's components share one); 1 / sqrt(C) for
+    variances."""
+    if covariance_type == "full":
+        return np.array([c.precision_cholesky for c in model.components])
+    if covariance_type == "tied":
+        return model.components[0].precision_cholesky.copy()
+    return 1 / np.sqrt(np.array([c.sigma2 if covariance_type == "diag" else c.sigma2[0]
+                                 for c in model.components]))
 
 
 def _shaped(value: Any, shape: tuple[int, ...], name: str) -> np.ndarray:
@@ -320,18 +320,22 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
     def _start(self, X: np.ndarray, rng: np.random.RandomState,
                given: Mapping[str, np.ndarray]) -> MixtureDistribution:
         """One starting model: parameters from the start's responsibilities, then the given
-        ``weights_init`` / ``means_init`` / ``precisions_init`` in their place."""
+        ``weights_init`` / ``means_init`` / ``precisions_init`` in their place (all three
+        given: no responsibilities, no k-means, as scikit-learn)."""
         d, kind = X.shape[1], self.covariance_type
-        weights, means, cov = _covariances_from(self._start_responsibilities(X, rng), X,
-                                                self.reg_covar, kind)
-        weights = given.get("weights", weights)
-        means = given.get("means", means)
+        if len(given) == 3:
+            weights, means = given["weights"], given["means"]
+        else:
+            weights, means, cov = _covariances_from(self._start_responsibilities(X, rng), X,
+                                                    self.reg_covar, kind)
+            weights = given.get("weights", weights)
+            means = given.get("means", means)
         if "precisions" in given:
             cov = _precisions(given["precisions"], kind)
         if kind == "full":
             comps = [MultivariateGaussianDistribution(m, c) for m, c in zip(means, cov)]
         elif kind == "tied":
-            comps = [MultivariateGaussianDistribution(m, cov) for m in means]
+            comps = MultivariateGaussianDistribution.tied(means, cov)
         else:
             var = cov if kind == "diag" else np.repeat(cov[:, None], d, axis=1)
             comps = [DiagonalGaussianDistribution(m, v) for m, v in zip(means, var)]
@@ -420,8 +424,11 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         self.weights_ = model.weights.astype(dtype)
         self.means_ = np.array([c.mu for c in model.components]).astype(dtype)
         self.covariances_ = cov.astype(dtype)
-        self.precisions_ = _precisions(cov, kind).astype(dtype)
-        self.precisions_cholesky_ = _precisions_cholesky(cov, kind).astype(dtype)
+        chol = _precisions_cholesky(model, kind)
+        # U U^T as scikit-learn forms its precisions from the same factor
+        self.precisions_ = (chol @ np.swapaxes(chol, -1, -2) if kind in ("full", "tied") else
+                            chol ** 2).astype(dtype)
+        self.precisions_cholesky_ = chol.astype(dtype)
 
     def _n_parameters(self) -> int:
         return _gaussian_mixture_parameters(self.covariance_type, self.n_components,

@@ -1,0 +1,61 @@
+"""Linear terms made from an explicit feature matrix, and the brute-force float64 E-step they
+stand for: the reference the fused engines' tests compare with."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+
+from mixfold.compute.linear import LinearTerms
+
+
+class MatrixTerms:
+    """:class:`LinearTerms` of ``log p_k(x_i) = coef[k] . phi[i] + const[k] (+ table[k, codes[i]])
+    (+ base[i])``, recording the sums the fold hands back."""
+
+    def __init__(self, phi: np.ndarray, coef: np.ndarray, const: np.ndarray,
+                 table: np.ndarray | None = None, codes: np.ndarray | None = None,
+                 base: np.ndarray | None = None, peak: np.ndarray | None = None) -> None:
+        self.phi, self.coef, self.const = phi, coef, const
+        self.table, self.codes, self.base = table, codes, base
+        k, f = coef.shape
+        self.sums, self.mass = np.zeros((k, f)), np.zeros(k)
+        self.counts = None if table is None else np.zeros(table.shape)
+
+        def features(lo: int, hi: int, out: np.ndarray) -> None:
+            out[...] = phi[lo:hi].reshape(out.shape[0], -1, f).transpose(0, 2, 1)
+
+        def add_sums(sums: np.ndarray, mass: np.ndarray, counts: np.ndarray | None) -> None:
+            self.sums += sums
+            self.mass += mass
+            if counts is not None:
+                self.counts += counts
+
+        self.terms = LinearTerms(coef, const, features if f else None, add_sums, codes=codes,
+                                 table=table, base=base, peak=peak)
+
+
+def brute_estep(parts: list[MatrixTerms], log_weights: np.ndarray, weights: np.ndarray
+                ) -> dict[str, np.ndarray]:
+    """The float64 E-step of ``parts`` side by side: per-row log-densities, weighted
+    posteriors (n, K), each part's feature sums, mass and table counts."""
+    scores = np.zeros((len(weights), len(log_weights))) + log_weights
+    base = np.zeros(len(weights))
+    for p in parts:
+        scores += p.phi @ p.coef.T + p.const
+        if p.table is not None:
+            scores += p.table[:, p.codes].T
+        if p.base is not None:
+            base += p.base
+    lse = logsumexp(scores, axis=1)
+    with np.errstate(invalid="ignore"):
+        post = np.where(np.isfinite(lse)[:, None], np.exp(scores - lse[:, None]), 0.0)
+    r = post * weights[:, None]
+    out = {"lse": lse + base, "resp": r, "mass": r.sum(axis=0)}
+    for i, p in enumerate(parts):
+        out[f"sums{i}"] = r.T @ p.phi
+        if p.table is not None:
+            out[f"counts{i}"] = np.stack([np.bincount(p.codes, weights=r[:, k],
+                                                      minlength=p.table.shape[1])
+                                          for k in range(r.shape[1])])
+    return out

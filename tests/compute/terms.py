@@ -7,6 +7,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from mixfold.compute.linear import LinearTerms
+from mixfold.compute.screened import round_to_band
 
 
 class MatrixTerms:
@@ -59,3 +60,42 @@ def brute_estep(parts: list[MatrixTerms], log_weights: np.ndarray, weights: np.n
                                                       minlength=p.table.shape[1])
                                           for k in range(r.shape[1])])
     return out
+
+
+def screened_problem(m: int, k: int = 4, f: int = 3, levels: int | None = 5, far: float = 1.0,
+                     dead: bool = False, seed: int = 0) -> tuple[MatrixTerms, np.ndarray]:
+    """Gaussian-like scores in ``f`` features (rows ``far`` times farther out than the
+    components' spread) and a table of ``levels``; ``dead``: a level no component allows."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0.0, 4.0, (k, f))
+    x = centres[rng.integers(0, k, m)] + rng.normal(0.0, 1.0, (m, f)) * far
+    phi = np.concatenate([x * x, x], axis=1).astype(np.float32).astype(np.float64)
+    var = rng.uniform(0.5, 2.0, (k, f))
+    coef = np.concatenate([-0.5 / var, centres / var], axis=1)
+    const = -0.5 * (centres ** 2 / var + np.log(2 * np.pi * var)).sum(axis=1)
+    table = codes = None
+    if levels:
+        table = np.log(rng.dirichlet(np.ones(levels), k))
+        table[1, 0] = -np.inf
+        if dead:
+            table[:, levels - 1] = -np.inf
+        codes = rng.integers(0, levels, m)
+    terms = MatrixTerms(phi, coef, const, table=table, codes=codes)
+    return terms, np.log(rng.dirichlet(np.ones(k) * 5))
+
+
+def band_block(screen, part: MatrixTerms, band: str, round_features: bool = False,
+               pad: int = 0) -> tuple[np.ndarray, ...]:
+    """A block as the screened engine hands it to the rescoring: band scores (K, m + pad)
+    float32 (NumPy's GEMM of the band's coefficients and the exact float32 features, or both
+    rounded, as the tiles take them), exact features z (m, F1) float32, joined codes (T, m)."""
+    m = len(part.phi)
+    z = np.concatenate([part.phi, np.ones((m, 1))], axis=1).astype(np.float32)
+    zs = round_to_band(z, band) if round_features else z
+    scores = np.zeros((screen.coef.shape[0], m + pad), np.float32)
+    scores[:, :m] = round_to_band(screen.coef, band) @ zs.T
+    codes = screen.codes([part.codes] if part.table is not None else [], 0, m)
+    tables = round_to_band(screen.tables, band)
+    for c in codes:
+        scores[:, :m] += tables[:, c]
+    return scores, z, codes

@@ -164,3 +164,14 @@ def test_relative_quadratic_scores_beyond_the_square_of_float64():
 
 def test_log_2pi():
     assert LOG_2PI == float(mpmath.log(2 * mpmath.pi))
+
+
+def test_the_best_of_components_whose_gaps_all_overflow():
+    # beside a narrow first component, the two wider ones both score 1e400 nats better: the
+    # widest is the best, the other's gap to it still beyond float64's range (posterior 0)
+    x = np.array([[1e200, 1e200]])
+    mu = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    factor = np.array([[4.0, 4.0], [2.0, 2.0], [1.0, 1.0]])
+    got = relative_affine_scores(x, mu, factor, np.zeros(3))
+    assert got.tolist() == [[-np.inf, -np.inf, 0.0]]
+    _check_relative(got, _exact_relative(x, mu, factor, np.zeros(3)))

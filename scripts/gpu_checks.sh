@@ -18,7 +18,7 @@ assert torch.cuda.is_available(), "no CUDA device: these checks need one"
 print("torch", torch.__version__, "on", torch.cuda.get_device_name(0), "capability",
       torch.cuda.get_device_capability(0))
 PYEOF
-"$PY" -m pytest -q -rs -p no:cacheprovider tests/test_linear_torch.py \
+"$PY" -m pytest -q -rs -p no:cacheprovider tests/compute/test_linear_torch.py \
     tests/precision/test_emulation.py -k "cuda or gpu or fp8" 2>&1 | tee "$OUT/gpu_tests.txt"
 "$PY" benchmarks/precision.py --p10-rows "${P10_ROWS:-1000000}" --gpu-rows "${GPU_ROWS:-10000000}" \
     --error-rows "${ERROR_ROWS:-20000}" --fit-rows "${FIT_ROWS:-200000}" --rows 20000 \

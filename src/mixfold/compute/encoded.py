@@ -176,14 +176,13 @@ def _numeric_weights(weights: Any, n_rows: int) -> np.ndarray:
     try:
         raw = weights if isinstance(weights, np.ndarray) else np.asarray(weights)
     except (TypeError, ValueError, OverflowError):
-        items = list(weights) if np.iterable(weights) else [weights]
-        raw = np.empty(len(items), dtype=object)
-        for i, v in enumerate(items):  # ragged entries stay whole objects
-            raw[i] = v
+        raw = _objects(weights)
     if raw.shape != (n_rows,):
         raise DataError(f"weights must have shape ({n_rows},), got {raw.shape}")
     if raw.dtype.kind in "iuf":
         return raw.astype(np.float64, copy=False)
+    if not isinstance(weights, np.ndarray):  # the items as given: asarray made 1.0 a string
+        raw = _objects(weights)  # or a complex, and the error would name the wrong row
     for i, v in enumerate(raw):
         v = v.item() if isinstance(v, np.generic) else v
         if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -193,3 +192,12 @@ def _numeric_weights(weights: Any, n_rows: int) -> np.ndarray:
         return raw.astype(np.float64)
     except (TypeError, ValueError, OverflowError) as err:
         raise DataTypeError(f"weights must be float64 numbers: {err}") from None
+
+
+def _objects(weights: Any) -> np.ndarray:
+    """``weights``' items as a 1-D object array, ragged entries kept whole."""
+    items = list(weights) if np.iterable(weights) else [weights]
+    raw = np.empty(len(items), dtype=object)
+    for i, v in enumerate(items):
+        raw[i] = v
+    return raw

@@ -283,6 +283,8 @@ def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Enco
     whole block, few and long, for the same reason: each NumPy call hands the GIL over between
     the row threads.
     """
+    if enc.n_rows == 0:  # no block: nothing to add to the terms
+        return np.zeros(len(log_weights)), np.empty(0)
     fold = FusedEStep(terms, log_weights, enc, weights, precision)
     return fold.collect(map_row_blocks(enc.n_rows, fold.block, fold.fold_block))
 

@@ -171,6 +171,8 @@ class ScreenedEStep:
         """Fold every block on the row threads; hand the sums to the terms; (mass,
         log-densities)."""
         self.lse = np.empty(self.n_rows)
+        if self.n_rows == 0:  # no block: nothing to add to the terms
+            return np.zeros(self.k), self.lse
         folded = map_row_blocks(self.n_rows, self.block, self.fold_block)
         sums = np.sum([s for s, _ in folded], axis=0)  # (K, F1), blocks added in order
         counts = np.sum([c for _, c in folded], axis=0)

@@ -125,16 +125,19 @@ def relative_affine_scores(x: np.ndarray, mu: np.ndarray, factor: np.ndarray,
     sq = np.einsum("kd,kd->k", v, v)
     rows = np.arange(len(uf))
 
-    def gap(best: np.ndarray) -> np.ndarray:
+    def gap(best: np.ndarray, over_s2: bool = False) -> np.ndarray:
         ub = uf[rows, best][:, None]
         a = np.einsum("nkd,nkd->nk", uf - ub, uf + ub)
         b = -2.0 * (lin - lin[rows, best][:, None])
         c = sq - sq[best][:, None]
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            if over_s2:  # the gap / S^2: finite, so it ranks where gaps overflow to -inf
+                return a + b / scale + c / scale / scale
             return np.where(a != 0, scale * (scale * (a + b / scale + c / scale / scale)),
                             np.where(b != 0, scale * (b + c / scale), c))
 
-    g = gap(np.argmin(gap(np.zeros(len(uf), dtype=int)), axis=1))
+    first = np.zeros(len(uf), dtype=int)  # the best: least gap / S^2, ties settled by the gap
+    g = gap(np.lexsort((gap(first), gap(first, over_s2=True)))[:, 0])
     out[far] = np.where(g > 0, -0.5 * g, 0.0) + const
     return out
 

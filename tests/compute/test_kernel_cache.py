@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 # a kernel module of one small kernel, loaded the way mixfold loads its own (quick to compile)
 TINY_KERNELS = '''

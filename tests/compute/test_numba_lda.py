@@ -1,0 +1,83 @@
+"""compute/numba_lda.py: the compiled steps of LDA's fixed point against dense float64 NumPy
+(each nonzero's normaliser, each document's gamma), with empty documents, a single document
+and values far from 1; through :mod:`mixfold.compute.kernels` on a topic range's slice too."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from mixfold.compute import kernels  # noqa: E402
+from mixfold.compute.kernel_cache import load_kernel_module  # noqa: E402
+
+lda = load_kernel_module("mixfold.compute.numba_lda")
+
+
+def _corpus(sizes, topics=7, seed=0):
+    rng = np.random.default_rng(seed)
+    sizes = np.asarray(sizes, np.int64)
+    nnz = int(sizes.sum())
+    theta = rng.gamma(0.5, 1.0, (len(sizes), topics)) * 10.0 ** rng.integers(-3, 3, (len(sizes), 1))
+    cols = rng.dirichlet(np.ones(topics) * 0.3, nnz) * 10.0 ** rng.integers(-5, 1, (nnz, 1))
+    counts = rng.integers(1, 50, nnz).astype(np.float64)
+    alpha = rng.uniform(0.01, 1.0, topics)
+    return theta, cols, sizes, counts, alpha
+
+
+def _readonly(*arrays):
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
+
+
+def _reference(theta, cols, sizes, counts, alpha, ratio=None):
+    doc = np.repeat(np.arange(len(sizes)), sizes)
+    norm = np.einsum("pk,pk->p", theta[doc], cols)
+    r = counts / norm if ratio is None else ratio
+    acc = np.zeros_like(theta)
+    np.add.at(acc, doc, r[:, None] * cols)
+    return norm, alpha + theta * acc
+
+
+SIZES = [[3, 0, 5, 1, 0, 12], [1], [0, 0, 4], [40] * 9]
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+def test_the_compiled_steps_equal_dense_numpy(sizes):
+    theta, cols, sizes, counts, alpha = _corpus(sizes)
+    ratio = np.random.default_rng(1).uniform(0.1, 5.0, len(cols))
+    norm_want, _ = _reference(theta, cols, sizes, counts, alpha)
+    _, update_want = _reference(theta, cols, sizes, counts, alpha, ratio)
+    _, step_want = _reference(theta, cols, sizes, counts, alpha)
+    theta, cols, sizes, counts, alpha, ratio = _readonly(theta, cols, sizes, counts, alpha, ratio)
+
+    norm = np.full(len(cols), np.nan)
+    lda.lda_norm(theta, cols, sizes, norm)
+    np.testing.assert_allclose(norm, norm_want, rtol=1e-13)
+    out = np.full(theta.shape, np.nan)
+    lda.lda_update(theta, cols, sizes, ratio, alpha, out)
+    np.testing.assert_allclose(out, update_want, rtol=1e-13)
+    step = np.full(theta.shape, np.nan)
+    lda.lda_step(theta, cols, sizes, counts, alpha, step)
+    np.testing.assert_allclose(step, step_want, rtol=1e-13)
+    empty = np.asarray(sizes) == 0  # a document without words keeps alpha exactly
+    assert np.array_equal(step[empty], np.broadcast_to(alpha, step[empty].shape))
+
+
+def test_the_wrappers_take_a_topic_range_slice_and_write_a_slice():
+    theta, cols, sizes, counts, alpha = _corpus([30] * 50 + [0, 2], topics=12, seed=3)
+    lo, hi = 4, 9  # a topic cut: non-contiguous slices in and out
+    ratio = np.random.default_rng(4).uniform(0.1, 2.0, len(cols))
+    norm_want, update_want = _reference(theta[:, lo:hi], cols[:, lo:hi], sizes, counts,
+                                        alpha[lo:hi], ratio)
+    np.testing.assert_allclose(kernels.lda_norm(theta[:, lo:hi], cols[:, lo:hi], sizes),
+                               norm_want, rtol=1e-13)
+    out = np.zeros(theta.shape)
+    kernels.lda_update(theta[:, lo:hi], cols[:, lo:hi], sizes, ratio, alpha[lo:hi],
+                       out[:, lo:hi])
+    np.testing.assert_allclose(out[:, lo:hi], update_want, rtol=1e-13)
+    assert (out[:, :lo] == 0).all() and (out[:, hi:] == 0).all()
+    step = np.empty(theta.shape)
+    kernels.lda_step(theta, cols, sizes, counts, alpha, step)
+    np.testing.assert_allclose(step, _reference(theta, cols, sizes, counts, alpha)[1],
+                               rtol=1e-13)

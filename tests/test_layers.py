@@ -132,3 +132,11 @@ def test_every_source_folder_is_a_regular_package():
     missing = [str(d.relative_to(SRC.parent)) for d in sorted({p.parent for p in SRC.rglob("*.py")})
                if not (d / "__init__.py").exists()]
     assert missing == []
+
+
+def test_every_compute_module_has_its_test_file():
+    # tests/compute mirrors compute/: a module's contract is checked where a reader looks for it
+    tests = Path(__file__).parent / "compute"
+    missing = [p.name for p in sorted((SRC / "compute").glob("*.py"))
+               if p.name != "__init__.py" and not (tests / f"test_{p.name}").exists()]
+    assert missing == []

@@ -22,6 +22,8 @@ from mixfold.families.log_gaussian import LogGaussianDistribution, LogGaussianEs
 from mixfold.families.mixture import MixtureDistribution, MixtureEstimator
 from mixfold.families.multivariate_gaussian import (MultivariateGaussianDistribution,
                                                     MultivariateGaussianEstimator)
+from mixfold.families.multivariate_student_t import (MultivariateStudentTDistribution,
+                                                     MultivariateStudentTEstimator)
 from mixfold.families.multinomial import MultinomialDistribution, MultinomialEstimator
 from mixfold.families.negative_binomial import (NegativeBinomialDistribution,
                                                 NegativeBinomialEstimator)
@@ -45,6 +47,7 @@ __all__ = [
     "LDADistribution", "LDAEstimator", "LogGaussianDistribution", "LogGaussianEstimator",
     "MixtureDistribution",
     "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
+    "MultivariateStudentTDistribution", "MultivariateStudentTEstimator",
     "NegativeBinomialDistribution", "NegativeBinomialEstimator", "BetaDistribution",
     "BetaEstimator", "DirichletDistribution", "DirichletEstimator", "MultinomialDistribution",
     "MultinomialEstimator", "StudentTDistribution", "StudentTEstimator", "WeibullDistribution",

@@ -7,6 +7,7 @@ from mixfold.families.beta import BetaDistribution, BetaEstimator
 from mixfold.families.bernoulli import BernoulliDistribution, BernoulliEstimator
 from mixfold.families.binomial import BinomialDistribution, BinomialEstimator
 from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
+from mixfold.families.censored import CensoredDistribution, CensoredEstimator, survival_rows
 from mixfold.families.composite import (CompositeDistribution, CompositeEstimator,
                                         RecordDistribution, RecordEstimator)
 from mixfold.families.diagonal_gaussian import (DiagonalGaussianDistribution,
@@ -48,6 +49,7 @@ __all__ = [
     "MixtureDistribution",
     "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
     "MultivariateStudentTDistribution", "MultivariateStudentTEstimator",
+    "CensoredDistribution", "CensoredEstimator", "survival_rows",
     "NegativeBinomialDistribution", "NegativeBinomialEstimator", "BetaDistribution",
     "BetaEstimator", "DirichletDistribution", "DirichletEstimator", "MultinomialDistribution",
     "MultinomialEstimator", "StudentTDistribution", "StudentTEstimator", "WeibullDistribution",

@@ -1,0 +1,75 @@
+"""Rows given as a ``scipy.sparse`` matrix (bag-of-words counts, one-hot features): read as CSR
+arrays, never densified, for the families whose rows are counts over a fixed set of columns
+(:mod:`~mixfold.families.multinomial`, :mod:`~mixfold.families.lda`)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from mixfold.errors import DataError
+
+__all__ = ["is_sparse_matrix", "SparseCounts", "sparse_counts"]
+
+
+def is_sparse_matrix(values: Any) -> bool:
+    """Whether ``values`` is a scipy sparse matrix or array (scipy is not imported).
+
+    >>> import scipy.sparse
+    >>> is_sparse_matrix(scipy.sparse.eye(2, format="csr")), is_sparse_matrix(np.eye(2))
+    (True, False)
+    """
+    return type(values).__module__.startswith("scipy.sparse") and hasattr(values, "tocsr")
+
+
+class SparseCounts(NamedTuple):
+    """CSR arrays of counts: row ``i`` holds columns ``columns[offsets[i]:offsets[i + 1]]``
+    (distinct, increasing) with positive ``counts`` (float64) at the same places."""
+
+    offsets: np.ndarray
+    columns: np.ndarray
+    counts: np.ndarray
+    n_columns: int
+
+
+def sparse_counts(values: Any, n_columns: int | None, integral: bool, what: str
+                  ) -> SparseCounts:
+    """The rows of a sparse matrix as :class:`SparseCounts`: duplicates summed, explicit zeros
+    dropped, each stored count checked (finite, >= 0, an integer when ``integral``); a count
+    that is not, or a width other than ``n_columns``, raises a DataError naming the row.
+
+    >>> import scipy.sparse
+    >>> m = scipy.sparse.csr_matrix(np.array([[0, 2, 0], [1, 0, 0]]))
+    >>> sparse_counts(m, 3, True, "levels").offsets.tolist()
+    [0, 1, 2]
+    """
+    m = values.tocsr()
+    if len(m.shape) != 2:
+        raise DataError(f"expected a 2-D sparse matrix of counts, got shape {m.shape}")
+    if n_columns is not None and m.shape[1] != n_columns:
+        raise DataError(f"expected a sparse matrix with one column per {what} ({n_columns}), "
+                        f"got {m.shape[1]} columns")
+    if not m.has_canonical_format:  # duplicates summed and columns sorted, on a copy
+        m = m.copy()
+        m.sum_duplicates()
+    counts = np.asarray(m.data, dtype=np.float64)
+    ok = np.isfinite(counts) & (counts >= 0)
+    if integral:
+        ok &= np.floor(counts) == counts
+    if not ok.all():
+        at = int(np.flatnonzero(~ok)[0])
+        row = int(np.searchsorted(m.indptr, at, side="right") - 1)
+        expected = "an integer count >= 0" if integral else "a finite count >= 0"
+        raise DataError(f"expected {expected} in column {int(m.indices[at])}, got "
+                        f"{counts[at]!r}", row=row)
+    offsets = np.asarray(m.indptr, dtype=np.int64)
+    columns = np.asarray(m.indices, dtype=np.int64)
+    stored = counts > 0
+    if not stored.all():  # explicit zeros: not a nonzero of any row
+        n = len(offsets) - 1
+        row = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(row[stored], minlength=n), out=offsets[1:])
+        columns, counts = columns[stored], counts[stored]
+    return SparseCounts(offsets, columns, counts, int(m.shape[1]))

@@ -121,3 +121,21 @@ def test_engine_backends_fit_csr_rows_as_local(backend):
     other = mixfold.fit(x, est, max_iter=8, tol=0.0, backend=backend, num_workers=2,
                         progress=False)
     np.testing.assert_allclose(other.log_likelihood, local.log_likelihood, rtol=1e-12)
+
+
+def test_spark_vectors_encode_as_their_counts():
+    """Spark ML vectors are plain Python objects: no session needed to encode them."""
+    linalg = pytest.importorskip("pyspark.ml.linalg")
+    x, _ = counts_matrix(n=50)
+    rows = [linalg.SparseVector(V, r.indices.tolist(), r.data.tolist()) for r in x]
+    rows[3] = linalg.DenseVector(x[3].toarray()[0])
+    for est in (MultinomialEstimator(), LDAEstimator(2)):
+        encoder = est.encoder().fit(rows)
+        got, want = encoder.encode(rows), est.encoder().fit(x).encode(x)
+        dense = got.values if hasattr(got, "values") else sp.csr_matrix(
+            (got.counts, got.words, got.offsets), shape=(50, V)).toarray()
+        np.testing.assert_array_equal(dense, sp.csr_matrix(
+            (want.counts, want.words, want.offsets), shape=(50, V)).toarray())
+    with pytest.raises(DataError, match="row 1: expected a vector of length 3"):
+        MultinomialEstimator().encoder().fit([linalg.SparseVector(3, [0], [1.0]),
+                                              linalg.SparseVector(4, [0], [1.0])])

@@ -1,16 +1,19 @@
-"""Rows given as a ``scipy.sparse`` matrix (bag-of-words counts, one-hot features): read as CSR
-arrays, never densified, for the families whose rows are counts over a fixed set of columns
+"""Rows given as a ``scipy.sparse`` matrix (bag-of-words counts, one-hot features) or as Spark
+ML vectors (a DataFrame's vector column): read as CSR arrays or ``{column: count}`` rows, never
+densified, for the families whose rows are counts over a fixed set of columns
 (:mod:`~mixfold.families.multinomial`, :mod:`~mixfold.families.lda`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from mixfold.errors import DataError
 
-__all__ = ["is_sparse_matrix", "SparseCounts", "sparse_counts"]
+__all__ = ["is_sparse_matrix", "SparseCounts", "sparse_counts", "is_spark_vector",
+           "spark_vector_counts", "spark_vector_width", "spark_rows_as_mappings"]
 
 
 def is_sparse_matrix(values: Any) -> bool:
@@ -73,3 +76,49 @@ def sparse_counts(values: Any, n_columns: int | None, integral: bool, what: str
         np.cumsum(np.bincount(row[stored], minlength=n), out=offsets[1:])
         columns, counts = columns[stored], counts[stored]
     return SparseCounts(offsets, columns, counts, int(m.shape[1]))
+
+
+def is_spark_vector(row: Any) -> bool:
+    """Whether ``row`` is a Spark ML (or MLlib) ``SparseVector`` or ``DenseVector`` (pyspark is
+    not imported)."""
+    module = type(row).__module__
+    return module.startswith(("pyspark.ml.linalg", "pyspark.mllib.linalg")) and \
+        hasattr(row, "toArray")
+
+
+def spark_vector_counts(row: Any) -> dict[int, float]:
+    """A Spark vector's nonzero entries as ``{column: value}``."""
+    if hasattr(row, "indices"):  # a SparseVector: its stored entries only
+        return {int(i): float(v) for i, v in zip(row.indices, row.values) if v != 0}
+    dense = np.asarray(row.toArray())
+    return {int(i): float(dense[i]) for i in np.flatnonzero(dense)}
+
+
+def spark_vector_width(values: Any) -> int | None:
+    """The common length of rows that are Spark vectors (``None`` when the first row is not
+    one, or there is none); rows of other lengths raise a DataError naming the row."""
+    size = None
+    for i, row in enumerate(values):
+        if not is_spark_vector(row):
+            if i == 0:
+                return None
+            continue
+        if size is None:
+            size = int(row.size)
+        elif int(row.size) != size:
+            raise DataError(f"expected a vector of length {size}, got one of length "
+                            f"{int(row.size)}", row=i)
+    return size
+
+
+def spark_rows_as_mappings(values: Any, names: Sequence[Any]) -> Any:
+    """``values`` with each Spark vector row as ``{names[column]: count}`` (``names`` the
+    levels or words, one per column); ``values`` itself when its rows are not Spark vectors."""
+    width = spark_vector_width(values)
+    if width is None:
+        return values
+    if width != len(names):
+        raise DataError(f"expected vectors with one column per level or word ({len(names)}), "
+                        f"got vectors of length {width}")
+    return [{names[j]: c for j, c in spark_vector_counts(r).items()} if is_spark_vector(r)
+            else r for r in values]

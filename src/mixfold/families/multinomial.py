@@ -16,7 +16,8 @@ from mixfold.families._leaf import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import (ArrayEncoded, Distribution, Encoded, Encoder,
                                         InitRandom, family)
 from mixfold.families._scipy import csr_matrix, xlogy
-from mixfold.families._sparse import is_sparse_matrix, sparse_counts
+from mixfold.families._sparse import (is_sparse_matrix, sparse_counts, spark_rows_as_mappings,
+                                      spark_vector_width)
 from mixfold.families.categorical import (CategoricalDistribution, CategoricalEncoder,
                                           level_from_json, level_to_json)
 from mixfold.families.dirichlet import transposed_features
@@ -65,8 +66,9 @@ def _in_row(err: DataError, rows: np.ndarray) -> DataError:
 class MultinomialEncoder(Encoder):
     """Encodes bags of levels into counts of shape (n_rows, V) for a fixed tuple of levels
     (learnt by ``fit`` as a categorical's are). A ``scipy.sparse`` matrix of counts (n_rows, V)
-    is read as CSR rows (:class:`~mixfold.families.lda.BagOfWordsEncoded`), never densified:
-    its columns are the levels (``levels`` of length V, else ``0 .. V-1``).
+    is read as CSR rows (``BagOfWordsEncoded``), never densified: its columns are the levels
+    (``levels`` of length V, else ``0 .. V-1``); so are Spark ML vectors (a DataFrame's vector
+    column), row by row.
 
     >>> enc = MultinomialEncoder().fit([["b", "a", "b"], {"c": 2}])
     >>> enc.levels
@@ -83,6 +85,9 @@ class MultinomialEncoder(Encoder):
             return self
         if is_sparse_matrix(values):  # a matrix of counts: the levels are its columns
             return MultinomialEncoder(range(values.shape[1]))
+        width = spark_vector_width(values)
+        if width is not None:  # Spark vectors of counts: the levels are their columns
+            return MultinomialEncoder(range(width))
         levels, _, rows = _flatten(values)
         try:
             fitted = CategoricalEncoder().fit(levels)
@@ -103,6 +108,7 @@ class MultinomialEncoder(Encoder):
         if is_sparse_matrix(values):
             csr = sparse_counts(values, len(self.levels), True, "level")
             return BagOfWordsEncoded(csr.offsets, csr.columns, csr.counts)
+        values = spark_rows_as_mappings(values, self.levels)
         levels, counts, rows = _flatten(values)
         out = np.zeros((len(values), len(self.levels)))
         if levels:

@@ -142,6 +142,7 @@ def run(docs: int, words: int, density: float, k: int, passes: int) -> list[dict
                                   "--topics", str(k), "--passes", str(passes)],
                                  check=True, capture_output=True, text=True)
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(json.dumps(rows[-1]), flush=True)  # each library's figures as they come
     return rows
 
 

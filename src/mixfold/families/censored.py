@@ -5,12 +5,12 @@ hold the value, the family possibly truncated to a window.
 ``[low, high]``. ``low == high`` is an exact value, ``high`` = ``None`` / NaN / inf a value
 *right-censored* at ``low`` (a duration still running, a sensor saturating at ``low``), ``low``
 = ``None`` / NaN / -inf one *left-censored* at ``high`` (below a detection limit), both finite
-an *interval-censored* value, both open a value known to be nothing (it adds nothing). An array
-of shape (n_rows, 2) holds the same pairs; a 1-D array is exact values. Survival data as
-``(duration, event)`` is ``(t, t)`` for an event and ``(t, None)`` for a censored row:
-:func:`survival_rows` makes the pairs. ``truncate=(a, b)`` says the family is only ever seen
-inside ``[a, b]`` (values outside were never recorded): its density is renormalised to the
-window, every row must lie in it and intervals are cut to it.
+an *interval-censored* value, both open a value about which nothing is known (it adds
+nothing). An array of shape (n_rows, 2) holds the same pairs; a 1-D array is exact values.
+Survival data as ``(duration, event)`` is ``(t, t)`` for an event and ``(t, None)`` for a
+censored row: :func:`~mixfold.survival_rows` makes the pairs. ``truncate=(a, b)`` says the
+family is only ever seen inside ``[a, b]`` (values outside were never recorded): its density is
+renormalised to the window, every row must lie in it and intervals are cut to it.
 
 **EM.** The censored (and, under truncation, the never-recorded) values are latent: the E-step
 adds to the family's own accumulator, for each interval row, the expected sufficient statistics

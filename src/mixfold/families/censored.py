@@ -46,6 +46,7 @@ from mixfold.families._leaf import NumericEncoder
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, ArrayEncoded,
                                         Distribution, Encoded, Encoder, Estimator, InitRandom,
                                         family)
+from mixfold.options import rule
 
 __all__ = ["CensoredDistribution", "CensoredEstimator", "CensoredEncoder", "CensoredAccumulator",
            "survival_rows"]
@@ -69,18 +70,28 @@ def survival_rows(durations: Any, observed: Any) -> np.ndarray:
     return np.column_stack([t, np.where(seen, t, np.inf)])
 
 
+def _is_window(truncate: Any) -> bool:
+    """Whether ``truncate`` is a pair (low, high) of numbers or None with low < high."""
+    if not isinstance(truncate, (tuple, list)) or len(truncate) != 2:
+        return False
+    ends = [v for v in truncate if v is not None]
+    if any(isinstance(v, bool) or not isinstance(v, numbers.Real) or np.isnan(v) for v in ends):
+        return False
+    low = -np.inf if truncate[0] is None else float(truncate[0])
+    high = np.inf if truncate[1] is None else float(truncate[1])
+    return low < high
+
+
+#: What ``truncate`` accepts.
+WINDOW = rule(_is_window, "a pair (low, high) of numbers or None (open) with low < high")
+
+
 def _window(truncate: Any) -> tuple[float, float]:
     """``truncate`` as ``(low, high)`` floats, open ends infinite."""
-    try:
-        low, high = truncate
-        low = -np.inf if low is None else float(low)
-        high = np.inf if high is None else float(high)
-    except (TypeError, ValueError):
-        raise ParameterError(f"truncate must be a pair (low, high) of numbers or None, got "
-                             f"{truncate!r}") from None
-    if np.isnan(low) or np.isnan(high) or not low < high:
-        raise ParameterError(f"truncate must have low < high, got {truncate!r}")
-    return low, high
+    if not WINDOW.accepts(truncate):
+        raise ParameterError(f"truncate must be {WINDOW.expected}, got {truncate!r}")
+    low, high = truncate
+    return (-np.inf if low is None else float(low), np.inf if high is None else float(high))
 
 
 def _window_json(window: tuple[float, float]) -> list[float | None]:
@@ -326,8 +337,11 @@ class CensoredEstimator(Estimator):
     (1.0, 4.0)
     """
 
+    option_rules = {"truncate": WINDOW}
+
     def __init__(self, base: Estimator, truncate: Sequence[float | None] = (None, None),
                  keys: str | None = None):
+        self.check_options(truncate=truncate)
         law = getattr(base, "distribution_class", None)
         if not (isinstance(law, type) and issubclass(law, IntervalLaw)):
             raise ParameterError(f"CensoredEstimator needs the estimator of a univariate "

@@ -14,7 +14,7 @@ from mixfold.sklearn import GaussianMixture
 
 #: Constructor arguments that are children or data, not options with a rule.
 STRUCTURE = {"components", "emissions", "inner", "item", "length", "fields", "factors", "keys",
-             "levels", "vocabulary", "missing_markers", "durations"}
+             "levels", "vocabulary", "missing_markers", "durations", "base"}
 
 
 def _all_estimators():
@@ -34,7 +34,7 @@ def _children():
     counts = mixfold.PoissonEstimator()
     return {"components": [leaf], "emissions": [leaf], "inner": counts, "item": leaf,
             "fields": {"x": leaf}, "factors": [leaf], "n_topics": 2, "n": 5,
-            "durations": [counts]}
+            "durations": [counts], "base": leaf}
 
 
 def _options(cls):

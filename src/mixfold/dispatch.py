@@ -39,6 +39,15 @@ from mixfold.parallel.model_parallel import ModelParallelEncodedData
 __all__ = ["open_backend", "encode_data", "BACKENDS"]
 
 
+def _row_count(data: Any) -> int | None:
+    """Rows of raw data: an array's (or a sparse matrix's, whose length is ambiguous) first
+    dimension, else its length; ``None`` when it has neither."""
+    shape = getattr(data, "shape", None)
+    if isinstance(shape, tuple) and shape:
+        return int(shape[0])
+    return len(data) if hasattr(data, "__len__") else None
+
+
 def encode_data(data: Any, estimator: Estimator,
                 init: Distribution | None = None) -> tuple[Encoded, Estimator]:
     """Encode raw rows once for ``estimator``; returns the encoding and the bound estimator.
@@ -49,7 +58,7 @@ def encode_data(data: Any, estimator: Estimator,
         if data.n_rows == 0:
             raise DataError("the data has no rows")
         return data, estimator.bind(init.encoder()) if init is not None else estimator
-    if data is None or (hasattr(data, "__len__") and len(data) == 0):
+    if data is None or _row_count(data) == 0:
         raise DataError("the data has no rows")
     encoder = (init.encoder() if init is not None else estimator.encoder()).fit(data)
     return encoder.encode(data), estimator.bind(encoder)

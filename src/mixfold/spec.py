@@ -14,7 +14,8 @@ Kinds and what their value holds (options in brackets; every node also takes ``k
 that ties parameters across the tree):
 
 - leaves, value = an object of the estimator's options (may be ``{}``): ``gaussian``,
-  ``diagonal_gaussian`` [dim], ``multivariate_gaussian`` [dim], ``categorical`` [levels,
+  ``diagonal_gaussian`` [dim], ``multivariate_gaussian`` [dim], ``multivariate_student_t``
+  [dim, nu: fixed, else estimated], ``categorical`` [levels,
   pseudo_count], ``poisson``, ``exponential``, ``gamma``, ``binomial`` [n, required],
   ``bernoulli``, ``geometric``, ``log_gaussian``, ``von_mises``, ``negative_binomial`` [max_r,
   min_mean], ``beta`` [max_concentration], ``dirichlet`` [dim, max_concentration],
@@ -72,7 +73,8 @@ from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimat
                               GeometricEstimator, HiddenMarkovEstimator, LDAEstimator,
                               LogGaussianEstimator,
                               MixtureEstimator, MultinomialEstimator,
-                              MultivariateGaussianEstimator, NegativeBinomialEstimator,
+                              MultivariateGaussianEstimator, MultivariateStudentTEstimator,
+                              NegativeBinomialEstimator,
                               OptionalEstimator, PoissonEstimator, RecordEstimator,
                               SequenceEstimator, StudentTEstimator, VonMisesEstimator,
                               WeibullEstimator, ZeroInflatedEstimator)
@@ -89,6 +91,7 @@ LEAF_KINDS: dict[str, type[Estimator]] = {
     "gaussian": GaussianEstimator,
     "diagonal_gaussian": DiagonalGaussianEstimator,
     "multivariate_gaussian": MultivariateGaussianEstimator,
+    "multivariate_student_t": MultivariateStudentTEstimator,
     "categorical": CategoricalEstimator,
     "poisson": PoissonEstimator,
     "exponential": ExponentialEstimator,

@@ -7,6 +7,7 @@ from mixfold.families.beta import BetaDistribution, BetaEstimator
 from mixfold.families.bernoulli import BernoulliDistribution, BernoulliEstimator
 from mixfold.families.binomial import BinomialDistribution, BinomialEstimator
 from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
+from mixfold.families.censored import CensoredDistribution, CensoredEstimator, survival_rows
 from mixfold.families.composite import (CompositeDistribution, CompositeEstimator,
                                         RecordDistribution, RecordEstimator)
 from mixfold.families.diagonal_gaussian import (DiagonalGaussianDistribution,
@@ -25,6 +26,8 @@ from mixfold.families.log_gaussian import LogGaussianDistribution, LogGaussianEs
 from mixfold.families.mixture import MixtureDistribution, MixtureEstimator
 from mixfold.families.multivariate_gaussian import (MultivariateGaussianDistribution,
                                                     MultivariateGaussianEstimator)
+from mixfold.families.multivariate_student_t import (MultivariateStudentTDistribution,
+                                                     MultivariateStudentTEstimator)
 from mixfold.families.multinomial import MultinomialDistribution, MultinomialEstimator
 from mixfold.families.negative_binomial import (NegativeBinomialDistribution,
                                                 NegativeBinomialEstimator)
@@ -48,6 +51,8 @@ __all__ = [
     "LDADistribution", "LDAEstimator", "LogGaussianDistribution", "LogGaussianEstimator",
     "MixtureDistribution",
     "MixtureEstimator", "MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
+    "MultivariateStudentTDistribution", "MultivariateStudentTEstimator",
+    "CensoredDistribution", "CensoredEstimator", "survival_rows",
     "NegativeBinomialDistribution", "NegativeBinomialEstimator", "BetaDistribution",
     "BetaEstimator", "DirichletDistribution", "DirichletEstimator", "MultinomialDistribution",
     "MultinomialEstimator", "StudentTDistribution", "StudentTEstimator", "WeibullDistribution",

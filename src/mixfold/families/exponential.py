@@ -9,6 +9,7 @@ import numpy as np
 
 from mixfold.errors import ParameterError
 from mixfold.families._centred import ScalarReference, weighted_centre
+from mixfold.families._intervals import IntervalLaw, scipy_stats
 from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import native_dtype
@@ -18,7 +19,7 @@ __all__ = ["ExponentialDistribution", "ExponentialEstimator", "ExponentialAccumu
 
 
 @family("Exponential")
-class ExponentialDistribution(Distribution):
+class ExponentialDistribution(Distribution, IntervalLaw):
     """Exponential with density ``rate * exp(-rate * x)`` for x >= 0.
 
     >>> d = ExponentialDistribution(2.0)
@@ -40,6 +41,20 @@ class ExponentialDistribution(Distribution):
         x = enc.values.astype(dt, copy=False)
         out = dt.type(np.log(self.rate)) - dt.type(self.rate) * x
         return out.astype(np.float64, copy=False)
+
+    def scipy_law(self) -> Any:
+        """``scipy.stats.expon(scale=1 / rate)``."""
+        return scipy_stats().expon(scale=1.0 / self.rate)
+
+    def interval_points(self, low: np.ndarray, high: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """The mean on each interval (closed form; memoryless: ``low + 1/rate`` less the share
+        of the interval's width cut off above), all an exponential's statistics need."""
+        width = high - low
+        with np.errstate(over="ignore", invalid="ignore"):
+            cut = np.where(np.isfinite(width), width / np.expm1(self.rate * width), 0.0)
+        mean = low + 1.0 / self.rate - np.where(width > 0, cut, 1.0 / self.rate)
+        return mean[:, None], np.ones((len(mean), 1))
 
     def encoder(self) -> Encoder:
         return NumericEncoder("nonnegative")

@@ -12,6 +12,7 @@ from mixfold.capabilities import SeedsFromPoints
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import ScalarReference, weighted_centre
+from mixfold.families._intervals import IntervalLaw, scipy_stats
 from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
@@ -25,7 +26,7 @@ SMALLEST_LOG_SCALE = float(np.log(2.0 ** -1064))
 
 
 @family("Gamma")
-class GammaDistribution(Distribution, SeedsFromPoints):
+class GammaDistribution(Distribution, SeedsFromPoints, IntervalLaw):
     """Gamma with density ``x**(k-1) exp(-x/theta) / (Gamma(k) theta**k)`` for x > 0.
 
     >>> d = GammaDistribution(2.0, 3.0)
@@ -63,6 +64,10 @@ class GammaDistribution(Distribution, SeedsFromPoints):
         leaves them too alike for EM to pull apart.
         """
         return np.log(enc.values)[:, None]
+
+    def scipy_law(self) -> Any:
+        """``scipy.stats.gamma(shape, scale=scale)``."""
+        return scipy_stats().gamma(self.shape, scale=self.scale)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("positive")

@@ -22,6 +22,7 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_moments,
                                        variance_floor)
+from mixfold.families._intervals import IntervalLaw, scipy_stats, truncated_normal_moments
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
 from mixfold.compute.linear import LinearTerms, centred_gaussian, gaussian_centre
 from mixfold.families._frozen import recentred_spread
@@ -34,7 +35,7 @@ __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator"]
 
 
 @family("Gaussian")
-class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands,
+class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands, IntervalLaw,
                            RelativeScoring):
     """Gaussian with mean ``mu`` and variance ``sigma2``.
 
@@ -135,6 +136,19 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
     def stack_points(enc: Encoded) -> np.ndarray:
         """The rows as points (n_rows, 1) for k-means++ seeding."""
         return enc.values[:, None]
+
+    def scipy_law(self) -> Any:
+        """``scipy.stats.norm(mu, sqrt(sigma2))``."""
+        return scipy_stats().norm(self.mu, np.sqrt(self.sigma2))
+
+    def interval_points(self, low: np.ndarray, high: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """``m -+ s`` at probability 1/2 each: the mean ``m`` and variance ``s^2`` of the
+        truncated normal on each interval (closed form), all a Gaussian's statistics need."""
+        sd = np.sqrt(self.sigma2)
+        mean, var = truncated_normal_moments((low - self.mu) / sd, (high - self.mu) / sd)
+        m, s = self.mu + sd * mean, sd * np.sqrt(var)
+        return np.stack([m - s, m + s], axis=1), np.full((len(m), 2), 0.5)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("real")

@@ -45,6 +45,8 @@ from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._hooks import FoldsRanges, RunRanges, ScoresRanges, whole_range
 from mixfold.families._scipy import csr_matrix, digamma, gammaln, polygamma
+from mixfold.families._sparse import (is_sparse_matrix, sparse_counts, spark_rows_as_mappings,
+                                      spark_vector_width)
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family)
 from mixfold.families.categorical import _ordered_levels
@@ -176,7 +178,10 @@ class BagOfWordsEncoder(Encoder):
     """Maps documents to sparse word counts over a fixed vocabulary.
 
     ``unknown``: what a word outside the vocabulary does at encode time: ``"error"`` raises
-    :class:`~mixfold.DataError` naming the row, ``"ignore"`` drops it.
+    :class:`~mixfold.DataError` naming the row, ``"ignore"`` drops it. A ``scipy.sparse``
+    document-term matrix (n_rows, V) is read as CSR, never densified: its columns are the
+    words (the ``vocabulary`` of length V, else ``0 .. V-1``); so are Spark ML vectors (a
+    DataFrame's vector column), row by row.
 
     >>> enc = BagOfWordsEncoder().fit([["b", "a", "b"], {"c": 2}])
     >>> enc.vocabulary
@@ -197,6 +202,11 @@ class BagOfWordsEncoder(Encoder):
     def fit(self, values: Any) -> BagOfWordsEncoder:
         if self.vocabulary is not None:
             return self
+        if is_sparse_matrix(values):  # a document-term matrix: the words are its columns
+            return BagOfWordsEncoder(tuple(range(values.shape[1])), self.unknown)
+        width = spark_vector_width(values)
+        if width is not None:  # Spark vectors of counts: the words are their columns
+            return BagOfWordsEncoder(tuple(range(width)), self.unknown)
         tokens, doc, _ = _bags(values)
         found: dict[Any, int] = {}  # each distinct word and where it first occurs
         for i, w in enumerate(tokens):
@@ -226,6 +236,10 @@ class BagOfWordsEncoder(Encoder):
         if self.vocabulary is None:
             raise DataError("no words to learn the vocabulary from: give vocabulary= or "
                             "documents with words")
+        if is_sparse_matrix(values):
+            csr = sparse_counts(values, len(self.vocabulary), False, "word of the vocabulary")
+            return BagOfWordsEncoded(csr.offsets, csr.columns, csr.counts)
+        values = spark_rows_as_mappings(values, self.vocabulary)
         n_rows = len(values)
         tokens, doc, counts = _bags(values)
         index = {w: i for i, w in enumerate(self.vocabulary)}

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.capabilities import RelativeScoring, SeedsFromPoints, StackedScoring
+from mixfold.families._intervals import IntervalLaw, scipy_stats, truncated_normal_moments
 from mixfold.families._leaf import NumericEncoder
 from mixfold.compute.linear import LinearTerms
 from mixfold.families._frozen import recentred_spread
@@ -18,7 +19,8 @@ from mixfold.families.gaussian import GaussianAccumulator, GaussianDistribution,
 __all__ = ["LogGaussianDistribution", "LogGaussianEstimator", "LogGaussianAccumulator"]
 
 @family("LogGaussian")
-class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RelativeScoring):
+class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RelativeScoring,
+                              IntervalLaw):
     """Log-normal: ``log x`` is Gaussian with mean ``mu`` and variance ``sigma2``, for x > 0.
 
     The density of x includes the Jacobian ``1/x`` of the log transform.
@@ -68,6 +70,21 @@ class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, Rel
     def stack_points(enc: Encoded) -> np.ndarray:
         """The rows as points (n_rows, 1) on the log scale, for k-means++ seeding."""
         return np.log(enc.values)[:, None]
+
+    def scipy_law(self) -> Any:
+        """``scipy.stats.lognorm(sqrt(sigma2), scale=exp(mu))``."""
+        return scipy_stats().lognorm(np.sqrt(self.sigma2), scale=np.exp(self.mu))
+
+    def interval_points(self, low: np.ndarray, high: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """``exp(m -+ s)`` at probability 1/2 each: ``m`` and ``s^2`` the mean and variance of
+        ``log x`` on each interval (a truncated normal, closed form)."""
+        sd = np.sqrt(self.sigma2)
+        with np.errstate(divide="ignore"):
+            log_low, log_high = np.log(low), np.log(high)
+        mean, var = truncated_normal_moments((log_low - self.mu) / sd, (log_high - self.mu) / sd)
+        m, s = self.mu + sd * mean, sd * np.sqrt(var)
+        return np.exp(np.stack([m - s, m + s], axis=1)), np.full((len(m), 2), 0.5)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("positive")

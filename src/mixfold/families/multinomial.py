@@ -16,10 +16,13 @@ from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._leaf import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import (ArrayEncoded, Distribution, Encoded, Encoder,
                                         InitRandom, family)
-from mixfold.families._scipy import xlogy
+from mixfold.families._scipy import csr_matrix, xlogy
+from mixfold.families._sparse import (is_sparse_matrix, sparse_counts, spark_rows_as_mappings,
+                                      spark_vector_width)
 from mixfold.families.categorical import (CategoricalDistribution, CategoricalEncoder,
                                           level_from_json, level_to_json)
 from mixfold.families.dirichlet import transposed_features
+from mixfold.families.lda import BagOfWordsEncoded
 from mixfold.families.poisson import log_factorial
 from mixfold.options import integer, number
 
@@ -63,7 +66,10 @@ def _in_row(err: DataError, rows: np.ndarray) -> DataError:
 
 class MultinomialEncoder(Encoder):
     """Encodes bags of levels into counts of shape (n_rows, V) for a fixed tuple of levels
-    (learnt by ``fit`` as a categorical's are).
+    (learnt by ``fit`` as a categorical's are). A ``scipy.sparse`` matrix of counts (n_rows, V)
+    is read as CSR rows (``BagOfWordsEncoded``), never densified: its columns are the levels
+    (``levels`` of length V, else ``0 .. V-1``); so are Spark ML vectors (a DataFrame's vector
+    column), row by row.
 
     >>> enc = MultinomialEncoder().fit([["b", "a", "b"], {"c": 2}])
     >>> enc.levels
@@ -78,6 +84,11 @@ class MultinomialEncoder(Encoder):
     def fit(self, values: Any) -> MultinomialEncoder:
         if self.levels is not None:
             return self
+        if is_sparse_matrix(values):  # a matrix of counts: the levels are its columns
+            return MultinomialEncoder(range(values.shape[1]))
+        width = spark_vector_width(values)
+        if width is not None:  # Spark vectors of counts: the levels are their columns
+            return MultinomialEncoder(range(width))
         levels, _, rows = _flatten(values)
         try:
             fitted = CategoricalEncoder().fit(levels)
@@ -91,10 +102,14 @@ class MultinomialEncoder(Encoder):
         merged = CategoricalEncoder(self.levels).merge(CategoricalEncoder(other.levels))
         return MultinomialEncoder(merged.levels)
 
-    def encode(self, values: Any) -> ArrayEncoded:
+    def encode(self, values: Any) -> ArrayEncoded | BagOfWordsEncoded:
         if self.levels is None:
             raise DataError("no tokens to learn the multinomial levels from: give the levels "
                             "(MultinomialEstimator(levels=...)) or data with tokens")
+        if is_sparse_matrix(values):
+            csr = sparse_counts(values, len(self.levels), True, "level")
+            return BagOfWordsEncoded(csr.offsets, csr.columns, csr.counts)
+        values = spark_rows_as_mappings(values, self.levels)
         levels, counts, rows = _flatten(values)
         out = np.zeros((len(values), len(self.levels)))
         if levels:
@@ -148,13 +163,21 @@ class MultinomialDistribution(Distribution, StackedScoring):
         return self.categorical.log_probs
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        if isinstance(enc, BagOfWordsEncoded):
+            return self.stack_log_density([self], enc, precision)[:, 0]
         x = enc.values
         return _log_coefficients(x) + xlogy(x, self.probs).sum(axis=1)
 
     @classmethod
     def stack_log_density(cls, components: Sequence[MultinomialDistribution], enc: Encoded,
                           precision: str = "float64") -> np.ndarray:
-        """Log-probabilities of all K components at once, (n_rows, K)."""
+        """Log-probabilities of all K components at once, (n_rows, K); sparse rows by one
+        sparse product with the log-probabilities (V, K)."""
+        if isinstance(enc, BagOfWordsEncoded):
+            with np.errstate(divide="ignore"):  # a count of a level of probability 0: -inf
+                log_probs = np.log(np.stack([c.probs for c in components], axis=1))
+            out = _csr(enc, len(components[0].probs)) @ log_probs
+            return out + _sparse_log_coefficients(enc)[:, None]
         x = enc.values
         out = np.stack([xlogy(x, c.probs).sum(axis=1) for c in components], axis=1)
         return out + _log_coefficients(x)[:, None]
@@ -196,6 +219,18 @@ class MultinomialDistribution(Distribution, StackedScoring):
                                     param_bytes=2 * self.probs.nbytes)
 
 
+def _csr(enc: BagOfWordsEncoded, n_levels: int) -> Any:
+    """The rows as a scipy CSR matrix over the same arrays (nothing copied)."""
+    return csr_matrix((enc.counts, enc.words, enc.offsets), shape=(enc.n_rows, n_levels))
+
+
+def _sparse_log_coefficients(enc: BagOfWordsEncoded) -> np.ndarray:
+    """``log(n! / prod x_j!)`` of each sparse row."""
+    per_count = np.bincount(enc.doc_of_nonzero(), weights=log_factorial(enc.counts),
+                            minlength=enc.n_rows)
+    return log_factorial(enc.lengths()) - per_count
+
+
 def _log_coefficients(x: np.ndarray) -> np.ndarray:
     """``log(n! / prod x_j!)`` of each row of counts (n_rows, V)."""
     return log_factorial(x.sum(axis=1)) - log_factorial(x.ravel()).reshape(x.shape).sum(axis=1)
@@ -214,10 +249,27 @@ class MultinomialAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures):
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         self.counts += w @ x
 
+    def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
+                   precision: str = "float64") -> None:
+        if not isinstance(enc, BagOfWordsEncoded):
+            return super().seq_update(enc, weights, model, precision)
+        self.counts += np.bincount(enc.words, weights=enc.counts * weights[enc.doc_of_nonzero()],
+                                   minlength=self.counts.size)
+        return None
+
+    def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
+        self.seq_update(enc, weights, None)
+
     @staticmethod
     def stack_update(accs: Sequence[MultinomialAccumulator], enc: Encoded,
                      resp: np.ndarray) -> None:
-        """Add rows to K accumulators; ``resp`` (n_rows, K) already includes row weights."""
+        """Add rows to K accumulators; ``resp`` (n_rows, K) already includes row weights
+        (sparse rows: one sparse product, levels by components)."""
+        if isinstance(enc, BagOfWordsEncoded):
+            sums = _csr(enc, accs[0].counts.size).T @ resp
+            for k, acc in enumerate(accs):
+                acc.counts += sums[:, k]
+            return
         for k, acc in enumerate(accs):
             acc.counts += resp[:, k] @ enc.values
 
@@ -227,9 +279,10 @@ class MultinomialAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures):
                      enc: Encoded) -> LinearTerms | None:
         """``log p_k(x) = log_probs_k . x + log(n! / prod x_j!)``: the counts are the features,
         the coefficient is the row's, in ``base``. The first part is a log-probability, so its
-        peak is 0. ``None`` when a probability is 0 (``0 * log 0`` is not a GEMM product) or the
-        components' levels differ."""
-        if len({c.levels for c in components}) != 1:
+        peak is 0. ``None`` when a probability is 0 (``0 * log 0`` is not a GEMM product), the
+        components' levels differ or the rows are sparse (their stacked product is cheaper
+        than dense features)."""
+        if len({c.levels for c in components}) != 1 or isinstance(enc, BagOfWordsEncoded):
             return None
         probs = np.stack([c.probs for c in components])
         if not (probs > 0).all():

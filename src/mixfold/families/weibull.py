@@ -10,6 +10,7 @@ import numpy as np
 from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
+from mixfold.families._intervals import IntervalLaw, scipy_stats
 from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.options import number
@@ -26,7 +27,7 @@ EULER_GAMMA = 0.5772156649015329
 
 
 @family("Weibull")
-class WeibullDistribution(Distribution, SeedsFromPoints):
+class WeibullDistribution(Distribution, SeedsFromPoints, IntervalLaw):
     """Weibull with density ``k / lam (x / lam)**(k-1) exp(-(x / lam)**k)`` for x > 0.
 
     >>> d = WeibullDistribution(1.5, 2.0)
@@ -54,6 +55,10 @@ class WeibullDistribution(Distribution, SeedsFromPoints):
     def stack_points(enc: Encoded) -> np.ndarray:
         """The rows as points (n_rows, 1) for k-means++ seeding of mixtures, on the log scale."""
         return np.log(enc.values)[:, None]
+
+    def scipy_law(self) -> Any:
+        """``scipy.stats.weibull_min(shape, scale=scale)``."""
+        return scipy_stats().weibull_min(self.shape, scale=self.scale)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("positive")

@@ -177,3 +177,12 @@ def test_squarem_on_a_dask_local_cluster_matches_local_in_fewer_folds():
     np.testing.assert_allclose(to_flat(fast.model), to_flat(local.model), rtol=1e-6, atol=1e-6)
     assert fast.folds * 2 < plain.folds
     assert never_falls(fast)
+
+
+def test_every_registered_family_declares_its_coordinates():
+    # a family without them falls back to plain EM (said once); LDA's variational parameters
+    # are not a model's (its topics are Dirichlet posteriors refitted per document)
+    from mixfold.families._protocol import _FAMILIES
+
+    undeclared = sorted(n for n, c in _FAMILIES.items() if c.parameter_coordinates is None)
+    assert undeclared == ["LDA"]

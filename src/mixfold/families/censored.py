@@ -193,6 +193,8 @@ class CensoredDistribution(Distribution):
     [-0.725791, -1.147874, -0.381715]
     """
 
+    parameter_coordinates = {"base": "part", "truncate": "fixed"}
+
     def __init__(self, base: Distribution, truncate: Sequence[float | None] = (None, None)):
         if not isinstance(base, IntervalLaw):
             raise ParameterError(f"Censored needs a univariate family with a CDF (Gaussian, "
@@ -350,6 +352,9 @@ class CensoredEstimator(Estimator):
         self.base = base
         self.truncate = _window(truncate)
         self.keys = keys
+
+    def parts(self) -> tuple[Estimator, ...]:
+        return (self.base,)
 
     def encoder(self) -> CensoredEncoder:
         return CensoredEncoder(self.base.encoder(), self.truncate)

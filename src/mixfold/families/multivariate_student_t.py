@@ -100,6 +100,10 @@ class MultivariateStudentTDistribution(Distribution, SeedsFromPoints):
     #: model files leave ``missing`` out when it is False
     optional_params = ("missing",)
 
+    parameter_coordinates = {"mu": "real", "scale": "covariance", "nu": "positive",
+                             "missing": "fixed"}
+    estimated_jointly = ("mu", "scale", "nu")
+
     def __init__(self, mu: Sequence[float] | np.ndarray,
                  scale: Sequence[Sequence[float]] | np.ndarray, nu: float,
                  missing: bool = False):

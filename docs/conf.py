@@ -123,8 +123,8 @@ sphinx_gallery_conf = {
 # --- figures on the site come from benchmarks/README.md, as its scripts last wrote them ---
 BENCHMARK_TABLES = {
     # generated page -> the start of the heading whose first table it quotes
-    "p10": "### P10",
-    "peers": "### `python benchmarks/run.py`",
+    "p10": "## P10",
+    "peers": "## Peers",
 }
 
 

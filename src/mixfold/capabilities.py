@@ -30,7 +30,7 @@ import numpy as np
 
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
            "LinearInFeatures", "LinearInFeaturesInBands", "CompensatedAccumulation",
-           "FoldsOnTorch", "CentredStatistics", "RelativeScoring"]
+           "FoldsOnTorch", "CentredStatistics", "RelativeScoring", "VariationalBound"]
 
 
 class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
@@ -209,3 +209,13 @@ class CentredStatistics(ABC):
     @abstractmethod
     def recentre(self, point: np.ndarray) -> None:
         """Move the statistics to be about ``point`` (the same rows, another reference)."""
+
+
+class VariationalBound(ABC):
+    """A model fitted by variational EM: its log-density is ``log sum_k exp(E_q[log w_k] +
+    E_q[log p_k(x)])``, so the fit loop's fold gives the data term of the evidence lower
+    bound, and the model gives the rest (``FitResult.lower_bound``)."""
+
+    @abstractmethod
+    def kl_to_prior(self) -> float:
+        """``KL(q || prior)`` of the model's parameters (weights and components)."""

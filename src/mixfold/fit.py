@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.backends import EncodedDataHandle
+from mixfold.capabilities import VariationalBound
 from mixfold.checkpoint import CheckpointFile, check_checkpoint_path, structure_difference
 from mixfold.dispatch import encode_data, open_backend
 from mixfold.errors import (
@@ -106,6 +107,11 @@ class FitResult:
     n_parameters : int or None
         Free parameters of the model, tied ones counted once (None: a family that cannot
         count them).
+    lower_bound : list of float
+        A variational fit's evidence lower bound (total, not per row) at each iteration:
+        ``lower_bound[i]`` is that of the model that entered iteration ``i`` with the
+        responsibilities its E-step computed; what the fit converges on, and never falls
+        (empty for EM).
     """
 
     model: Distribution
@@ -131,6 +137,8 @@ class FitResult:
     n_parameters: int | None = None
     #: each band the fit promoted because it drifted ("iteration 3: bfloat16 -> float32")
     promotions: list[str] = field(default_factory=list)
+    #: a variational fit's evidence lower bound at each iteration (empty for EM)
+    lower_bound: list[float] = field(default_factory=list)
 
     @property
     def final_log_likelihood(self) -> float:
@@ -337,7 +345,7 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
             finally:
                 bar.close()
             finals.append(result.final_log_likelihood)
-            if best is None or result.final_log_likelihood > best.final_log_likelihood:
+            if best is None or _final_objective(result) > _final_objective(best):
                 best = result
         best.start_log_likelihoods = finals
         try:
@@ -404,6 +412,8 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
             return result
         start = resumed.iterations
         previous = resumed.log_likelihood[-1] if resumed.log_likelihood else None
+        if isinstance(model, VariationalBound):  # its bound is not in the checkpoint
+            previous = None
     try:
         for it in range(start, max_iter):
             t_it = time.perf_counter()
@@ -412,7 +422,9 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
             ll = fold.mean_log_density
             if not math.isfinite(ll):
                 raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
-            delta = math.inf if previous is None else ll - previous
+            bound = _lower_bound(model, ll, handle.total_weight)
+            watched = ll if bound is None else bound  # a variational fit climbs its bound
+            delta = math.inf if previous is None else watched - previous
             # a drop within the convergence tolerance is convergence: with pseudo-counts or
             # variance floors EM climbs a regularised objective, whose steps may lower the plain
             # log-likelihood by a hair near the optimum
@@ -425,7 +437,8 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                     model, before, previous = before, None, None
                     result.model = model
                     continue
-                msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}; "
+                what = "mean log-likelihood" if bound is None else "evidence lower bound"
+                msg = (f"iteration {it}: the {what} fell from {previous!r} to {watched!r}; "
                        f"keeping the model from before that step")
                 _warn_caller(msg, EMDecreaseWarning)
                 result.warnings.append(msg)
@@ -437,6 +450,8 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                 return result
             result.model, result.iterations = new_model, it + 1
             result.log_likelihood.append(ll)
+            if bound is not None:
+                result.lower_bound.append(bound)
             result.seconds.append(time.perf_counter() - t_it)
             converged = previous is not None and abs(delta) <= tol * max(abs(previous), 1e-300)
             if converged:
@@ -450,10 +465,23 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
             if any([bool(cb(info)) for cb in callbacks]):
                 result.stop_reason = "callback"
                 return result
-            previous, model, before = ll, new_model, model
+            previous, model, before = watched, new_model, model
         return result
     finally:
         progress.close()
+
+
+def _lower_bound(model: Distribution, ll: float, total_weight: float) -> float | None:
+    """The evidence lower bound of a variational model whose E-step gave the mean
+    log-density ``ll`` (``None`` for a model fitted by plain EM)."""
+    if not isinstance(model, VariationalBound):
+        return None
+    return ll * total_weight - model.kl_to_prior()
+
+
+def _final_objective(result: FitResult) -> float:
+    """What the best of several starts is chosen by: the lower bound, else the likelihood."""
+    return result.lower_bound[-1] if result.lower_bound else result.final_log_likelihood
 
 
 def _decrease_noise(precision: Precision, handle: EncodedDataHandle) -> float:

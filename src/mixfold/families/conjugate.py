@@ -120,8 +120,9 @@ class GammaPrior:
 def kl_dirichlet(alpha: np.ndarray, alpha0: np.ndarray) -> float:
     """``KL(Dir(alpha) || Dir(alpha0))``."""
     total = alpha.sum()
+    e_log = digamma(alpha) - digamma(total)
     return float(gammaln(total) - gammaln(alpha).sum() - gammaln(alpha0.sum())
-                 + gammaln(alpha0).sum() + ((alpha - alpha0) * (digamma(alpha) - digamma(total))).sum())
+                 + gammaln(alpha0).sum() + ((alpha - alpha0) * e_log).sum())
 
 
 def kl_beta(a: Any, b: Any, a0: Any, b0: Any) -> np.ndarray:
@@ -234,6 +235,17 @@ def _normal_gamma(est: GaussianEstimator | DiagonalGaussianEstimator,
                           {"mean": m.tolist(), "mean_precision": float(beta),
                            "degrees_of_freedom": float(nu), "scale": scale.tolist()}))
     return out
+
+
+def _gaussian(est: GaussianEstimator, own: Sequence[tuple[np.ndarray, ...]],
+              prior: NormalWishartPrior) -> list[Update]:
+    return _normal_gamma(est, own, prior,
+                         lambda m, v: GaussianDistribution(float(m[0]), float(v[0])))
+
+
+def _diagonal_gaussian(est: DiagonalGaussianEstimator, own: Sequence[tuple[np.ndarray, ...]],
+                       prior: NormalWishartPrior) -> list[Update]:
+    return _normal_gamma(est, own, prior, DiagonalGaussianDistribution)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,12 +375,8 @@ def _exponential(est: ExponentialEstimator, own: Sequence[tuple[np.ndarray, ...]
 # The table: estimator class -> (prior key, prior class, update)
 
 _CONJUGATE: dict[type, tuple[str, type, Callable[..., list[Update]]]] = {
-    GaussianEstimator: ("Gaussian", NormalWishartPrior,
-                        lambda e, own, p: _normal_gamma(
-                            e, own, p, lambda m, v: GaussianDistribution(float(m[0]), float(v[0])))),
-    DiagonalGaussianEstimator: ("DiagonalGaussian", NormalWishartPrior,
-                                lambda e, own, p: _normal_gamma(e, own, p,
-                                                                DiagonalGaussianDistribution)),
+    GaussianEstimator: ("Gaussian", NormalWishartPrior, _gaussian),
+    DiagonalGaussianEstimator: ("DiagonalGaussian", NormalWishartPrior, _diagonal_gaussian),
     MultivariateGaussianEstimator: ("MultivariateGaussian", NormalWishartPrior, _normal_wishart),
     CategoricalEstimator: ("Categorical", DirichletPrior, _categorical),
     MultinomialEstimator: ("Multinomial", DirichletPrior, _multinomial),

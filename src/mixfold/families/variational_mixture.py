@@ -17,10 +17,10 @@ estimate that contributes no KL term.
 >>> from mixfold import GaussianEstimator
 >>> rng = np.random.default_rng(0)
 >>> x = np.concatenate([rng.normal(-4, 1, 300), rng.normal(4, 1, 700)])
->>> model = mixfold.optimize(x, VariationalMixtureEstimator([GaussianEstimator()] * 6),
-...                          seed=0, progress=False)
->>> int((model.weights > 0.01).sum()), sorted(round(c.mu) for c in model.components
-...                                            if model.weights[model.components.index(c)] > 0.01)
+>>> est = VariationalMixtureEstimator([GaussianEstimator()] * 6, weight_concentration=0.01)
+>>> model = mixfold.optimize(x, est, tol=1e-8, max_iter=500, progress=False)
+>>> used = model.weights > 0.01
+>>> int(used.sum()), sorted(round(c.mu) for c, u in zip(model.components, used) if u)
 (2, [-4, 4])
 """
 

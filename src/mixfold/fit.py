@@ -55,6 +55,8 @@ class IterationInfo:
         The wall time of the iteration.
     model : Distribution
         The model after the iteration's M-step.
+    lower_bound : float or None
+        A variational fit's evidence lower bound (None for EM).
     """
 
     iteration: int
@@ -62,6 +64,7 @@ class IterationInfo:
     delta: float
     seconds: float
     model: Distribution
+    lower_bound: float | None = None
 
 
 @dataclass
@@ -458,7 +461,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                 result.converged, result.stop_reason = True, "converged"
             if saved is not None:  # before the callbacks: they may stop (or kill) the process
                 saved.save(result)
-            info = IterationInfo(it, ll, delta, result.seconds[-1], new_model)
+            info = IterationInfo(it, ll, delta, result.seconds[-1], new_model, bound)
             progress.update(info)
             if converged:
                 return result

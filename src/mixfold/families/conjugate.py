@@ -7,18 +7,18 @@ exponential family that is the family's own log-density at the expected natural 
 scored by the family's own code, stacked, fused and in every band, and the offset joins the
 component's log-weight. Each update also gives ``KL(q || prior)`` for the evidence lower bound.
 
-===================  ==========================================  ===============================
-family               prior (``priors=`` key)                     point
-===================  ==========================================  ===============================
-Gaussian             Normal-Gamma (:class:`NormalWishartPrior`)  (m, S / nu)
-DiagonalGaussian     Normal-Gamma per coordinate (same prior)    (m, S / nu)
-MultivariateGaussian Normal-Wishart (same prior)                 (m, S / nu)
-Categorical          Dirichlet (:class:`DirichletPrior`)         exp E log p, normalised
-Multinomial          Dirichlet (same prior)                      exp E log p (not normalised)
-Bernoulli, Binomial  Beta (:class:`BetaPrior`)                   logit = E log p - E log(1-p)
-Poisson              Gamma on the rate (:class:`GammaPrior`)     exp E log lambda
-Exponential          Gamma on the rate (same prior)              E lambda
-===================  ==========================================  ===============================
+====================  ===========================================  ==============================
+family                prior (its ``priors=`` key is the family)    point
+====================  ===========================================  ==============================
+Gaussian              Normal-Gamma (:class:`NormalWishartPrior`)   (m, S / nu)
+DiagonalGaussian      Normal-Gamma per coordinate (same prior)     (m, S / nu)
+MultivariateGaussian  Normal-Wishart (same prior)                  (m, S / nu)
+Categorical           Dirichlet (:class:`DirichletPrior`)          exp E log p, normalised
+Multinomial           Dirichlet (same prior)                       exp E log p (sum below 1)
+Bernoulli, Binomial   Beta (:class:`BetaPrior`)                    logit E log p - E log(1-p)
+Poisson               Gamma on the rate (:class:`GammaPrior`)      exp E log lambda
+Exponential           Gamma on the rate (same prior)               E lambda
+====================  ===========================================  ==============================
 
 A prior field left ``None`` is set from the data: the statistics of every component pooled
 (what the whole data gives, as scikit-learn's ``BayesianGaussianMixture`` sets its priors).

@@ -181,3 +181,29 @@ def test_bad_options_are_refused_by_name():
     est = VariationalMixtureEstimator([GaussianEstimator()] * 2)
     with pytest.raises(ParameterError, match=r"responsibilities must have shape \(3, 2\)"):
         est.from_responsibilities(np.arange(3.0), np.ones((3, 3)))
+
+
+class FallingBound(VariationalMixtureEstimator):
+    """Adds to the KL of every model after the third: a bound that falls, which the fit loop
+    must catch as EM's loop catches a falling log-likelihood."""
+
+    made = 0
+
+    def estimate(self, nobs, stats):
+        model = super().estimate(nobs, stats)
+        FallingBound.made += 1
+        if FallingBound.made > 3:
+            model.kl += 1e3 * FallingBound.made
+        return model
+
+
+def test_a_falling_bound_warns_and_keeps_the_model_before(rng):
+    from mixfold.errors import EMDecreaseWarning
+
+    X = blobs(rng, 2)
+    FallingBound.made = 0
+    est = FallingBound([DiagonalGaussianEstimator()] * 3)
+    with pytest.warns(EMDecreaseWarning, match="evidence lower bound fell"):
+        result = mixfold.fit(X, est, max_iter=20, tol=0, progress=False)
+    assert result.stop_reason == "decrease"
+    assert np.all(np.diff(result.lower_bound) >= 0)

@@ -259,8 +259,8 @@ class VariationalMixtureEstimator(MixtureEstimator):
             else float(self.weight_concentration)
 
     def bind(self, encoder: Encoder) -> VariationalMixtureEstimator:
-        return VariationalMixtureEstimator(super().bind(encoder).components, self.weight_prior,
-                                           self.weight_concentration, self.priors)
+        return type(self)(super().bind(encoder).components, self.weight_prior,
+                          self.weight_concentration, self.priors)
 
     def from_responsibilities(self, rows: Any, resp: Any) -> VariationalMixtureDistribution:
         """The posterior the M-step makes from given responsibilities ``resp``, array of shape

@@ -259,7 +259,7 @@ class VariationalMixtureEstimator(MixtureEstimator):
             else float(self.weight_concentration)
 
     def bind(self, encoder: Encoder) -> VariationalMixtureEstimator:
-        return type(self)(super().bind(encoder).components, self.weight_prior,
+        return type(self)(MixtureEstimator.bind(self, encoder).components, self.weight_prior,
                           self.weight_concentration, self.priors)
 
     def from_responsibilities(self, rows: Any, resp: Any) -> VariationalMixtureDistribution:

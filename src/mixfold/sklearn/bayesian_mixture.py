@@ -25,7 +25,7 @@ from sklearn.utils.validation import check_random_state, validate_data
 
 import mixfold
 from mixfold.errors import NumericalError, ParameterError
-from mixfold.families import (DiagonalGaussianDistribution, Encoder, Estimator,
+from mixfold.families import (DiagonalGaussianDistribution, Encoder, Estimator, MixtureEstimator,
                               MultivariateGaussianDistribution, VariationalMixtureDistribution,
                               VariationalMixtureEstimator)
 from mixfold.families._centred import central_moments
@@ -68,7 +68,8 @@ class BayesianGaussians(VariationalMixtureEstimator):
         self.gaussian_priors = priors
 
     def bind(self, encoder: Encoder) -> BayesianGaussians:
-        return BayesianGaussians(super().bind(encoder).components, self.covariance_type,
+        return BayesianGaussians(MixtureEstimator.bind(self, encoder).components,
+                                 self.covariance_type,
                                  self.weight_prior, self.weight_concentration,
                                  self.gaussian_priors)
 

@@ -75,3 +75,19 @@ def test_a_multiprocess_fit_is_the_local_fit():
     mp = BayesianGaussianMixture(n_components=4, covariance_type="diag", random_state=0,
                                  max_iter=30, backend="mp", num_workers=2).fit(X)
     np.testing.assert_allclose(mp.lower_bounds_, local.lower_bounds_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["full", "tied", "diag", "spherical"])
+def test_the_estimator_alone_takes_scikit_learns_priors_from_the_data(kind):
+    from mixfold.sklearn._common import _gaussian
+    from mixfold.sklearn.bayesian_mixture import BayesianGaussians, GaussianPriors
+
+    X = load_iris().data
+    bgm = BayesianGaussianMixture(n_components=3, covariance_type=kind, random_state=0).fit(X)
+    resp = bgm.predict_proba(X)
+    leaves = [_gaussian(kind, 1e-6)] * 3
+    given = GaussianPriors(bgm.mean_prior_, 1.0, 4.0, bgm.covariance_prior_, 1e-6)
+    ours = BayesianGaussians(leaves, kind, gaussian_priors=given).from_responsibilities(X, resp)
+    alone = BayesianGaussians(leaves, kind).from_responsibilities(X, resp)
+    assert alone.kl == pytest.approx(ours.kl, rel=1e-9)
+    np.testing.assert_allclose(alone.log_weights, ours.log_weights, rtol=1e-9)

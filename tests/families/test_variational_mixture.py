@@ -207,3 +207,15 @@ def test_a_falling_bound_warns_and_keeps_the_model_before(rng):
         result = mixfold.fit(X, est, max_iter=20, tol=0, progress=False)
     assert result.stop_reason == "decrease"
     assert np.all(np.diff(result.lower_bound) >= 0)
+
+
+def test_vectors_with_missing_entries_keep_their_own_m_step(rng):
+    """A coordinate's offset would apply only to the rows that have it: such a leaf is a
+    point estimate, and the weights alone are variational."""
+    X = blobs(rng, 2)
+    X[::7, 0] = np.nan
+    est = VariationalMixtureEstimator([MultivariateGaussianEstimator(missing=True)] * 3)
+    result = mixfold.fit(X, est, max_iter=30, progress=False)
+    assert result.model.posteriors == [[], [], []]
+    assert np.all(np.diff(result.lower_bound) >= -1e-9 * abs(result.lower_bound[-1]))
+    assert (result.model.weights > 0.05).sum() == 3

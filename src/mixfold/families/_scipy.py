@@ -16,8 +16,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["cholesky", "csr_matrix", "digamma", "gammaln", "i0e", "i1e", "polygamma",
-           "solve_triangular", "xlog1py", "xlogy"]
+__all__ = ["betaln", "cholesky", "csr_matrix", "digamma", "gammaln", "i0e", "i1e", "logsumexp",
+           "multigammaln", "polygamma", "solve_triangular", "xlog1py", "xlogy"]
 
 
 def _on_first_call(module: str, name: str) -> Callable[..., Any]:
@@ -36,10 +36,13 @@ def _on_first_call(module: str, name: str) -> Callable[..., Any]:
 cholesky = _on_first_call("scipy.linalg", "cholesky")
 solve_triangular = _on_first_call("scipy.linalg", "solve_triangular")
 csr_matrix = _on_first_call("scipy.sparse", "csr_matrix")
+betaln = _on_first_call("scipy.special", "betaln")
 digamma = _on_first_call("scipy.special", "digamma")
 gammaln = _on_first_call("scipy.special", "gammaln")
 i0e = _on_first_call("scipy.special", "i0e")
 i1e = _on_first_call("scipy.special", "i1e")
+logsumexp = _on_first_call("scipy.special", "logsumexp")
+multigammaln = _on_first_call("scipy.special", "multigammaln")
 polygamma = _on_first_call("scipy.special", "polygamma")
 xlog1py = _on_first_call("scipy.special", "xlog1py")
 xlogy = _on_first_call("scipy.special", "xlogy")

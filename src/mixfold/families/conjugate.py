@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.special import betaln, digamma, gammaln, logsumexp, multigammaln
 
 from mixfold.errors import ParameterError
 from mixfold.families._centred import central_moments
+from mixfold.families._scipy import betaln, digamma, gammaln, logsumexp, multigammaln
 from mixfold.families._protocol import Distribution, Estimator, family
 from mixfold.families.bernoulli import BernoulliDistribution, BernoulliEstimator
 from mixfold.families.binomial import BinomialDistribution, BinomialEstimator
@@ -322,7 +322,7 @@ def beta_point(a: float, b: float) -> tuple[float, float]:
 
 def _bernoulli(est: BernoulliEstimator | BinomialEstimator,
                own: Sequence[tuple[np.ndarray, ...]], prior: BetaPrior) -> list[Update]:
-    trials = getattr(est, "n", 1)
+    trials = est.n if isinstance(est, BinomialEstimator) else 1
     out = []
     for ((rows, ones),) in own:
         a, b = prior.a + ones, prior.b + trials * rows - ones

@@ -30,10 +30,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.special import digamma
 
 from mixfold.capabilities import VariationalBound
 from mixfold.errors import ParameterError
+from mixfold.families._scipy import digamma
 from mixfold.families._protocol import Distribution, Encoder, Estimator, InitRandom, family
 from mixfold.families.composite import (CompositeDistribution, CompositeEstimator,
                                         RecordDistribution, RecordEstimator)
@@ -41,7 +41,7 @@ from mixfold.families.conjugate import (BetaPrior, conjugate_updates, kl_beta,
                                         kl_dirichlet, prior_key)
 from mixfold.families.mixture import MixtureDistribution, MixtureEstimator, child_encoding
 from mixfold.families.optional import OptionalDistribution, OptionalEstimator
-from mixfold.options import none_or, number, one_of
+from mixfold.options import none_or, number, one_of, rule
 
 __all__ = ["VariationalMixtureDistribution", "VariationalMixtureEstimator", "WEIGHT_PRIORS",
            "weight_posterior"]
@@ -240,14 +240,17 @@ class VariationalMixtureEstimator(MixtureEstimator):
     """
 
     option_rules = {**MixtureEstimator.option_rules, "weight_prior": one_of(*WEIGHT_PRIORS),
-                    "weight_concentration": none_or(number(0, above=True))}
+                    "weight_concentration": none_or(number(0, above=True)),
+                    "priors": none_or(rule(lambda v: isinstance(v, Mapping) and all(
+                        isinstance(k, str) for k in v), "a mapping of family names to priors"))}
 
     def __init__(self, components: Sequence[Estimator],
                  weight_prior: str = "dirichlet_process",
                  weight_concentration: float | None = None,
                  priors: Mapping[str, Any] | None = None):
         super().__init__(components)
-        self.check_options(weight_prior=weight_prior, weight_concentration=weight_concentration)
+        self.check_options(weight_prior=weight_prior, weight_concentration=weight_concentration,
+                           priors=priors)
         self.weight_prior = weight_prior
         self.weight_concentration = weight_concentration
         self.priors = dict(priors or {})

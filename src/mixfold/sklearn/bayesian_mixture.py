@@ -30,7 +30,7 @@ from mixfold.families import (DiagonalGaussianDistribution, Encoder, Estimator, 
                               VariationalMixtureEstimator)
 from mixfold.families._centred import central_moments
 from mixfold.families.variational_mixture import weight_posterior
-from mixfold.options import Rule, integer, none_or, rule
+from mixfold.options import Rule, instance_of, integer, none_or, one_of, rule
 from mixfold.sklearn._common import _MIXTURE_RULES, _check_params, _gaussian, _is_nonneg, _seed
 from mixfold.sklearn.mixture import (COVARIANCE_TYPES, ILL_DEFINED_COVARIANCE, INIT_PARAMS,
                                      NOT_CONVERGED, GaussianMixture, _MixtureMethods,
@@ -61,26 +61,48 @@ class BayesianGaussians(VariationalMixtureEstimator):
     the fold's Gaussian statistics. The model's ``kl`` makes the fit loop's bound scikit-learn's
     lower bound (which leaves out the terms constant in the data)."""
 
-    def __init__(self, components: Sequence[Estimator], covariance_type: str,
-                 weight_prior: str, weight_concentration: float, priors: GaussianPriors):
+    option_rules = {**VariationalMixtureEstimator.option_rules,
+                    "covariance_type": one_of(*COVARIANCE_TYPES),
+                    "gaussian_priors": none_or(instance_of(GaussianPriors,
+                                                           what="a GaussianPriors"))}
+
+    def __init__(self, components: Sequence[Estimator], covariance_type: str = "full",
+                 weight_prior: str = "dirichlet_process",
+                 weight_concentration: float | None = None,
+                 gaussian_priors: GaussianPriors | None = None):
         super().__init__(components, weight_prior, weight_concentration)
+        self.check_options(covariance_type=covariance_type, gaussian_priors=gaussian_priors)
         self.covariance_type = covariance_type
-        self.gaussian_priors = priors
+        self.gaussian_priors = gaussian_priors
 
     def bind(self, encoder: Encoder) -> BayesianGaussians:
         return BayesianGaussians(MixtureEstimator.bind(self, encoder).components,
-                                 self.covariance_type,
-                                 self.weight_prior, self.weight_concentration,
-                                 self.gaussian_priors)
+                                 self.covariance_type, self.weight_prior,
+                                 self.weight_concentration, self.gaussian_priors)
+
+    def _data_priors(self, nk: np.ndarray, xk: np.ndarray, second: np.ndarray) -> GaussianPriors:
+        """scikit-learn's default priors from the components' statistics pooled (the data's
+        mean and covariance, ``ddof=1``), when none were given."""
+        n = nk.sum()
+        mean = nk @ xk / n
+        d = xk - mean
+        if second.ndim == 3:
+            cov = (np.einsum("k,kij->ij", nk, second) + np.einsum("k,ki,kj->ij", nk, d, d)) / n
+        else:
+            cov = (nk @ second + nk @ (d * d)) / n
+            cov = cov.mean() if self.covariance_type == "spherical" else cov
+        return GaussianPriors(mean, 1.0, float(xk.shape[1]), cov * n / max(n - 1.0, 1e-300),
+                              float(self.components[0].reg_covar))
 
     def estimate(self, nobs: float, stats: Any) -> VariationalMixtureDistribution:
         (counts,), comp_stats = stats
-        pr, kind = self.gaussian_priors, self.covariance_type
+        kind = self.covariance_type
         moments = [central_moments(*s[0]) if s[0][0][0] > 0 else
                    (0.0, np.zeros(s[0][1].size), np.zeros(s[0][2].shape)) for s in comp_stats]
         nk = np.array([m[0] for m in moments]) + 10 * np.finfo(float).eps
         xk = np.array([m[1] for m in moments])
         second = np.array([m[2] for m in moments])
+        pr = self.gaussian_priors or self._data_priors(nk, xk, second)
         k, d = xk.shape
         weights = weight_posterior(nk, self.weight_prior, self.concentration)
         beta = pr.mean_precision + nk

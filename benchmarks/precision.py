@@ -62,6 +62,8 @@ from mixfold.precision import (BANDS, fused_statistics_bound, predicted_relative
                                relative_error, resolve_precision, statistics_error_bound)
 from mixfold.precision.gpu import torch_device_available
 
+from _table import markdown_header, markdown_row
+
 DIM, COMPONENTS = 4, 4
 
 
@@ -214,21 +216,24 @@ def p10_table(n_rows: int, gpu_rows: int, fit_rows: int, error_rows: int) -> dic
 
 def print_p10(table: dict, n_rows: int) -> None:
     print(f"P10: P1 (K={P10_COMPONENTS}, D={P10_DIM}) E-step per band and device, {n_rows} rows "
-          f"(error on the first {table['error_rows']} rows against dd)")
-    print(f"{'precision':<20}{'rows':>10}{'s/iter':>10}{'x float32':>11}{'x float64':>11}"
-          f"{'error':>11}{'bound':>11}{'within':>8}")
+          f"(error on the first {table['error_rows']} rows against dd)\n")
+    print(markdown_header(["precision", "rows", "s/iter", "× unscreened float32", "× float64",
+                           "error vs dd", "bound", "within"], [False] + [True] * 6 + [False]))
     for r in table["rows"]:
-        print(f"{r['precision']:<20}{r['rows']:>10}{r['seconds']:>10.4f}{r['vs_float32']:>11.2f}"
-              f"{r['vs_float64']:>11.2f}{r['error_vs_dd']:>11.2e}{r['bound']:>11.2e}"
-              f"{'yes' if r['error_vs_dd'] <= r['bound'] else 'NO':>8}")
-    print(f"whole fits (band_battery 'separated': K=16, D=10, {table['fit_rows']} rows, "
-          f"{P10_FIT_ITERATIONS} iterations, tol=0, the same start as float64)")
-    print(f"{'band':<10}{'fit dist':>10}{'promise':>9}{'density':>10}{'largest fall':>14}"
-          f"{'reported':>10}{'s':>7}{'f64 s':>7}")
+        print(markdown_row([r["precision"], r["rows"], f"{r['seconds']:.4f}",
+                            f"{r['vs_float32']:.2f}", f"{r['vs_float64']:.2f}",
+                            f"{r['error_vs_dd']:.2e}", f"{r['bound']:.2e}",
+                            "yes" if r["error_vs_dd"] <= r["bound"] else "NO"]))
+    print(f"\nwhole fits (band_battery 'separated': K=16, D=10, {table['fit_rows']} rows, "
+          f"{P10_FIT_ITERATIONS} iterations, tol=0, the same start as float64)\n")
+    print(markdown_header(["band", "fit distance", "promise", "density distance",
+                           "largest fall", "reported vs float64", "s", "float64 s"],
+                          [False] + [True] * 7))
     for f in table["fits"]:
-        print(f"{f['band']:<10}{f['fit_distance']:>10.1e}{f['promise']:>9.0e}"
-              f"{f['density_distance']:>10.1e}{f['largest_fall']:>14.1e}"
-              f"{f['reported_distance']:>10.1e}{f['seconds']:>7.2f}{f['float64_seconds']:>7.2f}")
+        print(markdown_row([f["band"], f"{f['fit_distance']:.1e}", f"{f['promise']:.0e}",
+                            f"{f['density_distance']:.1e}", f"{f['largest_fall']:.1e}",
+                            f"{f['reported_distance']:.1e}", f"{f['seconds']:.2f}",
+                            f"{f['float64_seconds']:.2f}"]))
 
 
 def plan_table(n_workers: int, plot: str | None) -> dict:

@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _table import markdown_header, markdown_row
+
 HERE = Path(__file__).resolve().parent
 ITERATIONS, QUICK_ITERATIONS = 20, 3
 QUICK_SCALE = 0.01  # --quick: N / 100
@@ -97,23 +99,24 @@ def run_child(case: Case, library: str, data_dir: Path, iterations: int, timeout
 
 # --- the table ---
 
-COLUMNS = f"{'case':5s} {'library':16s} {'s/iter':>10s} {'iters':>5s} {'peak RSS MB':>11s} " \
-          f"{'final mean LL/row':>19s} {'peer/mixfold':>12s}  timed by"
+COLUMNS = markdown_header(["case", "library", "s/iter", "iters", "peak RSS MB",
+                           "final mean LL/row", "peer/mixfold", "timed by"],
+                          [False, False, True, True, True, True, True, False])
 
 
 def row_text(case: str, r: dict, reference: dict | None) -> str:
     lib = r["library"]
     if r["status"] != "ok":
         msg = "not installed" if r["status"] == "not installed" else f"failed: {r['detail']}"
-        return f"{case:5s} {lib:16s} {msg}"
+        return markdown_row([case, lib, msg, "", "", "", "", ""])
     ratio = ""
     if reference is not None and reference.get("status") == "ok" and reference is not r:
         ratio = f"{r['median_s'] / reference['median_s']:.2f}"
     elif reference is r:
         ratio = "1.00"
-    return (f"{case:5s} {lib:16s} {r['median_s']:10.4f} {len(r['seconds']):5d} "
-            f"{r['peak_rss_mb']:11.1f} {r['log_likelihood']:19.10g} {ratio:>12s}  "
-            f"{r.get('timed_by', '')}")
+    return markdown_row([case, lib, f"{r['median_s']:.4f}", len(r["seconds"]),
+                         f"{r['peak_rss_mb']:.1f}", f"{r['log_likelihood']:.10g}", ratio,
+                         r.get("timed_by", "")])
 
 
 def thread_settings() -> dict:
@@ -196,8 +199,7 @@ def main() -> int:
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, {iterations} EM iterations"
           f"{f', sizes x {scale:g}' if scale != 1 else ''}", flush=True)
-    print(COLUMNS)
-    print("-" * len(COLUMNS), flush=True)
+    print(COLUMNS, flush=True)
     results: dict[str, list[dict]] = {}
     sizes: dict[str, str] = {}
     data_bytes: dict[str, int] = {}

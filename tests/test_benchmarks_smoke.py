@@ -21,18 +21,18 @@ def test_quick_benchmark_prints_a_row_per_library():
                            "--cases", "P1,P4"], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = proc.stdout.splitlines()
+    rows = [[c.strip() for c in ln.strip().strip("|").split("|")]
+            for ln in proc.stdout.splitlines() if ln.startswith("| P")]  # Markdown rows
     number = r"-?\d+(\.\d+)?(e[-+]?\d+)?"
     for case, libraries in EXPECTED.items():
         for lib in libraries:
-            row = [ln for ln in lines
-                   if re.match(rf"{case}\s+{re.escape(lib)}\s+(not installed|failed|-?\d)", ln)]
+            row = [r for r in rows if r[:2] == [case, lib]]
             assert len(row) == 1, f"no single {case} row for {lib} in:\n{proc.stdout}"
-            fields = row[0].split()
-            # s/iter, iterations, RSS, LL, ratio, then how it was timed (one label, no spaces)
-            assert fields[2:4] == ["not", "installed"] or (
-                len(fields) == 8 and all(re.fullmatch(number, f) for f in fields[2:7])
-                and fields[3] == "3"), row[0]
+            cells = row[0]
+            # s/iter, iterations, RSS, LL, ratio, then how it was timed
+            assert cells[2] == "not installed" or (
+                len(cells) == 8 and all(re.fullmatch(number, f) for f in cells[2:7])
+                and cells[3] == "3"), row[0]
 
 
 @pytest.mark.slow
@@ -95,10 +95,47 @@ def test_quick_precision_run_prints_every_band_and_the_whole_fits():
                           timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
+    cells = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines
+             if ln.startswith("| ")]  # Markdown rows
     for precision in ("float64", "float32 unscreened", "float32", "float16@cpu", "bfloat16@cpu"):
-        assert any(line.startswith(f"{precision} ") and line.rstrip().endswith("yes")
-                   for line in lines), (precision, proc.stdout)
-    fits = lines[next(i for i, line in enumerate(lines) if line.startswith("whole fits")):]
+        assert any(r[0] == precision and r[-1] == "yes" for r in cells), (precision, proc.stdout)
+    at = next(i for i, line in enumerate(lines) if line.startswith("whole fits"))
+    fits = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines[at:]
+            if ln.startswith("| ")]
     for band in ("bfloat16", "float16", "float32"):  # each whole fit within its promise
-        row = next(line.split() for line in fits if line.startswith(band + " "))
+        row = next(r for r in fits if r[0] == band)
         assert float(row[1]) <= float(row[2]), row
+
+
+def test_record_replaces_only_its_section_and_keeps_the_readme_on_failure(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import record
+    finally:
+        sys.path.pop(0)
+    readme = tmp_path / "README.md"
+    readme.write_text("# B\n\n<!-- record: a -->\nold a\n<!-- /record: a -->\n\n"
+                      "<!-- record: b -->\nold b\n<!-- /record: b -->\n")
+    monkeypatch.setattr(record, "README", readme)
+    table = "print('| x | y |'); print('| --- | --- |'); print('| 1 | 2 |')"
+    assert record.main(["a", "--", sys.executable, "-c", table]) == 0
+    text = readme.read_text()
+    assert "old a" not in text and "| 1 | 2 |" in text and "old b" in text  # b untouched
+    assert re.search(r"cores; load [\d.?]+ before, [\d.?]+ after", text)
+    assert record.main(["c", "--", sys.executable, "-c", "print('plain')"]) == 0
+    assert "## c" in readme.read_text() and "```\nplain\n```" in readme.read_text()
+    before = readme.read_text()
+    assert record.main(["a", "--", sys.executable, "-c", "raise SystemExit(3)"]) == 3
+    assert readme.read_text() == before and record.recorded(before) == ["a", "b", "c"]
+
+
+@pytest.mark.slow
+def test_semi_markov_benchmark_prints_agreeing_rows():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "semi_markov.py"),
+                           "--quick", "--repeats", "1"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [ln.split("|")[1:-1] for ln in proc.stdout.splitlines() if re.match(r"\| \d", ln)]
+    assert [r[0].strip() for r in rows] == ["5", "10"], proc.stdout
+    assert all(float(r[5]) < 1e-10 and float(r[6]) < 1e-10 for r in rows), proc.stdout

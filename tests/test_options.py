@@ -14,7 +14,7 @@ from mixfold.sklearn import GaussianMixture
 
 #: Constructor arguments that are children or data, not options with a rule.
 STRUCTURE = {"components", "emissions", "inner", "item", "length", "fields", "factors", "keys",
-             "levels", "vocabulary", "missing_markers"}
+             "levels", "vocabulary", "missing_markers", "durations"}
 
 
 def _all_estimators():
@@ -33,7 +33,8 @@ def _children():
     leaf = mixfold.GaussianEstimator()
     counts = mixfold.PoissonEstimator()
     return {"components": [leaf], "emissions": [leaf], "inner": counts, "item": leaf,
-            "fields": {"x": leaf}, "factors": [leaf], "n_topics": 2, "n": 5}
+            "fields": {"x": leaf}, "factors": [leaf], "n_topics": 2, "n": 5,
+            "durations": [counts]}
 
 
 def _options(cls):

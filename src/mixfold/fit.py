@@ -29,7 +29,9 @@ from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.tables import as_fit_input
 from mixfold.options import (Rule, check_options, flag, integer, none_or, number, path_like,
                              rule)
+from mixfold.parallel.executor import fit_pools
 from mixfold.parallel.heterogeneous import PlanRequest
+from mixfold.parallel.model_parallel import placed_estimator
 from mixfold.precision import (BANDS, PLANNED, Precision, check_precision,
                                log_likelihood_resolution, promoted, resolve_precision)
 
@@ -336,32 +338,39 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     _check_starts(starts, estimator)
     resolved = resolve_precision(PLANNED if planned else precision)  # once, for every layer below
     try:
-        best = None
-        finals = []
-        for i, start_model in enumerate(starts):  # every start folds over the same open handle
-            bar = _Progress(progress, max_iter, tol)
-            try:
-                result = _em_loop(handle, estimator, start_model, max_iter=max_iter, tol=tol,
-                                  seed=seed + i, precision=resolved,
-                                  plan=plan, progress=bar, callbacks=callbacks,
-                                  checkpoint=checkpoint)
-            finally:
-                bar.close()
-            finals.append(result.final_log_likelihood)
-            if best is None or _final_objective(result) > _final_objective(best):
-                best = result
-        best.start_log_likelihoods = finals
-        try:
-            best.n_parameters = estimator.n_parameters(best.model)
-        except NotImplementedError:
-            best.n_parameters = None
-        return best
+        with fit_pools():  # the model-parallel threads of this fit stop with it
+            return _best_start(handle, estimator, starts, seed, progress, dict(
+                max_iter=max_iter, tol=tol, precision=resolved, plan=plan, callbacks=callbacks,
+                checkpoint=checkpoint))
     finally:
         if owned:
             handle.close()
-        release = getattr(estimator, "close", None)  # a model-parallel estimator's threads
-        if callable(release):
-            release()
+
+
+def _best_start(handle: EncodedDataHandle, estimator: Estimator,
+                starts: Sequence[Distribution | None], seed: int, progress: bool | None,
+                loop: dict[str, Any]) -> FitResult:
+    """Every start's EM over the same open handle (start ``i`` seeded ``seed + i``); the fit
+    that ends highest (a variational fit's bound, else its log-likelihood), with every start's
+    final log-likelihood and the parameter count."""
+    best = None
+    finals = []
+    for i, start_model in enumerate(starts):
+        bar = _Progress(progress, loop["max_iter"], loop["tol"])
+        try:
+            result = _em_loop(handle, estimator, start_model, seed=seed + i, progress=bar,
+                              **loop)
+        finally:
+            bar.close()
+        finals.append(result.final_log_likelihood)
+        if best is None or _final_objective(result) > _final_objective(best):
+            best = result
+    best.start_log_likelihoods = finals
+    try:
+        best.n_parameters = estimator.n_parameters(best.model)
+    except NotImplementedError:
+        best.n_parameters = None
+    return best
 
 
 def _check_starts(starts: Sequence[Distribution | None], estimator: Estimator) -> None:
@@ -392,6 +401,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
         start_band = "dd" if bands == {"dd"} else "float64"
         model = _checked_m_step("initialisation", notes, handle.initialize, estimator, seed,
                                 start_band)
+    estimator = placed_estimator(estimator, model)  # a model-parallel cut, planned once
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
                        backend=handle.name, seed=seed, total_weight=handle.total_weight,
                        precision=precision if plan is None else

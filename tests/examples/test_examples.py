@@ -63,3 +63,18 @@ def test_examples_run_as_modules():
                           capture_output=True, text=True, timeout=120)
     assert code.returncode == 0, code.stderr
     assert "3-component Gaussian mixture" in code.stdout
+
+
+def test_a_family_written_outside_the_package_fits_like_scipy_and_composes(tmp_path):
+    from mixfold.examples import custom_family
+
+    out = custom_family.main()
+    assert out["scale"] == pytest.approx(out["scipy_scale"], rel=1e-12)  # the closed-form MLE
+    small, big = out["mixture_scales"]
+    assert small == pytest.approx(1.0, rel=0.03) and big == pytest.approx(8.0, rel=0.03)
+    model = custom_family.RayleighDistribution(2.5)
+    import mixfold
+
+    assert mixfold.load(mixfold.save(model, tmp_path / "r.json")) == model
+    with pytest.raises(mixfold.DataError, match="row 1"):
+        mixfold.optimize([1.0, -2.0], custom_family.RayleighEstimator(), progress=False)

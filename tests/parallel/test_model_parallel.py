@@ -185,8 +185,8 @@ def test_composite_of_leaves_returns_no_row_scores_like_the_serial_fold():
     enc = model.encoder().encode(rows)
     est = ModelParallelEstimator(model.estimator(), plan)
     wrapped = est.accumulator_factory().make()
-    ll = wrapped.seq_update(enc, np.ones(500), model)
-    est.close()  # the fit's pool
+    with executor.fit_pools():  # (a pool of this block's, stopped at its end)
+        ll = wrapped.seq_update(enc, np.ones(500), model)
     assert np.array_equal(ll, model.seq_log_density(enc))
     assert np.array_equal(wrapped.to_array(), serial.to_array())
 
@@ -310,8 +310,8 @@ def test_rows_the_fold_leaves_unscored_are_scored_threaded_with_the_serial_bits(
         expected = model.seq_log_density(enc) if ll_serial is None else ll_serial
     threaded = ModelParallelEstimator(est, cut_plan(model, path, stops))
     wrapped = threaded.accumulator_factory().make()
-    ll = wrapped.seq_update(enc, np.ones(300), model)
-    threaded.close()
+    with executor.fit_pools():
+        ll = wrapped.seq_update(enc, np.ones(300), model)
     assert np.array_equal(ll, expected)
     assert np.array_equal(wrapped.to_array(), serial.to_array())
 
@@ -389,6 +389,7 @@ def test_one_pool_per_fit_honouring_the_planned_ranges():
     est, plan = auto_parallel_estimator(MixtureEstimator([VonMisesEstimator()] * 6), model,
                                         uneven, prefer_data_parallel=False)
     assert est.plan is plan and plan.is_model_parallel
+    assert est.num_workers == len(plan.cuts) == 2  # sized to the planner's cuts (seed 003)
     expected = [(c.device.name, c.start, c.stop) for c in plan.cuts]
     assert expected[0][2] > 3  # the fast device holds more components
     enc = model.encoder().encode(rows)
@@ -410,13 +411,17 @@ def test_estimator_keeps_its_pool_for_the_fit_and_releases_it():
     rows = von_mises_mixture(4).sampler(0).sample(1000)
     est = ModelParallelEstimator(MixtureEstimator([VonMisesEstimator()] * 4), num_workers=2)
     seen = []
+    before = dict(executor._PROCESS_POOLS)
 
     def look(info):
-        seen.append([p for k, p in executor._POOLS.items() if k[0] == est.fit_id])
+        seen.append(list(executor._FIT_POOLS.get().values()))
 
     res = mixfold.fit(rows, est, max_iter=3, tol=0.0, progress=False, callbacks=[look])
+    # one pool of the fit's, made at its first fold, reused by every iteration, stopped at its
+    # end; no pool left behind in the process; the user's estimator is not changed
     assert [len(s) for s in seen] == [1, 1, 1] and all(s[0] is seen[0][0] for s in seen)
-    assert seen[0][0].closed and not any(k[0] == est.fit_id for k in executor._POOLS)
+    assert seen[0][0].closed and executor._FIT_POOLS.get() is None
+    assert executor._PROCESS_POOLS == before and est.plan is None
     with threadpool_limits(1, user_api="blas"):
         serial = mixfold.fit(rows, est.inner, max_iter=3, tol=0.0, progress=False)
     assert res.model == serial.model
@@ -425,7 +430,7 @@ def test_estimator_keeps_its_pool_for_the_fit_and_releases_it():
 def test_estimator_pickles_and_pools_never_nest():
     est = ModelParallelEstimator(MixtureEstimator([GaussianEstimator()] * 3), num_workers=2)
     back = pickle.loads(pickle.dumps(est))
-    assert back.fit_id == est.fit_id and type(back.inner) is MixtureEstimator
+    assert back.num_workers == 2 and type(back.inner) is MixtureEstimator
     acc = pickle.loads(pickle.dumps(est.accumulator_factory().make()))
     assert acc.payload_size() == est.inner.accumulator_factory().make().payload_size()
     with pytest.raises(TypeError, match="nest"):

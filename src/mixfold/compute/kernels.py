@@ -1,7 +1,9 @@
 """Compiled E-step kernels (numba, a core dependency; the NumPy path runs where it is missing).
 
 An HMM's forward-backward recursion is a loop over time steps with a few states each: NumPy pays
-a call per step, a compiled loop does not. LDA's fixed point reads each nonzero's topic columns
+a call per step, a compiled loop does not; the same holds for an explicit-duration HMM's
+segment recursion (:mod:`mixfold.compute.numba_semi_markov`, whose NumPy reference is
+:mod:`mixfold.compute.semi_markov`). LDA's fixed point reads each nonzero's topic columns
 twice per step, where NumPy copies each document's row per nonzero and runs a sparse product
 (:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). (A Gaussian mixture's
 stacked E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in
@@ -11,7 +13,7 @@ operations (:mod:`mixfold.compute.numba_bands`, loaded by that engine). numba is
 use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`)
 load their machine code from numba's on-disk cache: a machine compiles them once, every later
 process reads them (:mod:`mixfold.compute.kernel_cache` finds a place that works, or compiles in
-memory). The HMM fold's row blocks and LDA's blocks of documents run on the row-block threads
+memory). The HMM folds' row blocks and LDA's blocks of documents run on the row-block threads
 (:mod:`mixfold.compute.row_blocks`: threads that sleep when idle and are re-made after a fork)
 where measuring shows they pay; the blocks, not the threads, fix the bits.
 
@@ -28,9 +30,10 @@ import numpy as np
 
 from mixfold.compute.kernel_cache import load_kernel_module
 from mixfold.compute.row_blocks import MeasuredThreads, map_row_blocks, row_threads
+from mixfold.compute.semi_markov import SegmentLaws, SegmentStatistics
 
-__all__ = ["hmm_forward_backward", "lda_norm", "lda_update", "lda_step", "kernels_available",
-           "band_kernels"]
+__all__ = ["hmm_forward_backward", "hsmm_forward_backward", "hsmm_log_likelihood", "lda_norm",
+           "lda_update", "lda_step", "kernels_available", "band_kernels"]
 
 _KERNELS: dict[str, Any] = {}
 #: the HMM fold's row blocks: partial counts per block, added in block order
@@ -39,6 +42,7 @@ HMM_BLOCKS = 64
 #: than a scheduler slice that a helper thread may wait on a busy machine)
 HMM_SERIAL_WORK = 100_000
 _HMM_THREADS = MeasuredThreads()  # threads where they pay, measured per process
+_HSMM_THREADS = MeasuredThreads()  # the semi-Markov fold's: its own work per item (S x D)
 #: LDA's document blocks (at most), and the nonzeros x topics below which one call runs them
 LDA_BLOCKS = 64
 LDA_SERIAL_WORK = 100_000
@@ -179,3 +183,57 @@ def hmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, initial: np.nd
             lambda lo, hi: fold(*args, lo, hi, *parts)))
     return (gamma, ll, *(p.sum(axis=0) for p in parts))  # blocks added in order
 
+
+
+def hsmm_forward_backward(scores: np.ndarray, offsets: np.ndarray, laws: SegmentLaws,
+                          weights: np.ndarray) -> SegmentStatistics:
+    """The explicit-duration forward-backward of every sequence in one compiled pass (the
+    lattice and the results of :func:`mixfold.compute.semi_markov.segment_forward_backward`,
+    its NumPy reference), row blocks on the row threads where that pays."""
+    s, dmax = laws.log_dur.shape
+    gamma, ll = np.empty(scores.shape), np.zeros(offsets.size - 1)
+    n_blocks = max(1, min(offsets.size - 1, HMM_BLOCKS))
+    parts = np.zeros((n_blocks, s)), np.zeros((n_blocks, s, s)), np.zeros((n_blocks, s, dmax))
+    fold = _semi_markov_kernels().hsmm_fold
+    args = (*_semi_markov_inputs(scores, offsets, laws), _vector(weights), gamma, ll, n_blocks)
+    _semi_markov_blocks(scores.shape[0] * s * dmax, n_blocks,
+                        lambda lo, hi: fold(*args, lo, hi, *parts))
+    return SegmentStatistics(gamma, ll, *(p.sum(axis=0) for p in parts))  # blocks in order
+
+
+def hsmm_log_likelihood(scores: np.ndarray, offsets: np.ndarray,
+                        laws: SegmentLaws) -> np.ndarray:
+    """The per-row log-likelihood of :func:`hsmm_forward_backward` from its forward pass
+    alone (scoring rows: a third of the fold's work)."""
+    ll = np.zeros(offsets.size - 1)
+    n_blocks = max(1, min(offsets.size - 1, HMM_BLOCKS))
+    forward = _semi_markov_kernels().hsmm_log_likelihood
+    args = (*_semi_markov_inputs(scores, offsets, laws), ll, n_blocks)
+    _semi_markov_blocks(scores.shape[0] * laws.log_dur.size // 3, n_blocks,
+                        lambda lo, hi: forward(*args, lo, hi))
+    return ll
+
+
+def _semi_markov_kernels() -> Any:
+    if "semi_markov" not in _KERNELS:
+        _KERNELS["semi_markov"] = load_kernel_module("mixfold.compute.numba_semi_markov")
+    return _KERNELS["semi_markov"]
+
+
+def _semi_markov_inputs(scores: np.ndarray, offsets: np.ndarray,
+                        laws: SegmentLaws) -> tuple[np.ndarray, ...]:
+    return (np.asarray(scores, dtype=np.float64),  # any layout: no copy
+            np.ascontiguousarray(offsets, dtype=np.int64), _vector(laws.log_init),
+            *(np.ascontiguousarray(a, dtype=np.float64)
+              for a in (laws.log_trans, laws.log_dur, laws.log_surv)))
+
+
+def _semi_markov_blocks(work: int, n_blocks: int, run: Callable[[int, int], None]) -> None:
+    """``run(lo, hi)`` over the row blocks, on the row threads where measuring shows they
+    pay (about four tasks per thread), else in one call."""
+    if row_threads() <= 1 or work < HMM_SERIAL_WORK:
+        run(0, n_blocks)
+        return
+    threaded = _HSMM_THREADS.threaded(work)
+    per_task = max(1, n_blocks // (4 * row_threads())) if threaded else n_blocks
+    _HSMM_THREADS.timed(work, threaded, lambda: map_row_blocks(n_blocks, per_task, run))

@@ -68,6 +68,82 @@ def exp_nonpositive(v, bits):
     for i in range(v.size):
         v[i] *= two_k[i]
 
+@numba.njit(inline="always", fastmath={"contract"})
+def _emissions(scores, lo, n, emis, bits):
+    # emis[:n] <- exp(scores of items lo.. lo+n less each item's largest), returns the sum of
+    # those largest (an item no state scores counts 0)
+    s = emis.shape[1]
+    total_log = 0.0
+    for t in range(n):
+        top = scores[lo + t, 0]
+        for a in range(1, s):
+            top = max(top, scores[lo + t, a])
+        if not np.isfinite(top):
+            top = 0.0
+        total_log += top
+        for a in range(s):
+            emis[t, a] = scores[lo + t, a] - top
+    exp_nonpositive(emis[:n].reshape(n * s), bits[:n * s])
+    return total_log
+
+
+@numba.njit(inline="always", fastmath={"contract"})
+def _forward(gamma, lo, n, initial, step, emis, scale, total_log):
+    # the scaled forward variables into gamma[lo:lo+n], each step's scale into scale; returns
+    # total_log plus the log of the scales' product
+    s = emis.shape[1]
+    scale_product = 1.0
+    for t in range(n):
+        c = 0.0
+        for b in range(s):
+            if t == 0:
+                v = initial[b]
+            else:
+                v = 0.0
+                for a in range(s):
+                    v += gamma[lo + t - 1, a] * step[a, b]
+            v *= emis[t, b]
+            gamma[lo + t, b] = v
+            c += v
+        scale[t] = c
+        inv = 1.0 / c if c > 0 else 1.0
+        for b in range(s):
+            gamma[lo + t, b] *= inv
+        # one log per run of scales instead of one per step, flushed long before the running
+        # product could leave float64's range
+        scale_product *= c
+        if not 1e-250 < scale_product < 1e250:
+            total_log += np.log(scale_product)
+            scale_product = 1.0
+    return total_log + np.log(scale_product)
+
+
+@numba.njit(inline="always", fastmath={"contract"})
+def _backward(gamma, lo, n, w, step, end_factor, end_norm, emis, scale, g, beta, beta_next,
+              pt):
+    # the backward pass: gamma[lo:lo+n] <- the weighted posteriors, pt += the weighted
+    # transition counts
+    s = emis.shape[1]
+    inv_end = 1.0 / end_norm
+    for a in range(s):
+        beta[a] = end_factor[a] * inv_end
+    for t in range(n - 1, -1, -1):
+        if t < n - 1:
+            inv = 1.0 / scale[t + 1] if scale[t + 1] > 0 else 1.0
+            for b in range(s):
+                g[b] = emis[t + 1, b] * beta_next[b] * inv
+            for a in range(s):
+                v = 0.0
+                ga = gamma[lo + t, a] * w
+                for b in range(s):
+                    v += step[a, b] * g[b]
+                    pt[a, b] += ga * g[b] * step[a, b]
+                beta[a] = v
+        for a in range(s):
+            gamma[lo + t, a] *= beta[a] * w
+            beta_next[a] = beta[a]
+
+
 @numba.njit(HMM_FOLD_SIGNATURE, nogil=True, fastmath={"contract"}, cache=on_disk())
 def hmm_fold(scores, offsets, initial, step, end_factor, weights, gamma, ll, n_blocks,
              block_lo, block_hi, part_init, part_trans, part_end):
@@ -81,7 +157,6 @@ def hmm_fold(scores, offsets, initial, step, end_factor, weights, gamma, ll, n_b
         g = np.empty(s)
         beta = np.empty(s)
         beta_next = np.empty(s)
-        pt = part_trans[blk]
         first, stop = blk * per_block, min(n_rows, (blk + 1) * per_block)
         longest = 0
         for r in range(first, stop):
@@ -90,74 +165,23 @@ def hmm_fold(scores, offsets, initial, step, end_factor, weights, gamma, ll, n_b
         bits = np.empty(longest * s, dtype=np.int64)
         scale = np.empty(longest)
         for r in range(first, stop):
-            lo = offsets[r]
-            hi = offsets[r + 1]
+            lo, hi = offsets[r], offsets[r + 1]
             n = hi - lo
             if n == 0:
                 continue
-            total_log = 0.0
-            for t in range(n):
-                top = scores[lo + t, 0]
-                for a in range(1, s):
-                    top = max(top, scores[lo + t, a])
-                if not np.isfinite(top):
-                    top = 0.0
-                total_log += top
-                for a in range(s):
-                    emis[t, a] = scores[lo + t, a] - top
-            exp_nonpositive(emis[:n].reshape(n * s), bits[:n * s])
-            scale_product = 1.0
-            for t in range(n):
-                c = 0.0
-                for b in range(s):
-                    if t == 0:
-                        v = initial[b]
-                    else:
-                        v = 0.0
-                        for a in range(s):
-                            v += gamma[lo + t - 1, a] * step[a, b]
-                    v *= emis[t, b]
-                    gamma[lo + t, b] = v
-                    c += v
-                scale[t] = c
-                inv = 1.0 / c if c > 0 else 1.0
-                for b in range(s):
-                    gamma[lo + t, b] *= inv
-                # one log per run of scales instead of one per step, flushed long before
-                # the running product could leave float64's range
-                scale_product *= c
-                if not 1e-250 < scale_product < 1e250:
-                    total_log += np.log(scale_product)
-                    scale_product = 1.0
-            total_log += np.log(scale_product)
+            total_log = _forward(gamma, lo, n, initial, step, emis, scale,
+                                 _emissions(scores, lo, n, emis, bits))
             end_norm = 0.0
             for a in range(s):
                 end_norm += gamma[hi - 1, a] * end_factor[a]
             ll[r] = total_log + np.log(end_norm)
-            w = weights[r]
             if not np.isfinite(ll[r]):
                 for t in range(n):
                     for a in range(s):
                         gamma[lo + t, a] = 0.0
                 continue
-            inv_end = 1.0 / end_norm
-            for a in range(s):
-                beta[a] = end_factor[a] * inv_end
-            for t in range(n - 1, -1, -1):
-                if t < n - 1:
-                    inv = 1.0 / scale[t + 1] if scale[t + 1] > 0 else 1.0
-                    for b in range(s):
-                        g[b] = emis[t + 1, b] * beta_next[b] * inv
-                    for a in range(s):
-                        v = 0.0
-                        ga = gamma[lo + t, a] * w
-                        for b in range(s):
-                            v += step[a, b] * g[b]
-                            pt[a, b] += ga * g[b] * step[a, b]
-                        beta[a] = v
-                for a in range(s):
-                    gamma[lo + t, a] *= beta[a] * w
-                    beta_next[a] = beta[a]
+            _backward(gamma, lo, n, weights[r], step, end_factor, end_norm, emis, scale, g,
+                      beta, beta_next, part_trans[blk])
             for a in range(s):
                 part_init[blk, a] += gamma[lo, a]
                 part_end[blk, a] += gamma[hi - 1, a]

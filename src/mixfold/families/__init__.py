@@ -17,7 +17,10 @@ from mixfold.families.gamma import GammaDistribution, GammaEstimator
 from mixfold.families.gaussian import GaussianDistribution, GaussianEstimator
 from mixfold.families.geometric import GeometricDistribution, GeometricEstimator
 from mixfold.families.hidden_markov import HiddenMarkovDistribution, HiddenMarkovEstimator
+from mixfold.families.hidden_semi_markov import (HiddenSemiMarkovDistribution,
+                                                 HiddenSemiMarkovEstimator)
 from mixfold.families.lda import LDADistribution, LDAEstimator
+from mixfold.families.markov_chain import MarkovChainDistribution, MarkovChainEstimator
 from mixfold.families.log_gaussian import LogGaussianDistribution, LogGaussianEstimator
 from mixfold.families.mixture import MixtureDistribution, MixtureEstimator
 from mixfold.families.multivariate_gaussian import (MultivariateGaussianDistribution,
@@ -54,4 +57,6 @@ __all__ = [
     "OptionalDistribution", "OptionalEstimator", "PoissonDistribution", "PoissonEstimator",
     "SequenceDistribution", "SequenceEstimator", "VonMisesDistribution", "VonMisesEstimator",
     "VariationalMixtureDistribution", "VariationalMixtureEstimator",
+    "MarkovChainDistribution", "MarkovChainEstimator", "HiddenSemiMarkovDistribution",
+    "HiddenSemiMarkovEstimator",
 ]

@@ -15,8 +15,10 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
@@ -33,8 +35,8 @@ from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_m
 from mixfold.parallel.resources import DeviceSpec, Resources
 from mixfold.precision import resolve_precision
 
-__all__ = ["WorkerPool", "plan_for", "check_plan", "model_parallel_fold", "fit_plan",
-           "new_pool", "pool_for_plan", "score_threaded", "release_fit", "in_worker"]
+__all__ = ["WorkerPool", "plan_for", "check_plan", "model_parallel_fold", "fit_pools",
+           "pool_for", "new_pool", "plan_devices", "score_threaded", "in_worker"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,34 +124,46 @@ class WorkerPool:
         self.close()
 
 
-# Pools by fit: an estimator travels (pickled) to remote workers every iteration; each process
-# keeps the pool of its fit across iterations and drops the pools of earlier fits.
-_POOLS: dict[tuple[str, tuple[str, ...]], WorkerPool] = {}
+# Pools: a fit's pools belong to the fit (opened in :func:`fit_pools`, stopped when it ends, which
+# gives BLAS its thread count back); outside a fit -- a remote worker's task, handed a pickled
+# estimator every iteration -- a process keeps one pool per device list for its later tasks.
+_FIT_POOLS: ContextVar[dict[tuple[str, ...], WorkerPool] | None] = ContextVar(
+    "mixfold_fit_pools", default=None)
+_PROCESS_POOLS: dict[tuple[str, ...], WorkerPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def _pool_for(fit_id: str, devices: tuple[str, ...]) -> WorkerPool:
-    key = (fit_id, devices)
+@contextmanager
+def fit_pools() -> Iterator[None]:
+    """Within it (a fit), the pools :func:`pool_for` opens belong to it and are stopped at its
+    end."""
+    pools: dict[tuple[str, ...], WorkerPool] = {}
+    token = _FIT_POOLS.set(pools)
+    try:
+        yield
+    finally:
+        _FIT_POOLS.reset(token)
+        for pool in pools.values():
+            pool.close()
+
+
+def pool_for(devices: Sequence[str]) -> WorkerPool:
+    """The pool of ``devices``: the running fit's (one per device list), else this process's."""
+    key = tuple(devices)
+    fit = _FIT_POOLS.get()
     with _POOLS_LOCK:
-        pool = _POOLS.get(key)
+        pools = _PROCESS_POOLS if fit is None else fit
+        pool = pools.get(key)
         if pool is None or pool.closed:
-            for old in [k for k in _POOLS if k[0] != fit_id]:
-                _POOLS.pop(old).close()
-            pool = _POOLS[key] = WorkerPool(devices)
+            pool = pools[key] = WorkerPool(key)
         return pool
 
 
-def _release_pools(fit_id: str) -> None:
-    with _POOLS_LOCK:
-        for key in [k for k in _POOLS if k[0] == fit_id]:
-            _POOLS.pop(key).close()
-
-
 @atexit.register
-def _close_all_pools() -> None:
+def _close_process_pools() -> None:
     with _POOLS_LOCK:
-        while _POOLS:
-            _POOLS.popitem()[1].close()
+        while _PROCESS_POOLS:
+            _PROCESS_POOLS.popitem()[1].close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,39 +407,17 @@ def _on_workers(run: Callable[[Sequence[Any], str], list[Any]], children: Sequen
     return [r for rs in per_range for r in rs]
 
 
-_PLANS: dict[str, ModelDecomposition] = {}
-
-
-def fit_plan(fit_id: str, model: Distribution, num_workers: int | None) -> ModelDecomposition:
-    """The plan of a fit without one, made from its first model and kept for the whole fit."""
-    with _POOLS_LOCK:
-        plan = _PLANS.get(fit_id)
-    if plan is None:
-        plan = plan_for(model, num_workers)
-        check_plan(model, plan)
-        with _POOLS_LOCK:
-            plan = _PLANS.setdefault(fit_id, plan)
-    return plan
-
-
 def new_pool(plan: ModelDecomposition) -> WorkerPool:
-    """A pool of its own (not the fit's shared one) with one thread per device of ``plan``."""
+    """A pool of its own (not the fit's) with one thread per device of ``plan``."""
     return WorkerPool(_Cut(plan).devices)
 
 
-def pool_for_plan(fit_id: str, plan: ModelDecomposition) -> WorkerPool:
-    """This process's pool of the fit ``fit_id`` with one thread per device of ``plan``."""
-    return _pool_for(fit_id, _Cut(plan).devices)
+def plan_devices(plan: ModelDecomposition) -> tuple[str, ...]:
+    """The workers of ``plan``, one per cut, in the cuts' order."""
+    return _Cut(plan).devices
 
 
 def score_threaded(model: Distribution, enc: Encoded, precision: str, plan: ModelDecomposition,
                    pool: WorkerPool) -> np.ndarray:
     """``model.seq_log_density(enc, precision)`` with the cut of ``plan`` threaded, same bits."""
     return _score(model, enc, precision, plan.path, _Cut(plan), pool)
-
-
-def release_fit(fit_id: str) -> None:
-    """Stop this process's worker pools of the fit and forget its plan."""
-    _release_pools(fit_id)
-    with _POOLS_LOCK:
-        _PLANS.pop(fit_id, None)

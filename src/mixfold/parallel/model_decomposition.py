@@ -428,15 +428,7 @@ def decompose_model(model: Any, resources: Resources, *, n_data: int | None = No
     >>> [(c.device.name, c.start, c.stop) for c in plan.cuts]
     [('fast', 0, 4), ('slow', 4, 6)]
     """
-    if not isinstance(resources, Resources):
-        raise TypeError(f"resources must be a Resources (Resources.local(), from_json, ...), "
-                        f"got a {type(resources).__name__}")
-    if n_data is not None and (not isinstance(n_data, (int, np.integer)) or n_data < 0):
-        raise ValueError(f"n_data must be None or an integer >= 0, got {n_data!r}")
-    if not isinstance(min_components_per_shard, (int, np.integer)) or \
-            min_components_per_shard < 1:
-        raise ValueError(f"min_components_per_shard must be an integer >= 1, got "
-                         f"{min_components_per_shard!r}")
+    _check_planner_options(resources, n_data, min_components_per_shard)
     decl = TreeDeclarations()
     size = _size(model, decl, "", 1.0, {})
     devices = resources.devices
@@ -474,26 +466,45 @@ def decompose_model(model: Any, resources: Resources, *, n_data: int | None = No
                          f"and the best axis has {best.num_units} units for {p} devices")
     by_path = _by_path(size)
     for cand in ranked:
-        plan = _place(cand, by_path[cand.path], size.subtree_param_bytes, devices,
-                      min_components_per_shard)
-        if plan is None:
+        placed = _place(cand, by_path[cand.path], size.subtree_param_bytes, devices,
+                        min_components_per_shard)
+        cuts = None if placed is None else _cuts(cand, *placed[:2])
+        if cuts is None:
             continue
-        used, stops, fallback = plan
-        cuts, works, start = [], [], 0
-        for d, stop in zip(used, stops):
-            if stop > start:
-                cuts.append(ModelCut(d, start, stop, cand.reduction))
-                works.append(float(sum(cand.unit_works[start:stop])))
-                start = stop
-        if len(cuts) < 2:
-            continue
+        works = [float(sum(cand.unit_works[c.start:c.stop])) for c in cuts]
         seconds = None if calibrated is None else tuple(
             w / (c.device.throughput * calibrated) for c, w in zip(cuts, works))
         why = _why_model_parallel(cand, cuts, works, size, short, prefer_data_parallel,
-                                  many_rows, n_data, p, fallback)
+                                  many_rows, n_data, p, placed[2])
         return ModelDecomposition(cand.axis, cand.reduction, cand.num_units, tuple(cuts), why,
                                   cand.path, tuple(works), seconds, **base)
     return replicate("no axis cuts over two or more devices within their memory")
+
+
+def _check_planner_options(resources: Resources, n_data: int | None,
+                           min_components_per_shard: int) -> None:
+    """One clear error for an option :func:`decompose_model` cannot take."""
+    if not isinstance(resources, Resources):
+        raise TypeError(f"resources must be a Resources (Resources.local(), from_json, ...), "
+                        f"got a {type(resources).__name__}")
+    if n_data is not None and (not isinstance(n_data, (int, np.integer)) or n_data < 0):
+        raise ValueError(f"n_data must be None or an integer >= 0, got {n_data!r}")
+    if not isinstance(min_components_per_shard, (int, np.integer)) or \
+            min_components_per_shard < 1:
+        raise ValueError(f"min_components_per_shard must be an integer >= 1, got "
+                         f"{min_components_per_shard!r}")
+
+
+def _cuts(cand: AxisCandidate, used: Sequence[DeviceSpec], stops: Sequence[int]
+          ) -> list[ModelCut] | None:
+    """The non-empty unit ranges of a placement, device by device; ``None`` when fewer than
+    two devices get units (no cut)."""
+    cuts, start = [], 0
+    for d, stop in zip(used, stops):
+        if stop > start:
+            cuts.append(ModelCut(d, start, stop, cand.reduction))
+            start = stop
+    return cuts if len(cuts) >= 2 else None
 
 
 def _why_model_parallel(cand: AxisCandidate, cuts: list[ModelCut], works: list[float],

@@ -47,13 +47,17 @@ run with (OpenBLAS splits a long dot product over its threads, so the serial fol
 change with that count); the workers run ``cores // workers`` BLAS threads each, one on a
 2-core machine.
 
-Two entry points share the fold. ``optimize(data, est, backend="model_parallel")`` keeps the
-rows in this process and threads the model (:class:`ModelParallelEncodedData`).
+Where the units run is one value, a :class:`~mixfold.parallel.placement.Placement` (the plan,
+or the planner's over ``num_workers`` threads), which the fit resolves once from its first model
+(``placed_estimator``). Two entry points hand it over. ``optimize(data, est,
+backend="model_parallel")`` keeps the rows in this process and threads the model
+(:class:`ModelParallelEncodedData`, whose pool lives as long as the handle).
 ``optimize(data, ModelParallelEstimator(est), backend=...)`` composes with every data backend:
 the rows are sharded by the backend (mp, Spark, Dask, Ray, MPI) and the model is threaded inside
 each shard's E-step. Threads, because NumPy, BLAS and the compiled kernels release the GIL; one
-pool per fit and process, created on the first fold and reused by every iteration; a unit's
-work never opens a pool of its own (no nesting).
+pool per fit (stopped when it ends) or, in a remote worker's process, per process, created on
+the first fold and reused by every iteration; a unit's work never opens a pool of its own (no
+nesting).
 
 >>> import numpy as np, mixfold
 >>> from mixfold import MixtureDistribution, VonMisesDistribution, VonMisesEstimator
@@ -69,7 +73,6 @@ True
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,17 +82,16 @@ from mixfold.backends.local import LocalEncodedData
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, FoldResult, fold_rows
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom)
-from mixfold.parallel.executor import (WorkerPool, check_plan, fit_plan, in_worker,
-                                        model_parallel_fold, new_pool, plan_for, pool_for_plan,
-                                        release_fit, score_threaded)
+from mixfold.parallel.executor import (WorkerPool, check_plan, model_parallel_fold, new_pool,
+                                        plan_for)
+from mixfold.parallel.placement import Placement
 from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
 from mixfold.parallel.resources import Resources
 from mixfold.options import instance_of, integer, none_or
-from mixfold.precision import resolve_precision
 
 __all__ = ["model_parallel_fold", "ModelParallelAccumulator", "ModelParallelAccumulatorFactory",
            "ModelParallelEstimator", "ModelParallelEncodedData", "auto_parallel_estimator",
-           "WorkerPool", "plan_for", "check_plan"]
+           "placed_estimator", "Placement", "WorkerPool", "plan_for", "check_plan"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,23 +99,25 @@ __all__ = ["model_parallel_fold", "ModelParallelAccumulator", "ModelParallelAccu
 
 
 class ModelParallelAccumulator(Accumulator):
-    """An accumulator whose ``seq_update`` is :func:`model_parallel_fold`.
+    """An accumulator whose ``seq_update`` is :func:`model_parallel_fold` over its
+    :class:`~mixfold.parallel.placement.Placement`.
 
     Everything else — the statistics, ``combine``, the flat payload, key tying — is the wrapped
     accumulator's, so every data backend reduces it unchanged. ``plan`` is the fit's plan
-    (``None``: :func:`plan_for` the first model folded, with ``num_workers``); the pool is the
-    process's pool for ``fit_id``.
+    (``None``: the planner's for the first model folded, with ``num_workers``); ``pool`` a pool
+    of the plan's workers to run on (default: the fit's, see the placement).
     """
 
     def __init__(self, inner: Accumulator, plan: ModelDecomposition | None = None,
-                 num_workers: int | None = None, fit_id: str | None = None,
-                 pool: WorkerPool | None = None):
+                 num_workers: int | None = None, pool: WorkerPool | None = None):
         self.inner = inner
-        self.plan = plan
-        self.num_workers = num_workers
-        self.fit_id = fit_id or uuid.uuid4().hex
+        self.placement = Placement(plan, num_workers)
         self.pool = pool
         self.keys = None  # the wrapped accumulator ties its own keys
+
+    @property
+    def plan(self) -> ModelDecomposition | None:
+        return self.placement.plan
 
     def arrays(self) -> list[np.ndarray]:
         return self.inner.arrays()
@@ -134,17 +138,9 @@ class ModelParallelAccumulator(Accumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Distribution,
                    precision: str = "float64") -> np.ndarray | None:
-        if self.plan is None:
-            self.plan = fit_plan(self.fit_id, model, self.num_workers)
-        if not self.plan.is_model_parallel:
-            return self.inner.seq_update(enc, weights, model, precision)
-        pool = self.pool or pool_for_plan(self.fit_id, self.plan)
-        ll = model_parallel_fold(self.inner, model, enc, weights, self.plan, precision, pool)
-        if ll is None and not in_worker() and resolve_precision(precision).native:
-            # the fit would score the rows serially (model.seq_log_density): score them with
-            # the cut threaded instead, with that method's bits
-            ll = score_threaded(model, enc, precision, self.plan, pool)
-        return ll
+        if self.placement.plan is None:  # kept: every later fold of this accumulator cuts alike
+            self.placement = self.placement.resolved(model)
+        return self.placement.fold(self.inner, enc, weights, model, precision, self.pool)
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         self.inner.seq_initialize(enc, weights, rng)
@@ -153,20 +149,18 @@ class ModelParallelAccumulator(Accumulator):
 class ModelParallelAccumulatorFactory(AccumulatorFactory):
     """Makes :class:`ModelParallelAccumulator` around the wrapped factory's accumulators."""
 
-    __slots__ = ("inner", "plan", "num_workers", "fit_id", "pool")
+    __slots__ = ("inner", "plan", "num_workers", "pool")
 
     def __init__(self, inner: AccumulatorFactory, plan: ModelDecomposition | None = None,
-                 num_workers: int | None = None, fit_id: str | None = None,
-                 pool: WorkerPool | None = None):
+                 num_workers: int | None = None, pool: WorkerPool | None = None):
         self.inner = inner
         self.plan = plan
         self.num_workers = num_workers
-        self.fit_id = fit_id or uuid.uuid4().hex
         self.pool = pool
 
     def make(self) -> ModelParallelAccumulator:
         return ModelParallelAccumulator(self.inner.make(), self.plan, self.num_workers,
-                                        self.fit_id, self.pool)
+                                        self.pool)
 
 
 class ModelParallelEstimator(Estimator):
@@ -175,10 +169,11 @@ class ModelParallelEstimator(Estimator):
     ``optimize(data, ModelParallelEstimator(est), backend="mp"|"spark"|"dask"|"ray"|"mpi")``
     shards the rows through the backend while each shard's E-step runs the cut of ``plan``
     (a :class:`~mixfold.parallel.model_decomposition.ModelDecomposition`; ``None``: the
-    planner's best axis of the first model over ``num_workers`` threads, see :func:`plan_for`).
-    The encoder, the starting guess and the M-step are ``inner``'s. The estimator pickles (it
-    travels to remote workers); each process starts its pool on its first fold and keeps it for
-    the fit; :meth:`close` stops this process's pool (``optimize`` calls it at the end of a fit).
+    planner's best axis of the fit's first model over ``num_workers`` threads, see
+    :func:`plan_for`, resolved once by the fit so that every iteration and every worker cuts
+    alike). The encoder, the starting guess and the M-step are ``inner``'s. The estimator
+    pickles (it travels to remote workers); the fit's threads stop when it ends, a remote
+    worker's process keeps its own for its next task.
 
     >>> import numpy as np, mixfold
     >>> from mixfold import GaussianEstimator, MixtureEstimator
@@ -190,24 +185,28 @@ class ModelParallelEstimator(Estimator):
     """
 
     option_rules = {"plan": none_or(instance_of(ModelDecomposition, what="a ModelDecomposition")),
-                    "num_workers": none_or(integer(1)),
-                    "fit_id": none_or(instance_of(str, what="a string"))}
+                    "num_workers": none_or(integer(1))}
 
     def __init__(self, inner: Estimator, plan: ModelDecomposition | None = None,
-                 num_workers: int | None = None, *, fit_id: str | None = None):
+                 num_workers: int | None = None):
         if not isinstance(inner, Estimator):
             raise TypeError(f"inner must be a mixfold Estimator, got {type(inner).__name__}")
         if isinstance(inner, ModelParallelEstimator):
             raise TypeError("a ModelParallelEstimator cannot wrap another (pools never nest)")
-        self.check_options(plan=plan, num_workers=num_workers, fit_id=fit_id)
+        self.check_options(plan=plan, num_workers=num_workers)
         self.inner = inner
         self.plan = plan
         self.num_workers = num_workers
-        self.fit_id = fit_id or uuid.uuid4().hex
+
+    def placed(self, model: Distribution) -> ModelParallelEstimator:
+        """This estimator with its plan resolved for ``model`` (the fit's first model)."""
+        placement = Placement(self.plan, self.num_workers).resolved(model)
+        return self if placement.plan is self.plan else \
+            ModelParallelEstimator(self.inner, placement.plan, self.num_workers)
 
     def accumulator_factory(self) -> ModelParallelAccumulatorFactory:
         return ModelParallelAccumulatorFactory(self.inner.accumulator_factory(), self.plan,
-                                               self.num_workers, self.fit_id)
+                                               self.num_workers)
 
     def estimate(self, nobs: float, stats: Any) -> Distribution:
         return self.inner.estimate(nobs, stats)
@@ -216,20 +215,21 @@ class ModelParallelEstimator(Estimator):
         return self.inner.encoder()
 
     def bind(self, encoder: Encoder) -> ModelParallelEstimator:
-        return ModelParallelEstimator(self.inner.bind(encoder), self.plan, self.num_workers,
-                                      fit_id=self.fit_id)
+        return ModelParallelEstimator(self.inner.bind(encoder), self.plan, self.num_workers)
 
     def initial_guess(self, sample: Encoded, weights: np.ndarray,
                       rng: InitRandom) -> Distribution:
         return self.inner.initial_guess(sample, weights, rng)
 
-    def close(self) -> None:
-        """Stop this process's worker pool of the fit (a later fold starts a new one)."""
-        release_fit(self.fit_id)
-
     def __repr__(self) -> str:
         where = f", plan={self.plan.path!r}" if self.plan is not None else ""
         return f"ModelParallelEstimator({self.inner!r}{where})"
+
+
+def placed_estimator(estimator: Estimator, model: Distribution) -> Estimator:
+    """What the fit folds with, given its first model: a :class:`ModelParallelEstimator` with
+    its plan resolved (:meth:`ModelParallelEstimator.placed`), any other estimator as it is."""
+    return estimator.placed(model) if isinstance(estimator, ModelParallelEstimator) else estimator
 
 
 def auto_parallel_estimator(estimator: Estimator, model: Distribution,
@@ -241,7 +241,8 @@ def auto_parallel_estimator(estimator: Estimator, model: Distribution,
     return ``(estimator to fit with, the plan)``.
 
     When the plan is model parallel, the estimator is a :class:`ModelParallelEstimator` that
-    executes exactly that plan — its path, its unit ranges, one worker per planned device;
+    executes exactly that plan — its path, its unit ranges, one worker per planned device
+    (its ``num_workers`` is the number of cuts);
     otherwise it is ``estimator`` itself (replicate the model, shard the rows with
     ``backend=``). ``plan.describe()`` says why. A plan the executor cannot run bit for bit
     (see :func:`check_plan`) raises ``ValueError`` rather than running something else.
@@ -255,6 +256,8 @@ def auto_parallel_estimator(estimator: Estimator, model: Distribution,
     ...                                     mix, two, prefer_data_parallel=False)
     >>> type(est).__name__, [(c.device.name, c.start, c.stop) for c in est.plan.cuts]
     ('ModelParallelEstimator', [('a', 0, 2), ('b', 2, 6)])
+    >>> est.num_workers  # sized to the planner's cuts
+    2
     """
     plan = decompose_model(model, resources if resources is not None else Resources.local(),
                            n_data=n_data, min_components_per_shard=min_components_per_shard,
@@ -262,7 +265,7 @@ def auto_parallel_estimator(estimator: Estimator, model: Distribution,
     if not plan.is_model_parallel:
         return estimator, plan
     check_plan(model, plan)
-    return ModelParallelEstimator(estimator, plan), plan
+    return ModelParallelEstimator(estimator, plan, num_workers=len(plan.cuts)), plan
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,8 +308,7 @@ class ModelParallelEncodedData(LocalEncodedData):
             estimator = estimator.inner
         acc = estimator.accumulator_factory().make()
         if self.plan is None:
-            self.plan = plan_for(model, self.num_workers)
-            check_plan(model, self.plan)
+            self.plan = Placement(None, self.num_workers).resolved(model).plan
         if self.plan.is_model_parallel and self.pool is None:
             self.pool = new_pool(self.plan)
         threaded = ModelParallelAccumulator(acc, self.plan, pool=self.pool)

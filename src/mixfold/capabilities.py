@@ -30,7 +30,8 @@ import numpy as np
 
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
            "LinearInFeatures", "LinearInFeaturesInBands", "CompensatedAccumulation",
-           "FoldsOnTorch", "CentredStatistics", "RelativeScoring", "SharesCovariance"]
+           "FoldsOnTorch", "CentredStatistics", "RelativeScoring", "SharesCovariance",
+           "VariationalBound"]
 
 
 class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
@@ -235,3 +236,13 @@ class SharesCovariance(ABC):
         """The component of mean ``mu`` and the covariance of the pooled ``weight`` and
         ``scatter``; ``made`` holds the group's components made so far (their factors may be
         shared)."""
+
+
+class VariationalBound(ABC):
+    """A model fitted by variational EM: its log-density is ``log sum_k exp(E_q[log w_k] +
+    E_q[log p_k(x)])``, so the fit loop's fold gives the data term of the evidence lower
+    bound, and the model gives the rest (``FitResult.lower_bound``)."""
+
+    @abstractmethod
+    def kl_to_prior(self) -> float:
+        """``KL(q || prior)`` of the model's parameters (weights and components)."""

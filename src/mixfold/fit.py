@@ -15,6 +15,7 @@ import numpy as np
 
 from mixfold.acceleration import ACCELERATIONS, Squarem, squarem_for
 from mixfold.backends import EncodedDataHandle
+from mixfold.capabilities import VariationalBound
 from mixfold.checkpoint import CheckpointFile, check_checkpoint_path, structure_difference
 from mixfold.dispatch import encode_data, open_backend
 from mixfold.errors import (
@@ -58,6 +59,8 @@ class IterationInfo:
         The wall time of the iteration.
     model : Distribution
         The model after the iteration's M-step.
+    lower_bound : float or None
+        A variational fit's evidence lower bound (None for EM).
     """
 
     iteration: int
@@ -65,6 +68,7 @@ class IterationInfo:
     delta: float
     seconds: float
     model: Distribution
+    lower_bound: float | None = None
 
 
 @dataclass
@@ -115,6 +119,11 @@ class FitResult:
         initialisation's included. ``iterations`` counts the accepted ones; with
         ``accelerate="squarem"`` the extrapolated points dropped by the safeguard are folds
         too.
+    lower_bound : list of float
+        A variational fit's evidence lower bound (total, not per row) at each iteration:
+        ``lower_bound[i]`` is that of the model that entered iteration ``i`` with the
+        responsibilities its E-step computed; what the fit converges on, and never falls
+        (empty for EM).
     """
 
     model: Distribution
@@ -143,6 +152,8 @@ class FitResult:
     #: the E-steps (folds over the data) this start ran, its initialisation's included: with
     #: ``accelerate``, also the folds of extrapolated points it dropped
     folds: int = 0
+    #: a variational fit's evidence lower bound at each iteration (empty for EM)
+    lower_bound: list[float] = field(default_factory=list)
 
     @property
     def final_log_likelihood(self) -> float:
@@ -360,7 +371,8 @@ def _best_start(handle: EncodedDataHandle, estimator: Estimator,
                 starts: Sequence[Distribution | None], seed: int, progress: bool | None,
                 loop: dict[str, Any]) -> FitResult:
     """Every start's EM over the same open handle (start ``i`` seeded ``seed + i``); the fit
-    that ends highest, with every start's final log-likelihood and the parameter count."""
+    that ends highest (a variational fit's bound, else its log-likelihood), with every start's
+    final log-likelihood and the parameter count."""
     best = None
     finals = []
     for i, start_model in enumerate(starts):
@@ -371,7 +383,7 @@ def _best_start(handle: EncodedDataHandle, estimator: Estimator,
         finally:
             bar.close()
         finals.append(result.final_log_likelihood)
-        if best is None or result.final_log_likelihood > best.final_log_likelihood:
+        if best is None or _final_objective(result) > _final_objective(best):
             best = result
     best.start_log_likelihoods = finals
     try:
@@ -463,6 +475,8 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
             return result
         start = resumed.iterations
         previous = resumed.log_likelihood[-1] if resumed.log_likelihood else None
+        if isinstance(model, VariationalBound):  # its bound is not in the checkpoint
+            previous = None
     try:
         for it in range(start, max_iter):
             t_it = time.perf_counter()
@@ -481,7 +495,9 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                 continue
             if not math.isfinite(ll):
                 raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
-            delta = math.inf if previous is None else ll - previous
+            bound = _lower_bound(model, ll, handle.total_weight)
+            watched = ll if bound is None else bound  # a variational fit climbs its bound
+            delta = math.inf if previous is None else watched - previous
             # a drop within the convergence tolerance is convergence: with pseudo-counts or
             # variance floors EM climbs a regularised objective, whose steps may lower the plain
             # log-likelihood by a hair near the optimum
@@ -496,7 +512,8 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                     if squarem is not None:
                         squarem.restart()
                     continue
-                msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}; "
+                what = "mean log-likelihood" if bound is None else "evidence lower bound"
+                msg = (f"iteration {it}: the {what} fell from {previous!r} to {watched!r}; "
                        f"keeping the model from before that step")
                 _warn_caller(msg, EMDecreaseWarning)
                 result.warnings.append(msg)
@@ -508,6 +525,8 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                 return result
             result.model, result.iterations = new_model, it + 1
             result.log_likelihood.append(ll)
+            if bound is not None:
+                result.lower_bound.append(bound)
             result.seconds.append(time.perf_counter() - t_it)
             # (an extrapolated point's change is no EM step's: it cannot tell convergence)
             converged = not jump and previous is not None and \
@@ -517,7 +536,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                 result.converged, result.stop_reason = True, "converged"
             if saved is not None:  # before the callbacks: they may stop (or kill) the process
                 saved.save(result)
-            info = IterationInfo(it, ll, delta, result.seconds[-1], new_model)
+            info = IterationInfo(it, ll, delta, result.seconds[-1], new_model, bound)
             progress.update(info)
             if converged:
                 return result
@@ -526,7 +545,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                 return result
             following = new_model if squarem is None else \
                 squarem.after_fold(model, new_model, ll)
-            previous, model, before = ll, following, model
+            previous, model, before = watched, following, model
         return result
     finally:
         progress.close()
@@ -538,11 +557,30 @@ def _accelerator(accelerate: str | None, model: Distribution,
     when the model holds a family that does not map its parameters to a flat vector."""
     if accelerate is None:
         return None
+    if isinstance(model, VariationalBound):  # its safeguard weighs likelihoods, not a bound
+        why = (f"accelerate={accelerate!r} extrapolates EM's steps; a variational fit climbs "
+               f"its evidence lower bound instead: it runs without acceleration")
+        _warn_caller(why, UserWarning)
+        notes.append(why)
+        return None
     squarem, why = squarem_for(model)
     if why is not None:
         _warn_caller(why, UserWarning)
         notes.append(why)
     return squarem
+
+
+def _lower_bound(model: Distribution, ll: float, total_weight: float) -> float | None:
+    """The evidence lower bound of a variational model whose E-step gave the mean
+    log-density ``ll`` (``None`` for a model fitted by plain EM)."""
+    if not isinstance(model, VariationalBound):
+        return None
+    return ll * total_weight - model.kl_to_prior()
+
+
+def _final_objective(result: FitResult) -> float:
+    """What the best of several starts is chosen by: the lower bound, else the likelihood."""
+    return result.lower_bound[-1] if result.lower_bound else result.final_log_likelihood
 
 
 def _decrease_noise(precision: Precision, handle: EncodedDataHandle) -> float:

@@ -60,3 +60,13 @@ def test_heterogeneous_plan_runs_the_planned_bands():
     assert out["largest_mean_difference"] < 1e-4  # float32 rows agree with float64's fit
     plan, report = heterogeneous_plan.simulated_pool(n_workers=200)
     assert report.lower_bound <= report.makespan < report.uniform_makespan
+
+
+def test_variational_components_finds_the_four_groups():
+    from mixfold.examples import variational_components
+
+    out = variational_components.run(rows=1200)
+    assert out["used"] == 4
+    assert (out["em_weights"] > 0.01).sum() > 4
+    assert out["ari"] > 0.95
+    assert np.all(np.diff(out["lower_bound"]) >= -1e-9 * abs(out["lower_bound"][-1]))

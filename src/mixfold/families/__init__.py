@@ -38,6 +38,8 @@ from mixfold.families.student_t import StudentTDistribution, StudentTEstimator
 from mixfold.families.von_mises import VonMisesDistribution, VonMisesEstimator
 from mixfold.families.weibull import WeibullDistribution, WeibullEstimator
 from mixfold.families.zero_inflated import ZeroInflatedDistribution, ZeroInflatedEstimator
+from mixfold.families.variational_mixture import (VariationalMixtureDistribution,
+                                                  VariationalMixtureEstimator)
 
 __all__ = [
     "Accumulator", "AccumulatorFactory", "ArrayEncoded", "Distribution", "Encoded", "Encoder",
@@ -59,6 +61,7 @@ __all__ = [
     "WeibullEstimator", "ZeroInflatedDistribution", "ZeroInflatedEstimator",
     "OptionalDistribution", "OptionalEstimator", "PoissonDistribution", "PoissonEstimator",
     "SequenceDistribution", "SequenceEstimator", "VonMisesDistribution", "VonMisesEstimator",
+    "VariationalMixtureDistribution", "VariationalMixtureEstimator",
     "MarkovChainDistribution", "MarkovChainEstimator", "HiddenSemiMarkovDistribution",
     "HiddenSemiMarkovEstimator",
 ]

@@ -16,8 +16,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["csr_matrix", "digamma", "dpotrf", "dtrtrs", "gammaln", "i0e", "i1e", "polygamma",
-           "xlog1py", "xlogy"]
+__all__ = ["betaln", "csr_matrix", "digamma", "dpotrf", "dtrtrs", "gammaln", "i0e", "i1e",
+           "logsumexp", "multigammaln", "polygamma", "xlog1py", "xlogy"]
 
 
 def _on_first_call(module: str, name: str) -> Callable[..., Any]:
@@ -38,10 +38,13 @@ def _on_first_call(module: str, name: str) -> Callable[..., Any]:
 dpotrf = _on_first_call("scipy.linalg.lapack", "dpotrf")
 dtrtrs = _on_first_call("scipy.linalg.lapack", "dtrtrs")
 csr_matrix = _on_first_call("scipy.sparse", "csr_matrix")
+betaln = _on_first_call("scipy.special", "betaln")
 digamma = _on_first_call("scipy.special", "digamma")
 gammaln = _on_first_call("scipy.special", "gammaln")
 i0e = _on_first_call("scipy.special", "i0e")
 i1e = _on_first_call("scipy.special", "i1e")
+logsumexp = _on_first_call("scipy.special", "logsumexp")
+multigammaln = _on_first_call("scipy.special", "multigammaln")
 polygamma = _on_first_call("scipy.special", "polygamma")
 xlog1py = _on_first_call("scipy.special", "xlog1py")
 xlogy = _on_first_call("scipy.special", "xlogy")

@@ -349,7 +349,7 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
         if far.size:
             with np.errstate(divide="ignore"):
                 scores = self._stack.stack_relative_log_density(self.components, enc.take(far)) \
-                    + np.log(self.weights)
+                    + self.log_weights
             post[far] = log_normalize_rows(scores)[0]
         return post
 

@@ -3,6 +3,9 @@
 - :class:`GaussianMixture` (``mixfold.sklearn.mixture``): scikit-learn's
   ``sklearn.mixture.GaussianMixture`` (full, diagonal, tied or spherical covariances) on an
   array of shape (n_samples, n_features), with its stopping rule, attributes and error words;
+- :class:`BayesianGaussianMixture` (``mixfold.sklearn.bayesian_mixture``): scikit-learn's
+  variational ``BayesianGaussianMixture`` (Dirichlet-process or Dirichlet weight prior), its
+  priors, attributes and lower bound;
 - :class:`GaussianHMM`, :class:`GMMHMM`, :class:`CategoricalHMM`, :class:`MultinomialHMM`,
   :class:`PoissonHMM`
   (``mixfold.sklearn.hmm``): hmmlearn's models of the same names: rows of one or more
@@ -25,12 +28,13 @@ against them (tests/peers).
 100
 """
 
+from mixfold.sklearn.bayesian_mixture import BayesianGaussianMixture
 from mixfold.sklearn.hmm import (GMMHMM, CategoricalHMM, ConvergenceMonitor, GaussianHMM,
                                  MultinomialHMM, PoissonHMM)
 from mixfold.sklearn.mixture import (ComponentSelection, GaussianMixture, MixedTypeClustering,
                                      select_n_components)
 
 __all__ = ["GaussianMixture", "GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM",
-           "PoissonHMM",
+           "PoissonHMM", "BayesianGaussianMixture",
            "MixedTypeClustering", "ConvergenceMonitor",
            "select_n_components", "ComponentSelection"]

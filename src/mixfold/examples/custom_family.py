@@ -37,6 +37,9 @@ __all__ = ["RayleighDistribution", "RayleighAccumulator", "RayleighEstimator", "
 class RayleighDistribution(Distribution):
     """Rayleigh on x >= 0 with scale ``scale`` (``scipy.stats.rayleigh(scale=scale)``)."""
 
+    # how accelerated EM moves each parameter: the scale by its log (mixfold.families._flat)
+    parameter_coordinates = {"scale": "positive"}
+
     def __init__(self, scale: float):
         self.scale = float(scale)
         if not (np.isfinite(self.scale) and self.scale > 0):

@@ -358,7 +358,7 @@ class BayesianGaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         self.means_ = np.array([c.mu for c in comps]).astype(dtype)
         self.covariances_ = cov.astype(dtype)
         self.precisions_ = _precisions(cov, kind).astype(dtype)
-        self.precisions_cholesky_ = _precisions_cholesky(cov, kind).astype(dtype)
+        self.precisions_cholesky_ = _precisions_cholesky(model, kind).astype(dtype)
         self.mean_precision_ = np.array([p["mean_precision"] for p in posterior])
         dof = np.array([p["degrees_of_freedom"] for p in posterior])
         self.degrees_of_freedom_ = dof[0] if kind == "tied" else dof

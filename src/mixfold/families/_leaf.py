@@ -24,7 +24,8 @@ from mixfold.families._protocol import (
 )
 from mixfold.families._missing import MaskedRows
 
-__all__ = ["NumericEncoder", "VectorEncoder", "LeafAccumulator", "WeightedSumAccumulator",
+__all__ = ["NumericEncoder", "VectorEncoder", "vector_encoder", "bound_vector",
+           "LeafAccumulator", "WeightedSumAccumulator",
            "ModelStatsAccumulator",
            "LeafEstimator", "to_float_array"]
 
@@ -260,6 +261,22 @@ class _VectorEncoder(VectorEncoder):
 
     def __repr__(self) -> str:
         return f"VectorEncoder(None{', missing=True' if self.missing else ''})"
+
+
+def vector_encoder(dim: int | None, missing: bool) -> VectorEncoder:
+    """A vector family's encoder: of length ``dim``, or learning it from the first row."""
+    return _VectorEncoder(missing) if dim is None else VectorEncoder(dim, missing)
+
+
+def bound_vector(estimator: Any, encoder: Encoder) -> tuple[int, bool]:
+    """(length, whether rows may miss entries) of a vector estimator (its ``dim`` and
+    ``missing``) bound to a fitted ``encoder``; one clear error for any other encoder. Rows
+    encoded for a start made with ``missing=True`` may miss entries: so may the statistics."""
+    dim = getattr(encoder, "dim", None)
+    if not isinstance(encoder, VectorEncoder) or dim is None or estimator.dim not in (None, dim):
+        raise ValueError(f"{type(estimator).__name__}(dim={estimator.dim}) needs a fitted "
+                         f"VectorEncoder of that length, got {encoder!r}")
+    return dim, estimator.missing or encoder.missing
 
 
 def _ndim(r: Any) -> int:

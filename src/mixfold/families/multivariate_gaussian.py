@@ -25,7 +25,8 @@ from mixfold.compute.linear import LinearTerms, gaussian_centre
 from mixfold.families._centred import (FLOOR_MODES, ROUNDOFF_FLOOR, CentredMoments,
                                        central_moments, variance_floor)
 from mixfold.families._gaussian_prior import PRIOR_RULES, GaussianPrior, plain
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, VectorEncoder, _VectorEncoder
+from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, VectorEncoder, bound_vector,
+                                    vector_encoder)
 from mixfold.families._missing import (Conditionals, MissingPatterns, add_weighted_outer,
                                        check_missing_flag, fill_for_points,
                                        gaussian_conditionals, has_missing, require_native)
@@ -640,17 +641,10 @@ class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance):
                 "covariance_keys": self.covariance_keys}
 
     def encoder(self) -> VectorEncoder:
-        if self.dim is None:
-            return _VectorEncoder(self.missing)
-        return VectorEncoder(self.dim, self.missing)
+        return vector_encoder(self.dim, self.missing)
 
     def bind(self, encoder: Encoder) -> MultivariateGaussianEstimator:
-        dim = getattr(encoder, "dim", None)
-        if not isinstance(encoder, VectorEncoder) or dim is None or self.dim not in (None, dim):
-            raise ValueError(f"MultivariateGaussianEstimator(dim={self.dim}) needs a fitted "
-                             f"VectorEncoder of that length, got {encoder!r}")
-        # rows encoded for a start made with missing=True may miss entries: so may the stats
-        missing = self.missing or encoder.missing
+        dim, missing = bound_vector(self, encoder)
         return MultivariateGaussianEstimator(dim, self.reg_covar, self.keys, missing,
                                              self.reg_covar_mode, **self._options())
 

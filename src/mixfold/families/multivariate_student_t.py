@@ -13,8 +13,8 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._centred import (FLOOR_MODES, ROUNDOFF_FLOOR, CentredMoments,
                                        central_moments, variance_floor)
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, VectorEncoder,
-                                    _VectorEncoder)
+from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, VectorEncoder, bound_vector,
+                                    vector_encoder)
 from mixfold.families._missing import (MissingPatterns, add_weighted_outer, fill_for_points,
                                        has_missing, require_native)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -301,17 +301,11 @@ class MultivariateStudentTEstimator(LeafEstimator):
                 "keys": self.keys}
 
     def encoder(self) -> VectorEncoder:
-        if self.dim is None:
-            return _VectorEncoder(self.missing)
-        return VectorEncoder(self.dim, self.missing)
+        return vector_encoder(self.dim, self.missing)
 
     def bind(self, encoder: Encoder) -> MultivariateStudentTEstimator:
-        dim = getattr(encoder, "dim", None)
-        if not isinstance(encoder, VectorEncoder) or dim is None or self.dim not in (None, dim):
-            raise ValueError(f"MultivariateStudentTEstimator(dim={self.dim}) needs a fitted "
-                             f"VectorEncoder of that length, got {encoder!r}")
-        return MultivariateStudentTEstimator(dim=dim, missing=self.missing or encoder.missing,
-                                             **self._options())
+        dim, missing = bound_vector(self, encoder)
+        return MultivariateStudentTEstimator(dim=dim, missing=missing, **self._options())
 
     def _new_accumulator(self) -> MultivariateStudentTAccumulator:
         if self.dim is None:

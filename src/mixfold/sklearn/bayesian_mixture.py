@@ -31,10 +31,10 @@ from mixfold.families import (DiagonalGaussianDistribution, Encoder, Estimator, 
 from mixfold.families._centred import central_moments
 from mixfold.families.variational_mixture import weight_posterior
 from mixfold.options import Rule, instance_of, integer, none_or, one_of, rule
-from mixfold.sklearn._common import _MIXTURE_RULES, _check_params, _gaussian, _is_nonneg, _seed
+from mixfold.sklearn._common import _MIXTURE_RULES, _gaussian, _is_nonneg, _seed
 from mixfold.sklearn.mixture import (COVARIANCE_TYPES, ILL_DEFINED_COVARIANCE, INIT_PARAMS,
                                      NOT_CONVERGED, GaussianMixture, _MixtureMethods,
-                                     _precisions, _precisions_cholesky)
+                                     _fit_input, _precisions, _precisions_cholesky)
 
 __all__ = ["BayesianGaussianMixture", "BayesianGaussians", "GaussianPriors"]
 
@@ -298,14 +298,7 @@ class BayesianGaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any = None) -> BayesianGaussianMixture:
         """Fit to ``X``, array of shape (n_samples, n_features); ``y`` is ignored."""
-        _check_params(self, self._rules())
-        warm = self.warm_start and hasattr(self, "model_")
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2,
-                          reset=not warm)
-        dtype, X = X.dtype, X.astype(np.float64, copy=False)
-        if X.shape[0] < self.n_components:
-            raise ValueError(f"Expected n_samples >= n_components but got n_components = "
-                             f"{self.n_components}, n_samples = {X.shape[0]}")
+        warm, dtype, X = _fit_input(self, X)
         estimator = BayesianGaussians(
             [_gaussian(self.covariance_type, self.reg_covar)] * self.n_components,
             self.covariance_type, WEIGHT_PRIOR_TYPES[self.weight_concentration_prior_type],

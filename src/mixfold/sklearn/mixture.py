@@ -116,6 +116,21 @@ def _precisions_cholesky(model: MixtureDistribution, covariance_type: str) -> np
                                  for c in model.components]))
 
 
+def _fit_input(est: Any, X: Any) -> tuple[bool, np.dtype, np.ndarray]:
+    """A mixture wrapper's ``fit`` input, checked as scikit-learn checks it (its options, at
+    least two rows and ``n_components``, float64 or float32): (whether the fit warm-starts, the
+    dtype the parameters are given back in, the rows in float64)."""
+    _check_params(est, est._rules())
+    warm = est.warm_start and hasattr(est, "model_")
+    X = validate_data(est, X, dtype=[np.float64, np.float32], ensure_min_samples=2,
+                      reset=not warm)
+    dtype, X = X.dtype, X.astype(np.float64, copy=False)
+    if X.shape[0] < est.n_components:
+        raise ValueError(f"Expected n_samples >= n_components but got n_components = "
+                         f"{est.n_components}, n_samples = {X.shape[0]}")
+    return warm, dtype, X
+
+
 def _shaped(value: Any, shape: tuple[int, ...], name: str) -> np.ndarray:
     """A given start parameter as a float64 array of ``shape`` (scikit-learn's error else)."""
     arr = np.asarray(value, dtype=np.float64)
@@ -377,14 +392,7 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
     def fit(self, X: Any, y: Any = None) -> GaussianMixture:
         """Fit to ``X``, array of shape (n_samples, n_features); ``y`` is ignored. float32
         input gives float32 parameters (EM itself runs in float64)."""
-        _check_params(self, self._rules())
-        warm = self.warm_start and hasattr(self, "model_")
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2,
-                          reset=not warm)
-        dtype, X = X.dtype, X.astype(np.float64, copy=False)
-        if X.shape[0] < self.n_components:
-            raise ValueError(f"Expected n_samples >= n_components but got n_components = "
-                             f"{self.n_components}, n_samples = {X.shape[0]}")
+        warm, dtype, X = _fit_input(self, X)
         estimator = GaussianMixtureEstimator(
             [_gaussian(self.covariance_type, self.reg_covar)] * self.n_components,
             self.covariance_type)

@@ -24,10 +24,11 @@ from mixfold.compute.kernels import hmm_forward_backward, kernels_available
 from mixfold.compute.labelled import Labelled
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
-from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
-                                     ScoreChildren, ScoresColumns)
+from mixfold.families._hooks import (ChildFold, FoldChildren, FoldsColumns,
+                                     ScoresColumns)
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._shared_covariance import estimate_children
+from mixfold.families._states import EmissionStates
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -47,7 +48,6 @@ from mixfold.families.mixture import (
     child_encoding,
     scatter_samples,
     shared_encoder,
-    unit_log_densities,
 )
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
 from mixfold.options import flag, number
@@ -251,7 +251,7 @@ def _probabilities(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 
 @family("HiddenMarkov")
-class HiddenMarkovDistribution(ScoresColumns, Distribution):
+class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
     """Hidden Markov model over sequences: ``emissions[s]`` is the law of an item in state s.
 
     The arguments follow :class:`MixtureDistribution`'s order (the state laws first, then the
@@ -311,10 +311,6 @@ class HiddenMarkovDistribution(ScoresColumns, Distribution):
         self._slots = _slots(self._encoder)
         self._stack = _stackable(self.emissions) if self._slots is None else None
 
-    @property
-    def num_states(self) -> int:
-        return len(self.emissions)
-
     def emission_log_densities(self, items: Encoded, precision: str = "float64") -> np.ndarray:
         """log e_s(x) of every flat item under every state, array of shape (n_items, S).
 
@@ -327,28 +323,6 @@ class HiddenMarkovDistribution(ScoresColumns, Distribution):
         scores = np.empty((items.n_rows, self.num_states))
         self.emission_columns(items, precision, 0, self.num_states, scores)
         return scores
-
-    def emission_columns(self, items: Encoded, precision: str, start: int, stop: int,
-                         scores: np.ndarray) -> None:
-        """Write log e_s(x) of states ``[start, stop)`` into their columns of ``scores``
-        (n_items, S); any range gets the bits the full set gets."""
-        unit_log_densities(self.emissions, self._stack, self._slots, items, precision, start,
-                           stop, scores)
-
-    def unit_rows(self, enc: SequenceEncoded) -> Encoded:
-        return enc.items
-
-    def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
-                      out: np.ndarray, score: ScoreChildren | None = None) -> None:
-        """:meth:`emission_columns`; with ``score``, the emissions' log-densities come from
-        it."""
-        if score is None:
-            self.emission_columns(rows, precision, start, stop, out)
-            return
-        units = [ChildScore(k, self.emissions[k], child_encoding(rows, k, self._slots))
-                 for k in range(start, stop)]
-        for k, ll in zip(range(start, stop), score(units, precision)):
-            out[:, k] = ll
 
     def log_density_from_columns(self, enc: SequenceEncoded, scores: np.ndarray) -> np.ndarray:
         return _Lattice(self, scores, enc.offsets).log_likelihood
@@ -379,21 +353,10 @@ class HiddenMarkovDistribution(ScoresColumns, Distribution):
         lattice = self._lattice(enc, precision)
         return lattice.flat(lattice.posteriors())
 
-    def posterior(self, x: Any) -> np.ndarray:
-        """Posterior state probabilities of each step of one sequence, array of shape (T, S)."""
-        return self.seq_posterior(self.encoder().encode([x]))
-
     def seq_viterbi(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
         """The most probable state path, as the state of every flat item: int64 (n_items,)."""
         return _viterbi_paths(self, self.emission_log_densities(enc.items, precision),
                               enc.offsets)
-
-    def viterbi(self, x: Any) -> np.ndarray:
-        """The most probable state path of one sequence, int64 array of shape (T,)."""
-        return self.seq_viterbi(self.encoder().encode([x]))
-
-    def encoder(self) -> SequenceEncoder:
-        return SequenceEncoder(self._encoder)
 
     def estimator(self, **options: Any) -> HiddenMarkovEstimator:
         options.setdefault("terminal", self.terminal is not None)

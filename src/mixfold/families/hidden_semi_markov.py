@@ -32,15 +32,15 @@ from mixfold.compute.semi_markov import (SegmentLaws, SegmentStatistics,
                                          segment_viterbi)
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
-from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
-                                     ScoreChildren, ScoresColumns)
+from mixfold.families._hooks import (ChildFold, FoldChildren, FoldsColumns,
+                                     ScoresColumns)
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, Sampler, family)
 from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
+from mixfold.families._states import EmissionStates
 from mixfold.families.markov_chain import _stochastic
 from mixfold.families.mixture import (MixtureEstimator, _slots, _stackable, add_unit_range,
-                                      child_encoding, scatter_samples, shared_encoder,
-                                      unit_log_densities)
+                                      child_encoding, scatter_samples, shared_encoder)
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
 from mixfold.options import integer, number
 
@@ -84,7 +84,7 @@ def _laws(initial: np.ndarray, transitions: np.ndarray,
 
 
 @family("HiddenSemiMarkov")
-class HiddenSemiMarkovDistribution(ScoresColumns, Distribution):
+class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
     """Explicit-duration hidden Markov model: ``emissions[s]`` is the law of an item in state s,
     ``durations[s]`` the law of how many steps state s lasts, truncated to 1..``max_duration``.
 
@@ -142,31 +142,11 @@ class HiddenSemiMarkovDistribution(ScoresColumns, Distribution):
         self._slots = _slots(self._encoder)
         self._stack = _stackable(self.emissions) if self._slots is None else None
 
-    @property
-    def num_states(self) -> int:
-        return len(self.emissions)
-
     def emission_log_densities(self, items: Encoded, precision: str = "float64") -> np.ndarray:
         """log e_s(x) of every flat item under every state, array of shape (n_items, S)."""
         scores = np.empty((items.n_rows, self.num_states))
-        unit_log_densities(self.emissions, self._stack, self._slots, items, precision, 0,
-                           self.num_states, scores)
+        self.emission_columns(items, precision, 0, self.num_states, scores)
         return scores
-
-    def unit_rows(self, enc: SequenceEncoded) -> Encoded:
-        return enc.items
-
-    def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
-                      out: np.ndarray, score: ScoreChildren | None = None) -> None:
-        """The emissions' log-densities of states ``[start, stop)`` into their columns."""
-        if score is None:
-            unit_log_densities(self.emissions, self._stack, self._slots, rows, precision, start,
-                               stop, out)
-            return
-        units = [ChildScore(k, self.emissions[k], child_encoding(rows, k, self._slots))
-                 for k in range(start, stop)]
-        for k, ll in zip(range(start, stop), score(units, precision)):
-            out[:, k] = ll
 
     def log_density_from_columns(self, enc: SequenceEncoded, scores: np.ndarray) -> np.ndarray:
         """The forward pass alone over the emissions' log-densities (n_items, S)."""
@@ -191,21 +171,10 @@ class HiddenSemiMarkovDistribution(ScoresColumns, Distribution):
         return self.lattice(self.emission_log_densities(enc.items, precision), enc.offsets,
                             np.ones(enc.n_rows)).gamma
 
-    def posterior(self, x: Any) -> np.ndarray:
-        """Posterior state probabilities of each step of one sequence, array of shape (T, S)."""
-        return self.seq_posterior(self.encoder().encode([x]))
-
     def seq_viterbi(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
         """The state of every flat item in the most probable segmentation: int64 (n_items,)."""
         return segment_viterbi(self.emission_log_densities(enc.items, precision), enc.offsets,
                                self._laws)
-
-    def viterbi(self, x: Any) -> np.ndarray:
-        """The most probable state path of one sequence, int64 array of shape (T,)."""
-        return self.seq_viterbi(self.encoder().encode([x]))
-
-    def encoder(self) -> SequenceEncoder:
-        return SequenceEncoder(self._encoder)
 
     def estimator(self, **options: Any) -> HiddenSemiMarkovEstimator:
         options.setdefault("max_duration", self.max_duration)

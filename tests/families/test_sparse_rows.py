@@ -139,3 +139,21 @@ def test_spark_vectors_encode_as_their_counts():
     with pytest.raises(DataError, match="row 1: expected a vector of length 3"):
         MultinomialEstimator().encoder().fit([linalg.SparseVector(3, [0], [1.0]),
                                               linalg.SparseVector(4, [0], [1.0])])
+
+
+def test_spark_vectors_through_arrow_encode_as_their_counts():
+    # a DataFrame read through Arrow batches hands a vector column over as its SQL struct
+    x, _ = counts_matrix(n=50)
+    rows = [{"type": 0, "size": V, "indices": r.indices.tolist(), "values": r.data.tolist()}
+            for r in x]
+    rows[3] = {"type": 1, "size": None, "indices": None, "values": x[3].toarray()[0].tolist()}
+    for est in (MultinomialEstimator(), LDAEstimator(2)):
+        got, want = est.encoder().fit(rows).encode(rows), est.encoder().fit(x).encode(x)
+        dense = got.values if hasattr(got, "values") else sp.csr_matrix(
+            (got.counts, got.words, got.offsets), shape=(50, V)).toarray()
+        np.testing.assert_array_equal(dense, sp.csr_matrix(
+            (want.counts, want.words, want.offsets), shape=(50, V)).toarray())
+    with pytest.raises(DataError, match="row 1: expected a vector of length 3"):
+        MultinomialEstimator().encoder().fit([
+            {"type": 0, "size": 3, "indices": [0], "values": [1.0]},
+            {"type": 0, "size": 4, "indices": [0], "values": [1.0]}])

@@ -78,16 +78,32 @@ def sparse_counts(values: Any, n_columns: int | None, integral: bool, what: str
     return SparseCounts(offsets, columns, counts, int(m.shape[1]))
 
 
+#: The fields of a Spark ML vector as Arrow hands it over (its SQL type: a struct whose ``type``
+#: is 0 for a sparse vector, 1 for a dense one), as a DataFrame read through Arrow batches has it.
+_VECTOR_FIELDS = frozenset({"type", "size", "indices", "values"})
+
+
 def is_spark_vector(row: Any) -> bool:
     """Whether ``row`` is a Spark ML (or MLlib) ``SparseVector`` or ``DenseVector`` (pyspark is
-    not imported)."""
+    not imported), or such a vector's Arrow struct."""
+    if isinstance(row, dict):
+        return row.keys() == _VECTOR_FIELDS
     module = type(row).__module__
     return module.startswith(("pyspark.ml.linalg", "pyspark.mllib.linalg")) and \
         hasattr(row, "toArray")
 
 
+def _vector_size(row: Any) -> int:
+    if isinstance(row, dict):
+        return int(row["size"]) if row["type"] == 0 else len(row["values"])
+    return int(row.size)
+
+
 def spark_vector_counts(row: Any) -> dict[int, float]:
     """A Spark vector's nonzero entries as ``{column: value}``."""
+    if isinstance(row, dict):  # its Arrow struct: sparse (type 0) or dense
+        indices = row["indices"] if row["type"] == 0 else range(len(row["values"]))
+        return {int(i): float(v) for i, v in zip(indices, row["values"]) if v != 0}
     if hasattr(row, "indices"):  # a SparseVector: its stored entries only
         return {int(i): float(v) for i, v in zip(row.indices, row.values) if v != 0}
     dense = np.asarray(row.toArray())
@@ -103,11 +119,12 @@ def spark_vector_width(values: Any) -> int | None:
             if i == 0:
                 return None
             continue
+        width = _vector_size(row)
         if size is None:
-            size = int(row.size)
-        elif int(row.size) != size:
-            raise DataError(f"expected a vector of length {size}, got one of length "
-                            f"{int(row.size)}", row=i)
+            size = width
+        elif width != size:
+            raise DataError(f"expected a vector of length {size}, got one of length {width}",
+                            row=i)
     return size
 
 

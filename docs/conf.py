@@ -131,7 +131,9 @@ BENCHMARK_TABLES = {
 def _rst_inline(markdown: str) -> str:
     """A Markdown cell in rst: `code` as a literal, and no "band@device" read as an e-mail."""
     parts = re.split(r"(`[^`]+`)", markdown)
-    return "".join(f"`{p}`" if p.startswith("`") else p.replace("@", "\\@") for p in parts)
+    # a cell's text: no "band@device" read as an e-mail, no "name_" as a reference
+    return "".join(f"`{p}`" if p.startswith("`") else
+                   re.sub(r"(\w)_(?!\w)", r"\1\\_", p.replace("@", "\\@")) for p in parts)
 
 
 def benchmark_table(readme: str, heading: str) -> str:

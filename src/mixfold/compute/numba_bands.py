@@ -6,7 +6,8 @@ lays a block's features out as the bfloat16 bit patterns the AMX tiles read
 
 The ``exp`` is Cody-Waite range reduction and a degree-5 polynomial on [-ln2/2, ln2/2]
 (relative error about 3e-7, five float32 ulps); the ``log`` an atanh series about the
-mantissa (2.6 float32 ulps). Rounding to bfloat16 is to nearest, ties to even (torch's).
+mantissa (under 3 float32 ulps, 2.83 the largest measured over [0.5, 2]). Rounding to
+bfloat16 is to nearest, ties to even (torch's).
 """
 
 from __future__ import annotations

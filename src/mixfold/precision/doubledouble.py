@@ -24,6 +24,7 @@ __all__ = ["DD", "two_sum", "fast_two_sum", "two_prod", "dd_add", "dd_sub", "dd_
            "dd_exp", "dd_log", "dd_maximum", "dd_sum_rows", "LN2", "LOG_2PI"]
 
 _SPLITTER = 134217729.0  # 2^27 + 1: Veltkamp's split of a float64 into two 26-bit halves
+_SPLIT_LIMIT, _SPLIT_SCALE = 2.0 ** 996, 2.0 ** -28
 
 
 class DD(NamedTuple):
@@ -42,31 +43,45 @@ def _xp(x: Any) -> Any:
     return np
 
 
+def _finite_error(value: Any, err: Any) -> Any:
+    """The error term of an exact operation whose rounded result is ``value``: 0 where that
+    overflowed (an infinite result has none; its inf - inf would be NaN)."""
+    if np.ndim(value) == 0 and not hasattr(value, "device"):  # a scalar
+        return err if np.isfinite(value) else type(err)(0.0)
+    xp = _xp(value)
+    return xp.where(xp.isfinite(value), err, xp.zeros_like(err))
+
+
 def two_sum(a: Any, b: Any) -> DD:
     """``a + b`` exactly, as (rounded sum, its rounding error) (Knuth)."""
     s = a + b
     bb = s - a
-    return DD(s, (a - (s - bb)) + (b - bb))
+    return DD(s, _finite_error(s, (a - (s - bb)) + (b - bb)))
 
 
 def fast_two_sum(a: Any, b: Any) -> DD:
     """``a + b`` exactly when ``|a| >= |b|`` (Dekker); renormalises a pair."""
     s = a + b
-    return DD(s, b - (s - a))
+    return DD(s, _finite_error(s, b - (s - a)))
 
 
 def _split(a: Any) -> tuple[Any, Any]:
-    c = _SPLITTER * a
-    hi = c - (c - a)
-    return hi, a - hi
+    # a value above 2^996 is split scaled down by 2^-28 (exact): its 2^27 + 1 multiple would
+    # overflow, and inf - inf would put NaN in both halves
+    scale = 1.0 - (abs(a) > _SPLIT_LIMIT) * (1.0 - _SPLIT_SCALE)
+    a_s = a * scale
+    c = _SPLITTER * a_s
+    hi = c - (c - a_s)
+    return hi / scale, (a_s - hi) / scale
 
 
 def two_prod(a: Any, b: Any) -> DD:
-    """``a * b`` exactly, as (rounded product, its rounding error) (Dekker, no FMA needed)."""
+    """``a * b`` exactly, as (rounded product, its rounding error) (Dekker, no FMA needed); a
+    product that overflows is that infinity with no error term."""
     p = a * b
     ah, al = _split(a)
     bh, bl = _split(b)
-    return DD(p, ((ah * bh - p) + ah * bl + al * bh) + al * bl)
+    return DD(p, _finite_error(p, ((ah * bh - p) + ah * bl + al * bh) + al * bl))
 
 
 def _as_dd(x: Any) -> DD:
@@ -92,7 +107,7 @@ def dd_mul(a: DD | Any, b: DD | Any) -> DD:
     """``a * b`` in double-double."""
     a, b = _as_dd(a), _as_dd(b)
     p, e = two_prod(a.hi, b.hi)
-    return fast_two_sum(p, e + (a.hi * b.lo + a.lo * b.hi))
+    return _infinite_as_is(p, fast_two_sum(p, e + (a.hi * b.lo + a.lo * b.hi)))
 
 
 def dd_div(a: DD | Any, b: DD | Any) -> DD:
@@ -104,7 +119,17 @@ def dd_div(a: DD | Any, b: DD | Any) -> DD:
     r = dd_sub(r, dd_mul(b, q2))
     q3 = r.hi / b.hi
     q = fast_two_sum(q1, q2)
-    return dd_add(q, q3)
+    return _infinite_as_is(q1, dd_add(q, q3))
+
+
+def _infinite_as_is(value: Any, result: DD) -> DD:
+    """``result``, but ``value`` itself where that is infinite (its corrections, inf - inf,
+    would be NaN)."""
+    if np.ndim(value) == 0 and not hasattr(value, "device"):  # a scalar
+        return result if not np.isinf(value) else DD(value, type(result.lo)(0.0))
+    xp = _xp(value)
+    inf = xp.isinf(value)
+    return DD(xp.where(inf, value, result.hi), xp.where(inf, xp.zeros_like(result.lo), result.lo))
 
 
 LN2 = DD(0.6931471805599453, 2.3190468138462996e-17)

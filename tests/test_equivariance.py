@@ -286,13 +286,13 @@ def test_von_mises_concentration_is_recovered_at_any_size(kappa):
     x = VonMisesDistribution(1.0, kappa).sampler(4).sample(20000)
     got = fit(x, VonMisesEstimator(max_kappa=1e20)).model
     # the MLE from the sample itself, in mpmath
-    mpmath.mp.dps = 50
-    c = mpmath.fsum(mpmath.cos(mpmath.mpf(v) - 1) for v in x)
-    s = mpmath.fsum(mpmath.sin(mpmath.mpf(v) - 1) for v in x)
-    gap = float(1 - mpmath.sqrt(c * c + s * s) / len(x))
+    with mpmath.workdps(50):  # (mpmath's precision is global: for this block only)
+        c = mpmath.fsum(mpmath.cos(mpmath.mpf(v) - 1) for v in x)
+        s = mpmath.fsum(mpmath.sin(mpmath.mpf(v) - 1) for v in x)
+        gap = float(1 - mpmath.sqrt(c * c + s * s) / len(x))
+        want = mpmath.findroot(lambda k: mpmath.besseli(1, k) / mpmath.besseli(0, k) - (1 - gap),
+                               0.5 / gap if gap < 0.1 else kappa) if kappa < 1e5 else 0.5 / gap
     assert got.kappa == pytest.approx(kappa, rel=0.05)
-    want = mpmath.findroot(lambda k: mpmath.besseli(1, k) / mpmath.besseli(0, k) - (1 - gap),
-                           0.5 / gap if gap < 0.1 else kappa) if kappa < 1e5 else 0.5 / gap
     assert got.kappa == pytest.approx(float(want), rel=1e-6)
 
 

@@ -10,7 +10,13 @@ import pytest
 from mixfold.precision.doubledouble import (DD, dd_add, dd_div, dd_exp, dd_log, dd_mul,
                                             dd_sum_rows, two_prod, two_sum)
 
-mpmath.mp.dps = 50
+
+
+@pytest.fixture(autouse=True)
+def _fifty_digits():
+    # mpmath's precision is global: set for these tests only, as it was
+    with mpmath.workdps(50):
+        yield
 
 
 def exact(pair):

@@ -49,7 +49,8 @@ def _finite_error(value: Any, err: Any) -> Any:
     if np.ndim(value) == 0 and not hasattr(value, "device"):  # a scalar
         return err if np.isfinite(value) else type(err)(0.0)
     xp = _xp(value)
-    return xp.where(xp.isfinite(value), err, xp.zeros_like(err))
+    finite = xp.isfinite(value)
+    return err if bool(finite.all()) else xp.where(finite, err, xp.zeros_like(err))
 
 
 def two_sum(a: Any, b: Any) -> DD:
@@ -68,7 +69,12 @@ def fast_two_sum(a: Any, b: Any) -> DD:
 def _split(a: Any) -> tuple[Any, Any]:
     # a value above 2^996 is split scaled down by 2^-28 (exact): its 2^27 + 1 multiple would
     # overflow, and inf - inf would put NaN in both halves
-    scale = 1.0 - (abs(a) > _SPLIT_LIMIT) * (1.0 - _SPLIT_SCALE)
+    big = abs(a) > _SPLIT_LIMIT
+    if not (big.any() if hasattr(big, "any") else big):  # (the common case: no scaling)
+        c = _SPLITTER * a
+        hi = c - (c - a)
+        return hi, a - hi
+    scale = 1.0 - big * (1.0 - _SPLIT_SCALE)
     a_s = a * scale
     c = _SPLITTER * a_s
     hi = c - (c - a_s)
@@ -129,6 +135,8 @@ def _infinite_as_is(value: Any, result: DD) -> DD:
         return result if not np.isinf(value) else DD(value, type(result.lo)(0.0))
     xp = _xp(value)
     inf = xp.isinf(value)
+    if not bool(inf.any()):
+        return result
     return DD(xp.where(inf, value, result.hi), xp.where(inf, xp.zeros_like(result.lo), result.lo))
 
 

@@ -111,6 +111,13 @@ class GaussianPrior:
                              f"got {prior.shape}")
         return np.broadcast_to(prior, like.shape)
 
+    def pooled(self, scatter: np.ndarray, n: float, empty: np.ndarray) -> np.ndarray:
+        """:meth:`covariance` of a group's pooled ``scatter`` (weight ``n``); without a prior
+        the plain ``scatter / n``, and ``empty`` (the standard normal's) when nothing weighs."""
+        if not self.is_flat:
+            return self.covariance(scatter, n)
+        return scatter / n if n > 0 else empty
+
     def covariance(self, scatter: np.ndarray, n: float) -> np.ndarray:
         """``(covariance_prior + scatter) / (n + covariance_weight)``: the posterior mode of
         the covariance (or variances) of rows of total weight ``n``."""

@@ -11,10 +11,10 @@ import numpy as np
 
 from mixfold.families._hooks import ChildScore, ScoreChildren
 from mixfold.families._protocol import Encoded
-from mixfold.families.mixture import child_encoding, unit_log_densities
+from mixfold.families.mixture import _slots, child_encoding, shared_encoder, unit_log_densities
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
 
-__all__ = ["EmissionStates"]
+__all__ = ["EmissionStates", "emissions_encoder", "bind_emissions"]
 
 
 class EmissionStates:
@@ -63,3 +63,19 @@ class EmissionStates:
 
     def encoder(self) -> SequenceEncoder:
         return SequenceEncoder(self._encoder)
+
+
+def emissions_encoder(emissions: Any) -> SequenceEncoder:
+    """The encoder of sequences whose items every state's emission scores."""
+    return SequenceEncoder(shared_encoder([e.encoder() for e in emissions]))
+
+
+def bind_emissions(emissions: Any, encoder: Any, model: str) -> list[Any]:
+    """The emission estimators bound to a fitted sequence ``encoder`` (each to its share of a
+    shared item encoding); one clear error for any other encoder, naming the ``model``."""
+    if not isinstance(encoder, SequenceEncoder) or encoder.length is not None:
+        raise ValueError(f"a {model} estimator needs a SequenceEncoder without a length "
+                         f"encoder, got {encoder!r}")
+    slots = _slots(encoder.item)
+    return [e.bind(encoder.item if slots is None else encoder.item.child_encoder(k))
+            for k, e in enumerate(emissions)]

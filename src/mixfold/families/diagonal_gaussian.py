@@ -549,11 +549,7 @@ class DiagonalGaussianEstimator(LeafEstimator, SharesCovariance):
                         made: list[Any]) -> DiagonalGaussianDistribution:
         if made:
             return DiagonalGaussianDistribution(mu, made[0].sigma2)
-        prior = self._prior()
-        if prior.is_flat:  # no weight in the whole group: the standard normal's variances
-            raw = scatter / weight if weight > 0 else np.ones(mu.size)
-        else:
-            raw = prior.covariance(scatter, weight)
+        raw = self._prior().pooled(scatter, weight, np.ones(mu.size))
         dist = self._floored(weight, mu, raw)
         made.append(dist)
         return dist

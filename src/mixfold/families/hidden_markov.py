@@ -28,7 +28,7 @@ from mixfold.families._hooks import (ChildFold, FoldChildren, FoldsColumns,
                                      ScoresColumns)
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._shared_covariance import estimate_children
-from mixfold.families._states import EmissionStates
+from mixfold.families._states import EmissionStates, bind_emissions, emissions_encoder
 from mixfold.families._protocol import (
     Accumulator,
     AccumulatorFactory,
@@ -645,15 +645,10 @@ class HiddenMarkovEstimator(Estimator):
         return self.emissions
 
     def encoder(self) -> SequenceEncoder:
-        return SequenceEncoder(shared_encoder([e.encoder() for e in self.emissions]))
+        return emissions_encoder(self.emissions)
 
     def bind(self, encoder: Encoder) -> HiddenMarkovEstimator:
-        if not isinstance(encoder, SequenceEncoder) or encoder.length is not None:
-            raise ValueError(f"a hidden Markov estimator needs a SequenceEncoder without a "
-                             f"length encoder, got {encoder!r}")
-        slots = _slots(encoder.item)
-        emissions = [e.bind(encoder.item if slots is None else encoder.item.child_encoder(k))
-                     for k, e in enumerate(self.emissions)]
+        emissions = bind_emissions(self.emissions, encoder, "hidden Markov")
         return HiddenMarkovEstimator(emissions, self.pseudo_count, self.terminal, self.keys,
                                      initial_prior=self.initial_prior,
                                      transition_prior=self.transition_prior)

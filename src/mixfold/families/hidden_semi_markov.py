@@ -37,7 +37,7 @@ from mixfold.families._hooks import (ChildFold, FoldChildren, FoldsColumns,
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, Sampler, family)
 from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
-from mixfold.families._states import EmissionStates
+from mixfold.families._states import EmissionStates, bind_emissions, emissions_encoder
 from mixfold.families.markov_chain import _stochastic
 from mixfold.families.mixture import (MixtureEstimator, _slots, _stackable, add_unit_range,
                                       child_encoding, scatter_samples, shared_encoder)
@@ -413,15 +413,10 @@ class HiddenSemiMarkovEstimator(Estimator):
         return self.emissions + self.durations
 
     def encoder(self) -> SequenceEncoder:
-        return SequenceEncoder(shared_encoder([e.encoder() for e in self.emissions]))
+        return emissions_encoder(self.emissions)
 
     def bind(self, encoder: Encoder) -> HiddenSemiMarkovEstimator:
-        if not isinstance(encoder, SequenceEncoder) or encoder.length is not None:
-            raise ValueError(f"a hidden semi-Markov estimator needs a SequenceEncoder without "
-                             f"a length encoder, got {encoder!r}")
-        slots = _slots(encoder.item)
-        emissions = [e.bind(encoder.item if slots is None else encoder.item.child_encoder(k))
-                     for k, e in enumerate(self.emissions)]
+        emissions = bind_emissions(self.emissions, encoder, "hidden semi-Markov")
         durations = [d.bind(d.encoder().fit(self._encoded_values(d))) for d in self.durations]
         return HiddenSemiMarkovEstimator(emissions, durations, self.max_duration,
                                          self.pseudo_count, self.keys)

@@ -689,11 +689,7 @@ class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance):
                         made: list[Any]) -> MultivariateGaussianDistribution:
         if made:  # the group's covariance is factored once: the others share its factors
             return made[0].with_mean(mu)
-        prior = self._prior()
-        if prior.is_flat:  # no weight in the whole group: the standard normal's covariance
-            cov = scatter / weight if weight > 0 else np.eye(mu.size)
-        else:
-            cov = prior.covariance(scatter, weight)
+        cov = self._prior().pooled(scatter, weight, np.eye(mu.size))
         dist = self._floored(weight, mu, cov)
         made.append(dist)
         return dist

@@ -120,6 +120,33 @@ def test_ray_dataset_from_parquet_is_encoded_in_ray_tasks(ray_started, parquet_f
     np.testing.assert_allclose(res.log_likelihood, local.log_likelihood, rtol=1e-12)
 
 
+def _slow_if_first(batch):
+    """Holds back the block that starts at row 0 (its ``a`` is the marker -100)."""
+    if batch["a"].iloc[0] == -100.0:
+        time.sleep(1.5)
+    return batch
+
+
+@pytest.mark.slow
+def test_ray_dataset_whose_first_block_finishes_last_keeps_its_row_order(ray_started):
+    """Ray hands blocks back as their tasks finish; the seeded start reads rows by position,
+    so the fit must see the dataset's own order."""
+    import pandas as pd
+    import ray.data
+
+    rng = np.random.default_rng(4)
+    x = np.concatenate([[-100.0], rng.normal(-3, 1, 299), rng.normal(3, 1, 900)])
+    frames = [pd.DataFrame({"a": x[i:i + 300]}) for i in range(0, 1200, 300)]
+    dataset = ray.data.from_pandas(frames).map_batches(_slow_if_first, batch_format="pandas",
+                                                        batch_size=None)
+    est = mixfold.MixtureEstimator([mixfold.GaussianEstimator()] * 2)
+    options = {"seed": 3, "max_iter": 5, "tol": 0.0, "progress": False}
+    res = mixfold.fit(dataset, est, backend="ray", **options)
+    local = mixfold.fit(pd.DataFrame({"a": x}), est, **options)
+    close(res.model.to_dict(), local.model.to_dict())
+    assert dataset.context.execution_options.preserve_order is False  # the user's left as set
+
+
 # ------------------------------------------------------------------------------------------
 # The driver's memory
 

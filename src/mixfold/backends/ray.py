@@ -147,9 +147,21 @@ class RayPartitionedData(EncodedOnWorkers, RayEncodedData):
         ray = require("ray", "ray", "ray")
         calls = RayCalls(ray)
         base = init.encoder() if init is not None else estimator.encoder()
-        blocks = dataset.to_arrow_refs()
+        blocks = _blocks_in_order(dataset)
         shards, encoder, bounds, total = encode_partitions(
             calls, blocks, PartitionEncoding(base, weight_column))
         calls.wait(shards)
         del blocks
         return cls(ray, shards, bounds, total, chunk_rows), estimator.bind(encoder)
+
+
+def _blocks_in_order(dataset: Any) -> list[Any]:
+    """The dataset's blocks in its row order: Ray streams blocks as tasks finish unless told
+    to keep order, and a seeded start reads rows by position."""
+    options = dataset.context.execution_options
+    kept = options.preserve_order
+    options.preserve_order = True
+    try:
+        return dataset.to_arrow_refs()
+    finally:
+        options.preserve_order = kept

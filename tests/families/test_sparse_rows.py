@@ -157,3 +157,31 @@ def test_spark_vectors_through_arrow_encode_as_their_counts():
         MultinomialEstimator().encoder().fit([
             {"type": 0, "size": 3, "indices": [0], "values": [1.0]},
             {"type": 0, "size": 4, "indices": [0], "values": [1.0]}])
+
+
+@pytest.mark.parametrize("family", ["multinomial", "lda"])
+def test_a_dense_count_matrix_is_read_as_counts_like_its_sparse_form(family):
+    """A densified document-term matrix fits what its sparse form fits (it once turned into
+    rows of tokens whose levels were the count values)."""
+    x, _ = counts_matrix()
+    dense = x.toarray().astype(np.int64)
+    if family == "multinomial":
+        est = MixtureEstimator([MultinomialEstimator()] * 2)
+    else:
+        est = LDAEstimator(2)
+    a = mixfold.fit(dense, est, seed=1, max_iter=5, progress=False)
+    b = mixfold.fit(x, est, seed=1, max_iter=5, progress=False)
+    np.testing.assert_allclose(a.log_likelihood, b.log_likelihood, rtol=1e-12)
+    levels = a.model.components[0].levels if family == "multinomial" else a.model.vocabulary
+    assert tuple(levels) == tuple(range(V))
+
+
+def test_a_dense_count_matrix_with_a_fraction_names_its_row_and_column():
+    x, _ = counts_matrix()
+    dense = x.toarray()
+    dense[7, 3] = 2.5
+    with pytest.raises(DataError, match=r"row 7: expected an integer count >= 0 in column 3, "
+                                         r"got 2\.5"):
+        mixfold.optimize(dense, MultinomialEstimator(), progress=False)
+    with pytest.raises(DataError, match="one column per level"):
+        MultinomialEstimator(levels=range(V + 1)).encoder().encode(dense)

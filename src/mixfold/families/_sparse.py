@@ -12,8 +12,8 @@ import numpy as np
 
 from mixfold.errors import DataError
 
-__all__ = ["is_sparse_matrix", "SparseCounts", "sparse_counts", "is_spark_vector",
-           "spark_vector_counts", "spark_vector_width", "spark_rows_as_mappings"]
+__all__ = ["is_sparse_matrix", "is_count_matrix", "SparseCounts", "sparse_counts",
+           "is_spark_vector", "spark_vector_counts", "spark_vector_width", "spark_rows_as_mappings"]
 
 
 def is_sparse_matrix(values: Any) -> bool:
@@ -24,6 +24,18 @@ def is_sparse_matrix(values: Any) -> bool:
     (True, False)
     """
     return type(values).__module__.startswith("scipy.sparse") and hasattr(values, "tocsr")
+
+
+def is_count_matrix(values: Any) -> bool:
+    """Whether ``values`` is a matrix of counts (n_rows, n_columns): a scipy sparse matrix or a
+    2-D numeric NumPy array, read the same way (a densified document-term matrix must not turn
+    into rows of tokens).
+
+    >>> is_count_matrix(np.eye(2)), is_count_matrix(np.array([["a", "b"]])), is_count_matrix([[1]])
+    (True, False, False)
+    """
+    return is_sparse_matrix(values) or (isinstance(values, np.ndarray) and values.ndim == 2
+                                        and values.dtype.kind in "biuf")
 
 
 class SparseCounts(NamedTuple):
@@ -46,7 +58,11 @@ def sparse_counts(values: Any, n_columns: int | None, integral: bool, what: str
     >>> m = scipy.sparse.csr_matrix(np.array([[0, 2, 0], [1, 0, 0]]))
     >>> sparse_counts(m, 3, True, "levels").offsets.tolist()
     [0, 1, 2]
+    >>> sparse_counts(np.array([[0, 2, 0], [1, 0, 0]]), 3, True, "levels").columns.tolist()
+    [1, 0]
     """
+    if isinstance(values, np.ndarray):
+        return _dense_counts(values, n_columns, integral, what)
     m = values.tocsr()
     if len(m.shape) != 2:
         raise DataError(f"expected a 2-D sparse matrix of counts, got shape {m.shape}")
@@ -65,7 +81,7 @@ def sparse_counts(values: Any, n_columns: int | None, integral: bool, what: str
         row = int(np.searchsorted(m.indptr, at, side="right") - 1)
         expected = "an integer count >= 0" if integral else "a finite count >= 0"
         raise DataError(f"expected {expected} in column {int(m.indices[at])}, got "
-                        f"{counts[at]!r}", row=row)
+                        f"{float(counts[at])!r}", row=row)
     offsets = np.asarray(m.indptr, dtype=np.int64)
     columns = np.asarray(m.indices, dtype=np.int64)
     stored = counts > 0
@@ -76,6 +92,28 @@ def sparse_counts(values: Any, n_columns: int | None, integral: bool, what: str
         np.cumsum(np.bincount(row[stored], minlength=n), out=offsets[1:])
         columns, counts = columns[stored], counts[stored]
     return SparseCounts(offsets, columns, counts, int(m.shape[1]))
+
+
+def _dense_counts(values: np.ndarray, n_columns: int | None, integral: bool,
+                  what: str) -> SparseCounts:
+    """A dense matrix of counts as :class:`SparseCounts`, checked as the sparse rows are."""
+    x = np.asarray(values, dtype=np.float64)
+    if n_columns is not None and x.shape[1] != n_columns:
+        raise DataError(f"expected a matrix of counts with one column per {what} "
+                        f"({n_columns}), got {x.shape[1]} columns")
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.isfinite(x) & (x >= 0))
+        if integral:
+            bad |= np.floor(x) != x
+    if bad.any():
+        row, col = (int(i) for i in np.argwhere(bad)[0])
+        expected = "an integer count >= 0" if integral else "a finite count >= 0"
+        raise DataError(f"expected {expected} in column {col}, got {float(x[row, col])!r}",
+                        row=row)
+    rows, columns = np.nonzero(x)
+    offsets = np.zeros(x.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=x.shape[0]), out=offsets[1:])
+    return SparseCounts(offsets, columns.astype(np.int64), x[rows, columns], int(x.shape[1]))
 
 
 #: The fields of a Spark ML vector as Arrow hands it over (its SQL type: a struct whose ``type``

@@ -45,7 +45,7 @@ from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._hooks import FoldsRanges, RunRanges, ScoresRanges, whole_range
 from mixfold.families._scipy import csr_matrix, digamma, gammaln, polygamma
-from mixfold.families._sparse import (is_sparse_matrix, sparse_counts, spark_rows_as_mappings,
+from mixfold.families._sparse import (is_count_matrix, sparse_counts, spark_rows_as_mappings,
                                       spark_vector_width)
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family)
@@ -180,8 +180,8 @@ class BagOfWordsEncoder(Encoder):
     ``unknown``: what a word outside the vocabulary does at encode time: ``"error"`` raises
     :class:`~mixfold.DataError` naming the row, ``"ignore"`` drops it. A ``scipy.sparse``
     document-term matrix (n_rows, V) is read as CSR, never densified: its columns are the
-    words (the ``vocabulary`` of length V, else ``0 .. V-1``); so are Spark ML vectors (a
-    DataFrame's vector column), row by row.
+    words (the ``vocabulary`` of length V, else ``0 .. V-1``); so are a 2-D numeric NumPy
+    array's (counts, not tokens) and Spark ML vectors (a DataFrame's vector column), row by row.
 
     >>> enc = BagOfWordsEncoder().fit([["b", "a", "b"], {"c": 2}])
     >>> enc.vocabulary
@@ -202,7 +202,7 @@ class BagOfWordsEncoder(Encoder):
     def fit(self, values: Any) -> BagOfWordsEncoder:
         if self.vocabulary is not None:
             return self
-        if is_sparse_matrix(values):  # a document-term matrix: the words are its columns
+        if is_count_matrix(values):  # a document-term matrix: the words are its columns
             return BagOfWordsEncoder(tuple(range(values.shape[1])), self.unknown)
         width = spark_vector_width(values)
         if width is not None:  # Spark vectors of counts: the words are their columns
@@ -236,7 +236,7 @@ class BagOfWordsEncoder(Encoder):
         if self.vocabulary is None:
             raise DataError("no words to learn the vocabulary from: give vocabulary= or "
                             "documents with words")
-        if is_sparse_matrix(values):
+        if is_count_matrix(values):
             csr = sparse_counts(values, len(self.vocabulary), False, "word of the vocabulary")
             return BagOfWordsEncoded(csr.offsets, csr.columns, csr.counts)
         values = spark_rows_as_mappings(values, self.vocabulary)

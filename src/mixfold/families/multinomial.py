@@ -17,7 +17,7 @@ from mixfold.families._leaf import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import (ArrayEncoded, Distribution, Encoded, Encoder,
                                         InitRandom, family)
 from mixfold.families._scipy import csr_matrix, xlogy
-from mixfold.families._sparse import (is_sparse_matrix, sparse_counts, spark_rows_as_mappings,
+from mixfold.families._sparse import (is_count_matrix, sparse_counts, spark_rows_as_mappings,
                                       spark_vector_width)
 from mixfold.families.categorical import (CategoricalDistribution, CategoricalEncoder,
                                           level_from_json, level_to_json)
@@ -68,8 +68,8 @@ class MultinomialEncoder(Encoder):
     """Encodes bags of levels into counts of shape (n_rows, V) for a fixed tuple of levels
     (learnt by ``fit`` as a categorical's are). A ``scipy.sparse`` matrix of counts (n_rows, V)
     is read as CSR rows (``BagOfWordsEncoded``), never densified: its columns are the levels
-    (``levels`` of length V, else ``0 .. V-1``); so are Spark ML vectors (a DataFrame's vector
-    column), row by row.
+    (``levels`` of length V, else ``0 .. V-1``); so are a 2-D numeric NumPy array's (counts,
+    not tokens) and Spark ML vectors (a DataFrame's vector column), row by row.
 
     >>> enc = MultinomialEncoder().fit([["b", "a", "b"], {"c": 2}])
     >>> enc.levels
@@ -84,7 +84,7 @@ class MultinomialEncoder(Encoder):
     def fit(self, values: Any) -> MultinomialEncoder:
         if self.levels is not None:
             return self
-        if is_sparse_matrix(values):  # a matrix of counts: the levels are its columns
+        if is_count_matrix(values):  # a matrix of counts: the levels are its columns
             return MultinomialEncoder(range(values.shape[1]))
         width = spark_vector_width(values)
         if width is not None:  # Spark vectors of counts: the levels are their columns
@@ -106,7 +106,7 @@ class MultinomialEncoder(Encoder):
         if self.levels is None:
             raise DataError("no tokens to learn the multinomial levels from: give the levels "
                             "(MultinomialEstimator(levels=...)) or data with tokens")
-        if is_sparse_matrix(values):
+        if is_count_matrix(values):
             csr = sparse_counts(values, len(self.levels), True, "level")
             return BagOfWordsEncoded(csr.offsets, csr.columns, csr.counts)
         values = spark_rows_as_mappings(values, self.levels)

@@ -135,6 +135,27 @@ def test_a_damaged_cache_entry_is_discarded_and_compiled_again(scratch, damage):
     assert later.stdout.split() == ["42.0", "1"] and _warnings(later.stderr) == []
 
 
+def test_a_kernel_that_does_not_compile_raises_its_error_and_keeps_the_cache(scratch):
+    """numba's typing error is the kernel's bug, not a damaged cache: it is raised as it is and
+    the cached entries stay."""
+    site = scratch / "site"
+    site.mkdir()
+    (site / "tiny_kernels.py").write_text(TINY_KERNELS)
+    cache = scratch / "cache"
+    code = f"import sys; sys.path.insert(0, {str(SRC)!r}); " + LOAD_TINY
+    assert _run(code, site, scratch, scratch, NUMBA_CACHE_DIR=str(cache)).returncode == 0
+    entries = sorted(p.name for p in cache.rglob("tiny_kernels.*"))
+    (site / "tiny_kernels.py").write_text(TINY_KERNELS + """
+@numba.njit("float64(float64)", cache=on_disk())
+def wrong(x):
+    return x + "a string"
+""")
+    out = _run(code, site, scratch, scratch, NUMBA_CACHE_DIR=str(cache))
+    assert out.returncode != 0 and "TypingError" in out.stderr
+    assert _warnings(out.stderr) == []
+    assert sorted(p.name for p in cache.rglob("tiny_kernels.*")) == entries
+
+
 @pytest.mark.parametrize("plant", ["link to a file", "dangling link", "directory",
                                    "link for the whole directory"])
 def test_whatever_is_planted_at_the_lock_never_stops_a_load(scratch, plant):

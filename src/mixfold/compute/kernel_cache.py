@@ -129,6 +129,8 @@ def _import_at(name: str, source: str, place: str | None) -> ModuleType:
             raise
         except Exception as exc:
             sys.modules.pop(name, None)
+            if _compile_error(exc):  # the kernel's own source is wrong: no cache to blame
+                raise
             discarded = _discard_entries(source) if place != _MEMORY else []
             if not discarded:
                 raise
@@ -138,6 +140,13 @@ def _import_at(name: str, source: str, place: str | None) -> ModuleType:
                           f"{os.path.dirname(discarded[0])} and compiling again",
                           KernelCacheWarning, stacklevel=5)
         return importlib.import_module(name)
+
+
+def _compile_error(exc: Exception) -> bool:
+    """Whether numba refused the kernel's source (a typing or lowering error): a developer's
+    bug that discarding the cache would only hide behind a 'damaged' warning."""
+    errors = sys.modules.get("numba.core.errors")
+    return errors is not None and isinstance(exc, errors.NumbaError)
 
 
 @contextlib.contextmanager

@@ -126,3 +126,23 @@ def test_statistics_are_float64_sums_of_float32_partials():
     want = post.astype(np.float64) @ z.astype(np.float64)
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, want, rtol=linear_screened.PARTIAL_ROWS * 2.0 ** -24)
+
+
+@pytest.mark.parametrize("ratio", [100.0, 1.25])  # room for the tiles' bit patterns; for the
+def test_kept_features_give_the_bits_of_computed_ones(ratio):  # exact features only
+    from mixfold.compute.feature_cache import FeatureCache
+    from tests.compute.test_feature_cache import diagonal_mixture, folded, record_mixture
+
+    for model in (diagonal_mixture(), record_mixture()):
+        rows = model.sampler(5).sample(40000)  # two row blocks, the last short
+        enc = model.encoder().fit(rows).encode(rows)
+        weights = np.random.default_rng(6).uniform(0, 2, enc.n_rows)
+        computed = folded(model, enc, weights, "bfloat16@cpu")
+        cache = FeatureCache(1e12, ratio=ratio)
+        with cache.active():
+            filling = folded(model, enc.rows(0, enc.n_rows), weights, "bfloat16@cpu")
+        with cache.active():
+            reading = folded(model, enc.rows(0, enc.n_rows), weights, "bfloat16@cpu")
+        assert cache.kept_bytes > 0
+        np.testing.assert_array_equal(filling, computed)
+        np.testing.assert_array_equal(reading, computed)

@@ -9,7 +9,8 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-from mixfold.compute.numba_bands import band_pairs_layout, exp32, log32  # noqa: E402
+from mixfold.compute.numba_bands import (band_pairs_layout, band_rows_pairs_layout,  # noqa: E402
+                                         exp32, log32)
 
 #: the stated errors: exp "about 3e-7, five float32 ulps", log "under 3 float32 ulps"
 EXP_ULPS, LOG_ULPS = 5.0, 3.0
@@ -112,3 +113,14 @@ def test_band_pairs_layout_rounds_to_nearest_even_and_pads_with_zeros(f1, m, f1p
     want = _bf16_bits(padded[0::2]) | (_bf16_bits(padded[1::2]) << 16)
     np.testing.assert_array_equal(pairs, want)
     assert pairs[0, 0] & 0xFFFF == 0x3F80
+
+
+@pytest.mark.parametrize("f1, m, f1p, mp", [(3, 5, 4, 32), (21, 100, 22, 128), (1, 1, 2, 32)])
+def test_band_rows_pairs_layout_equals_the_feature_major_layout(f1, m, f1p, mp):
+    rng = np.random.default_rng(f1 + m)
+    z = (rng.standard_normal((f1, m)) * 10.0 ** rng.integers(-3, 3, (f1, m))).astype(np.float32)
+    want = np.full((f1p // 2, mp), 0xDEADBEEF, np.uint32)
+    got = want.copy()
+    band_pairs_layout(z, want)
+    band_rows_pairs_layout(np.ascontiguousarray(z.T), got)
+    np.testing.assert_array_equal(got, want)

@@ -139,6 +139,7 @@ def band_kernels() -> dict[str, Any] | None:
         bands = load_kernel_module("mixfold.compute.numba_bands")
         screen = load_kernel_module("mixfold.compute.numba_screen")
         _KERNELS.update(band_pairs_layout=bands.band_pairs_layout,
+                        band_rows_pairs_layout=bands.band_rows_pairs_layout,
                         screen_rescore=screen.screen_rescore,
                         exact_top_normalise=screen.exact_top_normalise)
     return _KERNELS

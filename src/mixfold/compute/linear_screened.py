@@ -79,6 +79,10 @@ class GemmScreener:
         """The block's exact features, a row's contiguous (m, F1)."""
         return np.ascontiguousarray(z.T)
 
+    @staticmethod
+    def lean(rows: Any) -> np.ndarray:
+        return rows
+
     def exact(self, rows: Any) -> np.ndarray:
         return rows
 
@@ -88,8 +92,12 @@ class GemmScreener:
 
 
 class TileScreener:
-    """Screens on AMX tiles: bfloat16 coefficients and features, products summed in float32;
-    keeps each row's features as bfloat16 bit patterns in the scoring tiles' layout too."""
+    """Screens on AMX tiles: bfloat16 coefficients and features, products summed in float32.
+    Keeps each row's features as bfloat16 bit patterns in the scoring tiles' layout too where
+    the feature cache has room for them; where it has room only for the exact features
+    (:meth:`lean`: P1's shape at the default budget), each block's bit patterns are laid out
+    from those when it is scored (a pass over the block, cheaper than laying out its features
+    again at every fold)."""
 
     kept_bytes_per_feature = 2
 
@@ -100,7 +108,10 @@ class TileScreener:
         self.coef = np.zeros((screen.coef.shape[0], self.f1), np.uint16)
         self.coef[:, :f1] = (rounded.view(np.uint32) >> 16).astype(np.uint16)
         self.tables = round_to_band(screen.tables, "bfloat16")
-        self.layout = band_kernels()["band_pairs_layout"]
+        kernels = band_kernels()
+        self.layout, self.rows_layout = (kernels["band_pairs_layout"],
+                                         kernels["band_rows_pairs_layout"])
+        self.buffers = threading.local()
 
     @staticmethod
     def columns(m: int) -> int:
@@ -114,11 +125,23 @@ class TileScreener:
         self.layout(z, pairs.view(np.uint32)[..., 0])
         return pairs, np.ascontiguousarray(z.T)
 
+    @staticmethod
+    def lean(rows: Any) -> np.ndarray:
+        """What a cache with room for the exact features only keeps of ``rows``."""
+        return rows if isinstance(rows, np.ndarray) else rows[1]
+
     def exact(self, rows: Any) -> np.ndarray:
-        return rows[1]
+        return self.lean(rows)
 
     def score(self, rows: Any, scores: np.ndarray) -> np.ndarray:
-        pairs, z = rows
+        if isinstance(rows, np.ndarray):  # kept lean: this block's bit patterns laid out now
+            mp = padded_rows(rows.shape[0])
+            pairs = self.buffers.__dict__.get(mp)
+            if pairs is None:  # this thread's, once per fold and block shape
+                pairs = self.buffers.__dict__[mp] = np.empty((self.f1 // 2, mp, 2), np.uint16)
+            self.rows_layout(rows, pairs.view(np.uint32)[..., 0])
+        else:
+            pairs = rows[0]
         self.gemms.score(self.coef, pairs, scores)
         return scores  # (its padding columns past the rows are not read)
 
@@ -154,18 +177,26 @@ class ScreenedEStep:
         self.codes = [t.codes for t in terms if t.table is not None]
         self.compiled = band_kernels()
         self.block = block_rows(self.k, np.float32)
+        self.lean = False  # (set by _kept_features)
         self.kept = self._kept_features(enc)
         self.buffers = threading.local()
 
     def _kept_features(self, enc: Encoded) -> dict[int, Any] | None:
         """The feature cache's store of this fold's blocks (by first row), when every term says
-        what its features depend on and they fit the budget."""
+        what its features depend on and they fit the budget: all the screener keeps, else only
+        the exact features (``self.lean``)."""
         if any(t.key is None or t.source is None for t in self.terms):
             return None
-        per_row = (self.f + 1) * (4 + self.screener.kept_bytes_per_feature)
-        key = ("screened", type(self.screener).__name__, self.block,
-               tuple(t.key for t in self.terms))
-        return cache_for(key, [t.source for t in self.terms], per_row * self.n_rows, enc.nbytes)
+        for extra in dict.fromkeys((self.screener.kept_bytes_per_feature, 0)):
+            per_row = (self.f + 1) * (4 + extra)
+            key = ("screened", type(self.screener).__name__, self.block, extra,
+                   tuple(t.key for t in self.terms))
+            got = cache_for(key, [t.source for t in self.terms], per_row * self.n_rows,
+                            enc.nbytes)
+            if got is not None:
+                self.lean = extra != self.screener.kept_bytes_per_feature
+                return got
+        return None
 
     def run(self) -> tuple[np.ndarray, np.ndarray]:
         """Fold every block on the row threads; hand the sums to the terms; (mass,
@@ -207,7 +238,7 @@ class ScreenedEStep:
             got = self.screener.rows_for(host_features(self.terms, self.offsets, lo, hi,
                                                        np.float32))
             if kept is not None:
-                kept[lo] = got
+                kept[lo] = self.screener.lean(got) if self.lean else got
         return got
 
     def _buffer(self, name: str, columns: int) -> np.ndarray:

@@ -192,7 +192,7 @@ def test_expected_counts_equal_enumeration(make, terminal, rng):
 
 def test_stacked_emissions_equal_per_state_scores(rng):
     hmm = gaussian_hmm()
-    assert hmm._stack is not None and mixture_hmm()._stack is None
+    assert hmm.units.stack is not None and mixture_hmm().units.stack is None
     items = hmm.encoder().encode([rng.normal(size=50).tolist()]).items
     per_state = np.stack([e.seq_log_density(items) for e in hmm.emissions], axis=1)
     np.testing.assert_allclose(hmm.emission_log_densities(items), per_state, rtol=1e-13)

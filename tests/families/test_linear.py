@@ -128,7 +128,7 @@ def test_a_field_outside_the_form_falls_back_to_the_three_steps(problem, change)
     three = model.estimator().bind(model.encoder().fit(rows)).accumulator_factory().make()
     resp, want_lse = model.weighted_posteriors(enc, weights)
     three.counts += resp.sum(axis=0)
-    three._add_components(enc, resp, model, "float64")
+    three.units.add(enc, resp, model.units, "float64")
     assert np.array_equal(acc.to_array(), three.to_array())  # the same calls, the same bits
     assert np.array_equal(lse, want_lse, equal_nan=True)
 
@@ -342,7 +342,7 @@ def test_a_float64_fold_floors_its_scores_when_its_first_block_finds_them_far_be
 
 def test_a_fused_mixture_takes_large_chunks_and_a_declined_one_the_asked_rows():
     from mixfold.compute.fold import fold_rows
-    from mixfold.families.mixture import FUSED_CHUNK_ROWS
+    from mixfold.compute.estep_plan import FUSED_CHUNK_ROWS
 
     # fused: one chunk of up to FUSED_CHUNK_ROWS rows whatever chunk_rows asks
     fused = MixtureDistribution([GaussianDistribution(i, 1.0) for i in range(3)], [0.3] * 2 + [0.4])
@@ -364,7 +364,7 @@ def test_a_fused_mixture_takes_large_chunks_and_a_declined_one_the_asked_rows():
         part, w = enc.rows(lo, min(len(x), lo + 1000)), weights[lo:lo + 1000]
         resp, lse = model.weighted_posteriors(part, w)
         want.counts += resp.sum(axis=0)
-        want._add_components(part, resp, model, "float64")
+        want.units.add(part, resp, model.units, "float64")
         want_total += float(np.einsum("i,i->", w, lse))
     assert np.array_equal(acc.to_array(), want.to_array())
     assert total == pytest.approx(want_total, rel=1e-14)  # one sum of 4,500 terms, not five

@@ -111,7 +111,7 @@ def test_payload_round_trip_and_combine_of_halves(rng):
 def test_stacked_mixture_paths_equal_per_component_paths(rng):
     m = MixtureDistribution([LogGaussianDistribution(-1.0, 0.3), LogGaussianDistribution(2.0, 1.5)],
                             [0.4, 0.6])
-    assert m._stack is LogGaussianDistribution
+    assert m.units.stack is LogGaussianDistribution
     enc = m.encoder().encode(rng.lognormal(0.5, 2.0, size=300))
     per_component = np.stack([np.log(w) + c.seq_log_density(enc)
                               for w, c in zip(m.weights, m.components)], axis=1)

@@ -35,7 +35,7 @@ def test_stacked_path_equals_per_component_path(rng):
     per_component = np.stack([np.log(w) + c.seq_log_density(enc)
                               for w, c in zip(m.weights, m.components)], axis=1)
     np.testing.assert_allclose(m.component_log_densities(enc), per_component, rtol=1e-13)
-    assert m._stack is not None
+    assert m.units.stack is not None
 
 
 def test_fit_recovers_gaussian_mixture():
@@ -116,11 +116,11 @@ def test_mixture_of_records_is_scored_and_updated_stacked_like_component_by_comp
                                              "n": PoissonEstimator()})] * 3)
     est = est.bind(est.encoder().fit(rows))
     enc = model.encoder().encode(rows)
-    assert model._stack is not None
+    assert model.units.stack is not None
     w = rng.uniform(0.5, 1.5, size=2000)
     stacked = est.accumulator_factory().make()
     ll_stacked = stacked.seq_update(enc, w, model)
-    model._stack = None  # force the component-by-component path
+    model.units.stack = None  # force the component-by-component path
     looped = est.accumulator_factory().make()
     ll_looped = looped.seq_update(enc, w, model)
     np.testing.assert_allclose(ll_stacked, ll_looped, rtol=1e-12)

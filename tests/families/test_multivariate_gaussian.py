@@ -168,7 +168,7 @@ def test_payload_round_trip_and_combine_of_halves(rng):
 
 def test_stacked_scoring_equals_per_component_scoring(rng):
     m = three_components(rng)
-    assert m._stack is MultivariateGaussianDistribution
+    assert m.units.stack is MultivariateGaussianDistribution
     for shift in (0.0, 50.0):
         enc = m.encoder().encode(rng.normal(0, 3, size=(400, 3)) + shift)
         per_component = np.stack([np.log(w) + c.seq_log_density(enc)
@@ -190,7 +190,7 @@ def test_stacked_update_equals_per_component_update(rng):
         ref.align_references(acc)  # (summed about the component's own mean)
         np.testing.assert_allclose(acc.to_array(), ref.to_array(), rtol=1e-12, atol=1e-9)
     mix = MixtureEstimator([MultivariateGaussianEstimator(dim=3)] * 3).accumulator_factory().make()
-    assert mix._stack_update is not None
+    assert mix.units.stack_update is not None
 
 
 def test_em_trajectory_and_parameters_match_sklearn_full():

@@ -147,7 +147,7 @@ def test_payload_round_trip_and_combine_of_halves(rng):
 def test_stacked_mixture_paths_equal_per_component_paths(rng):
     m = MixtureDistribution([VonMisesDistribution(-1.0, 0.5), VonMisesDistribution(2.0, 8.0),
                              VonMisesDistribution(0.3, 0.0)], [0.3, 0.5, 0.2])
-    assert m._stack is VonMisesDistribution
+    assert m.units.stack is VonMisesDistribution
     enc = m.encoder().encode(rng.uniform(-4, 4, size=300))
     per_component = np.stack([np.log(w) + c.seq_log_density(enc)
                               for w, c in zip(m.weights, m.components)], axis=1)

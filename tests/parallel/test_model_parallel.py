@@ -151,7 +151,7 @@ def test_mixture_of_families_reading_the_rows_differently():
     model = MixtureDistribution([GaussianDistribution(3.0, 1.0), LogGaussianDistribution(0.0, 0.5),
                                  ExponentialDistribution(0.5)], [0.4, 0.3, 0.3])
     rows = np.abs(model.sampler(0).sample(2000)) + 1e-3
-    assert model._slots is not None  # one encoding per distinct component encoder
+    assert model.units.slots is not None  # one encoding per distinct component encoder
     assert_same_bits(*serial_and_threaded(model, rows, cut_plan(model, "", (1, 3)))[:2])
 
 

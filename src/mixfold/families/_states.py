@@ -1,7 +1,8 @@
 """What a model of hidden states over a sequence's items shares, whatever its chain (a hidden
 Markov model's geometric stays, a semi-Markov model's durations): one emission per state
-scoring every item, one column per state (the model-parallel executor cuts those columns), and
-the per-sequence conveniences over the chain's own ``seq_posterior`` and ``seq_viterbi``."""
+scoring every item -- the states' emissions are its units (:mod:`mixfold.families.units`), one
+column per state (the model-parallel executor cuts those columns) --, and the per-sequence
+conveniences over the chain's own ``seq_posterior`` and ``seq_viterbi``."""
 
 from __future__ import annotations
 
@@ -9,23 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.families._hooks import ChildScore, ScoreChildren
+from mixfold.families._hooks import ScoreChildren
 from mixfold.families._protocol import Encoded
-from mixfold.families.mixture import _slots, child_encoding, shared_encoder, unit_log_densities
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
+from mixfold.families.units import Units, bind_units, shared_encoder
 
 __all__ = ["EmissionStates", "emissions_encoder", "bind_emissions"]
 
 
 class EmissionStates:
-    """A mixin over ``emissions`` (one distribution per state), ``_stack`` and ``_slots`` (how
-    they score together: :func:`~mixfold.families.mixture.unit_log_densities`) and ``_encoder``
-    (the items' encoder)."""
+    """A mixin over ``emissions`` (one distribution per state) and ``units``, the emissions as
+    :class:`~mixfold.families.units.Units` (how they read and score the items)."""
 
     emissions: tuple[Any, ...]
-    _stack: Any
-    _slots: Any
-    _encoder: Any
+    units: Units
 
     @property
     def num_states(self) -> int:
@@ -35,8 +33,7 @@ class EmissionStates:
                          scores: np.ndarray) -> None:
         """Write log e_s(x) of states ``[start, stop)`` into their columns of ``scores``
         (n_items, S); any range gets the bits the full set gets."""
-        unit_log_densities(self.emissions, self._stack, self._slots, items, precision, start,
-                           stop, scores)
+        self.units.score_range(items, precision, start, stop, scores)
 
     def unit_rows(self, enc: SequenceEncoded) -> Encoded:
         return enc.items
@@ -45,13 +42,7 @@ class EmissionStates:
                       out: np.ndarray, score: ScoreChildren | None = None) -> None:
         """:meth:`emission_columns`; with ``score``, the emissions' log-densities come from
         it."""
-        if score is None:
-            self.emission_columns(rows, precision, start, stop, out)
-            return
-        units = [ChildScore(k, self.emissions[k], child_encoding(rows, k, self._slots))
-                 for k in range(start, stop)]
-        for k, ll in zip(range(start, stop), score(units, precision)):
-            out[:, k] = ll
+        self.units.score_columns(rows, precision, start, stop, out, score)
 
     def posterior(self, x: Any) -> np.ndarray:
         """Posterior state probabilities of each step of one sequence, array of shape (T, S)."""
@@ -62,7 +53,13 @@ class EmissionStates:
         return self.seq_viterbi(self.encoder().encode([x]))  # type: ignore[attr-defined]
 
     def encoder(self) -> SequenceEncoder:
-        return SequenceEncoder(self._encoder)
+        return SequenceEncoder(self.units.encoder)
+
+    def draw_items(self, state_of: np.ndarray, rng: np.random.Generator) -> list[Any]:
+        """One item for each entry of ``state_of`` (its state), drawn state by state: rows of
+        Python values, as a user would write them."""
+        items = self.units.draw(state_of, rng)
+        return items.tolist() if isinstance(items, np.ndarray) else items
 
 
 def emissions_encoder(emissions: Any) -> SequenceEncoder:
@@ -76,6 +73,4 @@ def bind_emissions(emissions: Any, encoder: Any, model: str) -> list[Any]:
     if not isinstance(encoder, SequenceEncoder) or encoder.length is not None:
         raise ValueError(f"a {model} estimator needs a SequenceEncoder without a length "
                          f"encoder, got {encoder!r}")
-    slots = _slots(encoder.item)
-    return [e.bind(encoder.item if slots is None else encoder.item.child_encoder(k))
-            for k, e in enumerate(emissions)]
+    return bind_units(emissions, encoder.item)

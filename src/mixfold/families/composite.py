@@ -12,7 +12,7 @@ from mixfold.compute.row_blocks import run_each
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DataError, DataTypeError
 from mixfold.compute.band_engines import fused_linear_fold
-from mixfold.families.mixture import _stackable, stack_columns
+from mixfold.families.units import stack_columns, stackable
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsChildren,
                                      ScoreChildren, ScoresChildren, fold_serially,
                                      score_serially)
@@ -219,7 +219,7 @@ class _FactorDistribution(ScoresChildren, Distribution, StackedScoring):
         """Whether every factor can be scored for all components at once (same stackable family)."""
         if any(len(c.factors) != len(components[0].factors) for c in components):
             return False
-        return all(_stackable([c.factors[i] for c in components]) is not None
+        return all(stackable([c.factors[i] for c in components]) is not None
                    for i in range(len(components[0].factors)))
 
     #: ``stack_log_density`` takes ``units=(start, stop)`` (passed on to every factor's stack)

@@ -19,13 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import StackedUpdate
 from mixfold.compute.kernels import hmm_forward_backward, kernels_available
 from mixfold.compute.labelled import Labelled
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
-from mixfold.families._hooks import (ChildFold, FoldChildren, FoldsColumns,
-                                     ScoresColumns)
+from mixfold.families._hooks import FoldChildren, FoldsColumns, ScoresColumns
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._shared_covariance import estimate_children
 from mixfold.families._states import EmissionStates, bind_emissions, emissions_encoder
@@ -40,15 +38,8 @@ from mixfold.families._protocol import (
     Sampler,
     family,
 )
-from mixfold.families.mixture import (
-    MixtureEstimator,
-    _slots,
-    _stackable,
-    add_unit_range,
-    child_encoding,
-    scatter_samples,
-    shared_encoder,
-)
+from mixfold.families.mixture import MixtureEstimator
+from mixfold.families.units import UnitAccumulators, Units, encoding_slots, seeded_posteriors
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
 from mixfold.options import flag, number
 
@@ -307,9 +298,7 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
             keep = 1.0 - tau
         # one step of the chain that continues: P(go on from i, then move to j)
         self._continue_matrix = keep[:, None] * self.transitions
-        self._encoder = shared_encoder([e.encoder() for e in self.emissions])
-        self._slots = _slots(self._encoder)
-        self._stack = _stackable(self.emissions) if self._slots is None else None
+        self.units = Units(self.emissions)
 
     def emission_log_densities(self, items: Encoded, precision: str = "float64") -> np.ndarray:
         """log e_s(x) of every flat item under every state, array of shape (n_items, S).
@@ -317,12 +306,7 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         The per-state step of the E-step (one column per state, independent of the others);
         the recursion over time only reads this matrix.
         """
-        if self._stack is not None:
-            scores = self._stack.stack_log_density(self.emissions, items, precision)
-            return scores.astype(np.float64, copy=False)
-        scores = np.empty((items.n_rows, self.num_states))
-        self.emission_columns(items, precision, 0, self.num_states, scores)
-        return scores
+        return self.units.scores(items, precision)
 
     def log_density_from_columns(self, enc: SequenceEncoded, scores: np.ndarray) -> np.ndarray:
         return _Lattice(self, scores, enc.offsets).log_likelihood
@@ -399,13 +383,7 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         row_of = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
         state_of = np.concatenate(states) if states else np.zeros(0, dtype=np.int64)
         state_of = state_of[np.argsort(row_of, kind="stable")]  # row-major, steps in order
-        parts = []
-        for k, emission in enumerate(self.emissions):
-            idx = np.flatnonzero(state_of == k)
-            parts.append((idx, emission._sample(idx.size, rng)))
-        items = scatter_samples(parts, state_of.size)
-        if isinstance(items, np.ndarray):
-            items = items.tolist()  # rows of Python values, as a user would write them
+        items = self.draw_items(state_of, rng)
         counts = np.bincount(row_of, minlength=n)
         ends = np.cumsum(counts).tolist()
         return [items[e - c:e] for e, c in zip(ends, counts.tolist())]
@@ -440,7 +418,7 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         return Decomposition(DecompAxis.STATE, ReductionOp.LOGSUMEXP_RESPONSIBILITY,
                              units=self.emissions,
                              child_roles=tuple(f"state_{k}" for k in range(s)),
-                             fused=self._stack is not None, unit_rows=items,
+                             fused=self.units.stack is not None, unit_rows=items,
                              row_work=items * (s * s + s),
                              param_bytes=sum(a.nbytes for a in own))
 
@@ -501,16 +479,12 @@ class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
     def __init__(self, emissions: Sequence[Accumulator], slots: tuple[int, ...] | None,
                  terminal: bool = False, keys: str | None = None):
         self.emissions = list(emissions)
-        self.slots = slots
         self.keys = keys
         s = len(self.emissions)
         self.initial = np.zeros(s)
         self.transitions = np.zeros((s, s))
         self.terminal = np.zeros(s) if terminal else None
-        cls = type(self.emissions[0])
-        same = all(type(a) is cls for a in self.emissions)
-        self._stack_update = cls.stack_update \
-            if same and slots is None and issubclass(cls, StackedUpdate) else None
+        self.units = UnitAccumulators(self.emissions, slots)
 
     def own_arrays(self) -> list[np.ndarray]:
         counts = [self.initial, self.transitions]
@@ -523,7 +497,7 @@ class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
                    model: HiddenMarkovDistribution, precision: str = "float64") -> np.ndarray:
         enc, scores = model.labelled_scores(enc, precision)
         resp, ll = self.chain_update(enc, weights, model, scores)
-        self._add_emissions(enc.items, resp, model, precision)
+        self.units.add(enc.items, resp, model.units, precision)
         return ll
 
     def chain_update(self, enc: SequenceEncoded, weights: np.ndarray,
@@ -549,18 +523,6 @@ class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
             ll[enc.counts() == 0] = -np.inf  # the chain always emits at least one item
         return gamma, ll
 
-    def _add_emissions(self, items: Encoded, resp: np.ndarray, model: HiddenMarkovDistribution,
-                       precision: str) -> None:
-        self.add_emission_range(items, resp, model, precision, 0, len(self.emissions))
-
-    def add_emission_range(self, items: Encoded, resp: np.ndarray,
-                           model: HiddenMarkovDistribution, precision: str, start: int,
-                           stop: int) -> None:
-        """Add the items to the emissions of states ``[start, stop)`` with posteriors ``resp``
-        (n_items, S); any range gets the bits the full set gets."""
-        add_unit_range(self.emissions, self._stack_update if model._stack is not None else None,
-                       self.slots, items, resp, model.emissions, precision, start, stop)
-
     def posteriors_from_columns(self, enc: SequenceEncoded, weights: np.ndarray,
                                 model: HiddenMarkovDistribution,
                                 scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -569,26 +531,17 @@ class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
     def add_columns(self, rows: Encoded, resp: np.ndarray, model: HiddenMarkovDistribution,
                     precision: str, start: int, stop: int,
                     fold: FoldChildren | None = None) -> None:
-        if fold is None:
-            self.add_emission_range(rows, resp, model, precision, start, stop)
-            return
-        fold([ChildFold(k, self.emissions[k], child_encoding(rows, k, self.slots),
-                        np.ascontiguousarray(resp[:, k]), model.emissions[k])
-              for k in range(start, stop)], precision)
+        self.units.add(rows, resp, model.units, precision, start, stop, fold)
 
     def seq_initialize(self, enc: SequenceEncoded, weights: np.ndarray, rng: InitRandom) -> None:
-        # Dirichlet(1) state posteriors per item from hashes of the global item index.
-        resp = -np.log1p(-rng.row_uniform(enc.items, len(self.emissions)))
-        resp /= resp.sum(axis=1, keepdims=True)
+        resp = seeded_posteriors(enc.items, len(self.emissions), rng)
         weighted = resp * np.repeat(weights, enc.counts())[:, None]
         initial, transitions, terminal = _posterior_counts(enc.offsets, resp, weighted)
         self.initial += initial
         self.transitions += transitions
         if self.terminal is not None:
             self.terminal += terminal
-        for k, acc in enumerate(self.emissions):
-            acc.seq_initialize(child_encoding(enc.items, k, self.slots),
-                               np.ascontiguousarray(weighted[:, k]), rng.child(k))
+        self.units.initialize(enc.items, weighted, rng)
 
 
 class HiddenMarkovEstimator(Estimator):
@@ -654,9 +607,9 @@ class HiddenMarkovEstimator(Estimator):
                                      transition_prior=self.transition_prior)
 
     def _make(self) -> HiddenMarkovAccumulator:
-        slots = _slots(self.encoder().item)
         return HiddenMarkovAccumulator([e.accumulator_factory().make() for e in self.emissions],
-                                       slots, self.terminal, self.keys)
+                                       encoding_slots(self.encoder().item), self.terminal,
+                                       self.keys)
 
     def accumulator_factory(self) -> AccumulatorFactory:
         return AccumulatorFactory(self._make)

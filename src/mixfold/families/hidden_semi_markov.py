@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import StackedUpdate
 from mixfold.compute.kernels import (hsmm_forward_backward, hsmm_log_likelihood,
                                      kernels_available)
 from mixfold.compute.semi_markov import (SegmentLaws, SegmentStatistics,
@@ -32,16 +31,15 @@ from mixfold.compute.semi_markov import (SegmentLaws, SegmentStatistics,
                                          segment_viterbi)
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
-from mixfold.families._hooks import (ChildFold, FoldChildren, FoldsColumns,
-                                     ScoresColumns)
+from mixfold.families._hooks import FoldChildren, FoldsColumns, ScoresColumns
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, Sampler, family)
 from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
 from mixfold.families._states import EmissionStates, bind_emissions, emissions_encoder
 from mixfold.families.markov_chain import _stochastic
-from mixfold.families.mixture import (MixtureEstimator, _slots, _stackable, add_unit_range,
-                                      child_encoding, scatter_samples, shared_encoder)
+from mixfold.families.mixture import MixtureEstimator
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
+from mixfold.families.units import UnitAccumulators, Units, encoding_slots, seeded_posteriors
 from mixfold.options import integer, number
 
 __all__ = ["HiddenSemiMarkovDistribution", "HiddenSemiMarkovEstimator",
@@ -138,9 +136,7 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         self.duration_table = np.array([duration_log_probabilities(d, self.max_duration)
                                         for d in self.durations])
         self._laws = _laws(self.initial, self.transitions, self.duration_table)
-        self._encoder = shared_encoder([e.encoder() for e in self.emissions])
-        self._slots = _slots(self._encoder)
-        self._stack = _stackable(self.emissions) if self._slots is None else None
+        self.units = Units(self.emissions)
 
     def emission_log_densities(self, items: Encoded, precision: str = "float64") -> np.ndarray:
         """log e_s(x) of every flat item under every state, array of shape (n_items, S)."""
@@ -216,13 +212,7 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
 
     def _draw(self, n: int, rng: np.random.Generator, length: int) -> list[list]:
         state_of = self._states(n, length, rng)
-        parts = []
-        for k, emission in enumerate(self.emissions):
-            idx = np.flatnonzero(state_of == k)
-            parts.append((idx, emission._sample(idx.size, rng)))
-        items = scatter_samples(parts, state_of.size)
-        if isinstance(items, np.ndarray):
-            items = items.tolist()  # rows of Python values, as a user would write them
+        items = self.draw_items(state_of, rng)
         return [items[i * length:(i + 1) * length] for i in range(n)]
 
     def parts(self) -> tuple[Distribution, ...]:
@@ -255,7 +245,7 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
                              units=self.emissions, shared_children=self.durations,
                              child_roles=tuple(f"state_{k}" for k in range(s))
                              + tuple(f"duration_{k}" for k in range(s)),
-                             fused=self._stack is not None, unit_rows=1.0,
+                             fused=self.units.stack is not None, unit_rows=1.0,
                              row_work=3.0 * s * d + s * s,
                              param_bytes=sum(a.nbytes for a in own))
 
@@ -285,15 +275,11 @@ class HiddenSemiMarkovAccumulator(FoldsColumns, Accumulator):
                  keys: str | None = None):
         self.emissions, self.durations = list(emissions), list(durations)
         self.duration_values = duration_values
-        self.slots = slots
         self.keys = keys
         s = len(self.emissions)
         self.initial, self.transitions = np.zeros(s), np.zeros((s, s))
         self.occupancy = np.zeros(s)
-        cls = type(self.emissions[0])
-        same = all(type(a) is cls for a in self.emissions)
-        self._stack_update = cls.stack_update \
-            if same and slots is None and issubclass(cls, StackedUpdate) else None
+        self.units = UnitAccumulators(self.emissions, slots)
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.initial, self.transitions, self.occupancy]
@@ -324,26 +310,15 @@ class HiddenSemiMarkovAccumulator(FoldsColumns, Accumulator):
     def add_columns(self, rows: Encoded, resp: np.ndarray, model: HiddenSemiMarkovDistribution,
                     precision: str, start: int, stop: int,
                     fold: FoldChildren | None = None) -> None:
-        if fold is None:
-            add_unit_range(self.emissions,
-                           self._stack_update if model._stack is not None else None,
-                           self.slots, rows, resp, model.emissions, precision, start, stop)
-            return
-        fold([ChildFold(k, self.emissions[k], child_encoding(rows, k, self.slots),
-                        np.ascontiguousarray(resp[:, k]), model.emissions[k])
-              for k in range(start, stop)], precision)
+        self.units.add(rows, resp, model.units, precision, start, stop, fold)
 
     def seq_initialize(self, enc: SequenceEncoded, weights: np.ndarray, rng: InitRandom) -> None:
         # Dirichlet(1) state posteriors per item; segments of one step each
-        s = len(self.emissions)
-        resp = -np.log1p(-rng.row_uniform(enc.items, s))
-        resp /= resp.sum(axis=1, keepdims=True)
+        resp = seeded_posteriors(enc.items, len(self.emissions), rng)
         weighted = resp * np.repeat(weights, enc.counts())[:, None]
         self.occupancy += weighted.sum(axis=0)
         self.initial += weighted[enc.offsets[:-1][enc.counts() > 0]].sum(axis=0)
-        for k, acc in enumerate(self.emissions):
-            acc.seq_initialize(child_encoding(enc.items, k, self.slots),
-                               np.ascontiguousarray(weighted[:, k]), rng.child(k))
+        self.units.initialize(enc.items, weighted, rng)
         for k, (acc, values) in enumerate(zip(self.durations, self.duration_values)):
             spread = np.full(values.n_rows, weighted[:, k].sum() / values.n_rows)
             acc.seq_initialize(values, spread, rng.child(f"duration {k}"))
@@ -426,7 +401,7 @@ class HiddenSemiMarkovEstimator(Estimator):
             [e.accumulator_factory().make() for e in self.emissions],
             [d.accumulator_factory().make() for d in self.durations],
             [self._encoded_durations(d) for d in self.durations],
-            _slots(self.encoder().item), self.keys)
+            encoding_slots(self.encoder().item), self.keys)
 
     def accumulator_factory(self) -> AccumulatorFactory:
         return AccumulatorFactory(self._make)

@@ -1,195 +1,43 @@
-"""Finite mixture of any component family: sum_k w_k p_k(x)."""
+"""Finite mixture of any component family: sum_k w_k p_k(x).
+
+The components are the mixture's units (:mod:`mixfold.families.units`: scored into the columns
+of one matrix, normalised, the posteriors handed down); the fold's E-step path is planned once
+per fold by :func:`mixfold.compute.estep_plan.plan_estep`; the seeded start clusters with
+:mod:`mixfold.compute.kmeans`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
-
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import (
-    FoldsOnTorch,
-    CentredStatistics,
-    FusedFold,
-    LinearInFeatures,
-    LinearInFeaturesInBands,
-    RelativeScoring,
-    RunsInBands,
-    SeedsFromPoints,
-    StackedScoring,
-    StackedUpdate,
-)
+from mixfold.capabilities import FoldsOnTorch, RunsInBands, SeedsFromPoints
+from mixfold.compute.estep_plan import (EStep, EStepPlan, Fusion, fused_pass_of, fusion_of,
+                                        plan_estep)
+from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
+from mixfold.compute.kmeans import kmeans_labels
 from mixfold.compute.labelled import Labelled
 from mixfold.compute.logspace import log_normalize_rows, logsumexp_rows
-from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
-from mixfold.compute.row_blocks import map_row_blocks
-from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp, decomposition_for
+from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import DegenerateFitWarning, NumericalError, ParameterError
-from mixfold.compute.band_engines import fused_linear_mixture
-from mixfold.compute.linear_torch import GPU_CHUNK_ROWS
-from mixfold.precision import resolve_precision, band_ops, log_density_in_band, require_band
-from mixfold.precision.compensated import add_into, low_parts
-from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
-from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
-                                     ScoreChildren, ScoresColumns)
-from mixfold.families._centred import weighted_centre
-from mixfold.families._missing import has_missing, require_native
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
+from mixfold.families._hooks import FoldChildren, FoldsColumns, ScoreChildren, ScoresColumns
+from mixfold.families._missing import has_missing, require_native
+from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
+                                        Encoder, Estimator, InitRandom, family)
 from mixfold.families._shared_covariance import estimate_children
-from mixfold.families._protocol import (
-    Accumulator,
-    AccumulatorFactory,
-    Distribution,
-    Encoded,
-    Encoder,
-    Estimator,
-    InitRandom,
-    family,
-)
+from mixfold.families.units import (UnitAccumulators, Units, band_matrix, band_posteriors,
+                                    bind_units, child_rows, encoding_slots, seeded_posteriors,
+                                    shared_encoder)
 from mixfold.options import number
+from mixfold.precision import band_ops, log_density_in_band, require_band, resolve_precision
+from mixfold.precision.compensated import add_into, low_parts
+from mixfold.precision.doubledouble import DD
 
-#: Rows per block when stacked components are scored on all cores. Large enough that each of
-#: a block's many short NumPy calls does real work outside the GIL.
-STACK_BLOCK_ROWS = 32768
-#: Rows per chunk a fused E-step takes (its temporaries are per row block, so a chunk costs
-#: 8 bytes a row): fewer chunks, less waiting for the last row block of each.
-FUSED_CHUNK_ROWS = 1 << 20
-
-__all__ = ["MixtureDistribution", "MixtureEstimator", "MixtureAccumulator", "SharedEncoder",
-           "SharedEncoded", "stack_columns", "unit_log_densities", "add_unit_range"]
-
-
-# ---------------------------------------------------------------------------------------------
-# Encoding: components that read the data the same way share one encoding
-
-
-class SharedEncoded(Encoded):
-    """One encoding per distinct component encoder (only when the components' encoders differ)."""
-
-    __slots__ = ("parts", "n_rows", "start")
-
-    def __init__(self, parts: Sequence[Encoded]):
-        self.parts = tuple(parts)
-        self.n_rows = self.parts[0].n_rows
-        self.start = self.parts[0].start
-
-    def rows(self, begin: int, end: int) -> SharedEncoded:
-        return SharedEncoded([p.rows(begin, end) for p in self.parts])
-
-    def take(self, indices: np.ndarray) -> SharedEncoded:
-        return SharedEncoded([p.take(indices) for p in self.parts])
-
-    @property
-    def nbytes(self) -> int:
-        return sum(p.nbytes for p in self.parts)
-
-    def node_sizes(self) -> list[int]:
-        return [s for p in self.parts for s in p.node_sizes()]
-
-    def with_starts(self, starts: Iterator[int]) -> SharedEncoded:
-        return SharedEncoded([p.with_starts(starts) for p in self.parts])
-
-    @classmethod
-    def concat(cls, parts: Sequence[Encoded]) -> SharedEncoded:
-        return SharedEncoded([type(ps[0]).concat(ps) for ps in zip(*(p.parts for p in parts))])
-
-
-class SharedEncoder(Encoder):
-    """Encodes rows once per distinct encoder among several children that read the same rows.
-
-    ``slot[k]`` is the part child ``k`` reads. When all children encode alike, use the plain
-    child encoder instead (``shared_encoder`` does this).
-    """
-
-    def __init__(self, encoders: Sequence[Encoder], slot: Sequence[int]):
-        self.encoders = tuple(encoders)
-        self.slot = tuple(slot)
-
-    def fit(self, values: Any) -> SharedEncoder:
-        return SharedEncoder([e.fit(values) for e in self.encoders], self.slot)
-
-    def encode(self, values: Any) -> SharedEncoded:
-        return SharedEncoded([e.encode(values) for e in self.encoders])
-
-    def merge(self, other: Encoder) -> SharedEncoder:
-        if not isinstance(other, SharedEncoder) or other.slot != self.slot:
-            raise ValueError(f"cannot merge encoders {self!r} and {other!r}")
-        return SharedEncoder([a.merge(b) for a, b in zip(self.encoders, other.encoders)], self.slot)
-
-    def child_encoder(self, k: int) -> Encoder:
-        return self.encoders[self.slot[k]]
-
-    def __repr__(self) -> str:
-        return f"SharedEncoder({list(self.encoders)!r})"
-
-
-def shared_encoder(encoders: Sequence[Encoder]) -> Encoder:
-    """The one encoder all children use, or a :class:`SharedEncoder` over the distinct ones."""
-    distinct: list[Encoder] = []
-    slot = []
-    for e in encoders:
-        for i, d in enumerate(distinct):
-            if d == e:
-                slot.append(i)
-                break
-        else:
-            slot.append(len(distinct))
-            distinct.append(e)
-    return distinct[0] if len(distinct) == 1 else SharedEncoder(distinct, slot)
-
-
-def child_encoding(enc: Encoded, k: int, slots: tuple[int, ...] | None) -> Encoded:
-    """The encoding component ``k`` reads."""
-    return enc if slots is None else enc.parts[slots[k]]
-
-
-def _slots(encoder: Encoder) -> tuple[int, ...] | None:
-    return encoder.slot if isinstance(encoder, SharedEncoder) else None
-
-
-def _stackable(components: Sequence[Any]) -> type | None:
-    """The common class of the components when it scores all of them in one call."""
-    cls = type(components[0])
-    if not issubclass(cls, StackedScoring) or any(type(c) is not cls for c in components):
-        return None
-    return cls if cls.can_stack(components) else None
-
-
-def stack_columns(cls: type, components: Sequence[Any], enc: Encoded, precision: str,
-                  units: tuple[int, int] | None = None) -> np.ndarray:
-    """Columns ``units=(start, stop)`` of ``cls.stack_log_density(components, enc)`` (all when
-    ``None``), (n_rows, stop - start), with the same bits as in the full call.
-
-    A :class:`StackedScoring` family whose stack shares something across components (a
-    centre) declares ``stack_units = True`` and takes ``units``; any other scores each column
-    on its own, so the range of components is scored alone.
-    """
-    if units is None:
-        return cls.stack_log_density(components, enc, precision)
-    if cls.stack_units:
-        return cls.stack_log_density(components, enc, precision, units=units)
-    return cls.stack_log_density(components[units[0]:units[1]], enc, precision)
-
-
-def unit_log_densities(units: Sequence[Distribution], stack: type | None,
-                       slots: tuple[int, ...] | None, enc: Encoded, precision: str,
-                       start: int, stop: int, out: np.ndarray) -> None:
-    """Write log p_k(x) of units ``[start, stop)`` into ``out[:, start:stop]`` (float64).
-
-    Each column gets the same bits whatever range it is scored in (the serial E-step scores
-    the range ``[0, K)``), so a model-parallel executor can score ranges apart.
-    """
-    if stack is not None:
-        out[:, start:stop] = stack_columns(stack, units, enc, precision, (start, stop))
-        return
-    for k in range(start, stop):
-        out[:, k] = units[k].seq_log_density(child_encoding(enc, k, slots), precision)
-
-
-# ---------------------------------------------------------------------------------------------
-# Distribution
+__all__ = ["MixtureDistribution", "MixtureEstimator", "MixtureAccumulator"]
 
 
 @family("Mixture")
@@ -220,81 +68,33 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
         self.weights = w  # kept as given (sums to 1 within 1e-9): exact JSON round trips
         with np.errstate(divide="ignore"):
             self.log_weights = np.log(self.weights)
-        self._encoder = shared_encoder([c.encoder() for c in self.components])
-        self._slots = _slots(self._encoder)
-        self._stack = _stackable(self.components) if self._slots is None else None
+        self.units = Units(self.components, row_normalised=True)
 
     @property
     def num_components(self) -> int:
         return len(self.components)
 
     def component_log_densities(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        """log w_k + log p_k(x) for every row and component, array of shape (n_rows, K)."""
+        """log w_k + log p_k(x) for every row and component, array of shape (n_rows, K) in
+        Fortran order."""
         if not resolve_precision(precision).native:
             require_band(self, precision)
             ops = band_ops(precision)
-            scores = self.band_scores(enc, ops)
-            out = np.full((enc.n_rows, self.num_components), -np.inf, order="F")
-            for k, score in enumerate(scores):
-                if score is not None:
-                    out[:, k] = ops.to_float64(score)
-            return out
-        # Fortran order: each component's column is contiguous, so the per-row max and sum of
-        # the log-sum-exp reduce runs over contiguous memory
-        if self._stack is not None:  # the stack's own (n, K) block, no copy
-            scores = np.asfortranarray(self._stack.stack_log_density(self.components, enc,
-                                                                     precision), dtype=np.float64)
-            scores += self.log_weights
-            return scores
-        scores = np.empty((enc.n_rows, self.num_components), order="F")
-        self.add_weighted_columns(enc, precision, 0, self.num_components, scores)
-        return scores
-
-    def add_weighted_columns(self, enc: Encoded, precision: str, start: int, stop: int,
-                             scores: np.ndarray) -> None:
-        """Write log w_k + log p_k(x) of components ``[start, stop)`` into their columns of
-        ``scores`` (n_rows, K); any range gets the bits the full set gets."""
-        unit_log_densities(self.components, self._stack, self._slots, enc, precision, start,
-                           stop, scores)
-        scores[:, start:stop] += self.log_weights[start:stop]
+            return band_matrix(self.band_scores(enc, ops), ops, enc.n_rows, -np.inf)
+        return self.units.scores(enc, precision, self.log_weights)
 
     def unit_rows(self, enc: Encoded) -> Encoded:
         return enc
 
     def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
                       out: np.ndarray, score: ScoreChildren | None = None) -> None:
-        """:meth:`add_weighted_columns`, a stacked mixture's block by block of the rows its
-        E-step scores; with ``score``, the components' log-densities come from it."""
-        if score is not None:
-            units = [ChildScore(k, self.components[k], child_encoding(rows, k, self._slots))
-                     for k in range(start, stop)]
-            for k, ll in zip(range(start, stop), score(units, precision)):
-                out[:, k] = ll
-            out[:, start:stop] += self.log_weights[start:stop]
-            return
-        if self._stack is None:
-            self.add_weighted_columns(rows, precision, start, stop, out)
-            return
-        for lo in range(0, rows.n_rows, STACK_BLOCK_ROWS):
-            hi = min(rows.n_rows, lo + STACK_BLOCK_ROWS)
-            self.add_weighted_columns(rows.rows(lo, hi), precision, start, stop, out[lo:hi])
-
-    def each_block(self, n: int, each: Callable[[int, int], None]) -> None:
-        """Run ``each(lo, hi)`` over the row blocks the serial E-step normalises: a stacked
-        mixture's blocks on this process's cores, or the whole chunk."""
-        if self._stack is None:
-            each(0, n)
-        else:
-            map_row_blocks(n, STACK_BLOCK_ROWS, each)
+        """Write log w_k + log p_k(x) of components ``[start, stop)`` into their columns of
+        ``out`` (n_rows, K) with the bits the E-step gives them; with ``score``, the
+        components' log-densities come from it."""
+        self.units.score_columns(rows, precision, start, stop, out, score, self.log_weights)
 
     def log_density_from_columns(self, enc: Encoded, scores: np.ndarray) -> np.ndarray:
-        lse = np.empty(scores.shape[0])
-
-        def log_sum_exp(lo: int, hi: int) -> None:
-            lse[lo:hi] = logsumexp_rows(np.array(scores[lo:hi], order="F"))
-
-        self.each_block(scores.shape[0], log_sum_exp)
-        return lse
+        return self.units.log_sum_exp(scores)
 
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         if isinstance(enc, Labelled):  # the log-density of the rows and their labels
@@ -302,35 +102,18 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
                                   + enc.log_prior())
         if not resolve_precision(precision).native:
             return log_density_in_band(self, enc, precision)
-        if self._stack is None:
-            return logsumexp_rows(self.component_log_densities(enc, precision))
-        lse = np.empty(enc.n_rows)
-
-        def score_block(lo: int, hi: int) -> None:
-            lse[lo:hi] = logsumexp_rows(self.component_log_densities(enc.rows(lo, hi),
-                                                                     precision))
-
-        map_row_blocks(enc.n_rows, STACK_BLOCK_ROWS, score_block)
-        return lse
+        return self.units.log_density(enc, precision, self.log_weights)
 
     def weighted_posteriors(self, enc: Encoded, weights: np.ndarray,
                             precision: str = "float64") -> tuple[np.ndarray, np.ndarray]:
-        """(posteriors times row weights, shape (n_rows, K) in Fortran order; log-density).
-
-        Stacked components are scored and normalised block by block of rows on all cores
-        (:func:`~mixfold.compute.row_blocks.map_row_blocks`); every row's arithmetic is the same
-        however the rows are split, so the result is too.
-        """
-        if self._stack is None:
-            return log_normalize_rows(self.component_log_densities(enc, precision), weights)
-        resp, lse = np.empty((enc.n_rows, self.num_components), order="F"), np.empty(enc.n_rows)
-
-        def normalise_block(lo: int, hi: int) -> None:
-            resp[lo:hi], lse[lo:hi] = log_normalize_rows(
-                self.component_log_densities(enc.rows(lo, hi), precision), weights[lo:hi])
-
-        map_row_blocks(enc.n_rows, STACK_BLOCK_ROWS, normalise_block)
-        return resp, lse
+        """(posteriors times row weights, shape (n_rows, K) in Fortran order; log-density):
+        with labels riding along, each row's posterior times its labels' prior. Stacked
+        components are scored and normalised block by block of rows on all cores, with the
+        bits of one call (:meth:`~mixfold.families.units.Units.posteriors`)."""
+        if isinstance(enc, Labelled):
+            return log_normalize_rows(self.component_log_densities(enc.inner, precision)
+                                      + enc.log_prior(), weights)
+        return self.units.posteriors(enc, precision, self.log_weights, weights)
 
     def seq_posterior(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         """Posterior component probabilities of every row, array of shape (n_rows, K)."""
@@ -341,17 +124,7 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
             require_band(self, precision)
             return self.band_posterior_matrix(enc, band_ops(precision))[0]
         post, lse = log_normalize_rows(self.component_log_densities(enc, precision))
-        if self._stack is None or not issubclass(self._stack, RelativeScoring):
-            return post
-        # rows so far out that x - mu lost the means' digits (x = 1e20 under unit Gaussians
-        # ties components of one variance) or every log-density fell below -1e308 (x = 1e200)
-        far = np.flatnonzero((lse == -np.inf) | self._stack.stack_far_rows(self.components, enc))
-        if far.size:
-            with np.errstate(divide="ignore"):
-                scores = self._stack.stack_relative_log_density(self.components, enc.take(far)) \
-                    + self.log_weights
-            post[far] = log_normalize_rows(scores)[0]
-        return post
+        return self.units.rank_far_rows(post, lse, enc, self.log_weights)
 
     # -- the E-step in a precision band (see mixfold.precision.emulation) ---------------------
 
@@ -359,23 +132,14 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
         """``log w_k + log p_k(x)`` of every row in the band of ``ops``, one band array per
         component (``None`` for a component of weight 0: it takes no responsibility)."""
         return [None if w <= 0 else
-                ops.add(comp.band_log_density(child_encoding(enc, k, self._slots), ops),
+                ops.add(comp.band_log_density(self.units.rows(enc, k), ops),
                         ops.log(ops.array(w)))
                 for k, (comp, w) in enumerate(zip(self.components, self.weights))]
 
     def band_posterior(self, enc: Encoded, ops: Any) -> tuple[list[Any], Any]:
-        """(responsibilities, log-density) of every row with every step in the band of ``ops``:
-        ``r_k = exp(s_k - max s) / sum_j exp(s_j - max s)``, ``log p = max s + log(sum)``.
-        Responsibilities are band arrays per component (``None`` for a zero weight)."""
-        scores = self.band_scores(enc, ops)
-        live = [s for s in scores if s is not None]
-        top = live[0]
-        for s in live[1:]:
-            top = ops.maximum(top, s)
-        shifted = [None if s is None else ops.exp(ops.sub(s, top)) for s in scores]
-        total = ops.total([e for e in shifted if e is not None])
-        resp = [None if e is None else ops.div(e, total) for e in shifted]
-        return resp, ops.add(top, ops.log(total))
+        """(responsibilities, log-density) of every row with every step in the band of ``ops``
+        (:func:`~mixfold.families.units.band_posteriors` of :meth:`band_scores`)."""
+        return band_posteriors(self.band_scores(enc, ops), ops)
 
     def band_log_density(self, enc: Encoded, ops: Any) -> Any:
         """The per-row log-density in the band of ``ops`` (the log-sum-exp of the scores)."""
@@ -384,11 +148,7 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
     def band_posterior_matrix(self, enc: Encoded, ops: Any) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`band_posterior` handed to float64: ((n_rows, K) Fortran-ordered, (n_rows,))."""
         resp, lse = self.band_posterior(enc, ops)
-        out = np.zeros((enc.n_rows, self.num_components), order="F")
-        for k, r in enumerate(resp):
-            if r is not None:
-                out[:, k] = ops.to_float64(r)
-        return out, ops.to_float64(lse)
+        return band_matrix(resp, ops, enc.n_rows, 0.0), ops.to_float64(lse)
 
     def predict(self, rows: Any) -> np.ndarray:
         """The most probable component of each row (raw or encoded), int array of shape
@@ -400,16 +160,13 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
         return self.seq_posterior(self.encoder().encode([x]))[0]
 
     def encoder(self) -> Encoder:
-        return self._encoder
+        return self.units.encoder
 
     def estimator(self, **options: Any) -> MixtureEstimator:
         return MixtureEstimator([c.estimator() for c in self.components], **options)
 
     def _sample(self, n: int, rng: np.random.Generator) -> Any:
-        z = rng.choice(self.num_components, size=n, p=self.weights)
-        parts = [(np.flatnonzero(z == k), comp._sample(int((z == k).sum()), rng))
-                 for k, comp in enumerate(self.components)]
-        return scatter_samples(parts, n)
+        return self.units.draw(rng.choice(self.num_components, size=n, p=self.weights), rng)
 
     def parts(self) -> tuple[Distribution, ...]:
         return self.components
@@ -433,58 +190,30 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
         return Decomposition(DecompAxis.COMPONENT, ReductionOp.LOGSUMEXP_RESPONSIBILITY,
                              units=self.components,
                              child_roles=tuple(f"component_{i}" for i in range(k)),
-                             fused=self._stack is not None,
+                             fused=self.units.stack is not None,
                              row_work=float(k),
                              param_bytes=self.weights.nbytes + self.log_weights.nbytes)
 
 
-def scatter_samples(parts: Sequence[tuple[np.ndarray, Any]], n: int) -> Any:
-    """Put the values drawn for each group of row positions back in row order."""
-    arrays = [v for _, v in parts if len(v)]
-    if arrays and all(isinstance(v, np.ndarray) for v in arrays):
-        shapes = {v.shape[1:] for v in arrays}
-        if len(shapes) == 1:
-            out = np.empty((n,) + arrays[0].shape[1:], dtype=np.result_type(*arrays))
-            for idx, v in parts:
-                if len(idx):
-                    out[idx] = v
-            return out
-    rows: list[Any] = [None] * n
-    for idx, v in parts:
-        for i, value in zip(idx, v):
-            rows[i] = value
-    return rows
-
-
-# ---------------------------------------------------------------------------------------------
-# Accumulator and estimator
-
-
 class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
-    """Statistics: the posterior mass of each component, and each component's accumulator."""
+    """Statistics: the posterior mass of each component, and each component's accumulator.
+
+    The E-step runs the path :func:`~mixfold.compute.estep_plan.plan_estep` plans from the
+    components' declared fusion and the precision: once per fold (:meth:`rows_per_chunk`), or
+    for the chunk given where no fold planned it (a nested mixture).
+    """
 
     def __init__(self, components: Sequence[Accumulator], slots: tuple[int, ...] | None,
                  keys: str | None = None):
         self.components = list(components)
-        self.slots = slots
         self.keys = keys
         self.counts = np.zeros(len(self.components))
-        cls = type(self.components[0])
-        same = all(type(c) is cls for c in self.components)
-        stackable = same and slots is None
-        self._stack_update = cls.stack_update if stackable and issubclass(cls, StackedUpdate) \
-            else None
-        # a family may fuse scoring, normalisation and accumulation of a chunk (one pass): a
-        # combinator through its own stack_fold, a family linear in its features through the
-        # fused fold of its linear_terms
-        self._unfused_rows = 1 << 62  # set by rows_per_chunk when a fold chunks the rows
-        self._stack_fold = None
-        # a family whose exact native path is faster fuses only in the bands below float32
-        self._fuses_natively = not (stackable and issubclass(cls, LinearInFeaturesInBands))
-        if stackable and issubclass(cls, FusedFold):
-            self._stack_fold = cls.stack_fold
-        elif stackable and issubclass(cls, LinearInFeatures):
-            self._stack_fold = fused_linear_mixture
+        self.units = UnitAccumulators(self.components, slots)
+        stack = self.units.stack_class
+        # a stack may fuse scoring, normalisation and accumulation of a chunk in one pass
+        self._stack_fold = None if stack is None else fused_pass_of(stack)
+        self._fusion = Fusion.NONE if stack is None else fusion_of(stack)
+        self._plan: EStepPlan | None = None  # the fold's, made by rows_per_chunk
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.counts]
@@ -492,197 +221,110 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
     def children(self) -> Sequence[Accumulator]:
         return self.components
 
-    def sums_about_stack(self, model: MixtureDistribution) -> bool:
-        """Whether the native and band folds sum the components' centred statistics about the
-        points of the whole stack (:func:`set_stack_references`): a stacked or fused update."""
-        return model._stack is not None and (self._stack_update is not None
-                                             or self._stack_fold is not None)
+    def fusion(self, model: MixtureDistribution) -> Fusion:
+        """Where the fold of ``model`` may fuse (nowhere unless its components stack)."""
+        return self._fusion if model.units.stack is not None else Fusion.NONE
 
     def folds_on_torch(self, model: MixtureDistribution) -> bool:
-        return self._stack_fold is not None and model._stack is not None
-
-    def seq_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
-                   precision: str = "float64") -> np.ndarray:
-        if isinstance(enc, Labelled):
-            return self._labelled_update(enc, weights, model, precision)
-        p = resolve_precision(precision)
-        fused = self.folds_on_torch(model)
-        if not p.native and not (fused and p.engine == "torch"):
-            return self._band_update(enc, weights, model, precision)
-        if fused and (self._fuses_natively or not p.native):
-            folded = self._stack_fold(self.components, model.components, model.log_weights,
-                                      enc, weights, precision)
-            if folded is not None:  # None: the family's fused pass does not cover this model
-                mass, lse = folded
-                self.counts += mass
-                return lse
-        if not p.native:  # the torch engine, parameters outside the fused form
-            return self._band_update(enc, weights, model, precision)
-        if enc.n_rows <= self._unfused_rows:
-            return self._update_in_three_steps(enc, weights, model, precision)
-        # a chunk sized for the fused pass: the three steps take the rows the fold asked for
-        lse = np.empty(enc.n_rows)
-        for lo in range(0, enc.n_rows, self._unfused_rows):
-            hi = min(enc.n_rows, lo + self._unfused_rows)
-            lse[lo:hi] = self._update_in_three_steps(enc.rows(lo, hi), weights[lo:hi], model,
-                                                     precision)
-        return lse
-
-    def _update_in_three_steps(self, enc: Encoded, weights: np.ndarray,
-                               model: MixtureDistribution, precision: str) -> np.ndarray:
-        """Score, normalise, add: a (rows, K) responsibility matrix."""
-        resp, lse = model.weighted_posteriors(enc, weights, precision)
-        self.counts += resp.sum(axis=0)
-        self._add_components(enc, resp, model, precision)
-        return lse
-
-    def _labelled_update(self, enc: Labelled, weights: np.ndarray, model: MixtureDistribution,
-                         precision: str) -> np.ndarray:
-        """Rows with label priors: each row's posterior times its prior, normalised (a known
-        label keeps its row in its component)."""
-        scores = model.component_log_densities(enc.inner, precision) + enc.log_prior()
-        resp, lse = log_normalize_rows(scores, weights)
-        self.counts += resp.sum(axis=0)
-        self._add_components(enc.inner, resp, model, precision)
-        return lse
+        return self.fusion(model) is not Fusion.NONE
 
     def rows_per_chunk(self, model: MixtureDistribution, precision: str,
                        chunk_rows: int) -> int:
-        """:data:`FUSED_CHUNK_ROWS` (at least) when the E-step may run fused; should the fused
-        pass decline (a Poisson of rate 0), the rows go through the three steps
-        ``chunk_rows`` at a time."""
-        self._unfused_rows = chunk_rows
-        p = resolve_precision(precision)
-        if self.folds_on_torch(model) and p.engine == "torch" and p.device.startswith("cuda"):
-            return max(chunk_rows, GPU_CHUNK_ROWS)
-        if self.folds_on_torch(model) and (p.native or p.engine == "torch"):
-            return max(chunk_rows, FUSED_CHUNK_ROWS)
-        return chunk_rows
+        """Plan the fold's E-step (:func:`~mixfold.compute.estep_plan.plan_estep`): a fused
+        pass takes large chunks; should it decline (a Poisson of rate 0), the rows go through
+        the three steps ``chunk_rows`` at a time."""
+        self._plan = plan_estep(self.fusion(model), precision, chunk_rows)
+        return self._plan.chunk_rows
 
-    def _band_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
-                     precision: str) -> np.ndarray:
-        """Responsibilities in the band; statistics in float64 (double-double for ``dd``). A
-        band below float32 without the fused E-step has no bound on its scores' error to screen
-        with (:mod:`mixfold.compute.screened`): every component is a candidate, so its rows are
-        scored in float64; only ``<band>@emulated`` runs every step in the band."""
-        require_band(model, precision)
-        p = resolve_precision(precision)
-        if p.band != "dd" and p.engine != "emulated":
-            if has_missing(enc):  # (as every band path: their rows are float64's alone)
-                require_native(precision, model.components[0].family_name)
-            return self._update_in_three_steps(enc, weights, model, "float64")
-        ops = band_ops(precision)
-        if ops.band == "dd":
-            return self.seq_update_dd(enc, weights, np.zeros_like(weights), model, ops)
-        resp, lse = model.band_posterior_matrix(enc, ops)
-        resp *= weights[:, None]
-        self.counts += resp.sum(axis=0)
-        self._add_components(enc, resp, model, precision)
+    def seq_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
+                   precision: str = "float64") -> np.ndarray:
+        if isinstance(enc, Labelled):  # each row's posterior times its labels' prior
+            return self._three_steps(enc, weights, model, precision)
+        plan = self._plan
+        if plan is None or not plan.made_for(self.fusion(model), precision):
+            plan = plan_estep(self.fusion(model), precision)
+        if plan.path is EStep.FUSED:
+            folded = self._stack_fold(self.components, model.components, model.log_weights,
+                                      enc, weights, precision)
+            if folded is not None:  # None: the fused pass does not cover these parameters
+                self.counts += folded[0]
+                return folded[1]
+        elif plan.path is EStep.DOUBLE_DOUBLE:
+            require_band(model, precision)
+            return self.seq_update_dd(enc, weights, np.zeros_like(weights), model,
+                                      band_ops(precision))
+        elif plan.path is EStep.IN_BAND:
+            require_band(model, precision)
+            resp, lse = model.band_posterior_matrix(enc, band_ops(precision))
+            resp *= weights[:, None]
+            self._add(enc, resp, model, precision)
+            return lse
+        return self._three_step_passes(plan, enc, weights, model)
+
+    def _three_step_passes(self, plan: EStepPlan, enc: Encoded, weights: np.ndarray,
+                           model: MixtureDistribution) -> np.ndarray:
+        """The three steps in ``plan.scores_in``, the plan's rows at a time (a chunk sized for
+        a fused pass that declined). A band scored in float64 has its rows in float64 alone."""
+        if not plan.precision.native:
+            require_band(model, plan.precision)
+            if has_missing(enc):
+                require_native(plan.precision, model.components[0].family_name)
+        step = plan.three_step_rows
+        if step is None or enc.n_rows <= step:
+            return self._three_steps(enc, weights, model, plan.scores_in)
+        lse = np.empty(enc.n_rows)
+        for lo in range(0, enc.n_rows, step):
+            hi = min(enc.n_rows, lo + step)
+            lse[lo:hi] = self._three_steps(enc.rows(lo, hi), weights[lo:hi], model,
+                                           plan.scores_in)
         return lse
+
+    def _three_steps(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
+                     precision: str) -> np.ndarray:
+        """Score, normalise, add: a (rows, K) posterior matrix."""
+        resp, lse = model.weighted_posteriors(enc, weights, precision)
+        self._add(enc.inner if isinstance(enc, Labelled) else enc, resp, model, precision)
+        return lse
+
+    def _add(self, enc: Encoded, resp: np.ndarray, model: MixtureDistribution,
+             precision: str) -> None:
+        self.counts += resp.sum(axis=0)
+        self.units.add(enc, resp, model.units, precision)
 
     def seq_update_dd(self, enc: Encoded, w_hi: np.ndarray, w_lo: np.ndarray,
                       model: MixtureDistribution, ops: Any = None) -> np.ndarray:
         """The ``dd`` band: responsibilities in double-double times the double-double row
-        weights, posterior masses and every component's statistics summed in double-double.
-        Returns the per-row log-density (float64)."""
+        weights, posterior masses and every component's statistics summed in double-double,
+        about the points a stacked or fused fold sums about. Returns the per-row log-density
+        (float64)."""
         ops = band_ops("dd") if ops is None else ops
-        if self.sums_about_stack(model):  # the points every other band's fold sums about, so
-            set_stack_references(self.components, model.components)  # mixed plans' payloads add
+        about_stack = model.units.stack is not None and (self.units.stack_update is not None
+                                                          or self._stack_fold is not None)
         resp, lse = model.band_posterior(enc, ops)
-        n, k_all = enc.n_rows, len(self.components)
-        mass = DD(np.zeros((n, k_all)), np.zeros((n, k_all)))
-        weighted = []
-        for k, r in enumerate(resp):
-            rw = DD(np.zeros(n), np.zeros(n)) if r is None else dd_mul(DD(*ops.pair(r)),
-                                                                      DD(w_hi, w_lo))
-            mass.hi[:, k], mass.lo[:, k] = rw.hi, rw.lo
-            weighted.append(rw)
-        add_into(self.counts, low_parts(self)[0], dd_sum_rows(mass))
-        for k, (acc, rw) in enumerate(zip(self.components, weighted)):
-            acc.seq_update_dd(child_encoding(enc, k, self.slots), rw.hi, rw.lo,
-                              model.components[k], ops)
+        mass = self.units.add_dd(enc, resp, DD(w_hi, w_lo), model.units, ops, about_stack)
+        add_into(self.counts, low_parts(self)[0], mass)
         return ops.to_float64(lse)
-
-    def _add_components(self, enc: Encoded, resp: np.ndarray, model: MixtureDistribution,
-                        precision: str) -> None:
-        self.add_component_range(enc, resp, model, precision, 0, len(self.components))
-
-    def add_component_range(self, enc: Encoded, resp: np.ndarray, model: MixtureDistribution,
-                            precision: str, start: int, stop: int) -> None:
-        """Add the rows to components ``[start, stop)`` with responsibilities ``resp`` (n_rows,
-        K); any range gets the bits the full set gets (stacked updates go column by column)."""
-        add_unit_range(self.components, self._stack_update if model._stack is not None else None,
-                       self.slots, enc, resp, model.components, precision, start, stop)
 
     def posteriors_from_columns(self, enc: Encoded, weights: np.ndarray,
                                 model: MixtureDistribution,
                                 scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`MixtureDistribution.weighted_posteriors` from gathered ``scores`` (the same
-        calls on the same blocks), the posterior masses added to ``counts``. The scores (rows,
-        K) in Fortran order become the posteriors in place: a block of their rows has the
-        serial block's layout but for its column stride, which leaves every reduction over
-        the components in the same order, so the same bits."""
-        lse = np.empty(scores.shape[0])
-
-        def normalise(lo: int, hi: int) -> None:
-            lse[lo:hi] = log_normalize_rows(scores[lo:hi], weights[lo:hi])[1]
-
-        model.each_block(scores.shape[0], normalise)
+        """:meth:`MixtureDistribution.weighted_posteriors` from gathered ``scores`` (turned
+        into the posteriors in place, with the serial blocks' bits), the posterior masses
+        added to ``counts``."""
+        lse = model.units.normalise(scores, weights)
         self.counts += scores.sum(axis=0)
         return scores, lse
 
     def add_columns(self, rows: Encoded, resp: np.ndarray, model: MixtureDistribution,
                     precision: str, start: int, stop: int,
                     fold: FoldChildren | None = None) -> None:
-        if fold is None:
-            self.add_component_range(rows, resp, model, precision, start, stop)
-            return
-        fold([ChildFold(k, self.components[k], child_encoding(rows, k, self.slots),
-                        np.ascontiguousarray(resp[:, k]), model.components[k])
-              for k in range(start, stop)], precision)
+        self.units.add(rows, resp, model.units, precision, start, stop, fold)
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
-        # Dirichlet(1) posteriors from per-row hashes: independent of chunking and sharding.
-        resp = -np.log1p(-rng.row_uniform(enc, len(self.components)))
-        resp /= resp.sum(axis=1, keepdims=True)
+        resp = seeded_posteriors(enc, len(self.components), rng)
         resp *= weights[:, None]
         self.counts += resp.sum(axis=0)
-        for k, acc in enumerate(self.components):
-            acc.seq_initialize(child_encoding(enc, k, self.slots), np.ascontiguousarray(resp[:, k]),
-                               rng.child(k))
-
-
-def set_stack_references(accs: Sequence[Accumulator], units: Sequence[Distribution],
-                         start: int = 0, stop: int | None = None) -> None:
-    """Give the centred statistics of accumulators ``[start, stop)`` -- and of their children,
-    down the tree (a record's fields) -- the points the whole stack of ``units`` gives them: a
-    function of the model alone, so every shard and every unit range sums about the same point
-    and their payloads add."""
-    stop = len(accs) if stop is None else stop
-    if isinstance(accs[0], CentredStatistics):
-        for acc, point in zip(accs[start:stop], accs[0].stack_reference(units)[start:stop]):
-            acc.set_reference(point)
-        return
-    width = len(accs[0].children())
-    below = [decomposition_for(u).units for u in units]
-    if width == 0 or any(len(b) != width for b in below):
-        return
-    for i in range(width):
-        set_stack_references([a.children()[i] for a in accs], [b[i] for b in below], start, stop)
-
-
-def add_unit_range(accs: Sequence[Accumulator], stack_update: Any, slots: tuple[int, ...] | None,
-                   enc: Encoded, resp: np.ndarray, units: Sequence[Distribution], precision: str,
-                   start: int, stop: int) -> None:
-    """Add rows weighted by ``resp[:, k]`` to the accumulators of units ``[start, stop)``
-    (a stacked update sums centred statistics about the points the units give them)."""
-    if stack_update is not None:
-        set_stack_references(accs, units, start, stop)
-        stack_update(accs[start:stop], enc, resp[:, start:stop])
-        return
-    for k in range(start, stop):
-        accs[k].seq_update(child_encoding(enc, k, slots), np.ascontiguousarray(resp[:, k]),
-                           units[k], precision)
+        self.units.initialize(enc, resp, rng)
 
 
 class MixtureEstimator(Estimator):
@@ -746,11 +388,8 @@ class MixtureEstimator(Estimator):
         return shared_encoder([c.encoder() for c in self.components])
 
     def bind(self, encoder: Encoder) -> MixtureEstimator:
-        slots = _slots(encoder)
-        comps = [c.bind(encoder if slots is None else encoder.child_encoder(k))
-                 for k, c in enumerate(self.components)]
-        return MixtureEstimator(comps, self.pseudo_count, self.keys,
-                                weights_prior=self.weights_prior)
+        return MixtureEstimator(bind_units(self.components, encoder), self.pseudo_count,
+                                self.keys, weights_prior=self.weights_prior)
 
     def _make(self) -> MixtureAccumulator:
         return MixtureAccumulator([c.accumulator_factory().make() for c in self.components],
@@ -760,7 +399,7 @@ class MixtureEstimator(Estimator):
         """Which shared encoding each component reads (``None``: one encoding for all): found
         once, as the component estimators (and so their encoders) do not change."""
         if "_slots_found" not in self.__dict__:
-            self._slots_found = _slots(self.encoder())
+            self._slots_found = encoding_slots(self.encoder())
         return self._slots_found
 
     def accumulator_factory(self) -> AccumulatorFactory:
@@ -799,11 +438,12 @@ class MixtureEstimator(Estimator):
 
         Components with points (Gaussian families, Gamma on log x): the best of
         ``kmeans_runs`` k-means runs (greedy k-means++ centres refined by Lloyd's iterations to
-        convergence), each component started from its cluster (scikit-learn's k-means
-        initialisation, which runs one). Other families: each component starts from a few seeded
-        random rows, then a few EM iterations on the sample separate them. Components are
-        finally guessed from their rows with every other sample row at a small weight, so that
-        no component starts blind to a value the sample contains.
+        convergence, :func:`~mixfold.compute.kmeans.kmeans_labels`), each component started
+        from its cluster (scikit-learn's k-means initialisation, which runs one). Other
+        families: each component starts from a few seeded random rows, then a few EM
+        iterations on the sample separate them. Components are finally guessed from their
+        rows with every other sample row at a small weight, so that no component starts blind
+        to a value the sample contains.
         """
         if isinstance(sample, Labelled):  # the unlabelled guess, its posteriors times the labels
             guess = self.initial_guess(sample.inner, weights, rng)
@@ -812,7 +452,7 @@ class MixtureEstimator(Estimator):
         gen = rng.generator()
         family = self._component_family()
         if isinstance(family, type) and issubclass(family, SeedsFromPoints) \
-                and _slots(self.encoder()) is None and n >= k:
+                and self._encoding_slots() is None and n >= k:
             labels = kmeans_labels(family.stack_points(sample), weights, k, gen,
                                    self.lloyd_iterations, self.kmeans_runs)
             return self._guess_from(sample, weights, np.eye(k)[labels], rng)
@@ -835,13 +475,13 @@ class MixtureEstimator(Estimator):
     def _guess_from(self, sample: Encoded, weights: np.ndarray, resp: np.ndarray,
                     rng: InitRandom) -> MixtureDistribution:
         """Components guessed from posterior-weighted sample rows, plus a 5% background."""
-        slots = _slots(self.encoder())
         mass = resp.T @ weights
         comps = []
         for j, est in enumerate(self.components):
             background = 0.05 * mass[j] / max(float(weights.sum()), 1e-300)
             w = weights * (resp[:, j] + background)
-            comps.append(est.initial_guess(child_encoding(sample, j, slots), w, rng.child(j)))
+            comps.append(est.initial_guess(child_rows(sample, j, self._encoding_slots()), w,
+                                           rng.child(j)))
         mass = mass + 0.01 * weights.sum() / len(mass) + 1e-12
         return MixtureDistribution(comps, mass / mass.sum())
 
@@ -851,66 +491,3 @@ class MixtureEstimator(Estimator):
 
     def __repr__(self) -> str:
         return f"MixtureEstimator({list(self.components)!r})"
-
-
-def kmeans_labels(points: np.ndarray, weights: np.ndarray, k: int, gen: np.random.Generator,
-                  iterations: int, runs: int = 1) -> np.ndarray:
-    """Cluster labels of ``points`` (n, D): the lowest-inertia of ``runs`` k-means runs, each
-    greedy k-means++ seeding then Lloyd's iterations, on the points centred first (the
-    expanded distances cancel nothing far from the origin)."""
-    points = points - weighted_centre(points, weights)
-    sq = np.einsum("ij,ij->i", points, points)
-    best, best_inertia = None, np.inf
-    for _ in range(runs):
-        labels, inertia = _lloyd(points, sq, weights, _greedy_seeds(points, sq, weights, k, gen),
-                                 iterations)
-        if best is None or inertia < best_inertia:
-            best, best_inertia = labels, inertia
-    return best
-
-
-def _greedy_seeds(points: np.ndarray, sq: np.ndarray, weights: np.ndarray, k: int,
-                  gen: np.random.Generator) -> np.ndarray:
-    """Greedy weighted k-means++: each new centre is the best (lowest potential) of
-    2 + log(k) candidates drawn in proportion to the squared distance (scikit-learn's)."""
-    n = points.shape[0]
-    trials = 2 + int(np.log(k))
-    p = weights / weights.sum()
-    first = points[gen.choice(n, p=p)]
-    centers = [first]
-    d2 = np.maximum(sq - 2 * points @ first + first @ first, 0.0)
-    for _ in range(1, k):
-        score = d2 * weights
-        if not 0 < score.sum() < np.inf:  # all points on the centres, or distances overflowed
-            candidates = gen.choice(n, size=trials, p=p)
-        else:
-            candidates = gen.choice(n, size=trials, p=score / score.sum())
-        c = points[candidates]
-        to_each = np.maximum(sq[:, None] - 2 * points @ c.T + np.einsum("ij,ij->i", c, c), 0.0)
-        closer = np.minimum(d2[:, None], to_each)
-        pick = int(np.argmin(weights @ closer))
-        centers.append(c[pick])
-        d2 = closer[:, pick]
-    return np.array(centers)
-
-
-def _lloyd(points: np.ndarray, sq: np.ndarray, weights: np.ndarray, c: np.ndarray,
-           iterations: int) -> tuple[np.ndarray, float]:
-    """Lloyd's iterations from the centres ``c`` until no label changes (or ``iterations``):
-    the labels and their weighted inertia."""
-    k = c.shape[0]
-    labels = np.full(points.shape[0], -1, dtype=np.int64)
-    dist = np.zeros((points.shape[0], k))
-    for _ in range(iterations):
-        dist = sq[:, None] - 2 * points @ c.T + np.einsum("ij,ij->i", c, c)[None, :]
-        new = dist.argmin(axis=1)
-        if np.array_equal(new, labels):
-            break
-        labels = new
-        mass = np.bincount(labels, weights=weights, minlength=k)
-        sums = np.zeros_like(c)
-        np.add.at(sums, labels, points * weights[:, None])
-        filled = mass > 0
-        c[filled] = sums[filled] / mass[filled, None]
-    inertia = float(weights @ np.maximum(dist[np.arange(len(labels)), labels], 0.0))
-    return labels, inertia

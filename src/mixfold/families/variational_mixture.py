@@ -39,7 +39,7 @@ from mixfold.families.composite import (CompositeDistribution, CompositeEstimato
                                         RecordDistribution, RecordEstimator)
 from mixfold.families.conjugate import (BetaPrior, conjugate_updates, kl_beta,
                                         kl_dirichlet, prior_key)
-from mixfold.families.mixture import MixtureDistribution, MixtureEstimator, child_encoding
+from mixfold.families.mixture import MixtureDistribution, MixtureEstimator
 from mixfold.families.optional import OptionalDistribution, OptionalEstimator
 from mixfold.options import none_or, number, one_of, rule
 
@@ -125,7 +125,7 @@ class VariationalMixtureDistribution(MixtureDistribution, VariationalBound):
 
     def band_scores(self, enc: Any, ops: Any) -> list[Any]:
         """``log_weights_k + log point_k(x)`` in the band of ``ops``, one array per component."""
-        return [ops.add(comp.band_log_density(child_encoding(enc, k, self._slots), ops),
+        return [ops.add(comp.band_log_density(self.units.rows(enc, k), ops),
                         ops.array(lw))
                 for k, (comp, lw) in enumerate(zip(self.components, self.log_weights))]
 
@@ -276,9 +276,7 @@ class VariationalMixtureEstimator(MixtureEstimator):
             raise ParameterError(f"responsibilities must have shape {expected}, got {resp.shape}")
         acc = bound.accumulator_factory().make()
         acc.counts += resp.sum(axis=0)
-        for k, comp in enumerate(acc.components):
-            comp.seq_initialize(child_encoding(enc, k, acc.slots), np.ascontiguousarray(resp[:, k]),
-                                InitRandom(0).child(k))
+        acc.units.initialize(enc, resp, InitRandom(0))
         return bound.estimate(float(resp.sum()), acc.value())
 
     def estimate(self, nobs: float, stats: Any) -> VariationalMixtureDistribution:

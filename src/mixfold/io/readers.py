@@ -31,7 +31,7 @@ import numpy as np
 
 from mixfold.families._protocol import Encoder
 from mixfold.families.composite import RecordEncoder
-from mixfold.families.mixture import SharedEncoder
+from mixfold.families.units import SharedEncoder
 
 __all__ = ["RowBlocks", "LAYOUTS", "DEFAULT_BLOCK_ROWS", "table_rows", "reads_named_fields",
            "read_npy"]

@@ -455,100 +455,146 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
                        precision=precision if plan is None else
                        "+".join(b for b in BANDS if b in bands), plan=plan, warnings=notes,
                        folds=int(initialised))
-    squarem = _accelerator(accelerate, model, notes)
-    noise = _decrease_noise(precision, handle)
-    start, previous = 0, None
-    before = None  # the model that entered the last accepted iteration: a promotion goes back
-    if resumed is not None:
-        result.init_seconds, result.iterations = resumed.init_seconds, resumed.iterations
-        result.log_likelihood, result.seconds = list(resumed.log_likelihood), list(resumed.seconds)
-        if resumed.finished:
-            result.stop_reason = resumed.stop_reason
-            result.converged = resumed.stop_reason == "converged"
-            return result
-        if resumed.iterations > max_iter:  # its later iterations cannot be undone: say so
-            msg = (f"the checkpoint {str(checkpoint)!r} holds {resumed.iterations} iterations, "
-                   f"more than max_iter={max_iter}; returning its state")
-            warnings.warn(msg, UserWarning, stacklevel=3)
-            result.warnings.append(msg)
-            result.stop_reason = "checkpoint_past_max_iter"
-            return result
-        start = resumed.iterations
-        previous = resumed.log_likelihood[-1] if resumed.log_likelihood else None
-        if isinstance(model, VariationalBound):  # its bound is not in the checkpoint
-            previous = None
+    climb = _Climb(model=model, precision=precision, noise=_decrease_noise(precision, handle),
+                   squarem=_accelerator(accelerate, model, notes))
+    start = 0 if resumed is None else _resume(result, resumed, climb, max_iter, checkpoint)
+    if start is None:  # the checkpoint's fit had ended
+        return result
     try:
         for it in range(start, max_iter):
-            t_it = time.perf_counter()
-            jump = squarem is not None and squarem.extrapolating
-            result.folds += 1
-            try:
-                new_model, fold = _checked_m_step(f"iteration {it}", notes, step, estimator,
-                                                  model, precision)
-            except NumericalError:
-                if not jump:
-                    raise
-                new_model, fold = model, None  # an extrapolated point no fold can score
-            ll = math.nan if fold is None else fold.mean_log_density
-            if jump and not ll >= previous:  # the safeguard: never keep a fall (or a NaN)
-                model = squarem.rejected()
-                continue
-            if not math.isfinite(ll):
-                raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
-            bound = _lower_bound(model, ll, handle.total_weight)
-            watched = ll if bound is None else bound  # a variational fit climbs its bound
-            delta = math.inf if previous is None else watched - previous
-            # a drop within the convergence tolerance is convergence: with pseudo-counts or
-            # variance floors EM climbs a regularised objective, whose steps may lower the plain
-            # log-likelihood by a hair near the optimum
-            if previous is not None and delta < -max(noise * max(abs(previous), 1.0),
-                                                     tol * abs(previous)):
-                up = None if before is None else _promote(handle, precision)
-                if up is not None:  # the band drifted: a more accurate one repeats the step
-                    precision, noise = up, _decrease_noise(up, handle)
-                    _record_promotion(result, it, previous, ll, up, handle)
-                    model, before, previous = before, None, None
-                    result.model = model
-                    if squarem is not None:
-                        squarem.restart()
-                    continue
-                what = "mean log-likelihood" if bound is None else "evidence lower bound"
-                msg = (f"iteration {it}: the {what} fell from {previous!r} to {watched!r}; "
-                       f"keeping the model from before that step")
-                _warn_caller(msg, EMDecreaseWarning)
-                result.warnings.append(msg)
-                result.stop_reason = "decrease"
-                result.log_likelihood.append(ll)
-                result.seconds.append(time.perf_counter() - t_it)
-                if saved is not None:
-                    saved.save(result)
+            stop = _iteration(it, handle, estimator, step, climb, result, notes, tol, saved,
+                              progress, callbacks)
+            if stop:
                 return result
-            result.model, result.iterations = new_model, it + 1
-            result.log_likelihood.append(ll)
-            if bound is not None:
-                result.lower_bound.append(bound)
-            result.seconds.append(time.perf_counter() - t_it)
-            # (an extrapolated point's change is no EM step's: it cannot tell convergence)
-            converged = not jump and previous is not None and \
-                abs(delta) <= tol * max(abs(previous), 1e-300) and \
-                (squarem is None or squarem.settled(tol))
-            if converged:
-                result.converged, result.stop_reason = True, "converged"
-            if saved is not None:  # before the callbacks: they may stop (or kill) the process
-                saved.save(result)
-            info = IterationInfo(it, ll, delta, result.seconds[-1], new_model, bound)
-            progress.update(info)
-            if converged:
-                return result
-            if any([bool(cb(info)) for cb in callbacks]):
-                result.stop_reason = "callback"
-                return result
-            following = new_model if squarem is None else \
-                squarem.after_fold(model, new_model, ll)
-            previous, model, before = watched, following, model
         return result
     finally:
         progress.close()
+
+
+@dataclass
+class _Climb:
+    """What one EM iteration hands the next: the model it folds, the one before it (a promotion
+    goes back to it), the last watched objective, the band and its round-off, SQUAREM's state."""
+
+    model: Distribution
+    precision: Precision
+    noise: float
+    squarem: Squarem | None
+    previous: float | None = None
+    before: Distribution | None = None
+
+
+def _resume(result: FitResult, resumed: Any, climb: _Climb, max_iter: int,
+            checkpoint: str | os.PathLike | None) -> int | None:
+    """Put a checkpoint's history into ``result`` and its last objective into ``climb``; the
+    iteration to go on from, or ``None`` when the checkpointed fit has nothing left to run."""
+    result.init_seconds, result.iterations = resumed.init_seconds, resumed.iterations
+    result.log_likelihood, result.seconds = list(resumed.log_likelihood), list(resumed.seconds)
+    if resumed.finished:
+        result.stop_reason = resumed.stop_reason
+        result.converged = resumed.stop_reason == "converged"
+        return None
+    if resumed.iterations > max_iter:  # its later iterations cannot be undone: say so
+        msg = (f"the checkpoint {str(checkpoint)!r} holds {resumed.iterations} iterations, "
+               f"more than max_iter={max_iter}; returning its state")
+        warnings.warn(msg, UserWarning, stacklevel=4)
+        result.warnings.append(msg)
+        result.stop_reason = "checkpoint_past_max_iter"
+        return None
+    climb.previous = resumed.log_likelihood[-1] if resumed.log_likelihood else None
+    if isinstance(climb.model, VariationalBound):  # its bound is not in the checkpoint
+        climb.previous = None
+    return resumed.iterations
+
+
+def _iteration(it: int, handle: EncodedDataHandle, estimator: Estimator,
+               step: Callable[..., Any], climb: _Climb, result: FitResult, notes: list[str],
+               tol: float, saved: CheckpointFile | None, progress: _Progress,
+               callbacks: list[Callable[[IterationInfo], Any]]) -> bool:
+    """One EM iteration from ``climb``'s model, recorded in ``result``; whether the fit stops."""
+    t_it = time.perf_counter()
+    squarem, model, previous = climb.squarem, climb.model, climb.previous
+    jump = squarem is not None and squarem.extrapolating
+    result.folds += 1
+    try:
+        new_model, fold = _checked_m_step(f"iteration {it}", notes, step, estimator, model,
+                                          climb.precision)
+    except NumericalError:
+        if not jump:
+            raise
+        new_model, fold = model, None  # an extrapolated point no fold can score
+    ll = math.nan if fold is None else fold.mean_log_density
+    if jump and not ll >= previous:  # the safeguard: never keep a fall (or a NaN)
+        climb.model = squarem.rejected()
+        return False
+    if not math.isfinite(ll):
+        raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
+    bound = _lower_bound(model, ll, handle.total_weight)
+    watched = ll if bound is None else bound  # a variational fit climbs its bound
+    delta = math.inf if previous is None else watched - previous
+    # a drop within the convergence tolerance is convergence: with pseudo-counts or variance
+    # floors EM climbs a regularised objective, whose steps may lower the plain log-likelihood
+    # by a hair near the optimum
+    if previous is not None and delta < -max(climb.noise * max(abs(previous), 1.0),
+                                             tol * abs(previous)):
+        if _promoted(it, handle, climb, result, ll):  # a more accurate band repeats the step
+            return False
+        _stop_on_decrease(it, result, previous, watched, ll, bound, t_it, saved)
+        return True
+    result.model, result.iterations = new_model, it + 1
+    result.log_likelihood.append(ll)
+    if bound is not None:
+        result.lower_bound.append(bound)
+    result.seconds.append(time.perf_counter() - t_it)
+    # (an extrapolated point's change is no EM step's: it cannot tell convergence)
+    converged = not jump and previous is not None and \
+        abs(delta) <= tol * max(abs(previous), 1e-300) and \
+        (squarem is None or squarem.settled(tol))
+    if converged:
+        result.converged, result.stop_reason = True, "converged"
+    if saved is not None:  # before the callbacks: they may stop (or kill) the process
+        saved.save(result)
+    info = IterationInfo(it, ll, delta, result.seconds[-1], new_model, bound)
+    progress.update(info)
+    if converged:
+        return True
+    if any([bool(cb(info)) for cb in callbacks]):
+        result.stop_reason = "callback"
+        return True
+    following = new_model if squarem is None else squarem.after_fold(model, new_model, ll)
+    climb.previous, climb.model, climb.before = watched, following, model
+    return False
+
+
+def _promoted(it: int, handle: EncodedDataHandle, climb: _Climb, result: FitResult,
+              ll: float) -> bool:
+    """After a fall beyond round-off: promote the drifting band and go back to the model before
+    the step (``climb`` updated, ``result`` told), if a step was taken and a band is above it."""
+    up = None if climb.before is None else _promote(handle, climb.precision)
+    if up is None:
+        return False
+    climb.precision, climb.noise = up, _decrease_noise(up, handle)
+    _record_promotion(result, it, climb.previous, ll, up, handle)
+    climb.model, climb.before, climb.previous = climb.before, None, None
+    result.model = climb.model
+    if climb.squarem is not None:
+        climb.squarem.restart()
+    return True
+
+
+def _stop_on_decrease(it: int, result: FitResult, previous: float, watched: float, ll: float,
+                      bound: float | None, t_it: float, saved: CheckpointFile | None) -> None:
+    """A fall EM cannot make: warn, keep the model from before the step, record the stop."""
+    what = "mean log-likelihood" if bound is None else "evidence lower bound"
+    msg = (f"iteration {it}: the {what} fell from {previous!r} to {watched!r}; "
+           f"keeping the model from before that step")
+    _warn_caller(msg, EMDecreaseWarning)
+    result.warnings.append(msg)
+    result.stop_reason = "decrease"
+    result.log_likelihood.append(ll)
+    result.seconds.append(time.perf_counter() - t_it)
+    if saved is not None:
+        saved.save(result)
 
 
 def _accelerator(accelerate: str | None, model: Distribution,

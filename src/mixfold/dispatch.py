@@ -32,8 +32,8 @@ from mixfold.families._labels import with_labels
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.io.readers import RowBlocks
 from mixfold.io.tables import collect_rows
-from mixfold.parallel.heterogeneous import (HeterogeneousPlan, PlannedLocalEncodedData,
-                                            PlanRequest)
+from mixfold.backends.planned import PlannedLocalEncodedData
+from mixfold.parallel.heterogeneous import HeterogeneousPlan, PlanRequest
 from mixfold.parallel.model_parallel import ModelParallelEncodedData
 
 __all__ = ["open_backend", "encode_data", "BACKENDS"]
@@ -75,8 +75,8 @@ def open_backend(backend: Any, data: Any, estimator: Estimator, *,
     DataFrame (encoded on the executors), a Dask DataFrame, Series or Array and a Ray dataset
     (encoded partition by partition on the workers; ``weights`` may name a column). With
     ``plan``, the rows are planned over its workers once their count is known, every worker gets
-    its planned rows, and the handle runs every worker's band when folded with
-    ``precision=PLANNED``. ``labels`` (the top latent node's, :mod:`mixfold.families._labels`)
+    its planned rows, and the handle runs every worker's band when folded with the plan in
+    place of one precision. ``labels`` (the top latent node's, :mod:`mixfold.families._labels`)
     ride with the rows encoded in the driver.
     """
     name = backend_name(backend)

@@ -32,9 +32,9 @@ from mixfold.io.tables import as_fit_input
 from mixfold.options import (Rule, check_options, flag, integer, none_or, number, one_of,
                              path_like, rule)
 from mixfold.parallel.executor import fit_pools
-from mixfold.parallel.heterogeneous import PlanRequest
+from mixfold.parallel.heterogeneous import HeterogeneousPlan, PlanRequest
 from mixfold.parallel.model_parallel import placed_estimator
-from mixfold.precision import (BANDS, PLANNED, Precision, check_precision,
+from mixfold.precision import (BANDS, Precision, check_precision,
                                log_likelihood_resolution, promoted, resolve_precision)
 
 __all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
@@ -356,11 +356,13 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
         owned = True
     _check_starts(starts, estimator)
     _check_frozen_starts(starts, estimator)
-    resolved = resolve_precision(PLANNED if planned else precision)  # once, for every layer below
+    # what the rows run in, resolved once for every layer below: the plan's band per worker, or
+    # one precision
+    runs = plan if plan is not None else resolve_precision(precision)
     try:
         with fit_pools():  # the model-parallel threads of this fit stop with it
             return _best_start(handle, estimator, starts, seed, progress, dict(
-                max_iter=max_iter, tol=tol, precision=resolved, plan=plan, callbacks=callbacks,
+                max_iter=max_iter, tol=tol, runs=runs, callbacks=callbacks,
                 checkpoint=checkpoint, accelerate=accelerate))
     finally:
         if owned:
@@ -429,15 +431,16 @@ def _estimate_holding(handle: EncodedDataHandle, estimator: Estimator,
 
 
 def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distribution | None, *,
-             max_iter: int, tol: float, seed: int, precision: Precision, progress: _Progress,
-             callbacks: list[Callable[[IterationInfo], Any]], plan: Any = None,
+             max_iter: int, tol: float, seed: int, runs: Precision | HeterogeneousPlan,
+             progress: _Progress, callbacks: list[Callable[[IterationInfo], Any]],
              checkpoint: str | os.PathLike | None = None,
              accelerate: str | None = None) -> FitResult:
     if handle.total_weight <= 0:
         raise DataError("the row weights sum to zero: nothing to fit")
     t0 = time.perf_counter()
+    plan = runs if isinstance(runs, HeterogeneousPlan) else None
     bands = {a.precision for a in plan.assignments if a.rows > 0} if plan is not None \
-        else {precision.band}
+        else {runs.band}
     saved = None if checkpoint is None else CheckpointFile(checkpoint, handle, estimator, seed)
     resumed = None if saved is None else saved.resumed
     notes: list[str] = [] if resumed is None else list(resumed.warnings)
@@ -452,10 +455,10 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     estimator = placed_estimator(estimator, model)  # a model-parallel cut, planned once
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
                        backend=handle.name, seed=seed, total_weight=handle.total_weight,
-                       precision=precision if plan is None else
+                       precision=runs if plan is None else
                        "+".join(b for b in BANDS if b in bands), plan=plan, warnings=notes,
                        folds=int(initialised))
-    climb = _Climb(model=model, precision=precision, noise=_decrease_noise(precision, handle),
+    climb = _Climb(model=model, runs=runs, noise=_decrease_noise(runs),
                    squarem=_accelerator(accelerate, model, notes))
     start = 0 if resumed is None else _resume(result, resumed, climb, max_iter, checkpoint)
     if start is None:  # the checkpoint's fit had ended
@@ -474,10 +477,11 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
 @dataclass
 class _Climb:
     """What one EM iteration hands the next: the model it folds, the one before it (a promotion
-    goes back to it), the last watched objective, the band and its round-off, SQUAREM's state."""
+    goes back to it), the last watched objective, what the rows run in (one precision or a
+    plan's bands) and its round-off, SQUAREM's state."""
 
     model: Distribution
-    precision: Precision
+    runs: Precision | HeterogeneousPlan
     noise: float
     squarem: Squarem | None
     previous: float | None = None
@@ -518,7 +522,7 @@ def _iteration(it: int, handle: EncodedDataHandle, estimator: Estimator,
     result.folds += 1
     try:
         new_model, fold = _checked_m_step(f"iteration {it}", notes, step, estimator, model,
-                                          climb.precision)
+                                          climb.runs)
     except NumericalError:
         if not jump:
             raise
@@ -537,7 +541,7 @@ def _iteration(it: int, handle: EncodedDataHandle, estimator: Estimator,
     # by a hair near the optimum
     if previous is not None and delta < -max(climb.noise * max(abs(previous), 1.0),
                                              tol * abs(previous)):
-        if _promoted(it, handle, climb, result, ll):  # a more accurate band repeats the step
+        if _promoted(it, climb, result, ll):  # a more accurate band repeats the step
             return False
         _stop_on_decrease(it, result, previous, watched, ll, bound, t_it, saved)
         return True
@@ -566,15 +570,14 @@ def _iteration(it: int, handle: EncodedDataHandle, estimator: Estimator,
     return False
 
 
-def _promoted(it: int, handle: EncodedDataHandle, climb: _Climb, result: FitResult,
-              ll: float) -> bool:
+def _promoted(it: int, climb: _Climb, result: FitResult, ll: float) -> bool:
     """After a fall beyond round-off: promote the drifting band and go back to the model before
     the step (``climb`` updated, ``result`` told), if a step was taken and a band is above it."""
-    up = None if climb.before is None else _promote(handle, climb.precision)
+    up = None if climb.before is None else _promote(climb.runs)
     if up is None:
         return False
-    climb.precision, climb.noise = up, _decrease_noise(up, handle)
-    _record_promotion(result, it, climb.previous, ll, up, handle)
+    climb.runs, climb.noise = up, _decrease_noise(up)
+    _record_promotion(result, it, climb.previous, ll, up)
     climb.model, climb.before, climb.previous = climb.before, None, None
     result.model = climb.model
     if climb.squarem is not None:
@@ -629,42 +632,37 @@ def _final_objective(result: FitResult) -> float:
     return result.lower_bound[-1] if result.lower_bound else result.final_log_likelihood
 
 
-def _decrease_noise(precision: Precision, handle: EncodedDataHandle) -> float:
+def _decrease_noise(runs: Precision | HeterogeneousPlan) -> float:
     """The relative fall of the log-likelihood that is round-off: what the least accurate band
     that runs rows reports it to (:func:`~mixfold.precision.log_likelihood_resolution`)."""
-    plan = getattr(handle, "plan", None) if precision.planned else None
-    names = plan.execution_precisions() if plan is not None else [precision]
+    names = runs.execution_precisions() if isinstance(runs, HeterogeneousPlan) else [runs]
     return max([DECREASE_TOLERANCE] + [16 * log_likelihood_resolution(p) for p in names])
 
 
-def _promote(handle: EncodedDataHandle, precision: Precision) -> Precision | None:
-    """The precision after promoting the least accurate band that runs rows (in a plan: on the
-    handle's plan, which every later fold reads), or ``None`` when nothing is more accurate."""
-    if not precision.planned:
-        up = promoted(str(precision))
-        return None if up is None else resolve_precision(up)
-    plan = getattr(handle, "plan", None)
-    up_plan = None if plan is None else plan.promoted()
-    if up_plan is None:
-        return None
-    handle.plan = up_plan
-    return precision
+def _promote(runs: Precision | HeterogeneousPlan) -> Precision | HeterogeneousPlan | None:
+    """What the rows run in after promoting the least accurate band that runs rows (in a plan:
+    the plan with that band promoted, the same rows), or ``None`` when nothing is more
+    accurate."""
+    if isinstance(runs, HeterogeneousPlan):
+        return runs.promoted()
+    up = promoted(str(runs))
+    return None if up is None else resolve_precision(up)
 
 
 def _record_promotion(result: FitResult, it: int, previous: float, ll: float,
-                      precision: Precision, handle: EncodedDataHandle) -> None:
+                      runs: Precision | HeterogeneousPlan) -> None:
     """Say once that a band drifted and what runs now; roll the history back to the model the
     step is repeated from."""
-    plan = getattr(handle, "plan", None) if precision.planned else None
+    plan = runs if isinstance(runs, HeterogeneousPlan) else None
     now = "+".join(dict.fromkeys(a.precision for a in plan.assignments if a.rows > 0)) \
-        if plan is not None else str(precision)
+        if plan is not None else str(runs)
     was = result.precision if isinstance(result.precision, str) else str(result.precision)
     result.promotions.append(f"iteration {it}: {was} -> {now}")
     msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}, beyond "
            f"the resolution of {was}; promoted to {now} and repeated the step")
     _warn_caller(msg, BandPromotionWarning)
     result.warnings.append(msg)
-    result.precision = now if plan is not None else precision
+    result.precision = now if plan is not None else runs
     result.plan = plan if plan is not None else result.plan
     if result.log_likelihood:  # the repeated step records its model's log-likelihood anew
         result.log_likelihood.pop()

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "Precision",
+__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "Precision",
            "resolve_precision", "check_precision",
            "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate",
            "check_bands", "ENGINES", "EMULATED", "FIT_DISTANCE", "PARAMETER_DISTANCE",
@@ -53,9 +53,6 @@ FIT_DISTANCE: dict[str, float] = {"fp8": 1e-5, "bfloat16": 1e-5, "float16": 1e-5
 #: log-likelihood.
 PARAMETER_DISTANCE: dict[str, float] = {"fp8": 1e-2, "bfloat16": 1e-2, "float16": 1e-2,
                                         "float32": 1e-2, "float64": 1e-6, "dd": 1e-6}
-
-#: What a fit passes to a planned backend: "each shard runs the band its plan assigned".
-PLANNED = "planned"
 
 #: How a float32 fold accumulates statistics: partial sums of this many rows in float32 (one GEMM
 #: each, a size OpenBLAS's small-matrix kernels run fastest), then added in float64. Their rounding
@@ -161,8 +158,7 @@ class Precision(str):
     - ``native``: the families' own NumPy paths run it (float32/float64 on the CPU);
     - ``dtype``: their NumPy dtype (``None`` when not native);
     - ``compensated``: statistics and the log-likelihood accumulate in double-double (``dd``),
-      so shard payloads carry their low parts and reduce by exact two-sum;
-    - ``planned``: each shard runs the band its heterogeneous plan assigned (:data:`PLANNED`).
+      so shard payloads carry their low parts and reduce by exact two-sum.
 
     >>> p = resolve_precision("float32")
     >>> p == "float32", p.band, p.native, p.dtype, p.compensated
@@ -173,8 +169,8 @@ class Precision(str):
     >>> e = resolve_precision("bfloat16@emulated")
     >>> e.band, e.device, e.engine
     ('bfloat16', None, 'emulated')
-    >>> resolve_precision("dd").compensated, resolve_precision(PLANNED).planned
-    (True, True)
+    >>> resolve_precision("dd").compensated
+    True
     """
 
     band: str
@@ -183,7 +179,6 @@ class Precision(str):
     native: bool
     dtype: np.dtype | None
     compensated: bool
-    planned: bool
     unit_roundoff: float
 
     def __reduce__(self) -> tuple:  # re-resolved where it is unpickled (a remote worker)
@@ -205,23 +200,18 @@ def resolve_precision(precision: str | None) -> Precision:
     found = _RESOLVED.get(name) if isinstance(name, str) else None
     if found is not None:
         return found
+    band, device = parse_precision(name)
     value = Precision(name)
-    if name == PLANNED:
-        value.band, value.device, value.planned, value.engine = PLANNED, None, True, "numpy"
-        value.native, value.dtype, value.compensated, value.unit_roundoff = \
-            False, None, False, float("nan")
-    else:
-        band, device = parse_precision(name)
-        engine = _engine_for(band, device)
-        if device == EMULATED:
-            device = None
-        elif device is None and engine == "torch":
-            device = "cpu"
-        value.band, value.device, value.planned, value.engine = band, device, False, engine
-        value.native = engine == "numpy" and band in _NATIVE
-        value.dtype = _NATIVE[band] if value.native else None
-        value.compensated = band == "dd"
-        value.unit_roundoff = UNIT_ROUNDOFF[band]
+    engine = _engine_for(band, device)
+    if device == EMULATED:
+        device = None
+    elif device is None and engine == "torch":
+        device = "cpu"
+    value.band, value.device, value.engine = band, device, engine
+    value.native = engine == "numpy" and band in _NATIVE
+    value.dtype = _NATIVE[band] if value.native else None
+    value.compensated = band == "dd"
+    value.unit_roundoff = UNIT_ROUNDOFF[band]
     _RESOLVED[name] = value
     return value
 

@@ -35,7 +35,7 @@ from mixfold.parallel.executor import fit_pools
 from mixfold.parallel.heterogeneous import HeterogeneousPlan, PlanRequest
 from mixfold.parallel.model_parallel import placed_estimator
 from mixfold.precision import (BANDS, Precision, check_precision,
-                               log_likelihood_resolution, promoted, resolve_precision)
+                               log_likelihood_resolution, resolve_precision)
 
 __all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
 
@@ -573,7 +573,8 @@ def _iteration(it: int, handle: EncodedDataHandle, estimator: Estimator,
 def _promoted(it: int, climb: _Climb, result: FitResult, ll: float) -> bool:
     """After a fall beyond round-off: promote the drifting band and go back to the model before
     the step (``climb`` updated, ``result`` told), if a step was taken and a band is above it."""
-    up = None if climb.before is None else _promote(climb.runs)
+    # the least accurate band that runs rows promoted (in a plan: the same rows), or None
+    up = None if climb.before is None else climb.runs.promoted()
     if up is None:
         return False
     climb.runs, climb.noise = up, _decrease_noise(up)
@@ -637,16 +638,6 @@ def _decrease_noise(runs: Precision | HeterogeneousPlan) -> float:
     that runs rows reports it to (:func:`~mixfold.precision.log_likelihood_resolution`)."""
     names = runs.execution_precisions() if isinstance(runs, HeterogeneousPlan) else [runs]
     return max([DECREASE_TOLERANCE] + [16 * log_likelihood_resolution(p) for p in names])
-
-
-def _promote(runs: Precision | HeterogeneousPlan) -> Precision | HeterogeneousPlan | None:
-    """What the rows run in after promoting the least accurate band that runs rows (in a plan:
-    the plan with that band promoted, the same rows), or ``None`` when nothing is more
-    accurate."""
-    if isinstance(runs, HeterogeneousPlan):
-        return runs.promoted()
-    up = promoted(str(runs))
-    return None if up is None else resolve_precision(up)
 
 
 def _record_promotion(result: FitResult, it: int, previous: float, ll: float,

@@ -24,7 +24,7 @@ from mixfold.compute.payload import payload_combiner, shard_task_args, unpack_fo
 from mixfold.compute.tree import fanout_for_depth, shard_bounds, tree_levels, tree_reduce
 from mixfold.errors import NumericalError
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.precision import resolve_precision
+from mixfold.precision import Precision, resolve_precision
 
 __all__ = ["ShardedEncodedData", "RowPlan", "MissingEngineError", "require",
            "checked_num_workers", "capped_at_cores"]
@@ -39,7 +39,7 @@ class RowPlan(Protocol):
 
     def row_bounds(self, n_rows: int | None = None) -> list[tuple[int, int]]: ...
 
-    def execution_precisions(self) -> list[str]: ...
+    def execution_precisions(self) -> list[Precision]: ...
 
 
 def checked_num_workers(num_workers: Any, n_rows: int | None = None) -> int | None:
@@ -139,11 +139,11 @@ class ShardedEncodedData(EncodedDataHandle):
         a, b = self.bounds[i]
         return self.enc.rows(a, b), self.weights[a:b]
 
-    def shard_precisions(self, precision: str | RowPlan) -> list[str]:
-        """The precision every shard runs: the one given, or -- given a plan of this handle's
-        rows -- each shard its worker's."""
+    def shard_precisions(self, precision: str | RowPlan) -> list[Precision]:
+        """The precision every shard runs, resolved: the one given, or -- given a plan of this
+        handle's rows -- each shard its worker's."""
         if isinstance(precision, str):
-            return [precision] * len(self.bounds)
+            return [resolve_precision(precision)] * len(self.bounds)
         if self.plan is None or precision.row_bounds(self.n_rows) != self.bounds:
             raise ValueError("a plan runs on the handle built from it: its rows are placed as "
                              "planned when the handle opens")
@@ -162,9 +162,9 @@ class ShardedEncodedData(EncodedDataHandle):
         return tree_reduce(payloads, combine, self.fanout)
 
     def _run(self, task: str, common: tuple,
-             precision: str | RowPlan) -> tuple[np.ndarray, list[str], bool]:
+             precision: str | RowPlan) -> tuple[np.ndarray, list[Precision], bool]:
         precisions = self.shard_precisions(precision)
-        compensated = any(resolve_precision(p).compensated for p in precisions)
+        compensated = any(p.compensated for p in precisions)
         args = shard_task_args(task, precisions, common, compensated)
         return self._reduce(task, args, payload_combiner(compensated)), precisions, compensated
 

@@ -40,8 +40,9 @@ from mixfold.compute.accuracy import statistics_relative_error
 from mixfold.compute.tree import fanout_for_depth
 from mixfold.families._protocol import Encoded
 from mixfold.parallel.resources import Resources
-from mixfold.precision import (BANDS, UNIT_ROUNDOFF, band_of, check_bands, most_accurate, promoted,
-                               predicted_relative_error)
+from mixfold.precision import (BANDS, UNIT_ROUNDOFF, Precision, band_of, check_bands,
+                               most_accurate, predicted_relative_error, promoted,
+                               resolve_precision)
 
 __all__ = ["Worker", "WorkerAssignment", "HeterogeneousPlan", "plan_heterogeneous",
            "reduce_depth_for", "split_rows", "NOMINAL_SPEEDUP", "workers_from",
@@ -194,9 +195,9 @@ class HeterogeneousPlan:
         edges = np.concatenate([[0], np.cumsum([a.rows for a in self.assignments])])
         return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
-    def execution_precisions(self) -> list[str]:
-        """The precision each worker runs (``"<band>@cuda"`` on GPU workers)."""
-        return [a.execution_precision for a in self.assignments]
+    def execution_precisions(self) -> list[Precision]:
+        """The precision each worker runs (``"<band>@cuda"`` on GPU workers), resolved."""
+        return [resolve_precision(a.execution_precision) for a in self.assignments]
 
     def promoted(self) -> HeterogeneousPlan | None:
         """This plan with the least accurate band that holds rows promoted (every worker in it:

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
+from enum import Enum
 
 import numpy as np
 
 __all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "Precision",
            "resolve_precision", "check_precision",
            "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate",
-           "check_bands", "ENGINES", "EMULATED", "FIT_DISTANCE", "PARAMETER_DISTANCE",
-           "promoted", "log_likelihood_resolution"]
+           "check_bands", "Engine", "ENGINES", "EMULATED", "FLOAT64", "FIT_DISTANCE",
+           "PARAMETER_DISTANCE", "promoted", "log_likelihood_resolution"]
 
 #: Bands from least to most accurate.
 BANDS: tuple[str, ...] = ("fp8", "bfloat16", "float16", "float32", "float64", "dd")
@@ -61,10 +62,26 @@ FLOAT32_PARTIAL_ROWS = 2048
 
 _NATIVE = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 
-#: The engines that run a band: NumPy (float32/float64 and double-double on this CPU), torch
-#: (``"<band>@<device>"``, and bare bfloat16/float16: on a CPU the screened engine), the
-#: element-by-element emulator.
-ENGINES = ("numpy", "torch", "emulated")
+class Engine(str, Enum):
+    """What runs a band: NumPy (float32/float64 and double-double on this CPU), torch
+    (``"<band>@<device>"``, and bare bfloat16/float16: on a CPU the screened engine), the
+    element-by-element emulator. Compared as values (``p.engine is Engine.TORCH``); each is
+    also equal to its name.
+
+    >>> Engine.TORCH == "torch", Engine("emulated") is Engine.EMULATED
+    (True, True)
+    """
+
+    NUMPY = "numpy"
+    TORCH = "torch"
+    EMULATED = "emulated"
+
+    def __str__(self) -> str:  # its name in messages, as a plain string would print
+        return self.value
+
+
+#: The engines, in the order above.
+ENGINES = tuple(Engine)
 
 #: The device name of the emulator (``"bfloat16@emulated"``): every operation rounded to the
 #: band through ``ml_dtypes``; the accuracy reference, never a fast path.
@@ -154,7 +171,7 @@ class Precision(str):
 
     - ``band``: one of :data:`BANDS`; ``device``: a torch device or ``None`` (this CPU in NumPy,
       or the emulator);
-    - ``engine``: what runs it, one of :data:`ENGINES`;
+    - ``engine``: what runs it, an :class:`Engine`;
     - ``native``: the families' own NumPy paths run it (float32/float64 on the CPU);
     - ``dtype``: their NumPy dtype (``None`` when not native);
     - ``compensated``: statistics and the log-likelihood accumulate in double-double (``dd``),
@@ -165,17 +182,17 @@ class Precision(str):
     (True, 'float32', True, dtype('float32'), False)
     >>> q = resolve_precision("bfloat16@cuda")
     >>> q.band, q.device, q.engine, q.native, q.dtype
-    ('bfloat16', 'cuda', 'torch', False, None)
+    ('bfloat16', 'cuda', <Engine.TORCH: 'torch'>, False, None)
     >>> e = resolve_precision("bfloat16@emulated")
-    >>> e.band, e.device, e.engine
-    ('bfloat16', None, 'emulated')
+    >>> e.band, e.device, e.engine is Engine.EMULATED
+    ('bfloat16', None, True)
     >>> resolve_precision("dd").compensated
     True
     """
 
     band: str
     device: str | None
-    engine: str
+    engine: Engine
     native: bool
     dtype: np.dtype | None
     compensated: bool
@@ -183,6 +200,16 @@ class Precision(str):
 
     def __reduce__(self) -> tuple:  # re-resolved where it is unpickled (a remote worker)
         return resolve_precision, (str(self),)
+
+    def promoted(self) -> Precision | None:
+        """The precision this band is promoted to when it drifts (:func:`promoted`), resolved;
+        ``None`` when nothing is more accurate.
+
+        >>> resolve_precision("bfloat16@cuda").promoted(), resolve_precision("dd").promoted()
+        ('float32@cuda', None)
+        """
+        up = promoted(self)
+        return None if up is None else resolve_precision(up)
 
 
 _RESOLVED: dict[str, Precision] = {}
@@ -205,10 +232,10 @@ def resolve_precision(precision: str | None) -> Precision:
     engine = _engine_for(band, device)
     if device == EMULATED:
         device = None
-    elif device is None and engine == "torch":
+    elif device is None and engine is Engine.TORCH:
         device = "cpu"
     value.band, value.device, value.engine = band, device, engine
-    value.native = engine == "numpy" and band in _NATIVE
+    value.native = engine is Engine.NUMPY and band in _NATIVE
     value.dtype = _NATIVE[band] if value.native else None
     value.compensated = band == "dd"
     value.unit_roundoff = UNIT_ROUNDOFF[band]
@@ -216,17 +243,21 @@ def resolve_precision(precision: str | None) -> Precision:
     return value
 
 
-def _engine_for(band: str, device: str | None) -> str:
-    """The engine of ``band`` named with ``device`` (see :data:`ENGINES`)."""
+def _engine_for(band: str, device: str | None) -> Engine:
+    """The engine of ``band`` named with ``device``."""
     if device == EMULATED:
-        return "emulated"
+        return Engine.EMULATED
     if device is not None:
-        return "torch"
+        return Engine.TORCH
     if band in ("float32", "float64", "dd"):
-        return "numpy"
+        return Engine.NUMPY
     if band == "fp8" or importlib.util.find_spec("torch") is None:
-        return "emulated"
-    return "torch"
+        return Engine.EMULATED
+    return Engine.TORCH
+
+
+#: The default precision, resolved.
+FLOAT64 = resolve_precision(DEFAULT_PRECISION)
 
 
 def promoted(precision: str) -> str | None:
@@ -254,6 +285,6 @@ def log_likelihood_resolution(precision: str) -> float:
     True
     """
     p = resolve_precision(precision)
-    if p.engine == "emulated":
+    if p.engine is Engine.EMULATED:
         return p.unit_roundoff
     return min(p.unit_roundoff, UNIT_ROUNDOFF["float32"])

@@ -28,7 +28,8 @@ from mixfold.errors import (
 )
 from mixfold.families._frozen import check_frozen, frozen_anywhere, hold_frozen
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.io.tables import as_fit_input
+from mixfold.io.kinds import kind_of
+from mixfold.io.tables import prepared_input
 from mixfold.options import (Rule, check_options, flag, integer, none_or, number, one_of,
                              path_like, rule)
 from mixfold.parallel.executor import fit_pools
@@ -347,12 +348,13 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
                              "rows, not an opened backend handle")
         handle, owned = data, False
     else:
-        data = as_fit_input(data, estimator, backend=backend)  # a file path, an Arrow table
+        # the one look at the input's type; a file path or a table is read into rows
+        data, kind = prepared_input(data, kind_of(data), estimator, backend)
         request = PlanRequest(resources, precision, target_rel_error) if planned else None
         handle, estimator, plan = open_backend(backend, data, estimator, init=start_model,
                                                weights=weights, chunk_rows=chunk_rows,
                                                num_workers=num_workers, plan=request,
-                                               labels=labels)
+                                               labels=labels, kind=kind)
         owned = True
     _check_starts(starts, estimator)
     _check_frozen_starts(starts, estimator)

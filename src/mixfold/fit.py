@@ -315,26 +315,7 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
                          f"planner: pass precision='auto' and/or resources=")
     if not isinstance(estimator, Estimator):
         raise TypeError(f"estimator must be a mixfold Estimator, got {type(estimator).__name__}")
-    if isinstance(init, str) and init != "auto":
-        raise ValueError(f"init must be None, 'auto' or a Distribution, got {init!r}")
-    if isinstance(init, (list, tuple)):  # given starts, one per start
-        if not init or not all(isinstance(d, Distribution) for d in init):
-            raise TypeError("init as a list must hold one or more Distributions")
-        if n_init not in (1, len(init)):
-            raise ValueError(f"n_init={n_init} does not match the {len(init)} starts in init")
-        starts: list[Distribution | None] = list(init)
-    elif init is not None and not isinstance(init, (str, Distribution)):
-        raise TypeError(f"init must be None, 'auto' or a Distribution, got {type(init).__name__}")
-    elif isinstance(init, Distribution):
-        if n_init > 1:
-            raise ValueError(f"n_init={n_init} runs several seeded starts: give one "
-                             f"starting distribution per start (init=[...]) or none")
-        starts = [init]
-    else:
-        starts = [None] * n_init
-    if len(starts) > 1 and checkpoint is not None:
-        raise ValueError(f"a checkpoint records one fit: it cannot be combined with "
-                         f"{len(starts)} starts")
+    starts = _starts(init, n_init, checkpoint)
     start_model = starts[0]  # its encoder fixes the vocabularies
     callbacks = list(callbacks)
 
@@ -369,6 +350,32 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     finally:
         if owned:
             handle.close()
+
+
+def _starts(init: Distribution | Sequence[Distribution] | str | None, n_init: int,
+            checkpoint: str | os.PathLike | None) -> list[Distribution | None]:
+    """The fit's starts: each given distribution, or ``n_init`` seeded ones (``None``)."""
+    if isinstance(init, str) and init != "auto":
+        raise ValueError(f"init must be None, 'auto' or a Distribution, got {init!r}")
+    if isinstance(init, (list, tuple)):  # given starts, one per start
+        if not init or not all(isinstance(d, Distribution) for d in init):
+            raise TypeError("init as a list must hold one or more Distributions")
+        if n_init not in (1, len(init)):
+            raise ValueError(f"n_init={n_init} does not match the {len(init)} starts in init")
+        starts: list[Distribution | None] = list(init)
+    elif init is not None and not isinstance(init, (str, Distribution)):
+        raise TypeError(f"init must be None, 'auto' or a Distribution, got {type(init).__name__}")
+    elif isinstance(init, Distribution):
+        if n_init > 1:
+            raise ValueError(f"n_init={n_init} runs several seeded starts: give one "
+                             f"starting distribution per start (init=[...]) or none")
+        starts = [init]
+    else:
+        starts = [None] * n_init
+    if len(starts) > 1 and checkpoint is not None:
+        raise ValueError(f"a checkpoint records one fit: it cannot be combined with "
+                         f"{len(starts)} starts")
+    return starts
 
 
 def _best_start(handle: EncodedDataHandle, estimator: Estimator,

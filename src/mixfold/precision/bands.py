@@ -26,7 +26,7 @@ import numpy as np
 __all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "Precision",
            "resolve_precision", "check_precision",
            "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate",
-           "check_bands", "Engine", "ENGINES", "EMULATED", "FLOAT64", "FIT_DISTANCE",
+           "check_bands", "Engine", "ENGINES", "EMULATED", "FIT_DISTANCE",
            "PARAMETER_DISTANCE", "promoted", "log_likelihood_resolution"]
 
 #: Bands from least to most accurate.
@@ -254,10 +254,6 @@ def _engine_for(band: str, device: str | None) -> Engine:
     if band == "fp8" or importlib.util.find_spec("torch") is None:
         return Engine.EMULATED
     return Engine.TORCH
-
-
-#: The default precision, resolved.
-FLOAT64 = resolve_precision(DEFAULT_PRECISION)
 
 
 def promoted(precision: str) -> str | None:

@@ -70,7 +70,7 @@ nitpick_ignore_regex = [
      r"|init_sample_mask|gamma_shape_mle|dirichlet_mle|von_mises_kappa_mle|MAX_SHAPE_STEP"
      r"|empty_mass|CentredStatistics|from_dict"
      r"|from_json|default_spec|TEXT_SAMPLE|LONG_TEXT_WORDS|FAR_OVERDISPERSION|PlanRequest"
-     r"|PlannedLocalEncodedData|PLANNED|ENGINES|measure_rows_per_second|Encoded"
+     r"|PlannedLocalEncodedData|ENGINES|Engine|RowPlan|measure_rows_per_second|Encoded"
      r"|Accumulator\.(combine|to_array)"
      r"|mixfold\.parallel\.model_decomposition\.subtree_work)"),
 ]

@@ -59,7 +59,7 @@ from mixfold.parallel.model_decomposition import decompose_model
 from mixfold.parallel.resources import Resources
 from mixfold.plots import plot_plan_timeline
 from mixfold.plots import plot_model_selection
-from mixfold.precision import BANDS, resolve_precision
+from mixfold.precision import BANDS, Engine, Precision, resolve_precision
 from mixfold.precision.gpu import torch_device_available
 from mixfold.spec import LeftOut, estimator_from_spec, load_spec
 
@@ -97,20 +97,20 @@ def _one_line(err: BaseException) -> str:
     return " ".join(text.split())
 
 
-def _checked_precision(value: str) -> str:
-    """``--precision`` as a precision name, or a usage error saying what is accepted."""
+def _checked_precision(value: str) -> Precision:
+    """``--precision`` resolved (still the name it was given), or a usage error saying what is
+    accepted."""
     try:
-        return str(resolve_precision(value))
+        return resolve_precision(value)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
 
 
-def _check_device(precision: str) -> None:
+def _check_device(p: Precision) -> None:
     """Refuse, before reading anything, a torch device this machine does not have (the API
     finds out in the first E-step)."""
-    p = resolve_precision(precision)
-    if p.engine == "torch" and p.device is not None and not torch_device_available(p.device):
-        raise CLIError(f"--precision {precision!r} runs through torch on {p.device!r}, which "
+    if p.engine is Engine.TORCH and p.device is not None and not torch_device_available(p.device):
+        raise CLIError(f"--precision {str(p)!r} runs through torch on {p.device!r}, which "
                        f"this machine does not have: run the band on the CPU ('{p.band}@cpu') "
                        f"or on a machine with that device")
 
@@ -252,9 +252,9 @@ def _save_figure(figure: Any, path: str) -> None:
               help="Show a progress bar on stderr (default: when stderr is a terminal).")
 @_max_model_bytes
 @_reports_bad_input
-def fit(data: str, spec: str, backend: str, workers: int | None, precision: str, max_iter: int,
-        tol: float, seed: int, init_path: str | None, out: str, progress: bool | None,
-        max_model_bytes: int) -> None:
+def fit(data: str, spec: str, backend: str, workers: int | None, precision: Precision,
+        max_iter: int, tol: float, seed: int, init_path: str | None, out: str,
+        progress: bool | None, max_model_bytes: int) -> None:
     """Fit the model SPEC to DATA by EM and write the fitted model as JSON."""
     _check_output(out, "--out", data, init_path, _inline_or_file(spec))  # before the fit
     _check_device(precision)

@@ -28,14 +28,15 @@ from mixfold.errors import (
 )
 from mixfold.families._frozen import check_frozen, frozen_anywhere, hold_frozen
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.io.tables import as_fit_input
+from mixfold.io.kinds import kind_of
+from mixfold.io.tables import prepared_input
 from mixfold.options import (Rule, check_options, flag, integer, none_or, number, one_of,
                              path_like, rule)
 from mixfold.parallel.executor import fit_pools
-from mixfold.parallel.heterogeneous import PlanRequest
+from mixfold.parallel.heterogeneous import HeterogeneousPlan, PlanRequest
 from mixfold.parallel.model_parallel import placed_estimator
-from mixfold.precision import (BANDS, PLANNED, Precision, check_precision,
-                               log_likelihood_resolution, promoted, resolve_precision)
+from mixfold.precision import (BANDS, Precision, check_precision,
+                               log_likelihood_resolution, resolve_precision)
 
 __all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
 
@@ -314,6 +315,46 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
                          f"planner: pass precision='auto' and/or resources=")
     if not isinstance(estimator, Estimator):
         raise TypeError(f"estimator must be a mixfold Estimator, got {type(estimator).__name__}")
+    starts = _starts(init, n_init, checkpoint)
+    start_model = starts[0]  # its encoder fixes the vocabularies
+    callbacks = list(callbacks)
+
+    plan = None
+    if labels is not None and (isinstance(data, EncodedDataHandle) or precision != "float64"):
+        raise ValueError("labels= ride with the rows as they are encoded, and fold in float64: "
+                         "pass the rows (not an opened handle) and precision='float64'")
+    if isinstance(data, EncodedDataHandle):
+        if planned:
+            raise ValueError("resources= and precision='auto' plan where the data goes: pass the "
+                             "rows, not an opened backend handle")
+        handle, owned = data, False
+    else:
+        # the one look at the input's type; a file path or a table is read into rows
+        data, kind = prepared_input(data, kind_of(data), estimator, backend)
+        request = PlanRequest(resources, precision, target_rel_error) if planned else None
+        handle, estimator, plan = open_backend(backend, data, estimator, init=start_model,
+                                               weights=weights, chunk_rows=chunk_rows,
+                                               num_workers=num_workers, plan=request,
+                                               labels=labels, kind=kind)
+        owned = True
+    _check_starts(starts, estimator)
+    _check_frozen_starts(starts, estimator)
+    # what the rows run in, resolved once for every layer below: the plan's band per worker, or
+    # one precision
+    runs = plan if plan is not None else resolve_precision(precision)
+    try:
+        with fit_pools():  # the model-parallel threads of this fit stop with it
+            return _best_start(handle, estimator, starts, seed, progress, dict(
+                max_iter=max_iter, tol=tol, runs=runs, callbacks=callbacks,
+                checkpoint=checkpoint, accelerate=accelerate))
+    finally:
+        if owned:
+            handle.close()
+
+
+def _starts(init: Distribution | Sequence[Distribution] | str | None, n_init: int,
+            checkpoint: str | os.PathLike | None) -> list[Distribution | None]:
+    """The fit's starts: each given distribution, or ``n_init`` seeded ones (``None``)."""
     if isinstance(init, str) and init != "auto":
         raise ValueError(f"init must be None, 'auto' or a Distribution, got {init!r}")
     if isinstance(init, (list, tuple)):  # given starts, one per start
@@ -334,37 +375,7 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     if len(starts) > 1 and checkpoint is not None:
         raise ValueError(f"a checkpoint records one fit: it cannot be combined with "
                          f"{len(starts)} starts")
-    start_model = starts[0]  # its encoder fixes the vocabularies
-    callbacks = list(callbacks)
-
-    plan = None
-    if labels is not None and (isinstance(data, EncodedDataHandle) or precision != "float64"):
-        raise ValueError("labels= ride with the rows as they are encoded, and fold in float64: "
-                         "pass the rows (not an opened handle) and precision='float64'")
-    if isinstance(data, EncodedDataHandle):
-        if planned:
-            raise ValueError("resources= and precision='auto' plan where the data goes: pass the "
-                             "rows, not an opened backend handle")
-        handle, owned = data, False
-    else:
-        data = as_fit_input(data, estimator, backend=backend)  # a file path, an Arrow table
-        request = PlanRequest(resources, precision, target_rel_error) if planned else None
-        handle, estimator, plan = open_backend(backend, data, estimator, init=start_model,
-                                               weights=weights, chunk_rows=chunk_rows,
-                                               num_workers=num_workers, plan=request,
-                                               labels=labels)
-        owned = True
-    _check_starts(starts, estimator)
-    _check_frozen_starts(starts, estimator)
-    resolved = resolve_precision(PLANNED if planned else precision)  # once, for every layer below
-    try:
-        with fit_pools():  # the model-parallel threads of this fit stop with it
-            return _best_start(handle, estimator, starts, seed, progress, dict(
-                max_iter=max_iter, tol=tol, precision=resolved, plan=plan, callbacks=callbacks,
-                checkpoint=checkpoint, accelerate=accelerate))
-    finally:
-        if owned:
-            handle.close()
+    return starts
 
 
 def _best_start(handle: EncodedDataHandle, estimator: Estimator,
@@ -429,15 +440,16 @@ def _estimate_holding(handle: EncodedDataHandle, estimator: Estimator,
 
 
 def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distribution | None, *,
-             max_iter: int, tol: float, seed: int, precision: Precision, progress: _Progress,
-             callbacks: list[Callable[[IterationInfo], Any]], plan: Any = None,
+             max_iter: int, tol: float, seed: int, runs: Precision | HeterogeneousPlan,
+             progress: _Progress, callbacks: list[Callable[[IterationInfo], Any]],
              checkpoint: str | os.PathLike | None = None,
              accelerate: str | None = None) -> FitResult:
     if handle.total_weight <= 0:
         raise DataError("the row weights sum to zero: nothing to fit")
     t0 = time.perf_counter()
+    plan = runs if isinstance(runs, HeterogeneousPlan) else None
     bands = {a.precision for a in plan.assignments if a.rows > 0} if plan is not None \
-        else {precision.band}
+        else {runs.band}
     saved = None if checkpoint is None else CheckpointFile(checkpoint, handle, estimator, seed)
     resumed = None if saved is None else saved.resumed
     notes: list[str] = [] if resumed is None else list(resumed.warnings)
@@ -452,103 +464,150 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     estimator = placed_estimator(estimator, model)  # a model-parallel cut, planned once
     result = FitResult(model=model, n_rows=handle.n_rows, init_seconds=time.perf_counter() - t0,
                        backend=handle.name, seed=seed, total_weight=handle.total_weight,
-                       precision=precision if plan is None else
+                       precision=runs if plan is None else
                        "+".join(b for b in BANDS if b in bands), plan=plan, warnings=notes,
                        folds=int(initialised))
-    squarem = _accelerator(accelerate, model, notes)
-    noise = _decrease_noise(precision, handle)
-    start, previous = 0, None
-    before = None  # the model that entered the last accepted iteration: a promotion goes back
-    if resumed is not None:
-        result.init_seconds, result.iterations = resumed.init_seconds, resumed.iterations
-        result.log_likelihood, result.seconds = list(resumed.log_likelihood), list(resumed.seconds)
-        if resumed.finished:
-            result.stop_reason = resumed.stop_reason
-            result.converged = resumed.stop_reason == "converged"
-            return result
-        if resumed.iterations > max_iter:  # its later iterations cannot be undone: say so
-            msg = (f"the checkpoint {str(checkpoint)!r} holds {resumed.iterations} iterations, "
-                   f"more than max_iter={max_iter}; returning its state")
-            warnings.warn(msg, UserWarning, stacklevel=3)
-            result.warnings.append(msg)
-            result.stop_reason = "checkpoint_past_max_iter"
-            return result
-        start = resumed.iterations
-        previous = resumed.log_likelihood[-1] if resumed.log_likelihood else None
-        if isinstance(model, VariationalBound):  # its bound is not in the checkpoint
-            previous = None
+    climb = _Climb(model=model, runs=runs, noise=_decrease_noise(runs),
+                   squarem=_accelerator(accelerate, model, notes))
+    start = 0 if resumed is None else _resume(result, resumed, climb, max_iter, checkpoint)
+    if start is None:  # the checkpoint's fit had ended
+        return result
     try:
         for it in range(start, max_iter):
-            t_it = time.perf_counter()
-            jump = squarem is not None and squarem.extrapolating
-            result.folds += 1
-            try:
-                new_model, fold = _checked_m_step(f"iteration {it}", notes, step, estimator,
-                                                  model, precision)
-            except NumericalError:
-                if not jump:
-                    raise
-                new_model, fold = model, None  # an extrapolated point no fold can score
-            ll = math.nan if fold is None else fold.mean_log_density
-            if jump and not ll >= previous:  # the safeguard: never keep a fall (or a NaN)
-                model = squarem.rejected()
-                continue
-            if not math.isfinite(ll):
-                raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
-            bound = _lower_bound(model, ll, handle.total_weight)
-            watched = ll if bound is None else bound  # a variational fit climbs its bound
-            delta = math.inf if previous is None else watched - previous
-            # a drop within the convergence tolerance is convergence: with pseudo-counts or
-            # variance floors EM climbs a regularised objective, whose steps may lower the plain
-            # log-likelihood by a hair near the optimum
-            if previous is not None and delta < -max(noise * max(abs(previous), 1.0),
-                                                     tol * abs(previous)):
-                up = None if before is None else _promote(handle, precision)
-                if up is not None:  # the band drifted: a more accurate one repeats the step
-                    precision, noise = up, _decrease_noise(up, handle)
-                    _record_promotion(result, it, previous, ll, up, handle)
-                    model, before, previous = before, None, None
-                    result.model = model
-                    if squarem is not None:
-                        squarem.restart()
-                    continue
-                what = "mean log-likelihood" if bound is None else "evidence lower bound"
-                msg = (f"iteration {it}: the {what} fell from {previous!r} to {watched!r}; "
-                       f"keeping the model from before that step")
-                _warn_caller(msg, EMDecreaseWarning)
-                result.warnings.append(msg)
-                result.stop_reason = "decrease"
-                result.log_likelihood.append(ll)
-                result.seconds.append(time.perf_counter() - t_it)
-                if saved is not None:
-                    saved.save(result)
+            stop = _iteration(it, handle, estimator, step, climb, result, notes, tol, saved,
+                              progress, callbacks)
+            if stop:
                 return result
-            result.model, result.iterations = new_model, it + 1
-            result.log_likelihood.append(ll)
-            if bound is not None:
-                result.lower_bound.append(bound)
-            result.seconds.append(time.perf_counter() - t_it)
-            # (an extrapolated point's change is no EM step's: it cannot tell convergence)
-            converged = not jump and previous is not None and \
-                abs(delta) <= tol * max(abs(previous), 1e-300) and \
-                (squarem is None or squarem.settled(tol))
-            if converged:
-                result.converged, result.stop_reason = True, "converged"
-            if saved is not None:  # before the callbacks: they may stop (or kill) the process
-                saved.save(result)
-            info = IterationInfo(it, ll, delta, result.seconds[-1], new_model, bound)
-            progress.update(info)
-            if converged:
-                return result
-            if any([bool(cb(info)) for cb in callbacks]):
-                result.stop_reason = "callback"
-                return result
-            following = new_model if squarem is None else \
-                squarem.after_fold(model, new_model, ll)
-            previous, model, before = watched, following, model
         return result
     finally:
         progress.close()
+
+
+@dataclass
+class _Climb:
+    """What one EM iteration hands the next: the model it folds, the one before it (a promotion
+    goes back to it), the last watched objective, what the rows run in (one precision or a
+    plan's bands) and its round-off, SQUAREM's state."""
+
+    model: Distribution
+    runs: Precision | HeterogeneousPlan
+    noise: float
+    squarem: Squarem | None
+    previous: float | None = None
+    before: Distribution | None = None
+
+
+def _resume(result: FitResult, resumed: Any, climb: _Climb, max_iter: int,
+            checkpoint: str | os.PathLike | None) -> int | None:
+    """Put a checkpoint's history into ``result`` and its last objective into ``climb``; the
+    iteration to go on from, or ``None`` when the checkpointed fit has nothing left to run."""
+    result.init_seconds, result.iterations = resumed.init_seconds, resumed.iterations
+    result.log_likelihood, result.seconds = list(resumed.log_likelihood), list(resumed.seconds)
+    if resumed.finished:
+        result.stop_reason = resumed.stop_reason
+        result.converged = resumed.stop_reason == "converged"
+        return None
+    if resumed.iterations > max_iter:  # its later iterations cannot be undone: say so
+        msg = (f"the checkpoint {str(checkpoint)!r} holds {resumed.iterations} iterations, "
+               f"more than max_iter={max_iter}; returning its state")
+        warnings.warn(msg, UserWarning, stacklevel=4)
+        result.warnings.append(msg)
+        result.stop_reason = "checkpoint_past_max_iter"
+        return None
+    climb.previous = resumed.log_likelihood[-1] if resumed.log_likelihood else None
+    if isinstance(climb.model, VariationalBound):  # its bound is not in the checkpoint
+        climb.previous = None
+    return resumed.iterations
+
+
+def _iteration(it: int, handle: EncodedDataHandle, estimator: Estimator,
+               step: Callable[..., Any], climb: _Climb, result: FitResult, notes: list[str],
+               tol: float, saved: CheckpointFile | None, progress: _Progress,
+               callbacks: list[Callable[[IterationInfo], Any]]) -> bool:
+    """One EM iteration from ``climb``'s model, recorded in ``result``; whether the fit stops."""
+    t_it = time.perf_counter()
+    squarem, model, previous = climb.squarem, climb.model, climb.previous
+    jump = squarem is not None and squarem.extrapolating
+    result.folds += 1
+    try:
+        new_model, fold = _checked_m_step(f"iteration {it}", notes, step, estimator, model,
+                                          climb.runs)
+    except NumericalError:
+        if not jump:
+            raise
+        new_model, fold = model, None  # an extrapolated point no fold can score
+    ll = math.nan if fold is None else fold.mean_log_density
+    if jump and not ll >= previous:  # the safeguard: never keep a fall (or a NaN)
+        climb.model = squarem.rejected()
+        return False
+    if not math.isfinite(ll):
+        raise NumericalError(f"iteration {it}: mean log-likelihood is {ll}")
+    bound = _lower_bound(model, ll, handle.total_weight)
+    watched = ll if bound is None else bound  # a variational fit climbs its bound
+    delta = math.inf if previous is None else watched - previous
+    # a drop within the convergence tolerance is convergence: with pseudo-counts or variance
+    # floors EM climbs a regularised objective, whose steps may lower the plain log-likelihood
+    # by a hair near the optimum
+    if previous is not None and delta < -max(climb.noise * max(abs(previous), 1.0),
+                                             tol * abs(previous)):
+        if _promoted(it, climb, result, ll):  # a more accurate band repeats the step
+            return False
+        _stop_on_decrease(it, result, previous, watched, ll, bound, t_it, saved)
+        return True
+    result.model, result.iterations = new_model, it + 1
+    result.log_likelihood.append(ll)
+    if bound is not None:
+        result.lower_bound.append(bound)
+    result.seconds.append(time.perf_counter() - t_it)
+    # (an extrapolated point's change is no EM step's: it cannot tell convergence)
+    converged = not jump and previous is not None and \
+        abs(delta) <= tol * max(abs(previous), 1e-300) and \
+        (squarem is None or squarem.settled(tol))
+    if converged:
+        result.converged, result.stop_reason = True, "converged"
+    if saved is not None:  # before the callbacks: they may stop (or kill) the process
+        saved.save(result)
+    info = IterationInfo(it, ll, delta, result.seconds[-1], new_model, bound)
+    progress.update(info)
+    if converged:
+        return True
+    if any([bool(cb(info)) for cb in callbacks]):
+        result.stop_reason = "callback"
+        return True
+    following = new_model if squarem is None else squarem.after_fold(model, new_model, ll)
+    climb.previous, climb.model, climb.before = watched, following, model
+    return False
+
+
+def _promoted(it: int, climb: _Climb, result: FitResult, ll: float) -> bool:
+    """After a fall beyond round-off: promote the drifting band and go back to the model before
+    the step (``climb`` updated, ``result`` told), if a step was taken and a band is above it."""
+    # the least accurate band that runs rows promoted (in a plan: the same rows), or None
+    up = None if climb.before is None else climb.runs.promoted()
+    if up is None:
+        return False
+    climb.runs, climb.noise = up, _decrease_noise(up)
+    _record_promotion(result, it, climb.previous, ll, up)
+    climb.model, climb.before, climb.previous = climb.before, None, None
+    result.model = climb.model
+    if climb.squarem is not None:
+        climb.squarem.restart()
+    return True
+
+
+def _stop_on_decrease(it: int, result: FitResult, previous: float, watched: float, ll: float,
+                      bound: float | None, t_it: float, saved: CheckpointFile | None) -> None:
+    """A fall EM cannot make: warn, keep the model from before the step, record the stop."""
+    what = "mean log-likelihood" if bound is None else "evidence lower bound"
+    msg = (f"iteration {it}: the {what} fell from {previous!r} to {watched!r}; "
+           f"keeping the model from before that step")
+    _warn_caller(msg, EMDecreaseWarning)
+    result.warnings.append(msg)
+    result.stop_reason = "decrease"
+    result.log_likelihood.append(ll)
+    result.seconds.append(time.perf_counter() - t_it)
+    if saved is not None:
+        saved.save(result)
 
 
 def _accelerator(accelerate: str | None, model: Distribution,
@@ -583,42 +642,27 @@ def _final_objective(result: FitResult) -> float:
     return result.lower_bound[-1] if result.lower_bound else result.final_log_likelihood
 
 
-def _decrease_noise(precision: Precision, handle: EncodedDataHandle) -> float:
+def _decrease_noise(runs: Precision | HeterogeneousPlan) -> float:
     """The relative fall of the log-likelihood that is round-off: what the least accurate band
     that runs rows reports it to (:func:`~mixfold.precision.log_likelihood_resolution`)."""
-    plan = getattr(handle, "plan", None) if precision.planned else None
-    names = plan.execution_precisions() if plan is not None else [precision]
+    names = runs.execution_precisions() if isinstance(runs, HeterogeneousPlan) else [runs]
     return max([DECREASE_TOLERANCE] + [16 * log_likelihood_resolution(p) for p in names])
 
 
-def _promote(handle: EncodedDataHandle, precision: Precision) -> Precision | None:
-    """The precision after promoting the least accurate band that runs rows (in a plan: on the
-    handle's plan, which every later fold reads), or ``None`` when nothing is more accurate."""
-    if not precision.planned:
-        up = promoted(str(precision))
-        return None if up is None else resolve_precision(up)
-    plan = getattr(handle, "plan", None)
-    up_plan = None if plan is None else plan.promoted()
-    if up_plan is None:
-        return None
-    handle.plan = up_plan
-    return precision
-
-
 def _record_promotion(result: FitResult, it: int, previous: float, ll: float,
-                      precision: Precision, handle: EncodedDataHandle) -> None:
+                      runs: Precision | HeterogeneousPlan) -> None:
     """Say once that a band drifted and what runs now; roll the history back to the model the
     step is repeated from."""
-    plan = getattr(handle, "plan", None) if precision.planned else None
+    plan = runs if isinstance(runs, HeterogeneousPlan) else None
     now = "+".join(dict.fromkeys(a.precision for a in plan.assignments if a.rows > 0)) \
-        if plan is not None else str(precision)
+        if plan is not None else str(runs)
     was = result.precision if isinstance(result.precision, str) else str(result.precision)
     result.promotions.append(f"iteration {it}: {was} -> {now}")
     msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}, beyond "
            f"the resolution of {was}; promoted to {now} and repeated the step")
     _warn_caller(msg, BandPromotionWarning)
     result.warnings.append(msg)
-    result.precision = now if plan is not None else precision
+    result.precision = now if plan is not None else runs
     result.plan = plan if plan is not None else result.plan
     if result.log_likelihood:  # the repeated step records its model's log-likelihood anew
         result.log_likelihood.pop()

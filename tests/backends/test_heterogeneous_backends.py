@@ -61,7 +61,6 @@ def test_the_planned_tree_depth_is_used_on_every_engine(spark_session, dask_clie
     from mixfold.compute.tree import tree_levels
     from mixfold.dispatch import open_backend
     from mixfold.parallel.heterogeneous import PlanRequest
-    from mixfold.precision import PLANNED
 
     rows, est, options = CASES["gmm"]()
     pool = [Worker(f"w{i}", precisions=("float64",)) for i in range(8)]
@@ -70,7 +69,7 @@ def test_the_planned_tree_depth_is_used_on_every_engine(spark_session, dask_clie
         handle, bound, plan = open_backend(engine, rows, est,
                                              plan=PlanRequest(pool, "auto"))
         try:
-            handle.fold(bound, model, PLANNED)
+            handle.fold(bound, model, plan)
             assert handle.last_reduce_levels == plan.reduce_depth == 2
             assert tree_levels(8, handle.fanout) == 2
         finally:

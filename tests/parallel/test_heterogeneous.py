@@ -15,7 +15,7 @@ from mixfold.parallel.heterogeneous import (NOMINAL_SPEEDUP, HeterogeneousPlan,
                                             reduce_depth_for, split_rows, workers_from)
 from mixfold.parallel.simulation import plot_finish_times, simulate_plan
 from mixfold.parallel.resources import DeviceSpec, Resources, measure_rows_per_second
-from mixfold.precision import BANDS, PLANNED, UNIT_ROUNDOFF
+from mixfold.precision import BANDS, UNIT_ROUNDOFF
 from tests.backends.cases import CASES
 
 # -- planning -------------------------------------------------------------------------------
@@ -167,7 +167,7 @@ def test_each_worker_runs_exactly_its_rows_in_exactly_its_band():
     plan = plan_heterogeneous(workers, enc.n_rows)
     with PlannedLocalEncodedData(enc, None, 1000, plan) as handle:
         assert [b - a for a, b in handle.bounds] == [a.rows for a in plan.assignments]
-        planned = handle.fold(est, model, PLANNED)
+        planned = handle.fold(est, model, plan)
         payload = planned.stats.to_array()
     # the same payload, built by hand: each block of rows folded alone in its own band
     parts = [fold_shard(enc.rows(lo, hi), np.ones(hi - lo), est, model, band, 1000)
@@ -184,7 +184,7 @@ def test_a_mixed_plan_really_runs_float32_on_one_worker():
     stats = []
     for plan in (mixed, double):
         with PlannedLocalEncodedData(enc, None, 1000, plan) as handle:
-            stats.append(handle.fold(est, model, PLANNED).stats.to_array())
+            stats.append(handle.fold(est, model, plan).stats.to_array())
     # normwise: a sum that cancels (the weighted x of a component centred near 0) has a large
     # error relative to itself, float32 rounds relative to the sums of absolute terms
     diff = np.abs(stats[0] - stats[1]).max() / np.abs(stats[1]).max()
@@ -201,11 +201,33 @@ def test_payloads_fold_through_a_tree_of_the_planned_depth():
                               enc.n_rows)
     assert (plan.reduce_depth, plan.fanout) == (2, 3)
     with PlannedLocalEncodedData(enc, None, 1000, plan) as handle:
-        got = handle.fold(est, model, PLANNED)
+        got = handle.fold(est, model, plan)
         assert handle.last_reduce_levels == plan.reduce_depth
     with mixfold.backends.LocalEncodedData(enc) as local:
         want = local.fold(est, model)
     np.testing.assert_allclose(got.stats.to_array(), want.stats.to_array(), rtol=1e-12)
+
+
+def test_a_plan_is_a_value_the_handle_built_from_it_runs():
+    enc, est, model = _encoded()
+    plan = plan_heterogeneous([Worker("a", precisions=("float32",)),
+                               Worker("b", precisions=("float64",))], enc.n_rows)
+    other = plan_heterogeneous([Worker(f"w{i}", precisions=("float64",)) for i in range(3)],
+                               enc.n_rows)
+    up = plan.promoted()  # the same rows, float32 promoted to float64
+    assert [a.precision for a in up.assignments] == ["float64", "float64"]
+    with PlannedLocalEncodedData(enc, None, 1000, plan) as handle:
+        with pytest.raises(ValueError, match="a plan runs on the handle built from it"):
+            handle.fold(est, model, other)
+        # one precision runs on every shard; the promoted plan is that too, here
+        uniform = handle.fold(est, model, "float64").stats.to_array()
+        np.testing.assert_array_equal(handle.fold(est, model, up).stats.to_array(), uniform)
+        assert not np.array_equal(handle.fold(est, model, plan).stats.to_array(), uniform)
+
+
+def test_the_planned_handle_lives_with_the_backends_and_keeps_its_old_name():
+    from mixfold.backends.planned import PlannedLocalEncodedData as moved
+    assert moved is PlannedLocalEncodedData and moved.__module__ == "mixfold.backends.planned"
 
 
 def test_optimize_plans_and_executes_and_records_the_plan():

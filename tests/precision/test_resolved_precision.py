@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from mixfold.precision import BANDS, PLANNED, UNIT_ROUNDOFF, Precision, resolve_precision
+from mixfold.precision import BANDS, UNIT_ROUNDOFF, Precision, resolve_precision
 
 
 @pytest.mark.parametrize("band", BANDS)
@@ -17,7 +17,7 @@ def test_every_band_resolves_to_its_attributes(band):
     assert p.device == ("cpu" if p.engine == "torch" else None)
     assert p.native == (band in ("float32", "float64"))
     assert p.dtype == (np.dtype(band) if p.native else None)
-    assert p.compensated == (band == "dd") and not p.planned
+    assert p.compensated == (band == "dd")
     assert p.unit_roundoff == UNIT_ROUNDOFF[band]
 
 
@@ -47,7 +47,6 @@ def test_resolving_is_done_once_and_survives_pickling():
     assert resolve_precision(p) is p and resolve_precision("dd") is p
     assert pickle.loads(pickle.dumps(p)) is p  # re-resolved where it is unpickled
     assert resolve_precision(None) == "float64"
-    assert resolve_precision(PLANNED).planned
 
 
 @pytest.mark.parametrize("bad", ["float128", "float16@", 16, "auto"])

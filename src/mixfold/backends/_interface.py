@@ -34,7 +34,10 @@ class EncodedDataHandle(ABC):
              precision: str = "float64") -> FoldResult:
         """E-step of ``model`` over all resident rows into ``estimator``'s accumulators, reduced.
 
-        The estimator (not a factory) is what travels to remote workers: it pickles.
+        ``precision``: what every row runs in (a name or a resolved
+        :class:`~mixfold.precision.Precision`); a handle built from a heterogeneous plan also
+        takes the plan itself, each shard then running its worker's band. The estimator (not a
+        factory) is what travels to remote workers: it pickles.
         """
 
     @abstractmethod

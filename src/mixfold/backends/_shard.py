@@ -2,8 +2,9 @@
 contiguous shards held by workers; each engine only places the shards and runs a task over them
 (:func:`~mixfold.compute.payload.run_task`), and the payloads fold through one tree reduce
 (:func:`~mixfold.compute.tree.tree_reduce`). A handle built from a
-:class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan` gives each shard its planned rows and
-band and reduces through a tree of the planned depth.
+:class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan` gives each shard its planned rows,
+reduces through a tree of the planned depth, and -- folded with the plan in place of one
+precision -- runs each shard in its planned band.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import importlib
 import os
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -23,10 +24,22 @@ from mixfold.compute.payload import payload_combiner, shard_task_args, unpack_fo
 from mixfold.compute.tree import fanout_for_depth, shard_bounds, tree_levels, tree_reduce
 from mixfold.errors import NumericalError
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.precision import PLANNED, resolve_precision
+from mixfold.precision import Precision, resolve_precision
 
-__all__ = ["ShardedEncodedData", "MissingEngineError", "require", "checked_num_workers",
-           "capped_at_cores"]
+__all__ = ["ShardedEncodedData", "RowPlan", "MissingEngineError", "require",
+           "checked_num_workers", "capped_at_cores"]
+
+
+class RowPlan(Protocol):
+    """What a handle reads of a heterogeneous plan
+    (:class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan`): each worker's rows, the
+    precision each worker runs, the depth of the reduce tree."""
+
+    reduce_depth: int
+
+    def row_bounds(self, n_rows: int | None = None) -> list[tuple[int, int]]: ...
+
+    def execution_precisions(self) -> list[Precision]: ...
 
 
 def checked_num_workers(num_workers: Any, n_rows: int | None = None) -> int | None:
@@ -91,13 +104,14 @@ class ShardedEncodedData(EncodedDataHandle):
     partitions, MPI ranks) lay out with :meth:`_lay_out` and override ``shard``,
     ``init_sample`` and ``_name_bad_row``.
 
-    With a ``plan`` (:class:`~mixfold.parallel.heterogeneous.HeterogeneousPlan`), shard ``i``
-    holds exactly the rows of the plan's worker ``i``, runs its band whenever the fit asks for
-    ``precision=PLANNED``, and payloads fold through a tree of the planned depth.
+    With a ``plan`` (:class:`RowPlan`), shard ``i`` holds exactly the rows of the plan's worker
+    ``i`` and payloads fold through a tree of the planned depth; folded with the plan (or its
+    promotion, :meth:`~mixfold.parallel.heterogeneous.HeterogeneousPlan.promoted`) as its
+    precision, shard ``i`` runs worker ``i``'s band.
     """
 
     def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
-                 num_shards: int, plan: Any = None):
+                 num_shards: int, plan: RowPlan | None = None):
         self.enc = enc
         self.weights = as_weights(weights, enc.n_rows)
         bounds = (shard_bounds(enc.n_rows, num_shards) if plan is None
@@ -105,7 +119,7 @@ class ShardedEncodedData(EncodedDataHandle):
         self._lay_out(enc.n_rows, float(self.weights.sum()), chunk_rows, bounds, plan)
 
     def _lay_out(self, n_rows: int, total_weight: float, chunk_rows: int,
-                 bounds: list[tuple[int, int]], plan: Any) -> None:
+                 bounds: list[tuple[int, int]], plan: RowPlan | None) -> None:
         """The shard layout every engine shares, also one whose shards were encoded where they
         live (a Spark DataFrame's partitions, MPI ranks): shard ``i`` holds rows
         ``bounds[i]``; a plan sets the tree's fanout from its depth."""
@@ -125,13 +139,15 @@ class ShardedEncodedData(EncodedDataHandle):
         a, b = self.bounds[i]
         return self.enc.rows(a, b), self.weights[a:b]
 
-    def shard_precisions(self, precision: str) -> list[str]:
-        """The precision every shard runs: the planned bands for ``PLANNED``, else the one given."""
-        if resolve_precision(precision).planned:
-            if self.plan is None:
-                raise ValueError(f"precision {PLANNED!r} needs a handle built from a plan")
-            return self.plan.execution_precisions()
-        return [precision] * len(self.bounds)
+    def shard_precisions(self, precision: str | RowPlan) -> list[Precision]:
+        """The precision every shard runs, resolved: the one given, or -- given a plan of this
+        handle's rows -- each shard its worker's."""
+        if isinstance(precision, str):
+            return [resolve_precision(precision)] * len(self.bounds)
+        if self.plan is None or precision.row_bounds(self.n_rows) != self.bounds:
+            raise ValueError("a plan runs on the handle built from it: its rows are placed as "
+                             "planned when the handle opens")
+        return precision.execution_precisions()
 
     def _reduce(self, task: str, shard_args: list[tuple],
                 combine: Callable[..., np.ndarray]) -> np.ndarray:
@@ -145,14 +161,15 @@ class ShardedEncodedData(EncodedDataHandle):
         self.last_reduce_levels = tree_levels(len(payloads), self.fanout)
         return tree_reduce(payloads, combine, self.fanout)
 
-    def _run(self, task: str, common: tuple, precision: str) -> tuple[np.ndarray, list[str], bool]:
+    def _run(self, task: str, common: tuple,
+             precision: str | RowPlan) -> tuple[np.ndarray, list[Precision], bool]:
         precisions = self.shard_precisions(precision)
-        compensated = any(resolve_precision(p).compensated for p in precisions)
+        compensated = any(p.compensated for p in precisions)
         args = shard_task_args(task, precisions, common, compensated)
         return self._reduce(task, args, payload_combiner(compensated)), precisions, compensated
 
     def fold(self, estimator: Estimator, model: Distribution,
-             precision: str = "float64") -> FoldResult:
+             precision: str | RowPlan = "float64") -> FoldResult:
         flat, precisions, compensated = self._run("fold", (estimator, model, self.chunk_rows),
                                                   precision)
         self.last_payload_size = flat.size
@@ -160,7 +177,8 @@ class ShardedEncodedData(EncodedDataHandle):
             self._name_bad_row(model, precisions)
         return unpack_fold(flat, estimator, compensated)
 
-    def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
+    def log_density_sum(self, model: Distribution,
+                        precision: str | RowPlan = "float64") -> tuple[int, float]:
         flat, precisions, _ = self._run("score", (model, self.chunk_rows), precision)
         if not np.isfinite(flat[2]):
             self._name_bad_row(model, precisions)

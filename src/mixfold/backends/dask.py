@@ -28,6 +28,7 @@ from mixfold.backends._shard import (ShardedEncodedData, capped_at_cores, checke
                                      require)
 from mixfold.compute.payload import run_task
 from mixfold.families._protocol import Distribution, Encoded, Estimator
+from mixfold.io.kinds import Kind, kind_of
 
 __all__ = ["DaskEncodedData", "DaskPartitionedData", "local_dask_client", "is_dask_collection",
            "WAIT_SECONDS"]
@@ -52,9 +53,7 @@ def local_dask_client(num_workers: int = 2) -> Any:
 
 def is_dask_collection(data: Any) -> bool:
     """Whether ``data`` is a Dask DataFrame, Series or Array (without importing Dask)."""
-    cls = type(data)
-    return cls.__module__.split(".")[0] == "dask" and cls.__name__ in ("DataFrame", "Series",
-                                                                       "Array")
+    return kind_of(data) is Kind.DASK
 
 
 def _lost_worker_errors(distributed: Any) -> tuple[type[BaseException], ...]:

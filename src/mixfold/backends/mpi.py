@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends._shard import ShardedEncodedData, require
+from mixfold.backends._shard import RowPlan, ShardedEncodedData, require
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import fold_rows, init_sample_mask
 from mixfold.compute.row_blocks import blas_threads
@@ -135,10 +135,10 @@ class MPIEncodedData(ShardedEncodedData):
         w = as_weights(weights, enc.n_rows)
         return cls(comm, enc, w, chunk_rows), estimator.bind(encoder)
 
-    def apply_plan(self, plan: Any) -> None:
+    def apply_plan(self, plan: RowPlan) -> None:
         """Give every rank exactly its planned rows (moving encoded rows between ranks, in row
-        order), its planned band for ``precision=PLANNED``, and reduce through the planned
-        k-way tree. Collective: call it on every rank with the same plan."""
+        order), its planned band when folded with the plan as its precision, and reduce
+        through the planned k-way tree. Collective: call it on every rank with the same plan."""
         if len(plan.assignments) != self.comm.size:
             raise ValueError(f"the plan has {len(plan.assignments)} workers for an MPI "
                              f"communicator of {self.comm.size} ranks")

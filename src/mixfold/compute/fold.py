@@ -18,7 +18,7 @@ import numpy as np
 from mixfold.capabilities import FoldsOnTorch
 from mixfold.compute.encoded import Encoded, InitRandom
 from mixfold.errors import NumericalError
-from mixfold.precision.bands import resolve_precision
+from mixfold.precision.bands import Engine, resolve_precision
 from mixfold.precision.doubledouble import DD, dd_add, dd_sum_rows, two_prod
 from mixfold.precision.support import require_band
 
@@ -61,7 +61,7 @@ def fold_rows(acc: Folds | None, enc: Encoded, weights: np.ndarray, model: Score
     """
     precision = resolve_precision(precision)
     if not precision.native:
-        if not (precision.engine == "torch" and isinstance(acc, FoldsOnTorch)
+        if not (precision.engine is Engine.TORCH and isinstance(acc, FoldsOnTorch)
                 and acc.folds_on_torch(model)):
             require_band(model, precision)
         if precision.compensated:

@@ -46,12 +46,14 @@ import numpy as np
 from mixfold.compute.tree import shard_bounds
 from mixfold.families._protocol import Estimator
 from mixfold.backends import backend_name
+from mixfold.io.kinds import Kind, kind_of
 from mixfold.io.readers import (RowBlocks, _files, _is_arrow_table, _is_pandas_frame,
                                 read_npy, reads_named_fields,
                                 table_rows)
 from mixfold.spec import LeftOut, NoDefault, SpecError
 
 __all__ = ["default_spec", "column_specs", "record_spec", "read_data", "as_fit_input",
+           "prepared_input",
            "collect_rows", "FILE_KINDS", "FAR_OVERDISPERSION", "LONG_TEXT_WORDS",
            "TEXT_SAMPLE"]
 
@@ -487,7 +489,8 @@ def read_json_lines(path: str | os.PathLike) -> Any:
 
 
 def as_fit_input(data: Any, estimator: Estimator, *, backend: Any = "local") -> Any:
-    """``data`` as rows ``optimize`` reads for ``estimator`` on ``backend``.
+    """``data`` as rows ``optimize`` reads for ``estimator`` on ``backend``
+    (:func:`prepared_input`'s rows).
 
     A data path becomes :func:`read_data`'s source: streamed on the local backend, its rows
     joined in memory for the backends that hold data resident, and under MPI each rank's
@@ -499,19 +502,34 @@ def as_fit_input(data: Any, estimator: Estimator, *, backend: Any = "local") -> 
     >>> as_fit_input(pa.table({"x": [1.0, 2.0]}), mixfold.GaussianEstimator()).tolist()
     [1.0, 2.0]
     """
-    if isinstance(data, (str, os.PathLike)):
+    return prepared_input(data, kind_of(data), estimator, backend)[0]
+
+
+def prepared_input(data: Any, kind: Kind, estimator: Estimator,
+                   backend: Any = "local") -> tuple[Any, Kind]:
+    """:func:`as_fit_input` of ``data`` of ``kind`` (:func:`~mixfold.io.kinds.kind_of`), with
+    the kind of what it returns: a path read is a :class:`~mixfold.RowBlocks` source or rows, a
+    table rows; any other kind is returned as it is.
+
+    >>> import numpy as np, mixfold
+    >>> prepared_input(np.zeros(2), Kind.ROWS, mixfold.GaussianEstimator())[1]
+    <Kind.ROWS: 'rows'>
+    """
+    if kind is Kind.PATH:
         name = backend_name(backend)
         rows = read_data(data)
         if name == "mpi":
             return _rank_share(str(data), rows, estimator, None if isinstance(backend, str)
-                               else backend)
-        if name != "local" and isinstance(rows, RowBlocks):
-            return collect_rows(rows, estimator.encoder())
-        return rows
-    if _is_arrow_table(data) or _is_pandas_frame(data):
+                               else backend), Kind.ROWS
+        if not isinstance(rows, RowBlocks):
+            return rows, Kind.ROWS
+        if name != "local":
+            return collect_rows(rows, estimator.encoder()), Kind.ROWS
+        return rows, Kind.ROW_BLOCKS
+    if kind is Kind.TABLE:
         layout = "frame" if reads_named_fields(estimator.encoder()) else "array"
-        return table_rows(data, layout)
-    return data
+        return table_rows(data, layout), Kind.ROWS
+    return data, kind
 
 
 def _rank_share(path: str, rows: Any, estimator: Estimator, comm: Any) -> Any:

@@ -11,7 +11,8 @@ The plan is *executed*: ``optimize(data, est, resources=..., precision="auto",
 target_rel_error=...)`` opens the chosen backend with it (:func:`mixfold.dispatch.open_backend`
 with a :class:`PlanRequest`) -- every worker holds exactly its planned rows, runs exactly its
 planned band (``"<band>@cuda"`` through torch on a GPU worker), and payloads are reduced
-through a tree of the planned depth, in process (:class:`PlannedLocalEncodedData`), on ``mp``,
+through a tree of the planned depth, in process
+(:class:`~mixfold.backends.planned.PlannedLocalEncodedData`, re-exported here), on ``mp``,
 Spark (``treeAggregate(depth=...)``), Dask and Ray (task trees of the planned fanout) and MPI
 (point-to-point k-way tree).
 
@@ -34,14 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.backends._shard import ShardedEncodedData
+from mixfold.backends.planned import PlannedLocalEncodedData
 from mixfold.compute.accuracy import statistics_relative_error
-from mixfold.compute.payload import run_task
 from mixfold.compute.tree import fanout_for_depth
 from mixfold.families._protocol import Encoded
 from mixfold.parallel.resources import Resources
-from mixfold.precision import (BANDS, UNIT_ROUNDOFF, band_of, check_bands, most_accurate, promoted,
-                               predicted_relative_error)
+from mixfold.precision import (BANDS, UNIT_ROUNDOFF, Precision, band_of, check_bands,
+                               most_accurate, predicted_relative_error, promoted,
+                               resolve_precision)
 
 __all__ = ["Worker", "WorkerAssignment", "HeterogeneousPlan", "plan_heterogeneous",
            "reduce_depth_for", "split_rows", "NOMINAL_SPEEDUP", "workers_from",
@@ -194,9 +195,9 @@ class HeterogeneousPlan:
         edges = np.concatenate([[0], np.cumsum([a.rows for a in self.assignments])])
         return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
-    def execution_precisions(self) -> list[str]:
-        """The precision each worker runs (``"<band>@cuda"`` on GPU workers)."""
-        return [a.execution_precision for a in self.assignments]
+    def execution_precisions(self) -> list[Precision]:
+        """The precision each worker runs (``"<band>@cuda"`` on GPU workers), resolved."""
+        return [resolve_precision(a.execution_precision) for a in self.assignments]
 
     def promoted(self) -> HeterogeneousPlan | None:
         """This plan with the least accurate band that holds rows promoted (every worker in it:
@@ -422,31 +423,6 @@ def workers_from(resources: Any) -> list[Worker]:
 
 # -------------------------------------------------------------------------------------------
 # Executing a plan
-
-
-class PlannedLocalEncodedData(ShardedEncodedData):
-    """The local executor of a plan: every worker's rows folded in this process, in its band,
-    and the payloads reduced through the planned k-way tree.
-
-    >>> import numpy as np, mixfold
-    >>> x = np.random.default_rng(0).normal(size=1000)
-    >>> pool = [Worker("a", precisions=("float32",)), Worker("b", precisions=("float64",))]
-    >>> model = mixfold.optimize(x, mixfold.GaussianEstimator(), resources=pool,
-    ...                          precision="auto", progress=False)
-    >>> [(a.precision, a.rows) for a in model.fit_result.plan.assignments]
-    [('float32', 600), ('float64', 400)]
-    """
-
-    name = "local"
-
-    def __init__(self, enc: Encoded, weights: np.ndarray | None, chunk_rows: int,
-                 plan: HeterogeneousPlan):
-        super().__init__(enc, weights, chunk_rows, len(plan.assignments), plan)
-
-    def _reduce(self, task: str, shard_args: list[tuple],
-                combine: Callable[..., np.ndarray]) -> np.ndarray:
-        payloads = [run_task(task, *self.shard(i), args) for i, args in enumerate(shard_args)]
-        return self._tree(payloads, combine)
 
 
 def _default_workers(name: str, engine: Any, num_workers: int | None) -> list[Worker]:

@@ -36,7 +36,7 @@ from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
 from mixfold.decomposition import subtree_work
 from mixfold.families._protocol import Distribution, Encoded
-from mixfold.precision import BANDS, check_bands, resolve_precision
+from mixfold.precision import BANDS, Engine, check_bands, resolve_precision
 from mixfold.precision.gpu import torch_device_available
 
 __all__ = ["DeviceSpec", "Resources", "DEVICE_KINDS", "measure_rows_per_second"]
@@ -371,7 +371,7 @@ def measure_rows_per_second(model: Distribution, enc: Encoded, bands: tuple[str,
     out = {}
     for band in bands:
         precision = resolve_precision(band if device is None else f"{band}@{device}")
-        if precision.engine == "emulated":
+        if precision.engine is Engine.EMULATED:
             continue
         probe = min(enc.n_rows, 64)
         try:

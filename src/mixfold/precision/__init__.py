@@ -25,7 +25,8 @@ dtype('float32')
 ['float32', 'float64', 'dd']
 """
 
-from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, PLANNED, UNIT_ROUNDOFF, Precision,
+from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, UNIT_ROUNDOFF, Engine,
+                                     Precision,
                                      band_of, resolve_precision,
                                      check_bands, check_precision, is_native, most_accurate,
                                      native_dtype, parse_precision, promoted, FIT_DISTANCE,
@@ -35,7 +36,7 @@ from mixfold.precision.error import (fused_statistics_bound, predicted_relative_
                                      relative_error, statistics_error_bound)
 from mixfold.precision.support import BandSupportError, log_density_in_band, require_band
 
-__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "Precision",
+__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "Engine", "Precision",
            "resolve_precision", "check_precision",
            "check_bands", "native_dtype", "parse_precision", "band_of", "is_native",
            "most_accurate",

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
+from enum import Enum
 
 import numpy as np
 
-__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "PLANNED", "Precision",
+__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "Precision",
            "resolve_precision", "check_precision",
            "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate",
-           "check_bands", "ENGINES", "EMULATED", "FIT_DISTANCE", "PARAMETER_DISTANCE",
-           "promoted", "log_likelihood_resolution"]
+           "check_bands", "Engine", "ENGINES", "EMULATED", "FIT_DISTANCE",
+           "PARAMETER_DISTANCE", "promoted", "log_likelihood_resolution"]
 
 #: Bands from least to most accurate.
 BANDS: tuple[str, ...] = ("fp8", "bfloat16", "float16", "float32", "float64", "dd")
@@ -54,9 +55,6 @@ FIT_DISTANCE: dict[str, float] = {"fp8": 1e-5, "bfloat16": 1e-5, "float16": 1e-5
 PARAMETER_DISTANCE: dict[str, float] = {"fp8": 1e-2, "bfloat16": 1e-2, "float16": 1e-2,
                                         "float32": 1e-2, "float64": 1e-6, "dd": 1e-6}
 
-#: What a fit passes to a planned backend: "each shard runs the band its plan assigned".
-PLANNED = "planned"
-
 #: How a float32 fold accumulates statistics: partial sums of this many rows in float32 (one GEMM
 #: each, a size OpenBLAS's small-matrix kernels run fastest), then added in float64. Their rounding
 #: is at most ``(FLOAT32_PARTIAL_ROWS - 1) * 2**-24`` relative to the sums of absolute terms.
@@ -64,10 +62,26 @@ FLOAT32_PARTIAL_ROWS = 2048
 
 _NATIVE = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 
-#: The engines that run a band: NumPy (float32/float64 and double-double on this CPU), torch
-#: (``"<band>@<device>"``, and bare bfloat16/float16: on a CPU the screened engine), the
-#: element-by-element emulator.
-ENGINES = ("numpy", "torch", "emulated")
+class Engine(str, Enum):
+    """What runs a band: NumPy (float32/float64 and double-double on this CPU), torch
+    (``"<band>@<device>"``, and bare bfloat16/float16: on a CPU the screened engine), the
+    element-by-element emulator. Compared as values (``p.engine is Engine.TORCH``); each is
+    also equal to its name.
+
+    >>> Engine.TORCH == "torch", Engine("emulated") is Engine.EMULATED
+    (True, True)
+    """
+
+    NUMPY = "numpy"
+    TORCH = "torch"
+    EMULATED = "emulated"
+
+    def __str__(self) -> str:  # its name in messages, as a plain string would print
+        return self.value
+
+
+#: The engines, in the order above.
+ENGINES = tuple(Engine)
 
 #: The device name of the emulator (``"bfloat16@emulated"``): every operation rounded to the
 #: band through ``ml_dtypes``; the accuracy reference, never a fast path.
@@ -157,37 +171,45 @@ class Precision(str):
 
     - ``band``: one of :data:`BANDS`; ``device``: a torch device or ``None`` (this CPU in NumPy,
       or the emulator);
-    - ``engine``: what runs it, one of :data:`ENGINES`;
+    - ``engine``: what runs it, an :class:`Engine`;
     - ``native``: the families' own NumPy paths run it (float32/float64 on the CPU);
     - ``dtype``: their NumPy dtype (``None`` when not native);
     - ``compensated``: statistics and the log-likelihood accumulate in double-double (``dd``),
-      so shard payloads carry their low parts and reduce by exact two-sum;
-    - ``planned``: each shard runs the band its heterogeneous plan assigned (:data:`PLANNED`).
+      so shard payloads carry their low parts and reduce by exact two-sum.
 
     >>> p = resolve_precision("float32")
     >>> p == "float32", p.band, p.native, p.dtype, p.compensated
     (True, 'float32', True, dtype('float32'), False)
     >>> q = resolve_precision("bfloat16@cuda")
     >>> q.band, q.device, q.engine, q.native, q.dtype
-    ('bfloat16', 'cuda', 'torch', False, None)
+    ('bfloat16', 'cuda', <Engine.TORCH: 'torch'>, False, None)
     >>> e = resolve_precision("bfloat16@emulated")
-    >>> e.band, e.device, e.engine
-    ('bfloat16', None, 'emulated')
-    >>> resolve_precision("dd").compensated, resolve_precision(PLANNED).planned
-    (True, True)
+    >>> e.band, e.device, e.engine is Engine.EMULATED
+    ('bfloat16', None, True)
+    >>> resolve_precision("dd").compensated
+    True
     """
 
     band: str
     device: str | None
-    engine: str
+    engine: Engine
     native: bool
     dtype: np.dtype | None
     compensated: bool
-    planned: bool
     unit_roundoff: float
 
     def __reduce__(self) -> tuple:  # re-resolved where it is unpickled (a remote worker)
         return resolve_precision, (str(self),)
+
+    def promoted(self) -> Precision | None:
+        """The precision this band is promoted to when it drifts (:func:`promoted`), resolved;
+        ``None`` when nothing is more accurate.
+
+        >>> resolve_precision("bfloat16@cuda").promoted(), resolve_precision("dd").promoted()
+        ('float32@cuda', None)
+        """
+        up = promoted(self)
+        return None if up is None else resolve_precision(up)
 
 
 _RESOLVED: dict[str, Precision] = {}
@@ -205,38 +227,33 @@ def resolve_precision(precision: str | None) -> Precision:
     found = _RESOLVED.get(name) if isinstance(name, str) else None
     if found is not None:
         return found
+    band, device = parse_precision(name)
     value = Precision(name)
-    if name == PLANNED:
-        value.band, value.device, value.planned, value.engine = PLANNED, None, True, "numpy"
-        value.native, value.dtype, value.compensated, value.unit_roundoff = \
-            False, None, False, float("nan")
-    else:
-        band, device = parse_precision(name)
-        engine = _engine_for(band, device)
-        if device == EMULATED:
-            device = None
-        elif device is None and engine == "torch":
-            device = "cpu"
-        value.band, value.device, value.planned, value.engine = band, device, False, engine
-        value.native = engine == "numpy" and band in _NATIVE
-        value.dtype = _NATIVE[band] if value.native else None
-        value.compensated = band == "dd"
-        value.unit_roundoff = UNIT_ROUNDOFF[band]
+    engine = _engine_for(band, device)
+    if device == EMULATED:
+        device = None
+    elif device is None and engine is Engine.TORCH:
+        device = "cpu"
+    value.band, value.device, value.engine = band, device, engine
+    value.native = engine is Engine.NUMPY and band in _NATIVE
+    value.dtype = _NATIVE[band] if value.native else None
+    value.compensated = band == "dd"
+    value.unit_roundoff = UNIT_ROUNDOFF[band]
     _RESOLVED[name] = value
     return value
 
 
-def _engine_for(band: str, device: str | None) -> str:
-    """The engine of ``band`` named with ``device`` (see :data:`ENGINES`)."""
+def _engine_for(band: str, device: str | None) -> Engine:
+    """The engine of ``band`` named with ``device``."""
     if device == EMULATED:
-        return "emulated"
+        return Engine.EMULATED
     if device is not None:
-        return "torch"
+        return Engine.TORCH
     if band in ("float32", "float64", "dd"):
-        return "numpy"
+        return Engine.NUMPY
     if band == "fp8" or importlib.util.find_spec("torch") is None:
-        return "emulated"
-    return "torch"
+        return Engine.EMULATED
+    return Engine.TORCH
 
 
 def promoted(precision: str) -> str | None:
@@ -264,6 +281,6 @@ def log_likelihood_resolution(precision: str) -> float:
     True
     """
     p = resolve_precision(precision)
-    if p.engine == "emulated":
+    if p.engine is Engine.EMULATED:
         return p.unit_roundoff
     return min(p.unit_roundoff, UNIT_ROUNDOFF["float32"])

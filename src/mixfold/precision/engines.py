@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from mixfold.precision.bands import resolve_precision
+from mixfold.precision.bands import Engine, resolve_precision
 from mixfold.precision.emulation import BandOps, DoubleDoubleOps, RoundedOps
 from mixfold.precision.gpu import TorchOps
 
@@ -24,7 +24,7 @@ def band_ops(precision: str) -> BandOps:
     """
     p = resolve_precision(precision)
     band = p.band
-    if p.engine == "torch":
+    if p.engine is Engine.TORCH:
         return TorchOps(band, p.device)
     if band == "dd":
         return DoubleDoubleOps()

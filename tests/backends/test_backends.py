@@ -182,6 +182,35 @@ def test_spark_dataframe_with_empty_partitions_lays_out_its_rows(spark_session):
 
 
 @pytest.mark.slow
+def test_spark_dataframe_of_many_batches_with_a_level_the_sample_lacks(spark_session,
+                                                                       monkeypatch):
+    # several Arrow batches per partition (joined by each fold, row indices re-based across
+    # them) and a level first seen after the vocabulary sample (the second pass)
+    import mixfold.backends.spark as spark_backend
+
+    rng = np.random.default_rng(3)
+    levels = ["a", "b", "c"] * 100 + ["late"] * 7
+    rows = [{"c": c, "x": float(v)} for c, v in zip(levels, rng.normal(0, 1, len(levels)))]
+    est = mixfold.MixtureEstimator([mixfold.RecordEstimator(
+        {"c": mixfold.CategoricalEstimator(), "x": mixfold.GaussianEstimator()})] * 2)
+    monkeypatch.setattr(spark_backend, "VOCABULARY_SAMPLE_ROWS", 20)
+    batch_rows = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark_session.conf.get(batch_rows)
+    spark_session.conf.set(batch_rows, "40")
+    try:
+        df = spark_session.createDataFrame(rows).coalesce(3)
+        ordered = [r.asDict() for r in df.collect()]
+        res = mixfold.fit(df, est, backend=spark_session, max_iter=8, tol=0.0, seed=1,
+                          progress=False)
+    finally:
+        spark_session.conf.set(batch_rows, before)
+    local = mixfold.fit(ordered, est, max_iter=8, tol=0.0, seed=1, progress=False)
+    assert "late" in res.model.components[0].fields["c"].levels
+    close(res.model.to_dict(), local.model.to_dict(), rtol=1e-12)
+    np.testing.assert_allclose(res.log_likelihood, local.log_likelihood, rtol=1e-12)
+
+
+@pytest.mark.slow
 def test_spark_dataframe_with_a_weight_column(spark_session):
     rng = np.random.default_rng(0)
     x, w = rng.normal(1.0, 2.0, 500), rng.uniform(0, 3, 500)

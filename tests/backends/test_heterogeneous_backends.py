@@ -116,3 +116,36 @@ def test_a_plan_of_dask_workers_places_each_shard_on_its_worker(dask_client):
             assert all(list(holders[f.key]) == [name] for f in shard)
     finally:
         handle.close()
+
+
+@pytest.mark.slow
+def test_a_plan_of_ray_nodes_stores_and_folds_each_shard_on_its_node(ray_started):
+    import ray
+
+    from mixfold.dispatch import open_backend
+    from mixfold.parallel.heterogeneous import PlanRequest
+    from mixfold.parallel.resources import Resources
+
+    node = ray.get_runtime_context().get_node_id()
+    resources = Resources.from_ray()
+    assert [(d.name, d.kind, d.throughput) for d in resources.devices] == [
+        (f"ray:{node}", "cpu", 2.0)]
+    assert resources.devices[0].memory_bytes == int(ray.cluster_resources()["memory"])
+    rng = np.random.default_rng(0)  # shards over Ray's inline limit, so they live in a store
+    rows = np.concatenate([rng.normal(-3, 1, (10_000, 2)), rng.normal(3, 1, (10_000, 2))])
+    est = mixfold.MixtureEstimator([mixfold.MultivariateGaussianEstimator()] * 2)
+    handle, _, plan = open_backend("ray", rows, est, plan=PlanRequest(resources, "auto", None))
+    try:
+        assert [a.name for a in plan.assignments] == [f"ray:{node}"]
+        assert handle.placed == {0: node}
+        ray.wait(handle.shards, num_returns=len(handle.shards), fetch_local=False)
+        where = ray.experimental.get_object_locations(handle.shards)
+        assert [where[ref]["node_ids"] for ref in handle.shards] == [[node]]
+    finally:
+        handle.close()
+    options = {"max_iter": 6, "tol": 0.0, "seed": 0, "progress": False}
+    planned = mixfold.fit(rows, est, resources=resources, precision="auto", backend="ray",
+                          **options)
+    local = mixfold.fit(rows, est, resources=resources, precision="auto", **options)
+    assert [a.name for a in planned.plan.assignments] == [f"ray:{node}"]
+    np.testing.assert_allclose(planned.log_likelihood, local.log_likelihood, rtol=1e-12)

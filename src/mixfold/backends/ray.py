@@ -1,6 +1,8 @@
 """``backend="ray"``: shards held in Ray's object store, payloads reduced by a task tree.
 
-Rows given to the fit are encoded in the driver and put once; a Ray dataset is encoded block by
+Rows given to the fit are encoded in the driver and put once (with a plan of
+:meth:`~mixfold.parallel.resources.Resources.from_ray` devices, each shard is stored on, and
+folded on, the node its worker names); a Ray dataset is encoded block by
 block by Ray tasks (:mod:`mixfold.backends._partitions`) and never reaches the driver. Ray is
 started locally (``num_cpus=num_workers``, no dashboard, bound to 127.0.0.1) unless it is
 already initialised, in which case the running instance is used and left running. Per iteration
@@ -23,7 +25,7 @@ from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, req
 from mixfold.compute.payload import run_task
 from mixfold.families._protocol import Distribution, Encoded, Estimator
 
-__all__ = ["RayEncodedData", "RayPartitionedData", "is_ray_dataset", "WAIT_SECONDS"]
+__all__ = ["RayEncodedData", "RayPartitionedData", "is_ray_dataset", "node_of", "WAIT_SECONDS"]
 
 #: The longest mixfold waits for results from Ray tasks before it reports them stuck.
 WAIT_SECONDS = 3600.0
@@ -79,6 +81,23 @@ def _fold_task(shard_and_weights: tuple, task: str, args: tuple) -> np.ndarray:
     return run_task(task, shard, weights, args)
 
 
+def _kept(shard_and_weights: tuple) -> tuple:
+    """The shard as given: run on a node, it makes that node's object store the shard's home."""
+    return shard_and_weights
+
+
+def node_of(device: str) -> tuple[str, bool] | None:
+    """(Ray node id, whether it is a GPU) of a device named by ``Resources.from_ray``, else None.
+
+    >>> node_of("ray:ab12"), node_of("ray:ab12:gpu0"), node_of("cpu:0")
+    (('ab12', False), ('ab12', True), None)
+    """
+    parts = device.split(":")
+    if len(parts) not in (2, 3) or parts[0] != "ray" or not parts[1]:
+        return None
+    return parts[1], len(parts) == 3
+
+
 class RayEncodedData(ShardedEncodedData):
     """Shards in Ray's object store (``num_workers`` shards, default 2)."""
 
@@ -101,14 +120,38 @@ class RayEncodedData(ShardedEncodedData):
         super().__init__(enc, weights, chunk_rows, num_workers or 2, plan)
         if plan is None:
             self.fanout = max(2, int(fanout))
-        self.shards = [ray.put(self.shard(i)) for i in range(len(self.bounds))]
+        self.placed: dict[int, str] = {}  # shard -> the node its plan put it on
+        self.task_options = [self._placement(i) for i in range(len(self.bounds))]
+        self.shards = [self._put(i) for i in range(len(self.bounds))]
+
+    def _placement(self, i: int) -> dict[str, Any]:
+        """Ray options that pin shard ``i``'s tasks to the node its planned device names (a
+        GPU device's task also takes one GPU); none without such a plan."""
+        named = None if self.plan is None else node_of(self.plan.assignments[i].name)
+        if named is None:
+            return {}
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        self.placed[i] = named[0]
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(named[0], soft=False),
+                "num_gpus": 1 if named[1] else 0}
+
+    def _put(self, i: int) -> Any:
+        """Shard ``i`` in the object store: on its planned node (made there by a task), else put
+        from the driver."""
+        if not self.task_options[i]:
+            return self.ray.put(self.shard(i))
+        if "kept" not in _REMOTE:
+            _REMOTE["kept"] = self.ray.remote(num_cpus=1)(_kept)
+        return _REMOTE["kept"].options(**self.task_options[i]).remote(self.shard(i))
 
     def _reduce(self, task: str, shard_args: list[tuple],
                 combine: Callable[..., np.ndarray]) -> np.ndarray:
         fold, add = _remote_functions(self.ray, combine)
         put: dict[int, Any] = {}  # each distinct argument tuple (one per band) stored once
         shared = [put.setdefault(id(a), self.ray.put(a)) for a in shard_args]
-        refs = [fold.remote(s, task, a) for s, a in zip(self.shards, shared)]
+        refs = [fold.options(**o).remote(s, task, a)
+                for s, a, o in zip(self.shards, shared, self.task_options)]
         root = self._tree(refs, add.remote)
         try:
             return self.ray.get(root, timeout=self.timeout)
@@ -135,6 +178,7 @@ class RayPartitionedData(EncodedOnWorkers, RayEncodedData):
         self.ray, self.owned, self.timeout = ray, False, float(timeout)
         self.calls = RayCalls(ray, timeout)
         self.shards = shards
+        self.placed, self.task_options = {}, [{} for _ in shards]
         self._lay_out(bounds[-1][1], total_weight, chunk_rows, bounds, None)
         self.fanout = max(2, int(fanout))
 

@@ -4,10 +4,9 @@ The rows are encoded once in the driver and shipped once into a cached RDD with 
 per shard. Per iteration the estimator and model are broadcast, every partition folds its shard
 into one fixed-size payload inside ``map``, and ``treeAggregate`` adds the payloads through a tree
 of the given depth — the driver never collects per-shard results. A Spark DataFrame is encoded
-on the executors instead, from Arrow batches (:meth:`SparkEncodedData.from_dataframe`). An
-existing SparkSession (or
-SparkContext) is used as it is and left running; one mixfold starts itself is bound to loopback
-and stopped, JVM included, at ``close()``.
+on the executors instead, from Arrow batches (:meth:`SparkEncodedData.from_dataframe`). An existing
+SparkSession (or SparkContext) is used as it is and left running; one mixfold starts itself is
+bound to loopback and stopped, JVM included, at ``close()``.
 """
 
 from __future__ import annotations
@@ -17,20 +16,22 @@ import pickle
 import re
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from mixfold.backends._partitions import PartitionEncoding, merge_encoders, row_starts
+from mixfold.backends._partitions import (PartitionEncoding, first_bad_row, merge_encoders,
+                                          row_starts, sample_shard)
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
-from mixfold.compute.fold import fold_rows, init_sample_mask
 from mixfold.compute.payload import run_task
 from mixfold.compute.tree import shard_bounds
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator, as_weights
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session",
-           "running_or_new_session", "retries_failed_tasks"]
+           "running_or_new_session", "retries_failed_tasks", "spark_job"]
+
+T = TypeVar("T")
 
 
 def local_spark_session(num_workers: int = 2, max_task_failures: int = 4) -> Any:
@@ -109,9 +110,20 @@ def _first_line(err: Exception) -> str:
     return line[:400]
 
 
-def _rebased_item(item: tuple, starts: Any) -> tuple[int, Encoded, np.ndarray]:
-    index, enc, weights = item[:3]
-    return index, enc.with_starts(iter(starts.value[index])), weights
+def spark_job(sc: Any, fold: int, job: Callable[[], T]) -> T:
+    """``job()``, a Spark action; on a session that does not retry failed tasks, a failed task
+    (a Python worker lost mid-fit) becomes one error line that says how to enable retries."""
+    try:
+        return job()
+    except Exception as err:
+        if type(err).__name__ != "Py4JJavaError" or retries_failed_tasks(sc):
+            raise
+        raise RuntimeError(
+            f"spark: a task failed in fold {fold} of this fit, and this session "
+            f"(master {sc.master}) does not retry failed tasks, so a Python worker "
+            f"lost mid-fit loses the fit: enable retries (master 'local[N,F]', e.g. "
+            f"'local[2,4]', or spark.task.maxFailures >= 2 on a cluster). The task's error: "
+            f"{_first_line(err)}") from None
 
 
 def _run_partition(item: tuple, task: str, broadcast: Any) -> np.ndarray:
@@ -119,88 +131,91 @@ def _run_partition(item: tuple, task: str, broadcast: Any) -> np.ndarray:
     return run_task(task, shard, weights, broadcast.value[index])
 
 
-def _sample_partition(item: tuple, seed: int, n_total: int) -> tuple[int, Encoded, np.ndarray]:
-    index, shard, weights = item
-    idx = np.flatnonzero(init_sample_mask(shard, seed, n_total) & (weights > 0))
-    return index, shard.take(idx), weights[idx]
-
-
-def _first_bad_row(item: tuple, model: Any, precision: str, chunk_rows: int) -> str | None:
-    _, shard, weights = item
-    try:
-        fold_rows(None, shard, weights, model, precision, chunk_rows)
-    except NumericalError as err:
-        return str(err)
-    return None
-
-
 #: Rows of a DataFrame read into the driver to guess its vocabularies before its one pass.
 VOCABULARY_SAMPLE_ROWS = 10_000
+
+#: One row per encoded Arrow batch: the batch's encoded rows and weights pickled as one value,
+#: their node sizes and weight; or, where the guessed vocabularies lack one of the batch's
+#: levels, the batch's fitted encoder instead.
+ENCODED_BATCH = "shard binary, encoder binary, sizes array<long>, weight double"
 
 
 def _guessed_vocabularies(src: Any, encoding: PartitionEncoding) -> Encoder:
     """The encoder fitted on the first :data:`VOCABULARY_SAMPLE_ROWS` rows of ``src``."""
-    sample = src.limit(VOCABULARY_SAMPLE_ROWS).toArrow()
-    fitted = encoding.fit(sample)
+    fitted = encoding.fit(src.limit(VOCABULARY_SAMPLE_ROWS).toArrow())
     if fitted is None:
         raise DataError("the data has no rows")
     return fitted
 
 
-def _encoded_partitions(src: Any, encoding: PartitionEncoding, guess: Encoder) -> Any:
-    """An RDD of one ``(partition, Encoded or None, weights, new vocabularies)`` per non-empty
-    partition of ``src``, in one pass over its Arrow batches: a batch whose vocabularies
-    ``guess`` holds is encoded with it and sent on pickled (bounded memory in the Arrow
-    worker); a batch with vocabularies it lacks sends its fitted encoder instead. The batches
-    of a partition are joined into its shard."""
+def _batch_encoder(encoding: PartitionEncoding, guess: Encoder) -> Callable:
+    """The ``mapInArrow`` function that encodes each Arrow batch with ``guess`` (one
+    :data:`ENCODED_BATCH` row per non-empty batch; one batch in memory at a time)."""
     import pyarrow as pa
-    from pyspark import TaskContext
 
-    schema = pa.schema([("partition", pa.int64()), ("shard", pa.binary()),
-                        ("encoder", pa.binary())])
+    schema = pa.schema([("shard", pa.binary()), ("encoder", pa.binary()),
+                        ("sizes", pa.list_(pa.int64())), ("weight", pa.float64())])
 
     def encode_batches(batches: Iterator[Any]) -> Iterator[Any]:
-        index = TaskContext.get().partitionId()
         for batch in batches:
             table = pa.Table.from_batches([batch])
             fitted = encoding.fit(table)
             if fitted is None:
                 continue
-            known = merge_encoders(guess, fitted) == guess
-            shard = pickle.dumps(encoding.encode(table, guess), protocol=5) if known else None
-            new = None if known else pickle.dumps(fitted)
-            yield pa.RecordBatch.from_pydict({"partition": [index], "shard": [shard],
-                                              "encoder": [new]}, schema=schema)
+            row: dict[str, list] = {"shard": [None], "encoder": [None], "sizes": [None],
+                                    "weight": [0.0]}
+            if merge_encoders(guess, fitted) == guess:
+                enc, weights = encoding.encode(table, guess)
+                row.update(shard=[pickle.dumps((enc, weights), protocol=5)],
+                           sizes=[enc.node_sizes()], weight=[float(weights.sum())])
+            else:
+                row["encoder"] = [pickle.dumps(fitted, protocol=5)]
+            yield pa.RecordBatch.from_pydict(row, schema=schema)
 
-    def join(rows: Iterator[Any]) -> Iterator[tuple]:
-        parts, new, index = [], [], None
-        for row in rows:
-            index = row[0]
-            if row[1] is not None:
-                parts.append(pickle.loads(row[1]))
-            if row[2] is not None:
-                new.append(pickle.loads(row[2]))
-        if index is not None and parts:
-            encs = [p[0] for p in parts]
-            enc = encs[0] if len(encs) == 1 else type(encs[0]).concat(encs)
-            yield index, enc, np.concatenate([p[1] for p in parts]), new
-        elif index is not None:
-            yield index, None, None, new
+    return encode_batches
 
-    return src.mapInArrow(encode_batches, "partition long, shard binary, encoder binary") \
-        .rdd.mapPartitions(join)
+
+def _gathered(index: int, rows: Iterator[Any]) -> Iterator[tuple]:
+    """One ``(partition, its batches' pickled shards, node sizes, weight, new encoders)`` per
+    non-empty partition: the shards stay pickled bytes (unpickled only where a fold reads
+    them), the sizes add up from the small columns."""
+    shards, sizes, weight, new = [], None, 0.0, []
+    for shard, encoder, node_sizes, batch_weight in rows:
+        if encoder is not None:
+            new.append(pickle.loads(encoder))
+            continue
+        shards.append(shard)
+        sizes = list(node_sizes) if sizes is None else [a + b for a, b in zip(sizes, node_sizes)]
+        weight += batch_weight
+    if shards or new:
+        yield index, shards, sizes, weight, new
+
+
+def _joined_item(item: tuple, starts: Any) -> tuple[int, Encoded, np.ndarray]:
+    """A cached partition as ``(partition, encoded rows on global row indices, weights)``: its
+    batches' shards unpickled and joined in order."""
+    index, shards = item[:2]
+    pieces = [pickle.loads(s) for s in shards]
+    encs = [p[0] for p in pieces]
+    enc = encs[0] if len(encs) == 1 else type(encs[0]).concat(encs)
+    return index, enc.with_starts(iter(starts.value[index])), np.concatenate(
+        [p[1] for p in pieces])
 
 
 def _encode_and_measure(src: Any, encoding: PartitionEncoding, guess: Encoder
-                        ) -> tuple[Any, dict[int, tuple[list[int], float]], list[Encoder]]:
-    """(the cached RDD of ``(partition, Encoded, weights)``, every non-empty partition's node
-    sizes and weight, the vocabularies ``guess`` lacked) in one pass over ``src``."""
-    cached = _encoded_partitions(src, encoding, guess).cache()
-    measured = cached.map(lambda t: (t[0], None if t[1] is None else
-                                     (t[1].node_sizes(), float(t[2].sum())), t[3])).collect()
-    found = {i: sizes for i, sizes, _ in measured if sizes is not None}
-    new = [e for _, _, encoders in measured for e in encoders]
-    return cached, found, new
+                        ) -> tuple[Any, list[tuple[list[int], float] | None], list[Encoder]]:
+    """(the cached RDD of every non-empty partition's pickled batches, every partition's node
+    sizes and weight or None, the vocabularies ``guess`` lacked) in one pass over ``src``."""
+    encoded = src.mapInArrow(_batch_encoder(encoding, guess), ENCODED_BATCH)
+    cached = encoded.rdd.mapPartitionsWithIndex(_gathered).cache()
+    sizes: list[tuple[list[int], float] | None] = [None] * cached.getNumPartitions()
+    new = []
+    for index, shards, node_sizes, weight, encoders in cached.map(
+            lambda t: (t[0], bool(t[1]), t[2], t[3], t[4])).collect():
+        new += encoders
+        if shards:
+            sizes[index] = (node_sizes, weight)
+    return cached, sizes, new
 
 
 class SparkEncodedData(ShardedEncodedData):
@@ -221,11 +236,12 @@ class SparkEncodedData(ShardedEncodedData):
         self.session, self.owned = session, owned
         self.sc = getattr(session, "sparkContext", session)
         self.cached = rdd
-        # a DataFrame's partitions are encoded apart: each task re-bases its shard's row indices
+        # a DataFrame's partitions are encoded apart: each task joins its partition's batches
+        # and re-bases their row indices
         self.starts = None if starts is None else self.sc.broadcast(
             {i: s for i, s in enumerate(starts) if s is not None})
         self.rdd = rdd if self.starts is None else rdd.map(
-            lambda t, b=self.starts: _rebased_item(t, b))
+            lambda t, b=self.starts: _joined_item(t, b))
         self.num_partitions = int(rdd.getNumPartitions())
         self.reduce_depth = max(1, int(reduce_depth))
         self.folds = 0
@@ -266,7 +282,8 @@ class SparkEncodedData(ShardedEncodedData):
         The columns reach the Python workers as Arrow batches (``mapInArrow``), one batch in
         memory at a time, in one pass when the vocabularies of the first
         :data:`VOCABULARY_SAMPLE_ROWS` rows hold every batch's (else a second pass encodes with
-        the merged vocabularies); the batches of a partition are joined into its shard. Global
+        the merged vocabularies). Each batch comes back as one binary value; a partition's
+        values are cached together as they are, and a fold joins them into its shard. Global
         row indices come from prefix sums of every partition's node sizes (applied as each task
         reads its shard) — so the seeded start equals the local backend's.
         """
@@ -275,14 +292,13 @@ class SparkEncodedData(ShardedEncodedData):
         base = init.encoder() if init is not None else estimator.encoder()
         encoding = PartitionEncoding(base, weight_column)
         encoder = _guessed_vocabularies(src, encoding)
-        encoded, found, new = _encode_and_measure(src, encoding, encoder)
+        cached, sizes, new = _encode_and_measure(src, encoding, encoder)
         if new:  # a level the sample did not hold: a second pass with every vocabulary
-            encoded.unpersist()
+            cached.unpersist()
             encoder = merge_encoders(encoder, *new)
-            encoded, found, new = _encode_and_measure(src, encoding, encoder)
-        starts, bounds, total = row_starts([found.get(i)
-                                            for i in range(encoded.getNumPartitions())])
-        handle = cls(df.sparkSession, False, encoded, bounds, total, chunk_rows, reduce_depth,
+            cached, sizes, new = _encode_and_measure(src, encoding, encoder)
+        starts, bounds, total = row_starts(sizes)
+        handle = cls(df.sparkSession, False, cached, bounds, total, chunk_rows, reduce_depth,
                      starts=starts)
         return handle, estimator.bind(encoder)
 
@@ -300,34 +316,26 @@ class SparkEncodedData(ShardedEncodedData):
             return b if a is None else a if b is None else combine(a, b)
 
         self.folds += 1
+        payloads = self.rdd.map(lambda item: _run_partition(item, task, broadcast))
         try:
-            payloads = self.rdd.map(lambda item: _run_partition(item, task, broadcast))
-            return payloads.treeAggregate(None, seq_op, comb_op, depth=self.reduce_depth)
-        except Exception as err:
-            if type(err).__name__ != "Py4JJavaError" or retries_failed_tasks(self.sc):
-                raise
-            raise RuntimeError(
-                f"spark: a task failed in fold {self.folds} of this fit, and this session "
-                f"(master {self.sc.master}) does not retry failed tasks, so a Python worker "
-                f"lost mid-fit loses the fit: enable retries (master 'local[N,F]', e.g. "
-                f"'local[2,4]', or spark.task.maxFailures >= 2 on a cluster). The task's error: "
-                f"{_first_line(err)}") from None
+            return spark_job(self.sc, self.folds, lambda: payloads.treeAggregate(
+                None, seq_op, comb_op, depth=self.reduce_depth))
         finally:
             broadcast.destroy()
 
     def _name_bad_row(self, model: Distribution, precisions: list[str]) -> None:
         chunk = self.chunk_rows
-        found = self.rdd.map(lambda t: _first_bad_row(t, model, precisions[t[0]], chunk)) \
+        found = self.rdd.map(lambda t: first_bad_row(t[1:], model, precisions[t[0]], chunk)) \
             .filter(lambda m: m is not None).take(1)
         raise NumericalError(found[0] if found else "the log-likelihood is not finite")
 
     def init_sample(self, seed: int) -> tuple[Encoded, np.ndarray]:
         n = self.n_rows
-        pieces = sorted(self.rdd.map(lambda t: _sample_partition(t, seed, n)).collect(),
-                        key=lambda p: p[0])
-        pieces = [p for p in pieces if p[1].n_rows] or pieces[:1]
-        encs = [p[1] for p in pieces]
-        return type(encs[0]).concat(encs), np.concatenate([p[2] for p in pieces])
+        pieces = [p for _, p in sorted(self.rdd.map(
+            lambda t: (t[0], sample_shard(t[1:], seed, n))).collect(), key=lambda p: p[0])]
+        pieces = [p for p in pieces if p[0].n_rows] or pieces[:1]
+        encs = [p[0] for p in pieces]
+        return type(encs[0]).concat(encs), np.concatenate([p[1] for p in pieces])
 
     def close(self) -> None:
         if self.closed:

@@ -3,5 +3,5 @@ devices, :mod:`~mixfold.parallel.model_decomposition` decides how a model is spl
 :mod:`~mixfold.parallel.heterogeneous` plans (and runs) rows and a precision band per worker.
 
 Nothing here is imported by ``import mixfold``; engines are imported only by the functions that
-read them (``Resources.from_spark``, ``from_dask``, ``from_mpi``).
+read them (``Resources.from_spark``, ``from_dask``, ``from_ray``, ``from_mpi``).
 """

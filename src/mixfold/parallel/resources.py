@@ -1,7 +1,8 @@
 """What the work runs on: devices with their speed, memory and precision bands.
 
 A device is one stream of E-step work: a core of this machine (:meth:`Resources.local`), a Spark
-task slot (:meth:`Resources.from_spark`), a Dask worker (:meth:`Resources.from_dask`), an MPI rank
+task slot (:meth:`Resources.from_spark`), a Dask worker (:meth:`Resources.from_dask`), a Ray node
+(:meth:`Resources.from_ray`), an MPI rank
 (:meth:`Resources.from_mpi`), or a GPU described by hand. Throughputs are relative speeds until
 :meth:`Resources.calibrate` replaces them with *measured* rows per second of the real E-step of a
 model on each device, per precision band. Resource descriptions round-trip through JSON exactly.
@@ -204,6 +205,28 @@ class Resources:
             limit = int(w.get("memory_limit") or 0)
             devices.append(DeviceSpec(address, "cpu", float(w.get("nthreads", 1)),
                                       limit if limit > 0 else None))
+        return cls(tuple(devices))
+
+    @classmethod
+    def from_ray(cls) -> Resources:
+        """The nodes of the running Ray cluster (``ray.init`` first): per alive node one CPU
+        device ``ray:<node id>`` (throughput its CPU count, memory its ``memory`` resource) and
+        one device ``ray:<node id>:gpu<k>`` per GPU it offers. A Ray handle built from a plan
+        of these devices runs each worker's shard on the node its device names."""
+        ray = require("ray", "ray", "ray")
+        if not ray.is_initialized():
+            raise ValueError("Resources.from_ray() reads a running Ray cluster: call "
+                             "ray.init() first")
+        devices = []
+        for node in sorted((n for n in ray.nodes() if n.get("Alive")),
+                           key=lambda n: n["NodeID"]):
+            offered = node.get("Resources", {})
+            memory = int(offered.get("memory", 0))
+            devices.append(DeviceSpec(f"ray:{node['NodeID']}", "cpu",
+                                      float(offered.get("CPU", 1.0)) or 1.0,
+                                      memory if memory > 0 else None))
+            devices += [DeviceSpec(f"ray:{node['NodeID']}:gpu{k}", "gpu")
+                        for k in range(int(offered.get("GPU", 0)))]
         return cls(tuple(devices))
 
     @classmethod

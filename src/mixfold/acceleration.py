@@ -20,8 +20,8 @@ The fit converges when an EM step changes the log-likelihood by at most ``tol`` 
 plain EM) and EM's remaining climb from there is at most ``tol`` too. Plain EM's error shrinks
 by its slowest rate ``lam`` per step, and a cycle's step length estimates ``1 / (1 - lam)``
 (exactly so for a linear map with one slow direction), so a step that gained ``d`` leaves
-about ``d lam**2 / (1 - lam**2)`` to climb; ``lam`` comes from the longest of the last
-:data:`RATE_MEMORY` cycles' step lengths, which swing from cycle to cycle where EM crawls.
+about ``d lam**2 / (1 - lam**2)`` to climb; ``lam`` comes from the longest of the last four
+cycles' step lengths, which swing from cycle to cycle where EM crawls.
 Where EM contracts fast the test is plain EM's (``lam**2 / (1 - lam**2) < 1``); where it crawls,
 extrapolation leaves the error in the slowest direction, whose EM steps gain little for the
 climb that remains, and the test waits for it (``benchmarks/README.md``, SQUAREM).

@@ -51,7 +51,34 @@ CASES = {
             [mf.GaussianDistribution(m, 2.0) for m in (-1, 2, 5)], [0.3, 0.3, 0.4],
             np.full((3, 3), 0.2) + np.eye(3) * 0.4),
         lambda: mf.HiddenMarkovEstimator([mf.GaussianEstimator()] * 3)),
+    "mixture of records": (
+        lambda: mixed_records(),
+        lambda: mf.MixtureDistribution([mf.RecordDistribution({
+            "x": mf.GaussianDistribution(m, 2.0), "c": mf.CategoricalDistribution(p),
+            "n": mf.PoissonDistribution(lam),
+            "t": mf.OptionalDistribution(mf.ExponentialDistribution(rate), 0.2)})
+            for m, p, lam, rate in ((-1.0, {"a": 0.5, "b": 0.3, "c": 0.2}, 2.0, 1.0),
+                                    (3.0, {"a": 0.2, "b": 0.3, "c": 0.5}, 5.0, 0.3))],
+            [0.5, 0.5]),
+        lambda: mf.MixtureEstimator([mf.RecordEstimator({
+            "x": mf.GaussianEstimator(), "c": mf.CategoricalEstimator(),
+            "n": mf.PoissonEstimator(),
+            "t": mf.OptionalEstimator(mf.ExponentialEstimator())})] * 2)),
 }
+
+
+def mixed_records(n: int = 600, seed: int = 3) -> list[dict]:
+    """Two overlapping groups of records: a Gaussian, a categorical, a Poisson count and an
+    exponential time that is missing in about one row in ten."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        g = i % 2
+        rows.append({"x": rng.normal((0.0, 2.0)[g], 1.5),
+                     "c": rng.choice(["a", "b", "c"], p=((0.6, 0.3, 0.1), (0.2, 0.3, 0.5))[g]),
+                     "n": int(rng.poisson((2.0, 4.0)[g])),
+                     "t": None if rng.random() < 0.1 else rng.exponential((1.0, 2.5)[g])})
+    return rows
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if "full" in c else c
@@ -79,6 +106,36 @@ def test_squarem_needs_fewer_folds_where_em_crawls():
     # every fold is one E-step: plain EM's are its initialisation-free iterations
     assert plain.folds == plain.iterations
     assert fast.folds >= fast.iterations
+
+
+def test_where_em_contracts_fast_squarem_stops_no_later_than_plain_em():
+    # a well-separated hidden Markov fit: EM converges in a few steps, where a cycle's
+    # extrapolation has little to add; the first cycle extrapolates and the stopping test
+    # is plain EM's (the remaining climb is below a step's gain)
+    rows, start, estimator = CASES["Gaussian hidden Markov"]
+    data = [overlapping_mixture(300, seed=s) for s in range(10)]
+    plain = mf.fit(data, estimator(), init=start(), tol=1e-8, progress=False)
+    fast = mf.fit(data, estimator(), init=start(), tol=1e-8, accelerate="squarem",
+                  progress=False)
+    assert plain.converged and fast.converged and fast.folds <= plain.folds
+    # the same log-likelihood to within the tolerance both stopped at
+    assert fast.final_log_likelihood == pytest.approx(plain.final_log_likelihood, rel=1e-8)
+    assert never_falls(fast)
+
+
+def test_convergence_waits_for_the_climb_that_em_has_left():
+    """An EM step that changed the log-likelihood by ``d`` leaves about
+    ``d lam^2 / (1 - lam^2)``, ``lam = 1 - 1 / a`` from the longest of the last four step
+    lengths ``a``."""
+    squarem = Squarem()
+    tol = 1e-8
+    assert squarem.settled(tol, tol)  # no cycle yet: plain EM's test
+    squarem._lengths = [1.25]  # lam = 0.2: a step's gain exceeds what is left
+    assert squarem.settled(tol, tol) and not squarem.settled(tol, 30 * tol)
+    squarem._lengths = [50.0, 1.25, 1.1, 1.0]  # lam = 0.98 from four cycles back
+    left = (0.98 ** 2) / (1 - 0.98 ** 2)
+    assert not squarem.settled(tol, tol) and not squarem.settled(tol, 1.01 * tol / left)
+    assert squarem.settled(tol, 0.99 * tol / left)
 
 
 def test_folds_count_the_initialisation_fold():
@@ -154,6 +211,19 @@ def test_flat_coordinates_round_trip_every_declared_family():
     assert back.to_dict().keys() == model.to_dict().keys()
     np.testing.assert_allclose(to_flat(back), to_flat(model), rtol=1e-14, atol=1e-14)
     assert back.components[0].fields["c"].prob("b") == 0.0  # a zero stays exactly zero
+
+
+def test_squarem_on_worker_processes_matches_local():
+    est = mf.MixtureEstimator([mf.GaussianEstimator()] * 3)
+    x = overlapping_mixture(spread=1.8)
+    kwargs = dict(init=gaussian_mixture_start(), tol=1e-12, max_iter=20000,
+                  accelerate="squarem", progress=False)
+    local = mf.fit(x, est, **kwargs)
+    pooled = mf.fit(x, est, backend="mp", num_workers=2, **kwargs)
+    assert pooled.backend == "mp" and pooled.converged and never_falls(pooled)
+    np.testing.assert_allclose(to_flat(pooled.model), to_flat(local.model), rtol=1e-6,
+                               atol=1e-6)
+    assert pooled.final_log_likelihood == pytest.approx(local.final_log_likelihood, rel=1e-12)
 
 
 @pytest.mark.slow

@@ -157,3 +157,16 @@ def test_accelerated_benchmark_prints_a_row_per_case():
     assert [r[0].split()[0] for r in rows] == ["P1", "P4"], proc.stdout
     for r in rows:  # folds are counts, and neither fit's log-likelihood ever fell
         assert r[2].strip().isdigit() and r[3].strip().isdigit() and r[-1].strip() == "no"
+
+
+@pytest.mark.slow
+def test_accelerated_floor_benchmark_counts_the_oracles_folds():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accelerated_floor.py"),
+                           "--scale", "0.01", "--folds", "10"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stops = re.search(r"stops at fold: plain EM (\d+), oracle (\d+)", proc.stdout)
+    assert stops is not None, proc.stdout
+    # with EM's exact Jacobian at the optimum the extrapolation stops sooner than plain EM
+    assert int(stops.group(2)) < int(stops.group(1)), proc.stdout

@@ -562,7 +562,7 @@ def _iteration(it: int, handle: EncodedDataHandle, estimator: Estimator,
     # (an extrapolated point's change is no EM step's: it cannot tell convergence)
     converged = not jump and previous is not None and \
         abs(delta) <= tol * max(abs(previous), 1e-300) and \
-        (squarem is None or squarem.settled(tol))
+        (squarem is None or squarem.settled(tol, abs(delta) / max(abs(previous), 1e-300)))
     if converged:
         result.converged, result.stop_reason = True, "converged"
     if saved is not None:  # before the callbacks: they may stop (or kill) the process

@@ -26,7 +26,8 @@ import numpy as np
 
 import mixfold
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._encoders import NumericEncoder
+from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.precision import native_dtype
 

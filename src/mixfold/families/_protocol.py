@@ -151,7 +151,7 @@ class Accumulator(ABC):
         return self
 
     def value(self) -> NodeStatistics:
-        """The statistics as nested :class:`NodeStatistics` of array copies (what
+        """The statistics as nested ``NodeStatistics`` of array copies (what
         ``Estimator.estimate`` reads)."""
         return NodeStatistics(tuple(a.copy() for a in self.own_arrays()),
                               tuple(c.value() for c in self.children()))
@@ -481,7 +481,7 @@ class Distribution(ABC):
     """
 
     family_name: ClassVar[str] = ""
-    #: Its kind in specs (``mixfold.spec``), or None: set by :func:`family`.
+    #: Its kind in specs (``mixfold.spec``), or None: set by ``@family``.
     spec_kind: ClassVar[str | None] = None
     #: The estimator class that declares this one its ``distribution_class``.
     estimator_class: ClassVar[type[Estimator]]

@@ -5,16 +5,16 @@ Read it top to bottom; a family imports everything it needs from here.
 **1. The roles.** A model is a tree of distributions. Four roles make a family (their classes
 are defined in :mod:`mixfold.families._protocol` and exported here):
 
-- :class:`Distribution`: parameters; scores a batch of encoded rows (``seq_log_density``),
-  samples, goes to and from a dict (model files).
-- :class:`Encoder`: raw rows -> :class:`Encoded` arrays, once per fit; a bad value raises
+- :class:`~mixfold.Distribution`: parameters; scores a batch of encoded rows
+  (``seq_log_density``), samples, goes to and from a dict (model files).
+- :class:`~mixfold.Encoder`: raw rows -> ``Encoded`` arrays, once per fit; a bad value raises
   :class:`~mixfold.DataError` naming its row.
-- :class:`Accumulator`: the weighted sufficient statistics of a batch, in float64 arrays of a
-  fixed size, so that shards' payloads add up element by element; its ``value()`` is a
-  :class:`NodeStatistics` (its own arrays, its children's).
-- :class:`Estimator`: statistics -> a new distribution (the M-step), with its options declared
-  once in ``option_rules``; every estimator takes ``keys=`` (tied parameters) and ``frozen=``
-  (parameters held at the start's value).
+- :class:`~mixfold.Accumulator`: the weighted sufficient statistics of a batch, in float64
+  arrays of a fixed size, so that shards' payloads add up element by element; its ``value()``
+  is a ``NodeStatistics`` (its own arrays, its children's).
+- :class:`~mixfold.Estimator`: statistics -> a new distribution (the M-step), with its options
+  declared once in ``option_rules``; every estimator takes ``keys=`` (tied parameters) and
+  ``frozen=`` (parameters held at the start's value).
 
 **2. Registration, once.** ``@family("Name")`` on the distribution registers the name its model
 files carry and, for a leaf, its kind in specs (``"name"`` in snake case); the estimator that
@@ -34,7 +34,7 @@ estimator ``__init__``  its options (checked by ``self.check_options``)
 ``from_statistics``     the M-step: a ``Statistics`` record -> a distribution
 ======================  ========================================================================
 
-and declares ``domain`` (the values its encoder accepts: :data:`DOMAINS`),
+and declares ``domain`` (the values its encoder accepts: ``DOMAINS``),
 ``parameter_coordinates`` (its parameters in its constructor's order, and how accelerated EM
 moves each: :mod:`mixfold.families._flat`) and ``Statistics``. The encoder, the estimator's
 accumulator (with the seeded start and the ``dd`` refusal), the dict form, ``n_parameters``,
@@ -50,16 +50,16 @@ update, and the fused linear E-step in every precision band (:mod:`mixfold.compu
 
 **5. Capabilities.** Anything more a family can do it declares by inheriting a mixin of
 :mod:`mixfold.capabilities` (exported here; they live below the compute layer, which asks for
-them): :class:`StackedScoring`, :class:`StackedUpdate`, :class:`LinearInFeatures`,
-:class:`LinearInFeaturesInBands`, :class:`FusedFold`, :class:`RunsInBands`,
-:class:`CompensatedAccumulation`, :class:`CentredStatistics`, :class:`RelativeScoring`,
-:class:`SeedsFromPoints`, :class:`SharesCovariance`, :class:`FoldsOnTorch`,
-:class:`VariationalBound`.
+them): ``StackedScoring``, ``StackedUpdate``, ``LinearInFeatures``, ``LinearInFeaturesInBands``,
+``FusedFold``, ``RunsInBands``, ``CompensatedAccumulation``, ``CentredStatistics``,
+``RelativeScoring``, ``SeedsFromPoints``, ``SharesCovariance``, ``FoldsOnTorch``,
+``VariationalBound``.
 
 **6. Combinators.** A family with children (a mixture, a record) also says how its children
 are folded, through the hooks of :mod:`mixfold.families._hooks` (exported here), which the
-model-parallel executor drives: :class:`FoldsChildren` / :class:`ScoresChildren`,
-:class:`ScoresColumns` / :class:`FoldsColumns`, :class:`ScoresRanges` / :class:`FoldsRanges`.
+model-parallel executor drives: ``FoldsChildren`` / ``ScoresChildren`` (each child once),
+``ScoresColumns`` / ``FoldsColumns`` (K units into the columns of one matrix),
+``ScoresRanges`` / ``FoldsRanges`` (ranges of units between central steps).
 
 >>> import numpy as np
 >>> from mixfold.families.poisson import PoissonDistribution, PoissonEstimator
@@ -153,7 +153,7 @@ class LeafDistribution(Distribution):
 
     #: "": ``@family`` names its spec kind after it.
     spec_kind: ClassVar[str | None] = ""
-    #: The values its encoder accepts (a key of :data:`DOMAINS`: ``"count"``, ``"real"``, ...).
+    #: The values its encoder accepts (a key of ``DOMAINS``: ``"count"``, ``"real"``, ...).
     domain: ClassVar[str]
     #: A NamedTuple naming its statistics, in payload order.
     Statistics: ClassVar[type[tuple[Any, ...]]]
@@ -358,7 +358,7 @@ class LeafEstimator(Estimator):
         return self.from_statistics(self.distribution_class.Statistics(*sums))
 
     def from_statistics(self, stats: Any) -> Distribution:
-        """The M-step of a :class:`LeafDistribution`: its ``Statistics`` -> a distribution,
+        """The M-step of a leaf: its distribution's ``Statistics`` -> a distribution,
         with a sensible answer when no row carries weight."""
         raise NotImplementedError(f"{type(self).__name__} estimates from its own statistics")
 

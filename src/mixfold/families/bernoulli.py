@@ -8,7 +8,8 @@ import numpy as np
 
 from mixfold.errors import ParameterError
 from mixfold.families._scipy import xlog1py, xlogy
-from mixfold.families.contract import LeafDistribution, LeafEstimator, accumulator_for, family
+from mixfold.families.contract import (LeafEstimator, LinearForm, LinearLeafDistribution,
+                                       accumulator_for, family)
 from mixfold.options import number
 
 __all__ = ["BernoulliDistribution", "BernoulliEstimator", "BernoulliAccumulator",
@@ -23,7 +24,7 @@ class BernoulliStatistics(NamedTuple):
 
 
 @family("Bernoulli")
-class BernoulliDistribution(LeafDistribution):
+class BernoulliDistribution(LinearLeafDistribution):
     """Bernoulli with ``P(1) = p`` for ``p`` in [0, 1]; values are 0/1 or bools.
 
     >>> d = BernoulliDistribution(0.2)
@@ -54,6 +55,12 @@ class BernoulliDistribution(LeafDistribution):
     @staticmethod
     def features(x: np.ndarray) -> tuple[np.ndarray, ...]:
         return (x,)
+
+    def natural(self) -> LinearForm | None:
+        """``log p(x) = x logit(p) + log(1 - p)``: none at ``p`` = 0 or 1."""
+        if not 0 < self.p < 1:
+            return None
+        return LinearForm((np.log(self.p) - np.log1p(-self.p),), np.log1p(-self.p))
 
 
 BernoulliAccumulator = accumulator_for(BernoulliDistribution)

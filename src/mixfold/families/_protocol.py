@@ -8,11 +8,9 @@ tree's statistics flatten into one payload (:meth:`Accumulator.to_array`) whose 
 on the estimator tree. Latent nodes (mixtures, hidden Markov models) pass per-row posteriors down as
 row weights, so leaves only ever do weighted sums.
 
-Beyond these roles a family declares what else it can do by inheriting the capability mixins of
-:mod:`mixfold.capabilities` (re-exported here): scoring K components in one call
-(``StackedScoring``), k-means seeding (``SeedsFromPoints``), the precision bands
-(``RunsInBands``), stacked and fused accumulation (``StackedUpdate``, ``FusedFold``), the fused
-linear E-step (``LinearInFeatures``) and double-double statistics (``CompensatedAccumulation``).
+These are the roles' definitions; a family author reads (and imports from)
+:mod:`mixfold.families.contract`, which exports them beside the leaf bases, the capabilities of
+:mod:`mixfold.capabilities` (also re-exported here) and the combinators' hooks.
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ import numpy as np
 
 from mixfold.errors import ParameterError
 from mixfold.families._scipy import xlog1py, xlogy
-from mixfold.families.contract import (LeafEstimator, LinearForm, LinearLeafDistribution,
-                                       accumulator_for, family)
+from mixfold.families.contract import LeafDistribution, LeafEstimator, accumulator_for, family
 from mixfold.options import number
 
 __all__ = ["BernoulliDistribution", "BernoulliEstimator", "BernoulliAccumulator",
@@ -24,7 +23,7 @@ class BernoulliStatistics(NamedTuple):
 
 
 @family("Bernoulli")
-class BernoulliDistribution(LinearLeafDistribution):
+class BernoulliDistribution(LeafDistribution):
     """Bernoulli with ``P(1) = p`` for ``p`` in [0, 1]; values are 0/1 or bools.
 
     >>> d = BernoulliDistribution(0.2)
@@ -55,12 +54,6 @@ class BernoulliDistribution(LinearLeafDistribution):
     @staticmethod
     def features(x: np.ndarray) -> tuple[np.ndarray, ...]:
         return (x,)
-
-    def natural(self) -> LinearForm | None:
-        """``log p(x) = x logit(p) + log(1 - p)``: none at ``p`` = 0 or 1."""
-        if not 0 < self.p < 1:
-            return None
-        return LinearForm((np.log(self.p) - np.log1p(-self.p),), np.log1p(-self.p))
 
 
 BernoulliAccumulator = accumulator_for(BernoulliDistribution)

@@ -8,8 +8,7 @@ import numpy as np
 
 from mixfold.errors import ParameterError
 from mixfold.families._scipy import xlog1py
-from mixfold.families.contract import (LeafEstimator, LinearForm, LinearLeafDistribution,
-                                       accumulator_for, family)
+from mixfold.families.contract import LeafDistribution, LeafEstimator, accumulator_for, family
 from mixfold.options import number
 
 __all__ = ["GeometricDistribution", "GeometricEstimator", "GeometricAccumulator",
@@ -24,7 +23,7 @@ class GeometricStatistics(NamedTuple):
 
 
 @family("Geometric")
-class GeometricDistribution(LinearLeafDistribution):
+class GeometricDistribution(LeafDistribution):
     """Geometric on {1, 2, ...} with success probability ``p`` in (0, 1], as ``scipy.stats.geom``.
 
     ``P(x) = (1 - p)**(x - 1) * p``; ``p = 1`` is the point mass at 1.
@@ -56,13 +55,6 @@ class GeometricDistribution(LinearLeafDistribution):
     @staticmethod
     def features(x: np.ndarray) -> tuple[np.ndarray, ...]:
         return (x,)
-
-    def natural(self) -> LinearForm | None:
-        """``log p(x) = x log(1 - p) + log p - log(1 - p)``: none at ``p = 1``."""
-        if self.p >= 1:
-            return None
-        log_q = np.log1p(-self.p)
-        return LinearForm((log_q,), np.log(self.p) - log_q)
 
 
 GeometricAccumulator = accumulator_for(GeometricDistribution)

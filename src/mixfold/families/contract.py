@@ -21,7 +21,8 @@ files carry and, for a leaf, its kind in specs (``"name"`` in snake case); the e
 declares the distribution its ``distribution_class`` is the family's estimator. Nothing else
 names a family (the package's built-in families are also exported from ``mixfold``).
 
-**3. A leaf in eight methods.** A leaf (one value per row, no latent variable) subclasses
+**3. A leaf in six methods** (eight with linear terms). A leaf (one value per row, no latent
+variable) subclasses
 :class:`LeafDistribution` and :class:`LeafEstimator` and writes:
 
 ======================  ========================================================================

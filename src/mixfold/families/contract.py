@@ -22,8 +22,7 @@ declares the distribution its ``distribution_class`` is the family's estimator. 
 names a family (the package's built-in families are also exported from ``mixfold``).
 
 **3. A leaf in six methods** (eight with linear terms). A leaf (one value per row, no latent
-variable) subclasses
-:class:`LeafDistribution` and :class:`LeafEstimator` and writes:
+variable) subclasses :class:`LeafDistribution` and :class:`LeafEstimator` and writes:
 
 ======================  ========================================================================
 ``__init__``            its parameters, checked (a bad one raises ``ParameterError``)

@@ -3,8 +3,9 @@
 A distribution or accumulator class says what it can do by the mixins it inherits; combinators,
 the precision bands and the compute layer ask ``isinstance`` / ``issubclass``, never for a method
 by name. Each mixin names the methods that implementing it promises (abstract, so a class that
-declares a capability without its methods cannot be instantiated). The family protocol
-(:mod:`mixfold.families._protocol`) re-exports them, so the whole contract reads in one file.
+declares a capability without its methods cannot be instantiated). The family contract
+(:mod:`mixfold.families.contract`) exports them beside the roles, so a family imports its whole
+contract from one module; they live here, below the compute layer, because it asks for them.
 
 A capability that depends on how a class reads its rows (linear terms, double-double sums) is
 not inherited silently: a subclass that reads its rows otherwise (overrides ``_add``) without

@@ -66,19 +66,11 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.families import (BernoulliEstimator, BetaEstimator, BinomialEstimator,
-                              CategoricalEstimator, CompositeEstimator,
-                              DiagonalGaussianEstimator, DirichletEstimator, Estimator,
-                              ExponentialEstimator, GammaEstimator, GaussianEstimator,
-                              GeometricEstimator, HiddenMarkovEstimator, LDAEstimator,
-                              LogGaussianEstimator,
-                              MixtureEstimator, MultinomialEstimator,
-                              MultivariateGaussianEstimator, MultivariateStudentTEstimator,
-                              NegativeBinomialEstimator,
-                              OptionalEstimator, PoissonEstimator, RecordEstimator,
-                              SequenceEstimator, StudentTEstimator, VonMisesEstimator,
-                              WeibullEstimator, ZeroInflatedEstimator)
+from mixfold.families import (CompositeEstimator, Estimator, HiddenMarkovEstimator,
+                              MixtureEstimator, OptionalEstimator, RecordEstimator,
+                              SequenceEstimator, ZeroInflatedEstimator)
 from mixfold.errors import ModelFileError, ParameterError
+from mixfold.families._protocol import LEAF_KINDS as _registered_kinds
 from mixfold.families.optional import MissingMarkers
 from mixfold.io.model_files import MAX_FILE_BYTES, json_depth, read_bytes_bounded, read_json_bounded
 
@@ -86,29 +78,9 @@ __all__ = ["SpecError", "NoDefault", "LeftOut", "estimator_from_spec", "spec_fro
            "load_spec", "LEAF_KINDS", "COMBINATOR_KINDS", "AUTO", "ANY_COLUMN", "MAX_SPEC_BYTES",
            "MAX_SPEC_DEPTH"]
 
-#: Leaf kinds and their estimator classes; a leaf's options are its constructor's arguments.
-LEAF_KINDS: dict[str, type[Estimator]] = {
-    "gaussian": GaussianEstimator,
-    "diagonal_gaussian": DiagonalGaussianEstimator,
-    "multivariate_gaussian": MultivariateGaussianEstimator,
-    "multivariate_student_t": MultivariateStudentTEstimator,
-    "categorical": CategoricalEstimator,
-    "poisson": PoissonEstimator,
-    "exponential": ExponentialEstimator,
-    "gamma": GammaEstimator,
-    "binomial": BinomialEstimator,
-    "bernoulli": BernoulliEstimator,
-    "geometric": GeometricEstimator,
-    "log_gaussian": LogGaussianEstimator,
-    "von_mises": VonMisesEstimator,
-    "negative_binomial": NegativeBinomialEstimator,
-    "beta": BetaEstimator,
-    "dirichlet": DirichletEstimator,
-    "multinomial": MultinomialEstimator,
-    "student_t": StudentTEstimator,
-    "weibull": WeibullEstimator,
-    "lda": LDAEstimator,
-}
+#: Leaf kinds and their estimator classes (every family registered by ``@family``, which names
+#: its kind); a leaf's options are its constructor's arguments.
+LEAF_KINDS: dict[str, type[Estimator]] = _registered_kinds
 #: Combinator kinds and the options each takes beside its kind key.
 COMBINATOR_KINDS: dict[str, tuple[str, ...]] = {
     "mixture": ("k", "pseudo_count", "keys", "weights_prior"),

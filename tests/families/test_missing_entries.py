@@ -13,7 +13,7 @@ from mixfold import (CategoricalDistribution, CategoricalEstimator, DataError,
                      HiddenMarkovDistribution, HiddenMarkovEstimator, MissingEntriesWarning,
                      MixtureDistribution, MixtureEstimator, ParameterError, RecordDistribution,
                      RecordEstimator)
-from mixfold.families._leaf import VectorEncoder
+from mixfold.families._encoders import VectorEncoder
 from mixfold.families._missing import MaskedRows, MissingPatterns
 from mixfold.families.diagonal_gaussian import (DiagonalGaussianAccumulator,
                                                 DiagonalGaussianDistribution,

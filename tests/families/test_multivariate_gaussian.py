@@ -4,7 +4,7 @@ from scipy import stats
 
 import mixfold
 from mixfold import DataError, DataTypeError, MixtureDistribution, MixtureEstimator, ParameterError
-from mixfold.families._leaf import VectorEncoder
+from mixfold.families._encoders import VectorEncoder
 from mixfold.families.multivariate_gaussian import (MultivariateGaussianAccumulator,
                                                     MultivariateGaussianDistribution,
                                                     MultivariateGaussianEstimator)

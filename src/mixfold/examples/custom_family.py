@@ -2,12 +2,13 @@
 mixture and as a field of a record, saved and loaded back (``python -m
 mixfold.examples.custom_family``; the docs' "Adding a family" page walks through this file).
 
-A leaf family is four small classes: the distribution (parameters, log-density of a batch,
-sampler, JSON), an accumulator (the weighted sufficient statistics of a batch as fixed-size
-float64 arrays, which add across shards), an estimator (statistics -> parameters) and an
-encoder (rows -> arrays, validated). The Rayleigh density on x >= 0 is
+A leaf family is two short classes written against :mod:`mixfold.families.contract`: the
+distribution (its parameters, the log-density of a batch, its features, a sampler) and the
+estimator (its options, statistics -> parameters). The Rayleigh density on x >= 0 is
 ``x / s^2 * exp(-x^2 / (2 s^2))``; its statistics are the weights' sum and the weighted sum of
-``x^2``, and the maximum-likelihood scale is ``s^2 = sum(w x^2) / (2 sum(w))``.
+its one feature ``x^2``, and the maximum-likelihood scale is ``s^2 = sum(w x^2) / (2 sum(w))``.
+Its log-density, ``-1/(2 s^2) x^2 - log s^2 + log x``, is linear in that feature, so declaring
+the natural parameters gives its mixtures the fused E-step.
 
 >>> import numpy as np
 >>> rows = RayleighDistribution(2.0).sampler(0).sample(20000)
@@ -16,95 +17,81 @@ encoder (rows -> arrays, validated). The Rayleigh density on x >= 0 is
 True
 >>> mixfold.Distribution.from_dict(fitted.to_dict()) == fitted  # registered by name
 True
+>>> from mixfold.spec import estimator_from_spec
+>>> estimator_from_spec({"mixture": "rayleigh", "k": 2})  # and by kind in specs
+MixtureEstimator([RayleighEstimator(), RayleighEstimator()])
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
 import mixfold
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold.precision import native_dtype
+from mixfold.families.contract import LeafEstimator, LinearForm, LinearLeafDistribution, family
 
-__all__ = ["RayleighDistribution", "RayleighAccumulator", "RayleighEstimator", "main"]
+__all__ = ["RayleighDistribution", "RayleighStatistics", "RayleighEstimator", "main"]
 
 
-@family("Rayleigh")  # the name its model files carry; registered when this module is imported
-class RayleighDistribution(Distribution):
+class RayleighStatistics(NamedTuple):
+    """What the fit sums over the rows: sums, so that the payloads of shards add up."""
+
+    weight: float  # the sum of the weights
+    squares: float  # the weighted sum of the feature x^2
+
+
+@family("Rayleigh")  # its name in model files, its kind ("rayleigh") in specs: the one place
+class RayleighDistribution(LinearLeafDistribution):
     """Rayleigh on x >= 0 with scale ``scale`` (``scipy.stats.rayleigh(scale=scale)``)."""
 
-    # how accelerated EM moves each parameter: the scale by its log (mixfold.families._flat)
+    domain = "nonnegative"  # one number >= 0 a row; anything else is refused, naming its row
+    # its parameters, in its constructor's order, and how accelerated EM moves each: by its log
     parameter_coordinates = {"scale": "positive"}
+    Statistics = RayleighStatistics
 
     def __init__(self, scale: float):
         self.scale = float(scale)
         if not (np.isfinite(self.scale) and self.scale > 0):
             raise ParameterError(f"scale must be finite and > 0, got {scale!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        """The log-density of every encoded row (an array of values, float64 out)."""
-        dt = native_dtype(precision)
-        x = enc.values.astype(dt, copy=False)
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        """The log-density of every value, computed in ``dt`` (float64, or float32)."""
+        x = x.astype(dt, copy=False)
         s2 = dt.type(self.scale * self.scale)
         with np.errstate(divide="ignore"):  # x = 0 has density 0: log-density -inf
-            out = np.log(x) - np.log(s2) - x * x / (dt.type(2) * s2)
-        return out.astype(np.float64, copy=False)
-
-    def encoder(self) -> Encoder:
-        return NumericEncoder("nonnegative")  # one number >= 0 a row; anything else is refused
-
-    def estimator(self, **options: Any) -> RayleighEstimator:
-        return RayleighEstimator(**options)
+            return np.log(x) - np.log(s2) - x * x / (dt.type(2) * s2)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.rayleigh(self.scale, size=n)
 
-    def n_parameters(self) -> int:
-        return 1  # (BIC and AIC count it)
+    @staticmethod
+    def features(x: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Its statistics are the weights' sum and the weighted sum of these."""
+        return (np.square(x),)
 
-    def _params(self) -> dict[str, Any]:
-        return {"scale": self.scale}
+    def natural(self) -> LinearForm:
+        """``log p(x) = -1/(2 s^2) x^2 - log s^2 + log x``: linear in its feature."""
+        s2 = self.scale * self.scale
+        return LinearForm((-0.5 / s2,), -np.log(s2))
 
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> RayleighDistribution:
-        return cls(p["scale"])
-
-
-class RayleighAccumulator(LeafAccumulator):
-    """The statistics: the sum of the weights and the weighted sum of x^2. They are plain sums,
-    so the payloads of shards add up element by element (a family whose values may be huge
-    keeps its sums about a reference point instead: see ``ExponentialAccumulator``)."""
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(2)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]  # fixed size, whatever the number of rows
-
-    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.sums += (w.sum(), w @ np.square(x))
+    @staticmethod
+    def base(x: np.ndarray) -> np.ndarray:
+        """``log x``, the same for every component."""
+        with np.errstate(divide="ignore"):
+            return np.log(x)
 
 
 class RayleighEstimator(LeafEstimator):
     """M-step: ``scale^2 = sum(w x^2) / (2 sum(w))``; with no weight, ``Rayleigh(1)``."""
 
-    accumulator_class = RayleighAccumulator
     distribution_class = RayleighDistribution
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("nonnegative")
-
-    def estimate(self, nobs: float, stats: Any) -> RayleighDistribution:
-        (sums,), _ = stats  # the accumulator's arrays, in the order of own_arrays
-        mass, squares = sums
-        if not (mass > 0 and squares > 0):
+    def from_statistics(self, stats: RayleighStatistics) -> RayleighDistribution:
+        if not (stats.weight > 0 and stats.squares > 0):
             return RayleighDistribution(1.0)
-        return RayleighDistribution(float(np.sqrt(squares / (2 * mass))))
+        return RayleighDistribution(float(np.sqrt(stats.squares / (2 * stats.weight))))
 
 
 def main() -> dict[str, float]:

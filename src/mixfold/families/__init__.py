@@ -1,5 +1,6 @@
-"""The families: one module per family, each with its Distribution, Encoder, Accumulator and
-Estimator; the roles themselves are in :mod:`mixfold.families._protocol`."""
+"""The families: one module per family, each with its Distribution and Estimator (and where it
+needs them its own Encoder and Accumulator); the contract they are written against is
+:mod:`mixfold.families.contract`."""
 
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, ArrayEncoded, Distribution,
                                         Encoded, Encoder, Estimator, InitRandom, Sampler)

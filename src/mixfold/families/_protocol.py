@@ -8,20 +8,19 @@ tree's statistics flatten into one payload (:meth:`Accumulator.to_array`) whose 
 on the estimator tree. Latent nodes (mixtures, hidden Markov models) pass per-row posteriors down as
 row weights, so leaves only ever do weighted sums.
 
-Beyond these roles a family declares what else it can do by inheriting the capability mixins of
-:mod:`mixfold.capabilities` (re-exported here): scoring K components in one call
-(``StackedScoring``), k-means seeding (``SeedsFromPoints``), the precision bands
-(``RunsInBands``), stacked and fused accumulation (``StackedUpdate``, ``FusedFold``), the fused
-linear E-step (``LinearInFeatures``) and double-double statistics (``CompensatedAccumulation``).
+These are the roles' definitions; a family author reads (and imports from)
+:mod:`mixfold.families.contract`, which exports them beside the leaf bases, the capabilities of
+:mod:`mixfold.capabilities` (also re-exported here) and the combinators' hooks.
 """
 
 from __future__ import annotations
 
-import functools
 import copy
+import functools
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -43,6 +42,7 @@ from mixfold.options import Rule, check_options
 __all__ = [
     "Encoded", "ArrayEncoded", "Encoder", "Accumulator", "AccumulatorFactory", "Estimator",
     "Distribution", "Sampler", "InitRandom", "family", "family_class", "as_weights", "is_na",
+    "NodeStatistics", "LEAF_KINDS",
     # optional capabilities a family declares by inheriting them (mixfold.capabilities)
     "StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
     "LinearInFeatures", "CompensatedAccumulation", "CentredStatistics", "RelativeScoring",
@@ -50,6 +50,15 @@ __all__ = [
 
 # ---------------------------------------------------------------------------------------------
 # Roles
+
+
+class NodeStatistics(NamedTuple):
+    """The statistics of one node of a model tree (what :meth:`Accumulator.value` gives and
+    :meth:`Estimator.estimate` reads): copies of its own arrays, in ``own_arrays`` order, and
+    its children's, in ``children`` order. A tuple, so ``(sums,), _ = stats`` still reads it."""
+
+    own: tuple[np.ndarray, ...]
+    children: tuple[NodeStatistics, ...]
 
 
 class Encoder(ABC):
@@ -139,10 +148,11 @@ class Accumulator(ABC):
             a += b
         return self
 
-    def value(self) -> Any:
-        """The statistics as a nested tuple of array copies (what ``Estimator.estimate`` reads)."""
-        return (tuple(a.copy() for a in self.own_arrays()),
-                tuple(c.value() for c in self.children()))
+    def value(self) -> NodeStatistics:
+        """The statistics as nested ``NodeStatistics`` of array copies (what
+        ``Estimator.estimate`` reads)."""
+        return NodeStatistics(tuple(a.copy() for a in self.own_arrays()),
+                              tuple(c.value() for c in self.children()))
 
     def from_value(self, value: Any) -> Accumulator:
         """Set the statistics from ``value()`` output; returns self."""
@@ -270,6 +280,11 @@ class Estimator(ABC):
             cls.__init__ = _taking_frozen(cls.__dict__["__init__"])
         if "bind" in cls.__dict__:  # and a bound estimator holds what it held
             cls.bind = _keeping_frozen(cls.__dict__["bind"])
+        dist = cls.__dict__.get("distribution_class")
+        if dist is not None and "estimator_class" not in vars(dist):  # the first one declared
+            dist.estimator_class = cls
+            if vars(dist).get("spec_kind"):
+                LEAF_KINDS[dist.spec_kind] = cls
 
     def parts(self) -> tuple[Estimator, ...]:
         """The child estimators of a combinator, in its accumulator's ``children()`` order."""
@@ -384,19 +399,42 @@ class Sampler:
 
 
 _FAMILIES: dict[str, type[Distribution]] = {}
+#: Spec kind -> estimator class of every registered leaf family (``mixfold.spec`` reads it):
+#: filled when a family registered with a kind has its estimator declared.
+LEAF_KINDS: dict[str, type[Estimator]] = {}
 
 
-def family(name: str) -> Callable[[type], type]:
-    """Register a distribution class under ``name`` for model files (``mixfold.load``)."""
+def family(name: str, kind: str | None = None) -> Callable[[type], type]:
+    """Register a distribution class under ``name`` for model files (``mixfold.load``) and, for
+    a leaf, under the spec kind ``kind`` (default: the leaf's name in snake case,
+    ``"NegativeBinomial"`` -> ``"negative_binomial"``; a class that is not a
+    :class:`~mixfold.families.contract.LeafDistribution` has one only when ``kind`` is given).
+    Its estimator is the class that declares it as ``distribution_class``: the one place a
+    family is named.
+
+    >>> snake_case("NegativeBinomial"), snake_case("LDA"), snake_case("VonMises")
+    ('negative_binomial', 'lda', 'von_mises')
+    """
 
     def register(cls: type) -> type:
         if name in _FAMILIES and _FAMILIES[name] is not cls:
             raise ValueError(f"family name {name!r} registered twice")
+        spec_kind = kind if kind is not None else \
+            (snake_case(name) if getattr(cls, "spec_kind", None) == "" else None)
+        if spec_kind is not None and spec_kind in LEAF_KINDS and \
+                LEAF_KINDS[spec_kind].distribution_class is not cls:
+            raise ValueError(f"spec kind {spec_kind!r} registered twice")
         _FAMILIES[name] = cls
         cls.family_name = name
+        cls.spec_kind = spec_kind
         return cls
 
     return register
+
+
+def snake_case(name: str) -> str:
+    """A family's name as a spec kind: words joined by underscores, lower case."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
 def family_class(name: str) -> type[Distribution]:
@@ -441,6 +479,10 @@ class Distribution(ABC):
     """
 
     family_name: ClassVar[str] = ""
+    #: Its kind in specs (``mixfold.spec``), or None: set by ``@family``.
+    spec_kind: ClassVar[str | None] = None
+    #: The estimator class that declares this one its ``distribution_class``.
+    estimator_class: ClassVar[type[Estimator]]
     #: How each parameter of ``to_dict`` maps to unconstrained coordinates (``"real"``,
     #: ``"positive"``, ``"unit"``, ``"simplex"``, ``"covariance"``, ``"fixed"``, ``"part"``,
     #: ``"parts"``: :mod:`mixfold.families._flat`), for accelerated EM; None: not declared,

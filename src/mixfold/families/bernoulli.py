@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafEstimator, NumericEncoder, WeightedSumAccumulator
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import xlog1py, xlogy
-from mixfold.precision import native_dtype
+from mixfold.families.contract import LeafDistribution, LeafEstimator, accumulator_for, family
 from mixfold.options import number
 
-__all__ = ["BernoulliDistribution", "BernoulliEstimator", "BernoulliAccumulator"]
+__all__ = ["BernoulliDistribution", "BernoulliEstimator", "BernoulliAccumulator",
+           "BernoulliStatistics"]
+
+
+class BernoulliStatistics(NamedTuple):
+    """A Bernoulli's statistics of weighted rows."""
+
+    weight: float  #: the sum of the weights
+    ones: float  #: the weighted number of ones
 
 
 @family("Bernoulli")
-class BernoulliDistribution(Distribution):
+class BernoulliDistribution(LeafDistribution):
     """Bernoulli with ``P(1) = p`` for ``p`` in [0, 1]; values are 0/1 or bools.
 
     >>> d = BernoulliDistribution(0.2)
@@ -27,43 +33,30 @@ class BernoulliDistribution(Distribution):
     [0, 0, 1, 1, 0]
     """
 
+    domain = "binary"
     parameter_coordinates = {"p": "unit"}
+    Statistics = BernoulliStatistics
 
     def __init__(self, p: float):
         self.p = float(p)
         if not (0 <= self.p <= 1):
             raise ParameterError(f"p must be in [0, 1], got {p!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        dt = native_dtype(precision)
-        x = enc.values.astype(dt, copy=False)
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        x = x.astype(dt, copy=False)
         p = dt.type(self.p)
         # xlogy / xlog1py give 0 * log(0) = 0, so p = 0 and p = 1 score the sure value 0, not NaN
-        out = xlogy(x, p) + xlog1py(dt.type(1) - x, -p)
-        return out.astype(np.float64, copy=False)
-
-    def encoder(self) -> Encoder:
-        return NumericEncoder("binary")
-
-    def estimator(self, **options: Any) -> BernoulliEstimator:
-        return BernoulliEstimator(**options)
+        return xlogy(x, p) + xlog1py(dt.type(1) - x, -p)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return (rng.random(n) < self.p).astype(np.int64)
 
-    def n_parameters(self) -> int:
-        return 1
-
-    def _params(self) -> dict[str, Any]:
-        return {"p": self.p}
-
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> BernoulliDistribution:
-        return cls(p["p"])
+    @staticmethod
+    def features(x: np.ndarray) -> tuple[np.ndarray, ...]:
+        return (x,)
 
 
-class BernoulliAccumulator(WeightedSumAccumulator):
-    """Statistics: sum of weights and of weighted ones."""
+BernoulliAccumulator = accumulator_for(BernoulliDistribution)
 
 
 class BernoulliEstimator(LeafEstimator):
@@ -80,9 +73,7 @@ class BernoulliEstimator(LeafEstimator):
     0.3
     """
 
-    accumulator_class = BernoulliAccumulator
     distribution_class = BernoulliDistribution
-
     option_rules = {"pseudo_count": number(0)}
 
     def __init__(self, pseudo_count: float = 0.0, keys: str | None = None):
@@ -90,14 +81,9 @@ class BernoulliEstimator(LeafEstimator):
         self.check_options(pseudo_count=pseudo_count)
         self.pseudo_count = float(pseudo_count)
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("binary")
-
-    def estimate(self, nobs: float, stats: Any) -> BernoulliDistribution:
-        (sums,), _ = stats
-        rows, ones = sums
+    def from_statistics(self, stats: BernoulliStatistics) -> BernoulliDistribution:
         c = self.pseudo_count
-        if rows + 2 * c <= 0:
+        if stats.weight + 2 * c <= 0:
             return BernoulliDistribution(0.5)
-        # ones <= rows, so the ratio is in [0, 1] up to rounding
-        return BernoulliDistribution(min((ones + c) / (rows + 2 * c), 1.0))
+        # ones <= weight, so the ratio is in [0, 1] up to rounding
+        return BernoulliDistribution(min((stats.ones + c) / (stats.weight + 2 * c), 1.0))

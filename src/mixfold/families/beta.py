@@ -12,7 +12,8 @@ from mixfold.capabilities import LinearInFeatures, SeedsFromPoints, StackedScori
 from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder)
+from mixfold.families._encoders import NumericEncoder
+from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln
 from mixfold.families.dirichlet import dirichlet_mle, moment_start, transposed_features
@@ -21,7 +22,7 @@ from mixfold.options import number
 __all__ = ["BetaDistribution", "BetaEstimator", "BetaAccumulator"]
 
 
-@family("Beta")
+@family("Beta", kind="beta")
 class BetaDistribution(Distribution, StackedScoring, SeedsFromPoints):
     """Beta with shapes ``a`` > 0 and ``b`` > 0: density
     ``x**(a-1) (1-x)**(b-1) / B(a, b)`` on (0, 1); a Dirichlet with two parts.

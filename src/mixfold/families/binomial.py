@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import LeafEstimator, NumericEncoder, WeightedSumAccumulator
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln, xlog1py, xlogy
-from mixfold.precision import native_dtype
+from mixfold.families.contract import (Encoder, LeafDistribution, LeafEstimator, NumericEncoder,
+                                       accumulator_for, family)
 from mixfold.options import number, rule
 
-__all__ = ["BinomialDistribution", "BinomialEstimator", "BinomialAccumulator"]
+__all__ = ["BinomialDistribution", "BinomialEstimator", "BinomialAccumulator",
+           "BinomialStatistics"]
 
 
 #: The most trials: NumPy draws binomials with a 64-bit signed count.
@@ -32,8 +32,15 @@ def _as_trials(n: Any) -> int | None:
     return n if 0 <= n <= MAX_TRIALS else None
 
 
+class BinomialStatistics(NamedTuple):
+    """A binomial's statistics of weighted rows."""
+
+    weight: float  #: the sum of the weights
+    successes: float  #: the weighted sum of the success counts
+
+
 @family("Binomial")
-class BinomialDistribution(Distribution):
+class BinomialDistribution(LeafDistribution):
     """Binomial with ``n`` trials and success probability ``p`` in [0, 1].
 
     >>> d = BinomialDistribution(10, 0.3)
@@ -43,7 +50,9 @@ class BinomialDistribution(Distribution):
     True
     """
 
-    parameter_coordinates = {"n": "fixed", "p": "unit"}
+    domain = "count"
+    parameter_coordinates = {"n": "fixed", "p": "unit"}  # n is fixed by the estimator
+    Statistics = BinomialStatistics
 
     def __init__(self, n: int, p: float):
         trials = _as_trials(n)
@@ -54,14 +63,12 @@ class BinomialDistribution(Distribution):
         if not (0 <= self.p <= 1):
             raise ParameterError(f"p must be in [0, 1], got {p!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        dt = native_dtype(precision)
-        x = enc.values.astype(dt, copy=False)
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        x = x.astype(dt, copy=False)
         n, p, one = dt.type(self.n), dt.type(self.p), dt.type(1)
         log_choose = gammaln(n + one) - gammaln(x + one) - gammaln(n - x + one)
         # xlogy / xlog1py give 0 * log(0) = 0, so p = 0 and p = 1 are point masses, never NaN
-        out = log_choose + xlogy(x, p) + xlog1py(n - x, -p)
-        return out.astype(np.float64, copy=False)
+        return log_choose + xlogy(x, p) + xlog1py(n - x, -p)
 
     def encoder(self) -> Encoder:
         return NumericEncoder("count", upper=self.n)
@@ -73,19 +80,12 @@ class BinomialDistribution(Distribution):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.binomial(self.n, self.p, size=n).astype(np.int64)
 
-    def n_parameters(self) -> int:
-        return 1  # n is fixed by the estimator
-
-    def _params(self) -> dict[str, Any]:
-        return {"n": self.n, "p": self.p}
-
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> BinomialDistribution:
-        return cls(p["n"], p["p"])
+    @staticmethod
+    def features(x: np.ndarray) -> tuple[np.ndarray, ...]:
+        return (x,)
 
 
-class BinomialAccumulator(WeightedSumAccumulator):
-    """Statistics: sum of weights and of weighted success counts."""
+BinomialAccumulator = accumulator_for(BinomialDistribution)
 
 
 class BinomialEstimator(LeafEstimator):
@@ -102,7 +102,6 @@ class BinomialEstimator(LeafEstimator):
     (12, 0.4)
     """
 
-    accumulator_class = BinomialAccumulator
     distribution_class = BinomialDistribution
 
     option_rules = {"n": rule(lambda v: _as_trials(v) is not None, "an integer in [0, 2**63 - 1]"),
@@ -117,12 +116,10 @@ class BinomialEstimator(LeafEstimator):
     def encoder(self) -> Encoder:
         return NumericEncoder("count", upper=self.n)
 
-    def estimate(self, nobs: float, stats: Any) -> BinomialDistribution:
-        (sums,), _ = stats
-        rows, successes = sums
+    def from_statistics(self, stats: BinomialStatistics) -> BinomialDistribution:
         c = self.pseudo_count
-        trials = self.n * rows + 2 * c
+        trials = self.n * stats.weight + 2 * c
         if trials <= 0:
             return BinomialDistribution(self.n, 0.5)
         # successes <= n per row, so the ratio is in [0, 1] up to rounding
-        return BinomialDistribution(self.n, min((successes + c) / trials, 1.0))
+        return BinomialDistribution(self.n, min((stats.successes + c) / trials, 1.0))

@@ -12,7 +12,7 @@ from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator
+from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.compute.linear import LinearTerms
 from mixfold.families._protocol import (
     ArrayEncoded,
@@ -197,7 +197,7 @@ def level_from_json(v: Any) -> Any:
     return v
 
 
-@family("Categorical")
+@family("Categorical", kind="categorical")
 class CategoricalDistribution(Distribution, StackedScoring):
     """Probabilities over a fixed tuple of levels.
 

@@ -42,7 +42,7 @@ import numpy as np
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._intervals import IntervalLaw
-from mixfold.families._leaf import NumericEncoder
+from mixfold.families._encoders import NumericEncoder
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, ArrayEncoded,
                                         Distribution, Encoded, Encoder, Estimator, InitRandom,
                                         family)

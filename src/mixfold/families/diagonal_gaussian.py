@@ -23,8 +23,8 @@ from mixfold.errors import ParameterError
 from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_moments,
                                        variance_floor)
 from mixfold.families._gaussian_prior import PRIOR_RULES, GaussianPrior, plain
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, VectorEncoder, bound_vector,
-                                    vector_encoder)
+from mixfold.families._encoders import VectorEncoder, bound_vector, vector_encoder
+from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._missing import (MissingPatterns, check_missing_flag, fill_for_points,
                                        has_missing, require_native)
 from mixfold.compute.linear import LinearTerms, centred_gaussian
@@ -93,7 +93,7 @@ def centred_transposed(rows: np.ndarray, center: np.ndarray, out: np.ndarray) ->
                 casting="same_kind")
 
 
-@family("DiagonalGaussian")
+@family("DiagonalGaussian", kind="diagonal_gaussian")
 class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands,
                                    RelativeScoring):
     """Gaussian with mean vector ``mu`` and per-coordinate variances ``sigma2`` (both length D).

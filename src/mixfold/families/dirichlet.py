@@ -12,8 +12,8 @@ from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DegenerateFitWarning, ParameterError
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, VectorEncoder,
-                                    _VectorEncoder)
+from mixfold.families._encoders import VectorEncoder, _VectorEncoder
+from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
 from mixfold.options import integer, none_or, number
@@ -135,7 +135,7 @@ class SimplexEncoder(Encoder):
         return f"SimplexEncoder({self.dim!r})"
 
 
-@family("Dirichlet")
+@family("Dirichlet", kind="dirichlet")
 class DirichletDistribution(Distribution, StackedScoring):
     """Dirichlet with concentrations ``alpha`` (D > 1 of them, each > 0): density
     ``Gamma(sum a) / prod Gamma(a_k) * prod x_k**(a_k - 1)`` on the simplex; scipy's

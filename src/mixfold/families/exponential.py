@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from mixfold.errors import ParameterError
 from mixfold.families._centred import ScalarReference, weighted_centre
 from mixfold.families._intervals import IntervalLaw, scipy_stats
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder)
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
-from mixfold.precision import native_dtype
+from mixfold.families.contract import LeafAccumulator, LeafDistribution, LeafEstimator, family
 from mixfold.options import number
 
-__all__ = ["ExponentialDistribution", "ExponentialEstimator", "ExponentialAccumulator"]
+__all__ = ["ExponentialDistribution", "ExponentialEstimator", "ExponentialAccumulator",
+           "ExponentialStatistics"]
+
+
+class ExponentialStatistics(NamedTuple):
+    """An exponential's statistics of weighted rows, about a reference log scale ``r``
+    (:class:`ExponentialAccumulator`)."""
+
+    weight: float  #: the sum of the weights
+    ratio: float  #: the weighted sum of ``x / exp(r)``
+    reference_mass: float  #: the weighted sum of ``r``
 
 
 @family("Exponential")
-class ExponentialDistribution(Distribution, IntervalLaw):
+class ExponentialDistribution(LeafDistribution, IntervalLaw):
     """Exponential with density ``rate * exp(-rate * x)`` for x >= 0.
 
     >>> d = ExponentialDistribution(2.0)
@@ -29,18 +37,17 @@ class ExponentialDistribution(Distribution, IntervalLaw):
     (3,)
     """
 
+    domain = "nonnegative"
     parameter_coordinates = {"rate": "positive"}
+    Statistics = ExponentialStatistics
 
     def __init__(self, rate: float):
         self.rate = float(rate)
         if not (np.isfinite(self.rate) and self.rate > 0):
             raise ParameterError(f"rate must be finite and > 0, got {rate!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        dt = native_dtype(precision)
-        x = enc.values.astype(dt, copy=False)
-        out = dt.type(np.log(self.rate)) - dt.type(self.rate) * x
-        return out.astype(np.float64, copy=False)
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        return dt.type(np.log(self.rate)) - dt.type(self.rate) * x.astype(dt, copy=False)
 
     def scipy_law(self) -> Any:
         """``scipy.stats.expon(scale=1 / rate)``."""
@@ -56,24 +63,8 @@ class ExponentialDistribution(Distribution, IntervalLaw):
         mean = low + 1.0 / self.rate - np.where(width > 0, cut, 1.0 / self.rate)
         return mean[:, None], np.ones((len(mean), 1))
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("nonnegative")
-
-    def estimator(self, **options: Any) -> ExponentialEstimator:
-        return ExponentialEstimator(**options)
-
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.exponential(1.0 / self.rate, size=n)
-
-    def n_parameters(self) -> int:
-        return 1
-
-    def _params(self) -> dict[str, Any]:
-        return {"rate": self.rate}
-
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> ExponentialDistribution:
-        return cls(p["rate"])
 
 
 class ExponentialAccumulator(LeafAccumulator, ScalarReference):
@@ -132,16 +123,12 @@ class ExponentialEstimator(LeafEstimator):
         self.check_options(max_rate=max_rate)
         self.max_rate = float(max_rate)
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("nonnegative")
-
-    def estimate(self, nobs: float, stats: Any) -> ExponentialDistribution:
-        (sums,), _ = stats
-        s0, ratio, ref_mass = sums
+    def from_statistics(self, stats: ExponentialStatistics) -> ExponentialDistribution:
+        s0, ratio = stats.weight, stats.ratio
         if not s0 > 0:
             return ExponentialDistribution(1.0)
         # the rate s0 / (c ratio) in logs; ratio is 0 for rows that are all zero
-        log_rate = -ref_mass / s0 - np.log(ratio / s0) if ratio > 0 else np.inf
+        log_rate = -stats.reference_mass / s0 - np.log(ratio / s0) if ratio > 0 else np.inf
         if log_rate >= np.log(self.max_rate):
             return ExponentialDistribution(self.max_rate)
         return ExponentialDistribution(float(np.exp(log_rate)))

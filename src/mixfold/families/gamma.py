@@ -13,7 +13,8 @@ from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import ScalarReference, weighted_centre
 from mixfold.families._intervals import IntervalLaw, scipy_stats
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder)
+from mixfold.families._encoders import NumericEncoder
+from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
 from mixfold.precision import native_dtype
@@ -25,7 +26,7 @@ __all__ = ["GammaDistribution", "GammaEstimator", "GammaAccumulator", "gamma_sha
 SMALLEST_LOG_SCALE = float(np.log(2.0 ** -1064))
 
 
-@family("Gamma")
+@family("Gamma", kind="gamma")
 class GammaDistribution(Distribution, SeedsFromPoints, IntervalLaw):
     """Gamma with density ``x**(k-1) exp(-x/theta) / (Gamma(k) theta**k)`` for x > 0.
 

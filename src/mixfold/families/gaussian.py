@@ -23,7 +23,8 @@ from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_moments,
                                        variance_floor)
 from mixfold.families._intervals import IntervalLaw, scipy_stats, truncated_normal_moments
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator, NumericEncoder
+from mixfold.families._encoders import NumericEncoder
+from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.compute.linear import LinearTerms, centred_gaussian, gaussian_centre
 from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -34,7 +35,7 @@ from mixfold.options import number, one_of
 __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator"]
 
 
-@family("Gaussian")
+@family("Gaussian", kind="gaussian")
 class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands, IntervalLaw,
                            RelativeScoring):
     """Gaussian with mean ``mu`` and variance ``sigma2``.

@@ -456,7 +456,7 @@ class TopicUnit:
         return Decomposition.atomic(row_work=self.work, param_bytes=16 * self.n_words)
 
 
-@family("LDA")
+@family("LDA", kind="lda")
 class LDADistribution(Distribution, ScoresRanges):
     """Latent Dirichlet allocation: ``topics`` (K, V) positive Dirichlet parameters lambda of the
     topics over the vocabulary, ``alpha`` the document-topic prior (a number or K numbers),

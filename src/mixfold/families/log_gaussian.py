@@ -10,7 +10,7 @@ import numpy as np
 
 from mixfold.capabilities import RelativeScoring, SeedsFromPoints, StackedScoring
 from mixfold.families._intervals import IntervalLaw, scipy_stats, truncated_normal_moments
-from mixfold.families._leaf import NumericEncoder
+from mixfold.families._encoders import NumericEncoder
 from mixfold.compute.linear import LinearTerms
 from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
@@ -18,7 +18,7 @@ from mixfold.families.gaussian import GaussianAccumulator, GaussianDistribution,
 
 __all__ = ["LogGaussianDistribution", "LogGaussianEstimator", "LogGaussianAccumulator"]
 
-@family("LogGaussian")
+@family("LogGaussian", kind="log_gaussian")
 class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RelativeScoring,
                               IntervalLaw):
     """Log-normal: ``log x`` is Gaussian with mean ``mu`` and variance ``sigma2``, for x > 0.

@@ -13,7 +13,7 @@ from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DataError, DataTypeError, ParameterError
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
-from mixfold.families._leaf import LeafAccumulator, LeafEstimator
+from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import (ArrayEncoded, Distribution, Encoded, Encoder,
                                         InitRandom, family)
 from mixfold.families._scipy import csr_matrix, xlogy
@@ -124,7 +124,7 @@ class MultinomialEncoder(Encoder):
         return f"MultinomialEncoder({self.levels!r})"
 
 
-@family("Multinomial")
+@family("Multinomial", kind="multinomial")
 class MultinomialDistribution(Distribution, StackedScoring):
     """Multinomial with probabilities ``probs`` over ``levels``: a row of counts ``x`` with
     total ``n`` has probability ``n! / prod x_j! * prod probs_j**x_j`` (scipy's

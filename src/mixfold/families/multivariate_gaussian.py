@@ -25,8 +25,8 @@ from mixfold.compute.linear import LinearTerms, gaussian_centre
 from mixfold.families._centred import (FLOOR_MODES, ROUNDOFF_FLOOR, CentredMoments,
                                        central_moments, variance_floor)
 from mixfold.families._gaussian_prior import PRIOR_RULES, GaussianPrior, plain
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, VectorEncoder, bound_vector,
-                                    vector_encoder)
+from mixfold.families._encoders import VectorEncoder, bound_vector, vector_encoder
+from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._missing import (Conditionals, MissingPatterns, add_weighted_outer,
                                        check_missing_flag, fill_for_points,
                                        gaussian_conditionals, has_missing, require_native)
@@ -60,7 +60,7 @@ def _array(name: str, value: Any, ndim: int) -> np.ndarray:
     return a
 
 
-@family("MultivariateGaussian")
+@family("MultivariateGaussian", kind="multivariate_gaussian")
 class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands,
                                        RelativeScoring):
     """Gaussian with mean vector ``mu`` (length D) and covariance ``cov`` (D x D).

@@ -13,8 +13,8 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._centred import (FLOOR_MODES, ROUNDOFF_FLOOR, CentredMoments,
                                        central_moments, variance_floor)
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, VectorEncoder, bound_vector,
-                                    vector_encoder)
+from mixfold.families._encoders import VectorEncoder, bound_vector, vector_encoder
+from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._missing import (MissingPatterns, add_weighted_outer, fill_for_points,
                                        has_missing, require_native)
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
@@ -79,7 +79,7 @@ class _RowScales:
         return shape / rate, digamma(shape) - np.log(rate)
 
 
-@family("MultivariateStudentT")
+@family("MultivariateStudentT", kind="multivariate_student_t")
 class MultivariateStudentTDistribution(Distribution, SeedsFromPoints):
     """Student's t with location ``mu`` (length D), scale matrix ``scale`` (D x D, symmetric
     positive definite) and ``nu`` > 0 degrees of freedom: a Gaussian ``N(mu, scale / u)`` whose

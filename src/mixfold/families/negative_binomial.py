@@ -11,7 +11,8 @@ import numpy as np
 from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder)
+from mixfold.families._encoders import NumericEncoder
+from mixfold.families.contract import LeafEstimator, ModelStatsAccumulator
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, xlog1py
 from mixfold.families.gamma import gamma_shape_mle
@@ -22,7 +23,7 @@ __all__ = ["NegativeBinomialDistribution", "NegativeBinomialEstimator",
            "NegativeBinomialAccumulator"]
 
 
-@family("NegativeBinomial")
+@family("NegativeBinomial", kind="negative_binomial")
 class NegativeBinomialDistribution(Distribution, SeedsFromPoints):
     """Negative binomial with ``r`` > 0 and success probability ``p`` in (0, 1]:
     ``P(x) = Gamma(x + r) / (Gamma(r) x!) p**r (1 - p)**x``, mean ``r (1 - p) / p``, variance

@@ -174,7 +174,7 @@ class OptionalEncoded(Encoded):
 class OptionalEncoder(Encoder):
     """Marks the missing rows and encodes the present values with the inner encoder.
 
-    >>> from mixfold.families._leaf import NumericEncoder
+    >>> from mixfold.families._encoders import NumericEncoder
     >>> e = OptionalEncoder(NumericEncoder("real")).encode([1.5, None, float("nan"), 2.0])
     >>> e.present.tolist(), e.inner.values.tolist()
     ([True, False, False, True], [1.5, 2.0])

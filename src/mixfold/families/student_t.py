@@ -10,7 +10,8 @@ import numpy as np
 from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder)
+from mixfold.families._encoders import NumericEncoder
+from mixfold.families.contract import LeafEstimator, ModelStatsAccumulator
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln
 from mixfold.families.gamma import gamma_shape_mle
@@ -19,7 +20,7 @@ from mixfold.options import none_or, number
 __all__ = ["StudentTDistribution", "StudentTEstimator", "StudentTAccumulator"]
 
 
-@family("StudentT")
+@family("StudentT", kind="student_t")
 class StudentTDistribution(Distribution, SeedsFromPoints):
     """Student's t with location ``mu``, squared scale ``sigma2`` > 0 and ``nu`` > 0 degrees of
     freedom: a Gaussian ``N(mu, sigma2 / u)`` whose precision scale ``u`` is

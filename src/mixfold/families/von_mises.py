@@ -12,7 +12,8 @@ from mixfold.compute.logspace import LOG_2PI
 from mixfold.capabilities import SeedsFromPoints, StackedScoring, StackedUpdate
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import ScalarReference
-from mixfold.families._leaf import (LeafAccumulator, LeafEstimator, NumericEncoder)
+from mixfold.families._encoders import NumericEncoder
+from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import i0e, i1e
 from mixfold.precision import native_dtype
@@ -53,7 +54,7 @@ def _log_norm(kappa: np.ndarray | float) -> np.ndarray:
     return log_norm_excess(kappa) + kappa
 
 
-@family("VonMises")
+@family("VonMises", kind="von_mises")
 class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
     """Von Mises with density ``exp(kappa cos(x - mu)) / (2 pi I0(kappa))``.
 

@@ -11,7 +11,8 @@ from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._intervals import IntervalLaw, scipy_stats
-from mixfold.families._leaf import (LeafEstimator, ModelStatsAccumulator, NumericEncoder)
+from mixfold.families._encoders import NumericEncoder
+from mixfold.families.contract import LeafEstimator, ModelStatsAccumulator
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.options import number
 
@@ -26,7 +27,7 @@ LOG_SCALE_LIMIT = 700.0
 EULER_GAMMA = 0.5772156649015329
 
 
-@family("Weibull")
+@family("Weibull", kind="weibull")
 class WeibullDistribution(Distribution, SeedsFromPoints, IntervalLaw):
     """Weibull with density ``k / lam (x / lam)**(k-1) exp(-(x / lam)**k)`` for x > 0.
 

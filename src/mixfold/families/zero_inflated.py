@@ -9,7 +9,7 @@ import numpy as np
 
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
-from mixfold.families._leaf import NumericEncoder
+from mixfold.families._encoders import NumericEncoder
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family)
 from mixfold.options import number

@@ -1,33 +1,22 @@
-"""What the leaf families share: validated numeric encoders, the leaf accumulator and estimator."""
+"""The leaf families' encoders: one validated number or fixed-length vector per row, each bad
+row refused with its number (what :class:`~mixfold.families.contract.LeafDistribution`'s
+``domain`` names)."""
 
 from __future__ import annotations
 
 import numbers
 import warnings
-from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import CentredStatistics, CompensatedAccumulation
 from mixfold.errors import DataError, DataTypeError, MissingEntriesWarning
-from mixfold.precision import BandSupportError, resolve_precision
-from mixfold.families._protocol import (
-    Accumulator,
-    AccumulatorFactory,
-    ArrayEncoded,
-    Encoded,
-    Encoder,
-    Estimator,
-    InitRandom,
-)
+from mixfold.families._protocol import ArrayEncoded, Encoder
 from mixfold.families._missing import MaskedRows
 
-__all__ = ["NumericEncoder", "VectorEncoder", "vector_encoder", "bound_vector",
-           "LeafAccumulator", "WeightedSumAccumulator",
-           "ModelStatsAccumulator",
-           "LeafEstimator", "to_float_array"]
+__all__ = ["NumericEncoder", "VectorEncoder", "vector_encoder", "bound_vector", "DOMAINS",
+           "to_float_array"]
 
 
 def _is_integral(x: np.ndarray) -> np.ndarray:
@@ -35,7 +24,7 @@ def _is_integral(x: np.ndarray) -> np.ndarray:
 
 
 # domain -> (test of the valid values, what was expected)
-_DOMAINS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
+DOMAINS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
     "real": (np.isfinite, "a finite number"),
     "positive": (lambda x: np.isfinite(x) & (x > 0), "a finite number > 0"),
     "nonnegative": (lambda x: np.isfinite(x) & (x >= 0), "a finite number >= 0"),
@@ -117,13 +106,13 @@ class NumericEncoder(Encoder):
     """
 
     def __init__(self, domain: str, upper: float | None = None):
-        if domain not in _DOMAINS:
-            raise ValueError(f"domain must be one of {sorted(_DOMAINS)}, got {domain!r}")
+        if domain not in DOMAINS:
+            raise ValueError(f"domain must be one of {sorted(DOMAINS)}, got {domain!r}")
         self.domain = domain
         self.upper = upper
 
     def encode(self, values: Any) -> ArrayEncoded:
-        test, expected = _DOMAINS[self.domain]
+        test, expected = DOMAINS[self.domain]
         x = to_float_array(values, allow_bool=self.domain == "binary", what=expected)
         if x.ndim != 1:
             raise DataTypeError(f"expected one scalar per row, got an array of shape {x.shape}")
@@ -296,93 +285,3 @@ def _describe(r: Any) -> str:
     if dims < 0:
         return f"a ragged value {r!r:.80}"
     return f"a value of shape {np.shape(r)}"
-
-
-class LeafAccumulator(Accumulator):
-    """A leaf's statistics are weighted sums of functions of its values; no latent variables.
-
-    Subclasses implement ``_add(values, weights)``; updating and initialising are the same sum.
-    """
-
-    def __init__(self, keys: str | None = None):
-        self.keys = keys
-
-    @abstractmethod
-    def _add(self, values: np.ndarray, weights: np.ndarray) -> None:
-        """Add weighted statistics of the encoded values (array with rows on axis 0)."""
-
-    def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
-                   precision: str = "float64") -> None:
-        if resolve_precision(precision).compensated:
-            self.seq_update_dd(enc, weights, np.zeros_like(weights), model)
-            return None
-        if isinstance(self, CentredStatistics) and model is not None and not self.has_point():
-            self.set_reference(self.stack_reference([model])[0])
-        self._add(enc.values, weights)
-        return None
-
-    def seq_update_dd(self, enc: Encoded, w_hi: np.ndarray, w_lo: np.ndarray, model: Any,
-                      ops: Any = None) -> None:
-        """The ``dd`` band: add the rows with double-double weights ``w_hi + w_lo`` into
-        double-double statistics (a :class:`CompensatedAccumulation`'s ``_add_dd``)."""
-        if not isinstance(self, CompensatedAccumulation):
-            raise BandSupportError(f"precision 'dd' cannot run {type(self).__name__}: it has no "
-                                   f"double-double accumulation of its statistics")
-        if isinstance(self, CentredStatistics) and model is not None and not self.has_point():
-            self.set_reference(self.stack_reference([model])[0])
-        self._add_dd(enc.values, w_hi, w_lo)
-
-    def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
-        self._add(enc.values, weights)
-
-
-class WeightedSumAccumulator(LeafAccumulator):
-    """The statistics of a family whose estimate needs only the sum of the weights and the
-    weighted sum of its values (Bernoulli, Binomial, Exponential, Geometric, Poisson)."""
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(2)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
-
-    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.sums += (w.sum(), w @ x)
-
-
-class LeafEstimator(Estimator):
-    """Base of leaf estimators: an accumulator class, an encoder, optional keys."""
-
-    accumulator_class: type[LeafAccumulator]
-
-    def __init__(self, keys: str | None = None):
-        self.keys = keys
-
-    def _new_accumulator(self) -> LeafAccumulator:
-        return self.accumulator_class(keys=self.keys)
-
-    def accumulator_factory(self) -> AccumulatorFactory:
-        return AccumulatorFactory(self._new_accumulator)
-
-    def __repr__(self) -> str:
-        opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if v is not None)
-        return f"{type(self).__name__}({opts})"
-
-
-class ModelStatsAccumulator(LeafAccumulator):
-    """A leaf whose E-step statistics depend on the current parameters (the posterior of a
-    latent scale, derivatives around the current shape): the E-step adds rows through
-    ``_add_model(values, weights, model)``; initialisation, which has no model yet, through
-    ``_add`` (moments the estimator starts from)."""
-
-    @abstractmethod
-    def _add_model(self, values: np.ndarray, weights: np.ndarray, model: Any) -> None:
-        """Add weighted statistics of the encoded values under ``model``."""
-
-    def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
-                   precision: str = "float64") -> None:
-        if resolve_precision(precision).compensated:
-            self.seq_update_dd(enc, weights, np.zeros_like(weights), model)  # raises: no dd sums
-        self._add_model(enc.values, weights, model)
-        return None

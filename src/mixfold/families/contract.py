@@ -1,0 +1,417 @@
+"""The family contract in one file: what a family writes, and what the package derives from it.
+
+Read it top to bottom; a family imports everything it needs from here.
+
+**1. The roles.** A model is a tree of distributions. Four roles make a family (their classes
+are defined in :mod:`mixfold.families._protocol` and exported here):
+
+- :class:`~mixfold.Distribution`: parameters; scores a batch of encoded rows
+  (``seq_log_density``), samples, goes to and from a dict (model files).
+- :class:`~mixfold.Encoder`: raw rows -> ``Encoded`` arrays, once per fit; a bad value raises
+  :class:`~mixfold.DataError` naming its row.
+- :class:`~mixfold.Accumulator`: the weighted sufficient statistics of a batch, in float64
+  arrays of a fixed size, so that shards' payloads add up element by element; its ``value()``
+  is a ``NodeStatistics`` (its own arrays, its children's).
+- :class:`~mixfold.Estimator`: statistics -> a new distribution (the M-step), with its options
+  declared once in ``option_rules``; every estimator takes ``keys=`` (tied parameters) and
+  ``frozen=`` (parameters held at the start's value).
+
+**2. Registration, once.** ``@family("Name")`` on the distribution registers the name its model
+files carry and, for a leaf, its kind in specs (``"name"`` in snake case); the estimator that
+declares the distribution its ``distribution_class`` is the family's estimator. Nothing else
+names a family (the package's built-in families are also exported from ``mixfold``).
+
+**3. A leaf in six methods** (eight with linear terms). A leaf (one value per row, no latent
+variable) subclasses :class:`LeafDistribution` and :class:`LeafEstimator` and writes:
+
+======================  ========================================================================
+``__init__``            its parameters, checked (a bad one raises ``ParameterError``)
+``log_densities``       the log-density of a batch of values
+``features``            its statistics: the weights' sum, then the weighted sum of each feature
+                        (named by a ``Statistics`` NamedTuple)
+``_sample``             ``n`` values drawn with a generator
+estimator ``__init__``  its options (checked by ``self.check_options``)
+``from_statistics``     the M-step: a ``Statistics`` record -> a distribution
+======================  ========================================================================
+
+and declares ``domain`` (the values its encoder accepts: ``DOMAINS``),
+``parameter_coordinates`` (its parameters in its constructor's order, and how accelerated EM
+moves each: :mod:`mixfold.families._flat`) and ``Statistics``. The encoder, the estimator's
+accumulator (with the seeded start and the ``dd`` refusal), the dict form, ``n_parameters``,
+``repr``, ``keys=`` and ``frozen=`` follow. A leaf whose statistics are not plain feature sums
+(summed about a reference point, or depending on the current parameters) names an
+``accumulator_class`` of its own (a :class:`LeafAccumulator` or :class:`ModelStatsAccumulator`).
+
+**4. Linear terms, once.** A leaf whose log-density is ``coef . phi(x) + const + base(x)``
+subclasses :class:`LinearLeafDistribution` and adds ``natural`` (the :class:`LinearForm` of its
+parameters on its ``features``) and, where a per-row term is the same for every component,
+``base``. From that one declaration follow the stacked scoring of K components, the stacked
+update, and the fused linear E-step in every precision band (:mod:`mixfold.compute.linear`).
+
+**5. Capabilities.** Anything more a family can do it declares by inheriting a mixin of
+:mod:`mixfold.capabilities` (exported here; they live below the compute layer, which asks for
+them): ``StackedScoring``, ``StackedUpdate``, ``LinearInFeatures``, ``LinearInFeaturesInBands``,
+``FusedFold``, ``RunsInBands``, ``CompensatedAccumulation``, ``CentredStatistics``,
+``RelativeScoring``, ``SeedsFromPoints``, ``SharesCovariance``, ``FoldsOnTorch``,
+``VariationalBound``.
+
+**6. Combinators.** A family with children (a mixture, a record) also says how its children
+are folded, through the hooks of :mod:`mixfold.families._hooks` (exported here), which the
+model-parallel executor drives: ``FoldsChildren`` / ``ScoresChildren`` (each child once),
+``ScoresColumns`` / ``FoldsColumns`` (K units into the columns of one matrix),
+``ScoresRanges`` / ``FoldsRanges`` (ranges of units between central steps).
+
+>>> import numpy as np
+>>> from mixfold.families.poisson import PoissonDistribution, PoissonEstimator
+>>> acc = PoissonEstimator().accumulator_factory().make()
+>>> acc.seq_update(ArrayEncoded(np.array([1.0, 3.0])), np.ones(2), None)
+>>> stats = PoissonDistribution.Statistics(*acc.value().own[0])
+>>> stats._fields, float(stats.weight), float(stats.total)
+(('weight', 'total'), 2.0, 4.0)
+>>> PoissonEstimator().estimate(2.0, acc.value())
+PoissonDistribution(lam=2.0)
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from mixfold.capabilities import (
+    CentredStatistics,
+    CompensatedAccumulation,
+    FoldsOnTorch,
+    FusedFold,
+    LinearInFeatures,
+    LinearInFeaturesInBands,
+    RelativeScoring,
+    RunsInBands,
+    SeedsFromPoints,
+    SharesCovariance,
+    StackedScoring,
+    StackedUpdate,
+    VariationalBound,
+)
+from mixfold.compute.linear import LinearTerms
+from mixfold.families._encoders import DOMAINS, NumericEncoder, VectorEncoder
+from mixfold.families._hooks import (
+    FoldsChildren,
+    FoldsColumns,
+    FoldsRanges,
+    ScoresChildren,
+    ScoresColumns,
+    ScoresRanges,
+)
+from mixfold.families._protocol import (
+    Accumulator,
+    AccumulatorFactory,
+    ArrayEncoded,
+    Distribution,
+    Encoded,
+    Encoder,
+    Estimator,
+    InitRandom,
+    NodeStatistics,
+    Sampler,
+    family,
+)
+from mixfold.precision import BandSupportError, native_dtype, resolve_precision
+
+__all__ = [
+    # 1. the roles
+    "Distribution", "Encoder", "Accumulator", "AccumulatorFactory", "Estimator", "Sampler",
+    "Encoded", "ArrayEncoded", "InitRandom", "NodeStatistics",
+    # 2. registration
+    "family",
+    # 3. a leaf
+    "LeafDistribution", "LeafEstimator", "LeafAccumulator", "ModelStatsAccumulator",
+    "FeatureSums", "accumulator_for", "NumericEncoder", "VectorEncoder", "DOMAINS",
+    # 4. linear terms
+    "LinearLeafDistribution", "LinearForm", "LinearFeatureSums",
+    # 5. capabilities
+    "StackedScoring", "StackedUpdate", "LinearInFeatures", "LinearInFeaturesInBands",
+    "FusedFold", "RunsInBands", "CompensatedAccumulation", "CentredStatistics",
+    "RelativeScoring", "SeedsFromPoints", "SharesCovariance", "FoldsOnTorch", "VariationalBound",
+    # 6. combinators' hooks
+    "FoldsChildren", "ScoresChildren", "ScoresColumns", "FoldsColumns", "ScoresRanges",
+    "FoldsRanges",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. A leaf: the distribution
+
+
+class LeafDistribution(Distribution):
+    """A family of one value per row with no latent variable (the table in the module's
+    docstring says what it writes). Its parameters are attributes named as in
+    ``parameter_coordinates``, whose order is its constructor's."""
+
+    #: "": ``@family`` names its spec kind after it.
+    spec_kind: ClassVar[str | None] = ""
+    #: The values its encoder accepts (a key of ``DOMAINS``: ``"count"``, ``"real"``, ...).
+    domain: ClassVar[str]
+    #: A NamedTuple naming its statistics, in payload order.
+    Statistics: ClassVar[type[tuple[Any, ...]]]
+
+    @abstractmethod
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        """The log-density of each value of ``x`` (float64, as encoded), computed in ``dt``
+        (float64, or float32 in that band)."""
+
+    @staticmethod
+    def features(x: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The features ``phi_j(x)`` (float64, one array per feature) whose weighted sums
+        follow the weights' sum in ``Statistics``."""
+        raise NotImplementedError("a leaf without features names its own accumulator_class")
+
+    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+        return self.log_densities(enc.values, native_dtype(precision)).astype(np.float64,
+                                                                               copy=False)
+
+    def encoder(self) -> Encoder:
+        return NumericEncoder(self.domain)
+
+    def estimator(self, **options: Any) -> Estimator:
+        return self.estimator_class(**options)
+
+    def n_parameters(self) -> int:
+        return sum(c != "fixed" for c in self.parameter_coordinates.values())
+
+    def _params(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.parameter_coordinates}
+
+    @classmethod
+    def _from_params(cls, p: dict[str, Any]) -> Distribution:
+        return cls(*(p[name] for name in cls.parameter_coordinates))
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. A leaf: its statistics
+
+
+class LeafAccumulator(Accumulator):
+    """A leaf's statistics are weighted sums of functions of its values; no latent variables.
+
+    Subclasses implement ``_add(values, weights)``; updating and initialising are the same sum.
+    """
+
+    def __init__(self, keys: str | None = None):
+        self.keys = keys
+
+    @abstractmethod
+    def _add(self, values: np.ndarray, weights: np.ndarray) -> None:
+        """Add weighted statistics of the encoded values (array with rows on axis 0)."""
+
+    def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
+                   precision: str = "float64") -> None:
+        if resolve_precision(precision).compensated:
+            self.seq_update_dd(enc, weights, np.zeros_like(weights), model)
+            return None
+        if isinstance(self, CentredStatistics) and model is not None and not self.has_point():
+            self.set_reference(self.stack_reference([model])[0])
+        self._add(enc.values, weights)
+        return None
+
+    def seq_update_dd(self, enc: Encoded, w_hi: np.ndarray, w_lo: np.ndarray, model: Any,
+                      ops: Any = None) -> None:
+        """The ``dd`` band: add the rows with double-double weights ``w_hi + w_lo`` into
+        double-double statistics (a :class:`CompensatedAccumulation`'s ``_add_dd``)."""
+        if not isinstance(self, CompensatedAccumulation):
+            raise BandSupportError(f"precision 'dd' cannot run {type(self).__name__}: it has no "
+                                   f"double-double accumulation of its statistics")
+        if isinstance(self, CentredStatistics) and model is not None and not self.has_point():
+            self.set_reference(self.stack_reference([model])[0])
+        self._add_dd(enc.values, w_hi, w_lo)
+
+    def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
+        self._add(enc.values, weights)
+
+
+class ModelStatsAccumulator(LeafAccumulator):
+    """A leaf whose E-step statistics depend on the current parameters (the posterior of a
+    latent scale, derivatives around the current shape): the E-step adds rows through
+    ``_add_model(values, weights, model)``; initialisation, which has no model yet, through
+    ``_add`` (moments the estimator starts from)."""
+
+    @abstractmethod
+    def _add_model(self, values: np.ndarray, weights: np.ndarray, model: Any) -> None:
+        """Add weighted statistics of the encoded values under ``model``."""
+
+    def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
+                   precision: str = "float64") -> None:
+        if resolve_precision(precision).compensated:
+            self.seq_update_dd(enc, weights, np.zeros_like(weights), model)  # raises: no dd sums
+        self._add_model(enc.values, weights, model)
+        return None
+
+
+class FeatureSums(LeafAccumulator):
+    """The statistics of a leaf that declares ``features``: the weights' sum and the weighted
+    sum of each feature, one float64 array in the order of the family's ``Statistics``. One
+    class per family (:func:`accumulator_for`), so a mixture stacks only its own kind."""
+
+    family: ClassVar[type[LeafDistribution]]
+
+    def __init__(self, keys: str | None = None):
+        super().__init__(keys)
+        self.sums = np.zeros(len(self.family.Statistics._fields))
+
+    def own_arrays(self) -> list[np.ndarray]:
+        return [self.sums]
+
+    def _add(self, x: np.ndarray, w: np.ndarray) -> None:
+        self.sums += (w.sum(), *(w @ f for f in self.family.features(x)))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # made per family: pickled as its family's
+        return _empty_accumulator, (self.family,), self.__dict__
+
+
+class LinearFeatureSums(FeatureSums, StackedUpdate, LinearInFeatures):
+    """The statistics of a :class:`LinearLeafDistribution`: feature sums, added for K
+    components at once and by the fused linear E-step."""
+
+    family: ClassVar[type[LinearLeafDistribution]]
+
+    @staticmethod
+    def stack_update(accs: Sequence[FeatureSums], enc: Encoded, resp: np.ndarray) -> None:
+        """Column by column, so any range of components added apart gets the same bits; the
+        dot products are ``einsum`` loops, not BLAS calls (no thread wake-ups per column)."""
+        features = accs[0].family.features(enc.values)
+        for k, acc in enumerate(accs):
+            acc.sums += (resp[:, k].sum(), *(np.einsum("i,i->", f, resp[:, k]) for f in features))
+
+    @staticmethod
+    def linear_terms(accs: Sequence[FeatureSums], components: Sequence[LinearLeafDistribution],
+                     enc: Encoded) -> LinearTerms | None:
+        """The :class:`~mixfold.compute.linear.LinearTerms` of the components' natural
+        parameters on the family's features, the base added in float64; ``None`` when one
+        falls outside the form."""
+        forms = [c.natural() for c in components]
+        if any(f is None for f in forms):
+            return None
+        cls, x = type(components[0]), enc.values
+        features = cls.features(x)
+
+        def write(lo: int, hi: int, out: np.ndarray) -> None:
+            for j, f in enumerate(features):
+                out[:, j] = f[lo:hi].reshape(out.shape[0], -1)
+
+        def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
+            for acc, m, s in zip(accs, mass, sums):
+                acc.sums += (m, *s)
+
+        return LinearTerms(np.array([f.coef for f in forms]), np.array([f.const for f in forms]),
+                           write, add_sums, base=cls.base(x), source=x, key=(cls.family_name,))
+
+
+@functools.cache
+def accumulator_for(family: type[LeafDistribution]) -> type[FeatureSums]:
+    """The accumulator class of a leaf that declares ``features`` (one per family: a mixture
+    stacks its components only when their accumulators are of one class).
+
+    >>> from mixfold.families.bernoulli import BernoulliDistribution
+    >>> accumulator_for(BernoulliDistribution).__name__
+    'BernoulliAccumulator'
+    """
+    base = LinearFeatureSums if issubclass(family, LinearLeafDistribution) else FeatureSums
+    name = family.__name__.removesuffix("Distribution") + "Accumulator"
+    return type(base)(name, (base,), {"family": family, "__module__": family.__module__,
+                                      "__doc__": f"The statistics of {family.__name__}."})
+
+
+def _empty_accumulator(family: type[LeafDistribution]) -> FeatureSums:
+    cls = accumulator_for(family)
+    return cls.__new__(cls)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. A leaf: the estimator
+
+
+class LeafEstimator(Estimator):
+    """Base of leaf estimators: the M-step reads the statistics as the family's named
+    ``Statistics`` (:meth:`from_statistics`); the accumulator is the family's
+    (:func:`accumulator_for`) unless ``accumulator_class`` names another."""
+
+    accumulator_class: ClassVar[type[LeafAccumulator] | None] = None
+
+    def __init__(self, keys: str | None = None):
+        self.keys = keys
+
+    def _new_accumulator(self) -> LeafAccumulator:
+        cls = self.accumulator_class or accumulator_for(self.distribution_class)
+        return cls(keys=self.keys)
+
+    def accumulator_factory(self) -> AccumulatorFactory:
+        return AccumulatorFactory(self._new_accumulator)
+
+    def encoder(self) -> Encoder:
+        return NumericEncoder(self.distribution_class.domain)
+
+    def estimate(self, nobs: float, stats: Any) -> Distribution:
+        (sums,), _ = stats
+        return self.from_statistics(self.distribution_class.Statistics(*sums))
+
+    def from_statistics(self, stats: Any) -> Distribution:
+        """The M-step of a leaf: its distribution's ``Statistics`` -> a distribution,
+        with a sensible answer when no row carries weight."""
+        raise NotImplementedError(f"{type(self).__name__} estimates from its own statistics")
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if v is not None)
+        return f"{type(self).__name__}({opts})"
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Linear terms
+
+
+class LinearForm(NamedTuple):
+    """One component's ``log p(x) = coef . phi(x) + const + base(x)``: its natural parameters
+    ``coef`` (one per feature) and the rest of its log-normaliser ``const``."""
+
+    coef: tuple[float, ...]
+    const: float
+
+
+class LinearLeafDistribution(LeafDistribution, StackedScoring):
+    """A leaf whose log-density is linear in its features: it declares :meth:`natural` (and
+    :meth:`base` where it has one), and scores K components in one call from them."""
+
+    @abstractmethod
+    def natural(self) -> LinearForm | None:
+        """Its :class:`LinearForm` on ``features``, or ``None`` where its parameters fall
+        outside the form (a Poisson of rate 0: ``0 * log 0`` is no product a GEMM forms)."""
+
+    @staticmethod
+    def base(x: np.ndarray) -> np.ndarray | None:
+        """A per-row term the same for every component (float64), or ``None``: added in
+        float64 by the fused E-step, never rounded to a band as a feature would be."""
+        return None
+
+    @classmethod
+    def stack_log_density(cls, components: Sequence[LinearLeafDistribution], enc: Encoded,
+                          precision: str = "float64") -> np.ndarray:
+        """Log-densities of all K components at once, (n_rows, K) in Fortran order; a
+        component outside the form is scored by its own ``seq_log_density``."""
+        dt = native_dtype(precision)
+        forms = [c.natural() for c in components]
+        features = [f.astype(dt, copy=False) for f in cls.features(enc.values)]
+        coef = np.array([f.coef if f else (0.0,) * len(features) for f in forms], dtype=dt)
+        const = np.array([f.const if f else 0.0 for f in forms], dtype=dt)
+        out = np.multiply.outer(coef[:, 0], features[0])  # (K, n)
+        for j in range(1, len(features)):
+            out += np.multiply.outer(coef[:, j], features[j])
+        out += const[:, None]
+        base = cls.base(enc.values)
+        if base is not None:
+            out += base.astype(dt, copy=False)
+        for k, f in enumerate(forms):
+            if f is None:
+                out[k] = components[k].seq_log_density(enc, precision)
+        return out.T

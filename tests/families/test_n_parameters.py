@@ -48,12 +48,54 @@ def test_tied_components_count_once():
     assert free.bic == pytest.approx(-2 * free.final_log_likelihood * 40 + 8 * np.log(40))
 
 
-@pytest.mark.parametrize("kind", ["full", "diag"])
+CORE_COVARIANCES = {
+    "full": lambda: mixfold.MultivariateGaussianEstimator(),
+    "diag": lambda: mixfold.DiagonalGaussianEstimator(),
+    "spherical": lambda: mixfold.DiagonalGaussianEstimator(spherical=True),
+    "tied": lambda: mixfold.MultivariateGaussianEstimator(covariance_keys="c"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CORE_COVARIANCES))
 def test_gaussian_mixture_count_equals_scikit_learns(kind):
+    """The core estimators' count, scikit-learn's for each covariance type (a spherical
+    variance counts once, a tied covariance once for the mixture)."""
     sklearn_mixture = pytest.importorskip("sklearn.mixture")
     X = np.random.default_rng(0).normal(size=(60, 4))
-    est = (mixfold.MultivariateGaussianEstimator() if kind == "full"
-           else mixfold.DiagonalGaussianEstimator())
+    est = CORE_COVARIANCES[kind]()
     ours = mixfold.fit(X, mixfold.MixtureEstimator([est] * 3), max_iter=2, progress=False)
     theirs = sklearn_mixture.GaussianMixture(3, covariance_type=kind, max_iter=2).fit(X)
     assert ours.n_parameters == theirs._n_parameters()
+
+
+def test_frozen_parameters_are_not_counted():
+    X = np.random.default_rng(1).normal(size=(80, 3))
+    plain = mixfold.MixtureEstimator([mixfold.DiagonalGaussianEstimator()] * 2)
+    start = mixfold.optimize(X, plain, max_iter=2, progress=False)
+
+    def count(est):
+        return mixfold.fit(X, est, init=start, max_iter=2, progress=False).n_parameters
+
+    assert count(plain) == 1 + 2 * 6
+    held_weights = mixfold.MixtureEstimator([mixfold.DiagonalGaussianEstimator()] * 2,
+                                            frozen=["weights"])
+    assert count(held_weights) == 2 * 6
+    held_means = mixfold.MixtureEstimator(
+        [mixfold.DiagonalGaussianEstimator(frozen=["mu"])] * 2)
+    assert count(held_means) == 1 + 2 * 3
+    a_tied_held_covariance = mixfold.MixtureEstimator(
+        [mixfold.MultivariateGaussianEstimator(covariance_keys="c", frozen=["cov"])] * 2)
+    full_start = mixfold.optimize(X, mixfold.MixtureEstimator(
+        [mixfold.MultivariateGaussianEstimator()] * 2), max_iter=2, progress=False)
+    held = mixfold.fit(X, a_tied_held_covariance, init=full_start, max_iter=2, progress=False)
+    assert held.n_parameters == 1 + 2 * 3
+
+
+def test_hidden_markov_held_transitions_are_not_counted():
+    x = np.random.default_rng(2).normal(size=(60, 1))
+    start = HiddenMarkovDistribution([G, GaussianDistribution(2.0, 1.0)], [0.5, 0.5],
+                                     [[0.9, 0.1], [0.2, 0.8]])
+    est = mixfold.HiddenMarkovEstimator([mixfold.GaussianEstimator()] * 2,
+                                        frozen=["transitions"])
+    res = mixfold.fit([x[:, 0]], est, init=start, max_iter=2, progress=False)
+    assert res.n_parameters == 1 + 2 * 2

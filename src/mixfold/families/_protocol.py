@@ -312,7 +312,8 @@ class Estimator(ABC):
 
     def n_parameters(self, model: Distribution) -> int:
         """The free parameters of ``model`` fitted by this (bound) estimator: parameters tied by
-        ``keys`` count once.
+        ``keys`` count once, a covariance its siblings share (``covariance_keys``) once, and
+        what the estimator holds (``frozen=``, a spherical variance's D - 1 copies) not at all.
 
         >>> from mixfold import GaussianEstimator, MixtureEstimator
         >>> import mixfold, numpy as np
@@ -321,16 +322,18 @@ class Estimator(ABC):
         >>> m.n_parameters(), tied.n_parameters(m)
         (5, 3)
         """
-        seen: set[str] = set()
+        return model.n_parameters() - _not_free(self, model, self.accumulator_factory().make(),
+                                                set())
 
-        def repeated(dist: Distribution, acc: Accumulator) -> int:
-            if acc.keys is not None:
-                if acc.keys in seen:
-                    return dist.n_parameters()
-                seen.add(acc.keys)
-            return sum(repeated(d, a) for d, a in zip(dist.parts(), acc.children()))
+    def held_parameters(self, model: Distribution) -> int:
+        """How many of ``model``'s counted parameters this node's estimator does not estimate
+        freely: by default those it holds (``frozen=``)."""
+        return _frozen_count(model, self.frozen)
 
-        return model.n_parameters() - repeated(model, self.accumulator_factory().make())
+    def shared_parameters(self, model: Distribution) -> tuple[tuple[str, int], ...]:
+        """(key, count) of parameters this node shares with its siblings naming the same key
+        (counted at the first of them)."""
+        return ()
 
     def initial_guess(self, sample: Encoded, weights: np.ndarray, rng: InitRandom) -> Distribution:
         """A starting model from a small weighted sample of rows (before the first full E-step).
@@ -587,3 +590,46 @@ def is_na(v: Any) -> bool:
     if cls.__name__ in ("NAType", "NaTType") and cls.__module__.startswith("pandas"):
         return True
     return isinstance(v, (np.datetime64, np.timedelta64)) and bool(np.isnat(v))
+
+
+def _not_free(est: Estimator, dist: Distribution, acc: Accumulator, seen: set[str]) -> int:
+    """The parameters of ``dist``'s tree its count holds that ``est``'s tree does not fit
+    freely: repeats of a node tied by ``keys``, held ones, repeats of a shared covariance."""
+    if acc.keys is not None:
+        if acc.keys in seen:
+            return dist.n_parameters()
+        seen.add(acc.keys)
+    out = est.held_parameters(dist)
+    shared: set[str] = set()
+    for e, d, a in zip(est.parts(), dist.parts(), acc.children()):
+        out += _not_free(e, d, a, seen)
+        for key, count in e.shared_parameters(d):
+            out += count if key in shared else 0
+            shared.add(key)
+    return out
+
+
+def _frozen_count(dist: Distribution, names: Sequence[str]) -> int:
+    """How many free parameters ``dist``'s parameters ``names`` hold, read from how each maps
+    to coordinates (a probability vector has one fewer, a covariance its lower triangle)."""
+    if not names:
+        return 0
+    params, kinds = dist.to_dict(), type(dist).parameter_coordinates or {}
+    out = 0
+    for name in names:
+        kind, value = kinds.get(name, "real"), params[name]
+        if kind == "part":
+            out += 0 if value is None else Distribution.from_dict(value).n_parameters()
+        elif kind == "parts":
+            children = value.values() if isinstance(value, dict) else value
+            out += sum(Distribution.from_dict(c).n_parameters() for c in children)
+        elif kind == "simplex":
+            v = np.asarray(value, dtype=float)
+            out += v.size - (v.size // v.shape[-1] if v.size else 0)
+        elif kind == "covariance":
+            v = np.asarray(value, dtype=float)
+            d = v.shape[-1]
+            out += (v.size // (d * d)) * d * (d + 1) // 2
+        elif kind != "fixed":
+            out += int(np.size(value))
+    return out

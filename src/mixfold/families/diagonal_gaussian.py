@@ -504,6 +504,16 @@ class DiagonalGaussianEstimator(LeafEstimator, SharesCovariance):
                 "covariance_weight": self.covariance_weight,
                 "covariance_keys": self.covariance_keys}
 
+    def held_parameters(self, model: Distribution) -> int:
+        """Frozen ones, and a spherical variance's D - 1 copies of one value."""
+        copies = model.mu.size - 1 if self.spherical and "sigma2" not in self.frozen else 0
+        return super().held_parameters(model) + copies
+
+    def shared_parameters(self, model: Distribution) -> tuple[tuple[str, int], ...]:
+        if self.covariance_keys is None or "sigma2" in self.frozen:
+            return ()
+        return ((f"covariance {self.covariance_keys}", 1 if self.spherical else model.mu.size),)
+
     def encoder(self) -> VectorEncoder:
         return vector_encoder(self.dim, self.missing)
 

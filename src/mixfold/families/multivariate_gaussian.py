@@ -640,6 +640,12 @@ class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance):
                 "covariance_weight": self.covariance_weight,
                 "covariance_keys": self.covariance_keys}
 
+    def shared_parameters(self, model: Distribution) -> tuple[tuple[str, int], ...]:
+        if self.covariance_keys is None or "cov" in self.frozen:
+            return ()
+        d = model.mu.size
+        return ((f"covariance {self.covariance_keys}", d * (d + 1) // 2),)
+
     def encoder(self) -> VectorEncoder:
         return vector_encoder(self.dim, self.missing)
 

@@ -115,6 +115,8 @@ class Checkpoint:
     init_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     stop_reason: str | None = None
+    #: a variational fit's evidence lower bound per iteration (empty for EM)
+    lower_bound: list[float] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -204,6 +206,8 @@ def write_checkpoint(path: str | os.PathLike, ckpt: Checkpoint) -> Path:
         "fingerprint": ckpt.fingerprint,
         "model": model_document(ckpt.model),
     }
+    if ckpt.lower_bound:  # a variational fit's: its resume climbs on from the last bound
+        doc["lower_bound"] = [float(v) for v in ckpt.lower_bound]
     doc["checksum"] = _checksum(doc)
     return write_json_atomic(path, doc)
 
@@ -259,11 +263,15 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint | None:
                                                           doc["log_likelihood"]],
             seconds=[float(v) for v in doc["seconds"]], seed=doc["seed"],
             fingerprint=doc["fingerprint"], init_seconds=float(doc["init_seconds"]),
-            warnings=list(doc["warnings"]), stop_reason=doc["stop_reason"])
+            warnings=list(doc["warnings"]), stop_reason=doc["stop_reason"],
+            lower_bound=[float(v) for v in doc.get("lower_bound", [])])
     except ModelFileError as err:
         raise CheckpointError(f"checkpoint {err}") from None
     if not 0 <= ckpt.iterations <= len(ckpt.log_likelihood) <= ckpt.iterations + 1:
         raise CheckpointError(f"{path}: {ckpt.iterations} iterations but "
+                              f"{len(ckpt.log_likelihood)} log-likelihood values")
+    if len(ckpt.lower_bound) > len(ckpt.log_likelihood):
+        raise CheckpointError(f"{path}: {len(ckpt.lower_bound)} lower bounds but "
                               f"{len(ckpt.log_likelihood)} log-likelihood values")
     if len(ckpt.seconds) != len(ckpt.log_likelihood):
         raise CheckpointError(f"{path}: {len(ckpt.seconds)} iteration times but "
@@ -298,6 +306,11 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "model": (lambda v: isinstance(v, dict), "a model document"),
     "checksum": (lambda v: isinstance(v, str), "a string"),
 }
+# fields a checkpoint may leave out
+_OPTIONAL: dict[str, tuple[Any, str]] = {
+    "lower_bound": (lambda v: isinstance(v, list) and all(map(_is_number, v)),
+                    "a list of numbers"),
+}
 _FINGERPRINT: dict[str, tuple[Any, str]] = {
     "rows": (_is_count, "an integer >= 0"),
     "total_weight": (_is_number, "a number"),
@@ -310,14 +323,16 @@ _FINGERPRINT: dict[str, tuple[Any, str]] = {
 def _check_fields(doc: dict[str, Any], path: Path) -> None:
     """Exactly the fields of a checkpoint, each of its type (``model`` is checked as a model
     file), else a :class:`~mixfold.CheckpointError` naming the field."""
-    for rules, where, key in ((_FIELDS, "", None), (_FINGERPRINT, "fingerprint.",
-                                                   "fingerprint")):
+    for rules, optional, where, key in ((_FIELDS, _OPTIONAL, "", None),
+                                        (_FINGERPRINT, {}, "fingerprint.", "fingerprint")):
         node = doc if key is None else doc[key]  # checked to be an object in the first pass
-        unknown = sorted(set(node) - set(rules), key=str)
+        unknown = sorted(set(node) - set(rules) - set(optional), key=str)
         if unknown:
             raise CheckpointError(f"{path}: unknown field {where}{unknown[0]!r} (a checkpoint "
-                                  f"has only {', '.join(rules)})")
-        for name, (ok, expected) in rules.items():
+                                  f"has only {', '.join([*rules, *optional])})")
+        for name, (ok, expected) in {**rules, **optional}.items():
+            if name in optional and name not in node:
+                continue
             if name not in node:
                 raise CheckpointError(f"{path}: malformed checkpoint: field {where}{name} is "
                                       f"missing")
@@ -428,7 +443,7 @@ class CheckpointFile:
             model=result.model, iterations=result.iterations,
             log_likelihood=result.log_likelihood, seconds=result.seconds, seed=self.seed,
             fingerprint=self.fingerprint, init_seconds=result.init_seconds,
-            warnings=result.warnings, stop_reason=stop))
+            warnings=result.warnings, stop_reason=stop, lower_bound=result.lower_bound))
         size = self.path.stat().st_size if self.path.is_file() else 0
         if size > self.max_bytes and not self.warned:
             self.warned = True

@@ -503,6 +503,7 @@ def _resume(result: FitResult, resumed: Any, climb: _Climb, max_iter: int,
     iteration to go on from, or ``None`` when the checkpointed fit has nothing left to run."""
     result.init_seconds, result.iterations = resumed.init_seconds, resumed.iterations
     result.log_likelihood, result.seconds = list(resumed.log_likelihood), list(resumed.seconds)
+    result.lower_bound = list(resumed.lower_bound)
     if resumed.finished:
         result.stop_reason = resumed.stop_reason
         result.converged = resumed.stop_reason == "converged"
@@ -514,9 +515,9 @@ def _resume(result: FitResult, resumed: Any, climb: _Climb, max_iter: int,
         result.warnings.append(msg)
         result.stop_reason = "checkpoint_past_max_iter"
         return None
-    climb.previous = resumed.log_likelihood[-1] if resumed.log_likelihood else None
-    if isinstance(climb.model, VariationalBound):  # its bound is not in the checkpoint
-        climb.previous = None
+    watched = resumed.lower_bound if isinstance(climb.model, VariationalBound) else \
+        resumed.log_likelihood  # a variational fit climbs its bound
+    climb.previous = watched[-1] if watched else None
     return resumed.iterations
 
 

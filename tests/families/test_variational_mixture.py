@@ -154,6 +154,23 @@ def test_backends_give_the_local_bound(rng):
     np.testing.assert_allclose(mp.lower_bound, local.lower_bound, rtol=1e-10)
 
 
+def test_a_resumed_checkpoint_keeps_the_bound_history_and_climbs_on(rng, tmp_path):
+    """Stopped after 6 iterations and resumed, the fit is the uninterrupted one: its bound
+    history is in the checkpoint, and the resume watches the bound, not the likelihood."""
+    X = blobs(rng, 2)
+    est = VariationalMixtureEstimator([DiagonalGaussianEstimator()] * 4)
+    whole = mixfold.fit(X, est, max_iter=15, tol=0, progress=False)
+    path = tmp_path / "fit.json"
+    first = mixfold.fit(X, est, max_iter=6, tol=0, progress=False, checkpoint=path)
+    assert first.lower_bound == whole.lower_bound[:6]
+    resumed = mixfold.fit(X, est, max_iter=15, tol=0, progress=False, checkpoint=path)
+    np.testing.assert_allclose(resumed.lower_bound, whole.lower_bound, rtol=1e-12)
+    np.testing.assert_allclose(resumed.log_likelihood, whole.log_likelihood, rtol=1e-12)
+    plain = mixfold.fit(X, mixfold.MixtureEstimator([DiagonalGaussianEstimator()] * 2),
+                        max_iter=3, progress=False, checkpoint=tmp_path / "em.json")
+    assert plain.lower_bound == [] and "lower_bound" not in (tmp_path / "em.json").read_text()
+
+
 @pytest.mark.slow
 def test_dask_gives_the_local_bound(rng):
     rows, _ = mixed_records(rng, 300)

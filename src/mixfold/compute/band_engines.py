@@ -28,7 +28,7 @@ from mixfold.compute.linear import LinearTerms, linear_fold
 from mixfold.compute.linear_screened import ScreenedEStep
 from mixfold.compute.linear_torch import TorchFusedEStep
 from mixfold.compute.screened import screens
-from mixfold.precision.bands import resolve_precision
+from mixfold.precision.bands import Engine, resolve_precision
 
 __all__ = ["fused_linear_fold", "fused_linear_mixture", "engine_for"]
 
@@ -37,10 +37,10 @@ def engine_for(terms: Sequence[LinearTerms], precision: str) -> type | None:
     """The engine class that runs ``precision`` for these terms; ``None`` for NumPy's float64
     fold."""
     p = resolve_precision(precision)
-    on_cpu = p.engine == "numpy" or p.device == "cpu"
+    on_cpu = p.engine is Engine.NUMPY or p.device == "cpu"
     if on_cpu and screens(p.band) and p.band != "fp8":
         return ScreenedEStep
-    return TorchFusedEStep if p.engine == "torch" else None
+    return TorchFusedEStep if p.engine is Engine.TORCH else None
 
 
 def fused_linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,

@@ -37,7 +37,7 @@ from typing import Any
 from mixfold.capabilities import FusedFold, LinearInFeatures, LinearInFeaturesInBands
 from mixfold.compute.band_engines import fused_linear_mixture
 from mixfold.compute.linear_torch import GPU_CHUNK_ROWS
-from mixfold.precision.bands import Precision, resolve_precision
+from mixfold.precision.bands import Engine, Precision, resolve_precision
 
 __all__ = ["Fusion", "EStep", "EStepPlan", "plan_estep", "fusion_of", "fused_pass_of",
            "FUSED_CHUNK_ROWS"]
@@ -114,12 +114,12 @@ def plan_estep(fusion: Fusion, precision: str, chunk_rows: int | None = None) ->
     """The E-step of units that fuse as ``fusion`` in ``precision``, for a fold that asks for
     ``chunk_rows`` per call (``None``: the rows each call is given, as a nested node)."""
     p = resolve_precision(precision)
-    on_torch = p.engine == "torch"
+    on_torch = p.engine is Engine.TORCH
     if fusion is not Fusion.NONE and (on_torch or p.native and fusion is Fusion.EVERYWHERE):
         path = EStep.FUSED
     elif p.compensated:
         path = EStep.DOUBLE_DOUBLE
-    elif p.engine == "emulated":
+    elif p.engine is Engine.EMULATED:
         path = EStep.IN_BAND
     else:
         path = EStep.THREE_STEPS

@@ -11,7 +11,9 @@ import numpy as np
 from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
+    FusedFold,
     SharesCovariance,
+    StackedEstimate,
     LinearInFeaturesInBands,
     RelativeScoring,
     RunsInBands,
@@ -34,6 +36,7 @@ from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import dpotrf, dtrtrs
 from mixfold.families.gaussian import warn_collapsed_variance
+from mixfold.families.stacked_gaussian import full_estimate, full_fold
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.compute.feature_cache import cache_for
@@ -357,11 +360,15 @@ MAX_LINEAR_FEATURES = 512
 
 
 class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
-                                      CompensatedAccumulation, LinearInFeaturesInBands):
+                                      CompensatedAccumulation, LinearInFeaturesInBands,
+                                      FusedFold):
     """Statistics about a reference point ``c``
     (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, of ``w (x-c)``
     (D), of the outer products ``w (x-c)(x-c)^T`` (D x D)
     and of ``w c`` (D)."""
+
+    #: a mixture's E-step of all K at once (:mod:`mixfold.families.stacked_gaussian`)
+    stack_fold = staticmethod(full_fold)
 
     def __init__(self, dim: int, keys: str | None = None):
         super().__init__(keys)
@@ -551,7 +558,7 @@ class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):
         MultivariateGaussianAccumulator.stack_update(accs, enc, resp)
 
 
-class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance):
+class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance, StackedEstimate):
     """M-step for :class:`MultivariateGaussianDistribution`.
 
     ``dim`` is the vector length D; ``None`` learns it from the data when it is encoded.
@@ -594,6 +601,8 @@ class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance):
 
     accumulator_class = MultivariateGaussianAccumulator
     distribution_class = MultivariateGaussianDistribution
+    #: a mixture's M-step of all K at once (:mod:`mixfold.families.stacked_gaussian`)
+    stack_estimate = staticmethod(full_estimate)
 
     option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0), "missing": flag(),
                     "reg_covar_mode": one_of(*FLOOR_MODES), **PRIOR_RULES,

@@ -17,6 +17,7 @@ from mixfold.families import stacked_gaussian
 from mixfold.families.diagonal_gaussian import DiagonalGaussianAccumulator
 from mixfold.families.multivariate_gaussian import MultivariateGaussianAccumulator
 from mixfold.families._shared_covariance import estimate_children
+from mixfold.sklearn import GaussianMixture
 
 RTOL = 1e-10
 
@@ -130,7 +131,8 @@ def test_relative_floor_and_collapsed_variance_warn_as_the_generic_path(
     for make in (lambda: DiagonalGaussianEstimator(reg_covar=1e-4, reg_covar_mode="relative"),
                  lambda: MultivariateGaussianEstimator(reg_covar=1e-4,
                                                        reg_covar_mode="relative")):
-        stacked, generic = _both(monkeypatch, x, lambda: MixtureEstimator([make()] * 2))
+        stacked, generic = _both(monkeypatch, x,
+                                 lambda make=make: MixtureEstimator([make()] * 2))
         _same_fit(stacked, generic)
         collapsed = [note for note in stacked.warnings if "collapsed" in note]
         assert collapsed and collapsed == [n for n in generic.warnings if "collapsed" in n]
@@ -149,9 +151,14 @@ def test_the_fold_and_m_step_run_stacked(monkeypatch: pytest.MonkeyPatch) -> Non
                         counted("fold", stacked_gaussian.diagonal_fold))
     monkeypatch.setattr(DiagonalGaussianEstimator, "stack_estimate",
                         counted("estimate", stacked_gaussian.diagonal_estimate))
-    from mixfold.sklearn import GaussianMixture
-    GaussianMixture(3, covariance_type="diag", max_iter=5, tol=0.0).fit(_data())
-    assert calls["fold"] >= 5 and calls["estimate"] >= 5
+    monkeypatch.setattr(MultivariateGaussianAccumulator, "stack_fold",
+                        counted("fold", stacked_gaussian.full_fold))
+    monkeypatch.setattr(MultivariateGaussianEstimator, "stack_estimate",
+                        counted("estimate", stacked_gaussian.full_estimate))
+    for kind in ("diag", "spherical", "full", "tied"):
+        calls.update(fold=0, estimate=0)
+        GaussianMixture(3, covariance_type=kind, max_iter=5, tol=0.0).fit(_data())
+        assert calls["fold"] >= 5 and calls["estimate"] >= 5, kind
 
 
 def test_estimators_with_other_options_are_estimated_one_by_one() -> None:

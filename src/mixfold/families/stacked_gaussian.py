@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.compute.band_engines import fused_linear_mixture
-from mixfold.compute.linear import centred_gaussian, gaussian_centre
+from mixfold.compute.linear import gaussian_centre
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
 from mixfold.families._missing import has_missing
@@ -90,19 +90,28 @@ def diagonal_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: n
                   enc: Any, weights: np.ndarray, precision: Any = "float64"
                   ) -> tuple[np.ndarray, np.ndarray] | None:
     """A mixture of diagonal (or spherical) Gaussians' E-step in one pass: scores
-    ``[(x-c)^2, x-c] @ coef^T`` (the fused E-step's terms, :func:`centred_gaussian`), posteriors,
-    then ``resp^T @ [(x-c)^2, x-c]``. Returns (posterior mass per component, per-row
-    log-density); outside its form, the fused E-step's."""
+    ``[(x-c)^2, x-c] @ coef^T`` (the fused E-step's terms,
+    :func:`~mixfold.compute.linear.centred_gaussian`), posteriors, then
+    ``resp^T @ [(x-c)^2, x-c]``. Returns (posterior mass per component, per-row log-density);
+    outside its form, the fused E-step's."""
     x = enc.values
     d = x.shape[1]
     if not _small_float64(enc, precision, len(components) * d):
         return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
-    center, coef, const, _ = centred_gaussian(np.array([c.mu for c in components]),
-                                              np.array([c.sigma2 for c in components]))
+    mu = np.array([c.mu for c in components])
+    s2 = np.array([c.sigma2 for c in components])
+    center = gaussian_centre(mu, s2)
     features = np.empty((x.shape[0], 2 * d))
     xc = np.subtract(x, center, out=features[:, d:])
     with np.errstate(over="ignore"):  # a far row scores -inf: the generic path names it
         np.multiply(xc, xc, out=features[:, :d])
+    # log p_k = [(x-c)^2, x-c] @ [-1 / (2 s2_k), m_k / s2_k] + const_k, m_k = mu_k - c
+    coef = np.empty((len(components), 2 * d))
+    prec = np.divide(1.0, s2, out=coef[:, d:])
+    m = mu - center
+    const = -0.5 * ((m * m * prec).sum(axis=1) + d * LOG_2PI - np.log(prec).sum(axis=1))
+    np.multiply(prec, -0.5, out=coef[:, :d])
+    coef[:, d:] *= m
     scores = features @ coef.T
     scores += const + log_weights
     normalised = _normalised(scores, weights)

@@ -291,7 +291,7 @@ class DiagonalGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate
     (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, and per coordinate
     the sums of ``w (x-c)``, ``w (x-c)^2`` and ``w c``."""
 
-    #: a mixture's E-step of all K at once (:mod:`mixfold.families.stacked_gaussian`)
+    # a mixture's E-step of all K at once (families/stacked_gaussian.py)
     stack_fold = staticmethod(diagonal_fold)
 
     def __init__(self, dim: int, keys: str | None = None):
@@ -466,7 +466,7 @@ class DiagonalGaussianEstimator(LeafEstimator, SharesCovariance, StackedEstimate
 
     accumulator_class = DiagonalGaussianAccumulator
     distribution_class = DiagonalGaussianDistribution
-    #: a mixture's M-step of all K at once (:mod:`mixfold.families.stacked_gaussian`)
+    # a mixture's M-step of all K at once (families/stacked_gaussian.py)
     stack_estimate = staticmethod(diagonal_estimate)
 
     option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0),

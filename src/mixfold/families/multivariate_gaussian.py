@@ -367,7 +367,7 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
     (D), of the outer products ``w (x-c)(x-c)^T`` (D x D)
     and of ``w c`` (D)."""
 
-    #: a mixture's E-step of all K at once (:mod:`mixfold.families.stacked_gaussian`)
+    # a mixture's E-step of all K at once (families/stacked_gaussian.py)
     stack_fold = staticmethod(full_fold)
 
     def __init__(self, dim: int, keys: str | None = None):
@@ -601,7 +601,7 @@ class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance, StackedEsti
 
     accumulator_class = MultivariateGaussianAccumulator
     distribution_class = MultivariateGaussianDistribution
-    #: a mixture's M-step of all K at once (:mod:`mixfold.families.stacked_gaussian`)
+    # a mixture's M-step of all K at once (families/stacked_gaussian.py)
     stack_estimate = staticmethod(full_estimate)
 
     option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0), "missing": flag(),

@@ -41,19 +41,24 @@ from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import resolve_precision
 
 __all__ = ["diagonal_fold", "full_fold", "diagonal_estimate", "full_estimate",
-           "STACKED_VALUES"]
+           "STACKED_ROWS", "STACKED_VALUES"]
 
-#: The most ``rows * K * D`` (``rows * K * D^2`` for full covariances) a chunk may have for the
-#: stacked fold; above it the threaded fused E-step (or the generic three steps) is as fast and
-#: bounds its temporaries by row blocks.
+#: The most rows a chunk may have for the stacked fold (small data: one thread, per-component
+#: Python is the cost); larger chunks go to the fused E-step's row blocks on every core, whose
+#: features are kept between iterations (:mod:`mixfold.compute.feature_cache`), or the three
+#: steps ...
+STACKED_ROWS = 8192
+#: ... and the most ``rows * K * D`` (``rows * K * D^2`` for full covariances): the stacked
+#: fold's temporaries are whole-chunk arrays, not row blocks.
 STACKED_VALUES = 1 << 21
 
 
 def _small_float64(enc: Any, precision: Any, width: int) -> bool:
-    """Whether the stacked fold takes this chunk: complete rows, float64, few enough values."""
+    """Whether the stacked fold takes this chunk: complete rows, float64, few enough rows and
+    values."""
     p = resolve_precision(precision)
     return (p.native and p.dtype == np.float64 and not has_missing(enc)
-            and enc.n_rows * width <= STACKED_VALUES)
+            and enc.n_rows <= STACKED_ROWS and enc.n_rows * width <= STACKED_VALUES)
 
 
 def _normalised(scores: np.ndarray, weights: np.ndarray

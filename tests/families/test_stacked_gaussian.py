@@ -15,7 +15,6 @@ from mixfold import (DiagonalGaussianDistribution, DiagonalGaussianEstimator, Mi
                      MultivariateGaussianEstimator)
 from mixfold.families import stacked_gaussian
 from mixfold.families.diagonal_gaussian import DiagonalGaussianAccumulator
-from mixfold.families.multivariate_gaussian import MultivariateGaussianAccumulator
 from mixfold.families._shared_covariance import estimate_children
 from mixfold.sklearn import GaussianMixture
 
@@ -151,14 +150,13 @@ def test_the_fold_and_m_step_run_stacked(monkeypatch: pytest.MonkeyPatch) -> Non
                         counted("fold", stacked_gaussian.diagonal_fold))
     monkeypatch.setattr(DiagonalGaussianEstimator, "stack_estimate",
                         counted("estimate", stacked_gaussian.diagonal_estimate))
-    monkeypatch.setattr(MultivariateGaussianAccumulator, "stack_fold",
-                        counted("fold", stacked_gaussian.full_fold))
     monkeypatch.setattr(MultivariateGaussianEstimator, "stack_estimate",
                         counted("estimate", stacked_gaussian.full_estimate))
     for kind in ("diag", "spherical", "full", "tied"):
         calls.update(fold=0, estimate=0)
         GaussianMixture(3, covariance_type=kind, max_iter=5, tol=0.0).fit(_data())
-        assert calls["fold"] >= 5 and calls["estimate"] >= 5, kind
+        assert calls["estimate"] >= 5, kind
+        assert calls["fold"] >= 5 or kind in ("full", "tied"), kind  # (their fold: generic)
 
 
 def test_estimators_with_other_options_are_estimated_one_by_one() -> None:

@@ -480,8 +480,7 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
         self._unfused_rows = 1 << 62  # set by rows_per_chunk when a fold chunks the rows
         self._stack_fold = None
         # a family whose exact native path is faster fuses only in the bands below float32
-        self._fuses_natively = not (stackable and issubclass(cls, LinearInFeaturesInBands)) \
-            or issubclass(cls, FusedFold)  # a family's own fused pass says when it runs
+        self._fuses_natively = not (stackable and issubclass(cls, LinearInFeaturesInBands))
         if stackable and issubclass(cls, FusedFold):
             self._stack_fold = cls.stack_fold
         elif stackable and issubclass(cls, LinearInFeatures):

@@ -11,7 +11,6 @@ import numpy as np
 from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
-    FusedFold,
     SharesCovariance,
     StackedEstimate,
     LinearInFeaturesInBands,
@@ -36,7 +35,7 @@ from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import dpotrf, dtrtrs
 from mixfold.families.gaussian import warn_collapsed_variance
-from mixfold.families.stacked_gaussian import full_estimate, full_fold
+from mixfold.families.stacked_gaussian import full_estimate
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.compute.feature_cache import cache_for
@@ -360,15 +359,11 @@ MAX_LINEAR_FEATURES = 512
 
 
 class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
-                                      CompensatedAccumulation, LinearInFeaturesInBands,
-                                      FusedFold):
+                                      CompensatedAccumulation, LinearInFeaturesInBands):
     """Statistics about a reference point ``c``
     (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, of ``w (x-c)``
     (D), of the outer products ``w (x-c)(x-c)^T`` (D x D)
     and of ``w c`` (D)."""
-
-    # a mixture's E-step of all K at once (families/stacked_gaussian.py)
-    stack_fold = staticmethod(full_fold)
 
     def __init__(self, dim: int, keys: str | None = None):
         super().__init__(keys)

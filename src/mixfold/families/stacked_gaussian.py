@@ -1,18 +1,22 @@
 """A mixture of K Gaussians of one family as stacked arrays: the E-step and the M-step of all K
 components in a few array operations, no Python per component.
 
-The parameters of the components are read once per fold as (K, D) means and variances, or
-(K, D, D) precision Cholesky factors; the log-densities of every row under all K are one GEMM
-(the rows centred on the stack's centre, the point the generic path sums about), normalised by a
-stable log-sum-exp; the statistics are one GEMM of the posteriors by the centred features,
-handed to the K accumulators as the generic path's sums (about the same point, so payloads of
-any path add). The M-step reads the K payloads as (K, ...) arrays and makes the K estimates at
-once. Both are what small data spends its time on: per-component Python, not arithmetic.
+Diagonal (and spherical) components: the log-densities of every row under all K are one GEMM on
+the centred features ``[(x-c)^2, x-c]`` (``c`` the stack's centre, the point the fused E-step
+sums about), normalised by a stable log-sum-exp; the statistics are one GEMM of the posteriors
+by the same features, handed to the K accumulators as the fused path's sums (about the same
+point, so payloads of any path add). The M-step -- diagonal, spherical, full and tied (one
+covariance key) -- reads the K payloads as (K, D) or (K, D, D) arrays and makes the K estimates
+at once. Both are what small data spends its time on: per-component Python, not arithmetic.
+
+A full covariance's fold stays the generic three steps: the model-parallel executor scores a
+mixture's components by column ranges and must give the serial fold's bits
+(``tests/parallel/test_model_parallel.py``), which a batched GEMM over K does not.
 
 Outside its form -- rows that miss entries, a precision other than float64, a chunk large enough
 for the threaded fused E-step (:mod:`mixfold.compute.linear`), rows no component can score,
 estimators with different options, a prior, a component with no weight -- each function gives
-way to the generic path (the fold to the fused or three-step E-step, the M-step to
+way to the generic path (the fold to the fused E-step, the M-step to
 :func:`~mixfold.families._shared_covariance.estimate_children`'s per-component loop).
 
 >>> import mixfold
@@ -40,7 +44,7 @@ from mixfold.families._missing import has_missing
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import resolve_precision
 
-__all__ = ["diagonal_fold", "full_fold", "diagonal_estimate", "full_estimate",
+__all__ = ["diagonal_fold", "diagonal_estimate", "full_estimate",
            "STACKED_ROWS", "STACKED_VALUES"]
 
 #: The most rows a chunk may have for the stacked fold (small data: one thread, per-component
@@ -48,8 +52,8 @@ __all__ = ["diagonal_fold", "full_fold", "diagonal_estimate", "full_estimate",
 #: features are kept between iterations (:mod:`mixfold.compute.feature_cache`), or the three
 #: steps ...
 STACKED_ROWS = 8192
-#: ... and the most ``rows * K * D`` (``rows * K * D^2`` for full covariances): the stacked
-#: fold's temporaries are whole-chunk arrays, not row blocks.
+#: ... and the most ``rows * K * D``: the stacked fold's temporaries are whole-chunk arrays,
+#: not row blocks.
 STACKED_VALUES = 1 << 21
 
 
@@ -127,51 +131,6 @@ def diagonal_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: n
     sums = resp.T @ features
     _hand_over(accs, center, mass, sums[:, d:], sums[:, :d])
     return mass, lse
-
-
-def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
-              enc: Any, weights: np.ndarray, precision: Any = "float64"
-              ) -> tuple[np.ndarray, np.ndarray] | None:
-    """A mixture of full-covariance Gaussians' E-step in one pass: the rows centred on the
-    stack's centre and whitened by every ``U_k`` at once (one batched GEMM; once for a tied
-    covariance), posteriors, then ``resp^T @ (x-c)`` and ``(resp (x-c))^T (x-c)`` batched over
-    K. Returns (posterior mass per component, per-row log-density); ``None`` (the three steps)
-    natively outside its form, the fused E-step in the bands."""
-    x = enc.values
-    d = x.shape[1]
-    if not _small_float64(enc, precision, len(components) * d * d):
-        if resolve_precision(precision).native:
-            return None
-        return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
-    mu = np.array([c.mu for c in components])
-    center = gaussian_centre(mu, np.array([np.diagonal(c.cov) for c in components]))
-    xc = x - center
-    scores = _mahalanobis(components, mu - center, xc)
-    scores *= -0.5
-    scores += np.array([c.log_det_precision_cholesky for c in components]) \
-        - 0.5 * d * LOG_2PI + log_weights
-    normalised = _normalised(scores, weights)
-    if normalised is None:
-        return None
-    resp, lse = normalised
-    mass = resp.sum(axis=0)
-    weighted = resp.T[:, :, None] * xc  # (K, n, D)
-    second = np.matmul(weighted.transpose(0, 2, 1), xc)
-    second = 0.5 * (second + second.transpose(0, 2, 1))  # (the generic rank-k update's symmetry)
-    _hand_over(accs, center, mass, resp.T @ xc, second)
-    return mass, lse
-
-
-def _mahalanobis(components: Sequence[Any], m: np.ndarray, xc: np.ndarray) -> np.ndarray:
-    """``|(x - mu_k) U_k|^2`` of every centred row under every component, (n, K); ``m`` the
-    means less the centre (K, D)."""
-    u = components[0].precision_cholesky
-    if all(c.precision_cholesky is u for c in components):  # tied: whiten the rows once
-        y = (xc @ u)[:, None, :] - (m @ u)[None]
-        return np.einsum("nkd,nkd->nk", y, y)
-    us = np.array([c.precision_cholesky for c in components])  # (K, D, D)
-    y = np.matmul(xc[None], us) - np.einsum("kd,kde->ke", m, us)[:, None, :]  # (K, n, D)
-    return np.einsum("knd,knd->nk", y, y)
 
 
 # ---------------------------------------------------------------------------------------------

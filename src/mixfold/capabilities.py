@@ -32,7 +32,7 @@ import numpy as np
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
            "LinearInFeatures", "LinearInFeaturesInBands", "CompensatedAccumulation",
            "FoldsOnTorch", "CentredStatistics", "RelativeScoring", "SharesCovariance",
-           "VariationalBound"]
+           "VariationalBound", "StackedEstimate"]
 
 
 class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
@@ -247,3 +247,16 @@ class VariationalBound(ABC):
     @abstractmethod
     def kl_to_prior(self) -> float:
         """``KL(q || prior)`` of the model's parameters (weights and components)."""
+
+
+class StackedEstimate(ABC):
+    """Makes the M-step of K estimators of this one class at once (a mixture's or hidden
+    Markov model's children), their statistics read as stacked arrays."""
+
+    @staticmethod
+    @abstractmethod
+    def stack_estimate(estimators: Sequence[Any], masses: np.ndarray,
+                       stats: Sequence[Any]) -> list[Any] | None:
+        """The K distributions ``estimators[k].estimate(masses[k], stats[k])`` would make (the
+        covariance keys honoured), or ``None`` where these estimators or statistics fall
+        outside the stacked form (the caller then estimates each child)."""

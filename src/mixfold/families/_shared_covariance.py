@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import SharesCovariance
+from mixfold.capabilities import SharesCovariance, StackedEstimate
 from mixfold.families._protocol import Distribution, Estimator
 
 __all__ = ["estimate_children"]
@@ -39,6 +39,9 @@ def estimate_children(estimators: Sequence[Estimator], masses: np.ndarray,
     >>> bool(np.array_equal(a.cov, b.cov)), sorted(round(c.mu[0]) for c in fit.components)
     (True, [-4, 4])
     """
+    stacked = _stacked(estimators, masses, stats)
+    if stacked is not None:
+        return stacked
     pooled: dict[str, list[Any]] = {}
     means: dict[int, np.ndarray] = {}
     for k, est in enumerate(estimators):
@@ -64,3 +67,14 @@ def estimate_children(estimators: Sequence[Estimator], masses: np.ndarray,
         weight, scatter, made = pooled[key]
         out.append(est.estimate_shared(means[k], weight, scatter, made))
     return out
+
+
+def _stacked(estimators: Sequence[Estimator], masses: np.ndarray,
+             stats: Sequence[Any]) -> list[Distribution] | None:
+    """The children's M-step in one call, where they are of one :class:`StackedEstimate` class
+    that takes them (``None``: estimate each)."""
+    cls = type(estimators[0])
+    if len(estimators) < 2 or not issubclass(cls, StackedEstimate) \
+            or any(type(e) is not cls for e in estimators):
+        return None
+    return cls.stack_estimate(estimators, masses, stats)

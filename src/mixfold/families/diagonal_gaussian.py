@@ -10,7 +10,9 @@ import numpy as np
 from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
+    FusedFold,
     SharesCovariance,
+    StackedEstimate,
     LinearInFeatures,
     RelativeScoring,
     RunsInBands,
@@ -30,6 +32,7 @@ from mixfold.families._missing import (MissingPatterns, check_missing_flag, fill
 from mixfold.compute.linear import LinearTerms, centred_gaussian
 from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families.stacked_gaussian import diagonal_estimate, diagonal_fold
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
@@ -283,10 +286,13 @@ def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weig
 
 
 class DiagonalGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
-                                  LinearInFeatures, CompensatedAccumulation):
+                                  LinearInFeatures, CompensatedAccumulation, FusedFold):
     """Statistics about a reference point ``c``
     (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, and per coordinate
     the sums of ``w (x-c)``, ``w (x-c)^2`` and ``w c``."""
+
+    # a mixture's E-step of all K at once (families/stacked_gaussian.py)
+    stack_fold = staticmethod(diagonal_fold)
 
     def __init__(self, dim: int, keys: str | None = None):
         super().__init__(keys)
@@ -425,7 +431,7 @@ class MissingDiagonalGaussianAccumulator(DiagonalGaussianAccumulator):
             acc.ref_mass += mass * c
 
 
-class DiagonalGaussianEstimator(LeafEstimator, SharesCovariance):
+class DiagonalGaussianEstimator(LeafEstimator, SharesCovariance, StackedEstimate):
     """M-step for :class:`DiagonalGaussianDistribution`.
 
     ``dim`` is the vector length D; ``None`` learns it from the data when it is encoded.
@@ -460,6 +466,8 @@ class DiagonalGaussianEstimator(LeafEstimator, SharesCovariance):
 
     accumulator_class = DiagonalGaussianAccumulator
     distribution_class = DiagonalGaussianDistribution
+    # a mixture's M-step of all K at once (families/stacked_gaussian.py)
+    stack_estimate = staticmethod(diagonal_estimate)
 
     option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0),
                     "min_variance": number(0, above=True), "missing": flag(),

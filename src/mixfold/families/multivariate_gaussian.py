@@ -12,6 +12,7 @@ from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_s
 from mixfold.capabilities import (
     CompensatedAccumulation,
     SharesCovariance,
+    StackedEstimate,
     LinearInFeaturesInBands,
     RelativeScoring,
     RunsInBands,
@@ -34,6 +35,7 @@ from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import dpotrf, dtrtrs
 from mixfold.families.gaussian import warn_collapsed_variance
+from mixfold.families.stacked_gaussian import full_estimate
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.compute.feature_cache import cache_for
@@ -551,7 +553,7 @@ class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):
         MultivariateGaussianAccumulator.stack_update(accs, enc, resp)
 
 
-class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance):
+class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance, StackedEstimate):
     """M-step for :class:`MultivariateGaussianDistribution`.
 
     ``dim`` is the vector length D; ``None`` learns it from the data when it is encoded.
@@ -594,6 +596,8 @@ class MultivariateGaussianEstimator(LeafEstimator, SharesCovariance):
 
     accumulator_class = MultivariateGaussianAccumulator
     distribution_class = MultivariateGaussianDistribution
+    # a mixture's M-step of all K at once (families/stacked_gaussian.py)
+    stack_estimate = staticmethod(full_estimate)
 
     option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0), "missing": flag(),
                     "reg_covar_mode": one_of(*FLOOR_MODES), **PRIOR_RULES,

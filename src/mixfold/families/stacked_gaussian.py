@@ -1,0 +1,230 @@
+"""A mixture of K Gaussians of one family as stacked arrays: the E-step and the M-step of all K
+components in a few array operations, no Python per component.
+
+Diagonal (and spherical) components: the log-densities of every row under all K are one GEMM on
+the centred features ``[(x-c)^2, x-c]`` (``c`` the stack's centre, the point the fused E-step
+sums about), normalised by a stable log-sum-exp; the statistics are one GEMM of the posteriors
+by the same features, handed to the K accumulators as the fused path's sums (about the same
+point, so payloads of any path add). The M-step -- diagonal, spherical, full and tied (one
+covariance key) -- reads the K payloads as (K, D) or (K, D, D) arrays and makes the K estimates
+at once. Both are what small data spends its time on: per-component Python, not arithmetic.
+
+A full covariance's fold stays the generic three steps: the model-parallel executor scores a
+mixture's components by column ranges and must give the serial fold's bits
+(``tests/parallel/test_model_parallel.py``), which a batched GEMM over K does not.
+
+Outside its form -- rows that miss entries, a precision other than float64, a chunk large enough
+for the threaded fused E-step (:mod:`mixfold.compute.linear`), rows no component can score,
+estimators with different options, a prior, a component with no weight -- each function gives
+way to the generic path (the fold to the fused E-step, the M-step to
+:func:`~mixfold.families._shared_covariance.estimate_children`'s per-component loop).
+
+>>> import mixfold
+>>> from mixfold import MixtureEstimator, DiagonalGaussianEstimator
+>>> rng = np.random.default_rng(0)
+>>> x = np.vstack([rng.normal(-3, 1, (200, 2)), rng.normal(3, 1, (200, 2))])
+>>> fit = mixfold.optimize(x, MixtureEstimator([DiagonalGaussianEstimator()] * 2), seed=0,
+...                        progress=False)
+>>> sorted(round(float(c.mu[0])) for c in fit.components)
+[-3, 3]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mixfold.compute.band_engines import fused_linear_mixture
+from mixfold.compute.linear import gaussian_centre
+from mixfold.compute.logspace import LOG_2PI
+from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
+from mixfold.families._missing import has_missing
+from mixfold.families.gaussian import warn_collapsed_variance
+from mixfold.precision import resolve_precision
+
+__all__ = ["diagonal_fold", "diagonal_estimate", "full_estimate",
+           "STACKED_ROWS", "STACKED_VALUES"]
+
+#: The most rows a chunk may have for the stacked fold (small data: one thread, per-component
+#: Python is the cost); larger chunks go to the fused E-step's row blocks on every core, whose
+#: features are kept between iterations (:mod:`mixfold.compute.feature_cache`), or the three
+#: steps ...
+STACKED_ROWS = 8192
+#: ... and the most ``rows * K * D``: the stacked fold's temporaries are whole-chunk arrays,
+#: not row blocks.
+STACKED_VALUES = 1 << 21
+
+
+def _small_float64(enc: Any, precision: Any, width: int) -> bool:
+    """Whether the stacked fold takes this chunk: complete rows, float64, few enough rows and
+    values."""
+    p = resolve_precision(precision)
+    return (p.native and p.dtype == np.float64 and not has_missing(enc)
+            and enc.n_rows <= STACKED_ROWS and enc.n_rows * width <= STACKED_VALUES)
+
+
+def _normalised(scores: np.ndarray, weights: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(posteriors times row weights (n, K), per-row log-density) of ``scores`` (n, K) by a
+    stable log-sum-exp; ``None`` when a row has no finite score (the generic path says why)."""
+    top = scores.max(axis=1)
+    if not np.isfinite(top).all():
+        return None
+    scores -= top[:, None]
+    np.exp(scores, out=scores)
+    total = scores.sum(axis=1)
+    scores *= (weights / total)[:, None]
+    return scores, top + np.log(total)
+
+
+def _hand_over(accs: Sequence[Any], center: np.ndarray, mass: np.ndarray, sum_x: np.ndarray,
+               sum_xx: np.ndarray) -> None:
+    """Add the stacked sums to the K accumulators, about the stack's centre."""
+    ref = mass[:, None] * center
+    for acc, w, sx, sxx, r in zip(accs, mass, sum_x, sum_xx, ref):
+        acc.set_reference(center)
+        acc.weight += w
+        acc.sum_x += sx
+        acc.sum_xx += sxx
+        acc.ref_mass += r
+
+
+# ---------------------------------------------------------------------------------------------
+# The fold
+
+
+def diagonal_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+                  enc: Any, weights: np.ndarray, precision: Any = "float64"
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    """A mixture of diagonal (or spherical) Gaussians' E-step in one pass: scores
+    ``[(x-c)^2, x-c] @ coef^T`` (the fused E-step's terms,
+    :func:`~mixfold.compute.linear.centred_gaussian`), posteriors, then
+    ``resp^T @ [(x-c)^2, x-c]``. Returns (posterior mass per component, per-row log-density);
+    outside its form, the fused E-step's."""
+    x = enc.values
+    d = x.shape[1]
+    if not _small_float64(enc, precision, len(components) * d):
+        return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
+    mu = np.array([c.mu for c in components])
+    s2 = np.array([c.sigma2 for c in components])
+    center = gaussian_centre(mu, s2)
+    features = np.empty((x.shape[0], 2 * d))
+    xc = np.subtract(x, center, out=features[:, d:])
+    with np.errstate(over="ignore"):  # a far row scores -inf: the generic path names it
+        np.multiply(xc, xc, out=features[:, :d])
+    # log p_k = [(x-c)^2, x-c] @ [-1 / (2 s2_k), m_k / s2_k] + const_k, m_k = mu_k - c
+    coef = np.empty((len(components), 2 * d))
+    prec = np.divide(1.0, s2, out=coef[:, d:])
+    m = mu - center
+    const = -0.5 * ((m * m * prec).sum(axis=1) + d * LOG_2PI - np.log(prec).sum(axis=1))
+    np.multiply(prec, -0.5, out=coef[:, :d])
+    coef[:, d:] *= m
+    scores = features @ coef.T
+    scores += const + log_weights
+    normalised = _normalised(scores, weights)
+    if normalised is None:
+        return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
+    resp, lse = normalised
+    mass = resp.sum(axis=0)
+    sums = resp.T @ features
+    _hand_over(accs, center, mass, sums[:, d:], sums[:, :d])
+    return mass, lse
+
+
+# ---------------------------------------------------------------------------------------------
+# The M-step
+
+
+def _stacked_moments(estimators: Sequence[Any], stats: Sequence[Any]
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(weights (K,), means (K, D), central second moments (K, D) or (K, D, D)) of the K
+    payloads, as :func:`~mixfold.families._centred.central_moments` makes them one by one;
+    ``None`` outside the stacked M-step's form (options differ, missing entries, a prior, a
+    mixed covariance key, a component with no weight)."""
+    first = estimators[0]
+    if first.missing or not first._prior().is_flat \
+            or any(e is not first and vars(e) != vars(first) for e in estimators):
+        return None
+    own = [s[0] for s in stats]
+    s0 = np.array([o[0][0] for o in own])
+    if not (s0 > 0).all():
+        return None
+    shape = (-1,) + (1,) * own[0][2].ndim
+    m = np.array([o[1] for o in own]) / s0[:, None]
+    mean = np.array([o[3] for o in own]) / s0[:, None] + m
+    outer = m[:, :, None] * m[:, None, :] if own[0][2].ndim == 2 else m * m
+    second = np.array([o[2] for o in own]) / s0.reshape(shape) - outer
+    if second.ndim == 3:
+        second = 0.5 * (second + second.transpose(0, 2, 1))
+    return s0, mean, second
+
+
+def _pooled(s0: np.ndarray, second: np.ndarray) -> tuple[float, np.ndarray]:
+    """A tied covariance's (weight, covariance): the K scatters pooled, as
+    :func:`~mixfold.families._shared_covariance.estimate_children` pools them."""
+    shape = (-1,) + (1,) * (second.ndim - 1)
+    weight = float(np.add.reduce(s0))
+    return weight, np.add.reduce(s0.reshape(shape) * second) / weight
+
+
+def diagonal_estimate(estimators: Sequence[Any], masses: np.ndarray,
+                      stats: Sequence[Any]) -> list[Any] | None:
+    """The K diagonal (or spherical) Gaussians of the K payloads (one covariance key: their
+    pooled variances), or ``None`` outside the stacked form."""
+    moments = _stacked_moments(estimators, stats)
+    if moments is None:
+        return None
+    s0, mu, raw = moments
+    first = estimators[0]
+    tied = first.covariance_keys is not None
+    if tied:
+        weight, pooled = _pooled(s0, raw)
+        s0, raw = np.array([weight]), pooled[None]
+    if first.spherical:
+        raw = np.repeat(raw.mean(axis=1, keepdims=True), raw.shape[1], axis=1)
+    floor = variance_floor(raw, first.reg_covar, first.reg_covar_mode)
+    var = np.maximum(np.maximum(raw, 0.0) + floor, first.min_variance)
+    collapsed = raw <= np.maximum(floor, first.min_variance)
+    for k in np.flatnonzero(collapsed.any(axis=1)):  # the generic M-step's words, each
+        j = int(np.flatnonzero(collapsed[k])[0])
+        warn_collapsed_variance(raw[k, j], var[k, j], s0[k], mu[k, j],
+                                f" in dimension {j} ({int(collapsed[k].sum())} of "
+                                f"{raw.shape[1]})")
+    make = first.distribution_class
+    if tied:
+        return [make(m, var[0]) for m in mu]
+    return [make(m, v) for m, v in zip(mu, var)]
+
+
+def full_estimate(estimators: Sequence[Any], masses: np.ndarray,
+                  stats: Sequence[Any]) -> list[Any] | None:
+    """The K full-covariance Gaussians of the K payloads (one covariance key: one pooled
+    covariance, factored once), or ``None`` outside the stacked form."""
+    moments = _stacked_moments(estimators, stats)
+    if moments is None:
+        return None
+    s0, mu, cov = moments
+    first = estimators[0]
+    tied = first.covariance_keys is not None
+    if tied:
+        weight, pooled = _pooled(s0, cov)
+        s0, cov = np.array([weight]), pooled[None]
+    d = mu.shape[1]
+    diag = np.diagonal(cov, axis1=1, axis2=2)
+    floor = variance_floor(diag, first.reg_covar, first.reg_covar_mode)
+    if first.reg_covar_mode == "relative":  # a collapsed column: the component's own scale
+        scale = first.reg_covar * np.maximum(diag.max(axis=1, keepdims=True), 1.0)
+        floor = np.where(diag > 0, floor, scale)
+    floor = np.maximum(floor, ROUNDOFF_FLOOR * np.maximum(diag, 0.0))
+    collapsed = diag <= floor
+    for k in np.flatnonzero(collapsed.any(axis=1)):  # the generic M-step's words, each
+        j = int(np.flatnonzero(collapsed[k])[0])
+        warn_collapsed_variance(cov[k, j, j], cov[k, j, j] + floor[k, j], s0[k], mu[k, j],
+                                f" in dimension {j} ({int(collapsed[k].sum())} of {d})")
+    cov = cov + floor[:, :, None] * np.eye(d)
+    make = first.distribution_class
+    if tied:
+        return make(mu[0], cov[0]).sharing_covariance(mu)
+    return [make(m, c) for m, c in zip(mu, cov)]

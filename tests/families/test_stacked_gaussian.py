@@ -1,0 +1,185 @@
+"""The stacked Gaussian mixture (families/stacked_gaussian.py) against the generic path: the same
+fits (parameters and log-likelihood to 1e-10 relative) for every covariance type and option, the
+generic path forced by switching the stacked fold and M-step off."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import mixfold
+from mixfold import (DiagonalGaussianDistribution, DiagonalGaussianEstimator, MixtureDistribution,
+                     MixtureEstimator, MultivariateGaussianDistribution,
+                     MultivariateGaussianEstimator)
+from mixfold.families import stacked_gaussian
+from mixfold.families.diagonal_gaussian import DiagonalGaussianAccumulator
+from mixfold.families._shared_covariance import estimate_children
+from mixfold.sklearn import GaussianMixture
+
+RTOL = 1e-10
+
+KINDS = {
+    "diag": lambda **o: DiagonalGaussianEstimator(**o),
+    "spherical": lambda **o: DiagonalGaussianEstimator(spherical=True, **o),
+    "diag-tied": lambda **o: DiagonalGaussianEstimator(covariance_keys="c", **o),
+    "full": lambda **o: MultivariateGaussianEstimator(**o),
+    "tied": lambda **o: MultivariateGaussianEstimator(covariance_keys="c", **o),
+}
+
+
+def _data(offset: float = 0.0, spread: float = 1.0, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = np.array([[-1.0, 0.0, 0.5], [1.0, 0.5, -0.5], [0.0, 1.5, 1.0]])  # overlapping
+    x = np.vstack([rng.normal(c, 1.0, (120, 3)) for c in centres])
+    return offset + spread * x
+
+
+def _generic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switch the stacked fold and M-step off: every chunk is too large, every estimate
+    declined."""
+    monkeypatch.setattr(stacked_gaussian, "STACKED_VALUES", 0)
+    for est in (DiagonalGaussianEstimator, MultivariateGaussianEstimator):
+        monkeypatch.setattr(est, "stack_estimate", staticmethod(lambda *a: None))
+
+
+def _fit(x: np.ndarray, estimator: MixtureEstimator, **options) -> mixfold.FitResult:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return mixfold.fit(x, estimator, seed=0, max_iter=10, tol=0.0, progress=False,
+                           **options)
+
+
+def _params(model: MixtureDistribution) -> list[np.ndarray]:
+    out = [model.weights]
+    for c in model.components:
+        out += [c.mu, c.sigma2 if isinstance(c, DiagonalGaussianDistribution) else c.cov]
+    return out
+
+
+def _same_fit(a: mixfold.FitResult, b: mixfold.FitResult, scale: float = 1.0,
+              rtol: float = RTOL) -> None:
+    assert a.iterations == b.iterations
+    np.testing.assert_allclose(a.log_likelihood, b.log_likelihood, rtol=rtol, atol=0)
+    for p, q in zip(_params(a.model), _params(b.model)):
+        np.testing.assert_allclose(p, q, rtol=rtol, atol=rtol * scale * scale)
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, x: np.ndarray, make, **options
+          ) -> tuple[mixfold.FitResult, mixfold.FitResult]:
+    stacked = _fit(x, make(), **options)
+    with monkeypatch.context() as m:
+        _generic(m)
+        generic = _fit(x, make(), **options)
+    return stacked, generic
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_the_stacked_fit_is_the_generic_fit(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    x = _data()
+    w = np.random.default_rng(1).uniform(0.2, 3.0, len(x))
+    stacked, generic = _both(monkeypatch, x, lambda: MixtureEstimator([KINDS[kind]()] * 3),
+                             weights=w)
+    _same_fit(stacked, generic)
+    assert stacked.final_log_likelihood > stacked.log_likelihood[0]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_far_from_the_origin(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    spread = 1e-3
+    x = _data(offset=1e6 * spread * 1e3, spread=spread)  # 1e6 spreads away from 0
+    stacked, generic = _both(monkeypatch, x, lambda: MixtureEstimator([KINDS[kind]()] * 3))
+    _same_fit(stacked, generic, scale=spread)
+    # the variances are the data's own, not the round-off of 1e6-times-larger sums
+    var = [np.diagonal(np.atleast_2d(np.diag(c.sigma2) if c.sigma2.ndim == 1 else c.cov))
+           if hasattr(c, "sigma2") else np.diagonal(c.cov) for c in stacked.model.components]
+    assert 0.3 * spread ** 2 < np.min(var) < 3 * spread ** 2
+
+
+@pytest.mark.parametrize("kind", ["full", "tied", "diag"])
+def test_near_singular_covariances(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    x = _data()
+    x = np.column_stack([x, x[:, 0] + 1e-7 * np.random.default_rng(2).normal(size=len(x))])
+    stacked, generic = _both(monkeypatch, x,
+                             lambda: MixtureEstimator([KINDS[kind]()] * 3))
+    # a covariance of condition ~1e6 (reg_covar keeps it definite) turns a rounding of the sums
+    # into ~1e-10 of the fit: the generic path chunked by 100 rows moves it by 5e-10 too
+    _same_fit(stacked, generic, rtol=1e-8)
+
+
+@pytest.mark.parametrize("kind", ["diag", "full", "tied"])
+def test_priors_pseudo_counts_and_frozen(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    x = _data()
+    prior = dict(mean_prior=0.5, mean_weight=2.0, covariance_prior=1.5, covariance_weight=4.0)
+    stacked, generic = _both(monkeypatch, x, lambda: MixtureEstimator(
+        [KINDS[kind](**prior)] * 3, pseudo_count=1.0))
+    _same_fit(stacked, generic)
+    start = _fit(x, MixtureEstimator([KINDS[kind]()] * 3)).model
+    stacked, generic = _both(monkeypatch, x, lambda: MixtureEstimator(
+        [KINDS[kind](frozen=["mu"])] * 3, weights_prior=2.0), init=start)
+    _same_fit(stacked, generic)
+    for held, fitted in zip(start.components, stacked.model.components):
+        np.testing.assert_array_equal(held.mu, fitted.mu)
+
+
+def test_relative_floor_and_collapsed_variance_warn_as_the_generic_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    x = _data()
+    x[:, 2] = 5.0  # a column on one value: every component's variance collapses onto the floor
+    for make in (lambda: DiagonalGaussianEstimator(reg_covar=1e-4, reg_covar_mode="relative"),
+                 lambda: MultivariateGaussianEstimator(reg_covar=1e-4,
+                                                       reg_covar_mode="relative")):
+        stacked, generic = _both(monkeypatch, x,
+                                 lambda make=make: MixtureEstimator([make()] * 2))
+        _same_fit(stacked, generic)
+        collapsed = [note for note in stacked.warnings if "collapsed" in note]
+        assert collapsed and collapsed == [n for n in generic.warnings if "collapsed" in n]
+
+
+def test_the_fold_and_m_step_run_stacked(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"fold": 0, "estimate": 0}
+
+    def counted(name, fn):
+        def wrapper(*args):
+            calls[name] += 1
+            return fn(*args)
+        return staticmethod(wrapper)
+
+    monkeypatch.setattr(DiagonalGaussianAccumulator, "stack_fold",
+                        counted("fold", stacked_gaussian.diagonal_fold))
+    monkeypatch.setattr(DiagonalGaussianEstimator, "stack_estimate",
+                        counted("estimate", stacked_gaussian.diagonal_estimate))
+    monkeypatch.setattr(MultivariateGaussianEstimator, "stack_estimate",
+                        counted("estimate", stacked_gaussian.full_estimate))
+    for kind in ("diag", "spherical", "full", "tied"):
+        calls.update(fold=0, estimate=0)
+        GaussianMixture(3, covariance_type=kind, max_iter=5, tol=0.0).fit(_data())
+        assert calls["estimate"] >= 5, kind
+        assert calls["fold"] >= 5 or kind in ("full", "tied"), kind  # (their fold: generic)
+
+
+def test_estimators_with_other_options_are_estimated_one_by_one() -> None:
+    a, b = DiagonalGaussianEstimator(dim=2), DiagonalGaussianEstimator(dim=2, reg_covar=0.5)
+    acc = [e.accumulator_factory().make() for e in (a, b)]
+    x = np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 1.0]])
+    for ac in acc:
+        ac._add(x, np.ones(3))
+    stats = [ac.value() for ac in acc]
+    assert stacked_gaussian.diagonal_estimate([a, b], np.ones(2), stats) is None
+    made = estimate_children([a, b], np.ones(2), stats)
+    assert made[1].sigma2 == pytest.approx(made[0].sigma2 - 1e-6 + 0.5)
+
+
+def test_missing_entries_take_the_generic_path() -> None:
+    x = _data()
+    x[::7, 1] = np.nan
+    fit = _fit(x, MixtureEstimator([DiagonalGaussianEstimator(missing=True)] * 3))
+    assert np.isfinite(fit.final_log_likelihood)
+    truth = MixtureDistribution([MultivariateGaussianDistribution(np.zeros(3), np.eye(3))] * 2,
+                                [0.5, 0.5])
+    enc = truth.encoder().encode(_data())
+    acc = MixtureEstimator([MultivariateGaussianEstimator(dim=3)] * 2).accumulator_factory() \
+        .make()
+    lse = acc.seq_update(enc, np.ones(enc.n_rows), truth)
+    np.testing.assert_allclose(lse, truth.seq_log_density(enc), rtol=1e-12)

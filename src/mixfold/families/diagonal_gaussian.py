@@ -133,6 +133,23 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
             raise ParameterError(f"sigma2 must be finite and > 0, got {self.sigma2.tolist()}")
         self.missing = check_missing_flag(missing)
 
+    @classmethod
+    def stack_of(cls, mu: np.ndarray, sigma2: np.ndarray) -> list[DiagonalGaussianDistribution]:
+        """The K distributions of the rows of an M-step's own float64 arrays ``mu`` (K, D) and
+        ``sigma2`` (K, D) or (1, D) (one row: shared by all), validated once for the stack; the
+        arrays become read-only, each distribution holding its rows as views. Parameters the
+        constructor refuses raise its error, naming the component's field."""
+        if not (np.isfinite(mu).all() and np.isfinite(sigma2).all() and (sigma2 > 0).all()):
+            return [cls(m, v) for m, v in zip(mu, np.broadcast_to(sigma2, mu.shape))]
+        mu.setflags(write=False)
+        sigma2.setflags(write=False)
+        out = []
+        for k, m in enumerate(mu):
+            d = cls.__new__(cls)  # the checks of __init__, made above for the whole stack
+            d.mu, d.sigma2, d.missing = m, sigma2[k if len(sigma2) > 1 else 0], False
+            out.append(d)
+        return out
+
     @property
     def dim(self) -> int:
         """The length D of the vectors."""

@@ -192,10 +192,7 @@ def diagonal_estimate(estimators: Sequence[Any], masses: np.ndarray,
         warn_collapsed_variance(raw[k, j], var[k, j], s0[k], mu[k, j],
                                 f" in dimension {j} ({int(collapsed[k].sum())} of "
                                 f"{raw.shape[1]})")
-    make = first.distribution_class
-    if tied:
-        return [make(m, var[0]) for m in mu]
-    return [make(m, v) for m, v in zip(mu, var)]
+    return first.distribution_class.stack_of(mu, var)
 
 
 def full_estimate(estimators: Sequence[Any], masses: np.ndarray,

@@ -58,6 +58,14 @@ def plain(value: Any) -> Any:
     return np.asarray(value, dtype=np.float64).tolist()
 
 
+def _zero(option: Any) -> bool:
+    """Whether a prior option is 0 everywhere (a plain number without NumPy's call: the M-step
+    asks each iteration)."""
+    if type(option) in (int, float):
+        return option == 0
+    return not np.any(option)
+
+
 @dataclass(frozen=True)
 class GaussianPrior:
     """The four prior options of a Gaussian estimator (``is_flat``: all at 0, maximum
@@ -78,8 +86,8 @@ class GaussianPrior:
 
     @property
     def is_flat(self) -> bool:
-        return (self.mean_weight == 0 and not np.any(self.covariance_weight)
-                and not np.any(self.covariance_prior))
+        return (self.mean_weight == 0 and _zero(self.covariance_weight)
+                and _zero(self.covariance_prior))
 
     def mean(self, n: float, xbar: np.ndarray) -> np.ndarray:
         """The posterior mode of the mean from the rows' weight ``n`` and mean ``xbar``."""

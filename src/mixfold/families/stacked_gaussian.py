@@ -69,7 +69,7 @@ def _normalised(scores: np.ndarray, weights: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray] | None:
     """(posteriors times row weights (n, K), per-row log-density) of ``scores`` (n, K) by a
     stable log-sum-exp; ``None`` when a row has no finite score (the generic path says why)."""
-    top = scores.max(axis=1)
+    top = np.asfortranarray(scores).max(axis=1)  # (a max along K rows: ~5x a C-order one's)
     if not np.isfinite(top).all():
         return None
     scores -= top[:, None]

@@ -187,7 +187,9 @@ def diagonal_estimate(estimators: Sequence[Any], masses: np.ndarray,
     floor = variance_floor(raw, first.reg_covar, first.reg_covar_mode)
     var = np.maximum(np.maximum(raw, 0.0) + floor, first.min_variance)
     collapsed = raw <= np.maximum(floor, first.min_variance)
-    for k in np.flatnonzero(collapsed.any(axis=1)):  # the generic M-step's words, each
+    # the generic M-step's words, each (rows searched only when one collapsed: most iterations
+    # have none)
+    for k in np.flatnonzero(collapsed.any(axis=1)) if collapsed.any() else ():
         j = int(np.flatnonzero(collapsed[k])[0])
         warn_collapsed_variance(raw[k, j], var[k, j], s0[k], mu[k, j],
                                 f" in dimension {j} ({int(collapsed[k].sum())} of "

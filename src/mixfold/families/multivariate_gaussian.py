@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -147,7 +146,8 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         if means_arr.shape[1] != self.dim:
             raise ParameterError(f"means must have shape (K, {self.dim}) for a ({self.dim}, "
                                  f"{self.dim}) cov, got {means_arr.shape}")
-        return [self.with_mean(mu) for mu in means_arr]
+        means_arr.setflags(write=False)  # checked once: each component holds its row (a view)
+        return [self._moved(mu) for mu in means_arr]
 
     def with_mean(self, mu: Sequence[float] | np.ndarray) -> MultivariateGaussianDistribution:
         """This distribution moved to the mean ``mu`` (length D), its covariance's factors
@@ -158,11 +158,19 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         >>> b.precision_cholesky is a.precision_cholesky, b.mu.tolist()
         (True, [1.0, 2.0])
         """
-        moved = copy.copy(self)
-        moved.mu = _array("mu", mu, 1)
-        if moved.mu.size != self.dim:
-            raise ParameterError(f"mu must have length {self.dim}, got {moved.mu.size}")
-        moved.mu.setflags(write=False)
+        mu_arr = _array("mu", mu, 1)
+        if mu_arr.size != self.dim:
+            raise ParameterError(f"mu must have length {self.dim}, got {mu_arr.size}")
+        mu_arr.setflags(write=False)
+        return self._moved(mu_arr)
+
+    def _moved(self, mu: np.ndarray) -> MultivariateGaussianDistribution:
+        """A shallow copy at the checked, read-only mean ``mu`` (as ``copy.copy`` makes it, a
+        plain instance dict, without its protocol's cost: a tied M-step makes K each
+        iteration)."""
+        moved = object.__new__(type(self))
+        moved.__dict__.update(self.__dict__)
+        moved.mu = mu
         return moved
 
     @property

@@ -183,3 +183,32 @@ def test_missing_entries_take_the_generic_path() -> None:
         .make()
     lse = acc.seq_update(enc, np.ones(enc.n_rows), truth)
     np.testing.assert_allclose(lse, truth.seq_log_density(enc), rtol=1e-12)
+
+
+def test_a_stack_of_distributions_is_the_constructor_s() -> None:
+    mu, s2 = np.array([[0.0, 1.0], [2.0, -3.0]]), np.array([[1.0, 4.0], [0.5, 2.0]])
+    made = DiagonalGaussianDistribution.stack_of(mu.copy(), s2.copy())
+    for got, k in zip(made, range(2)):
+        want = DiagonalGaussianDistribution(mu[k], s2[k])
+        assert got.to_dict() == want.to_dict() and not got.mu.flags.writeable
+    shared = DiagonalGaussianDistribution.stack_of(mu.copy(), s2[:1].copy())
+    assert [d.sigma2.tolist() for d in shared] == [s2[0].tolist()] * 2
+    for bad_mu, bad_s2, words in [(np.nan, 2.0, "mu must be finite"),
+                                  (0.0, -1.0, "sigma2 must be finite and > 0"),
+                                  (0.0, np.inf, "sigma2 must be finite and > 0")]:
+        m, v = mu.copy(), s2.copy()
+        m[1, 0], v[1, 1] = bad_mu, bad_s2  # component 1 refused, in the constructor's words
+        with pytest.raises(mixfold.ParameterError, match=words):
+            DiagonalGaussianDistribution.stack_of(m, v)
+
+
+def test_tied_components_share_the_covariance_and_hold_their_means() -> None:
+    base = MultivariateGaussianDistribution([0.0, 0.0], [[2.0, 0.5], [0.5, 1.0]])
+    means = np.array([[1.0, 2.0], [3.0, 4.0]])
+    made = base.sharing_covariance(means)
+    means[0, 0] = 9.0  # the caller's array is not the components'
+    assert [d.mu.tolist() for d in made] == [[1.0, 2.0], [3.0, 4.0]]
+    assert all(d.cov is base.cov and not d.mu.flags.writeable for d in made)
+    assert made[1].to_dict() == MultivariateGaussianDistribution([3.0, 4.0], base.cov).to_dict()
+    with pytest.raises(mixfold.ParameterError, match="means must be finite"):
+        base.sharing_covariance([[np.nan, 0.0]])

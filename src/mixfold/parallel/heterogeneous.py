@@ -12,7 +12,7 @@ target_rel_error=...)`` opens the chosen backend with it (:func:`mixfold.dispatc
 with a :class:`PlanRequest`) -- every worker holds exactly its planned rows, runs exactly its
 planned band (``"<band>@cuda"`` through torch on a GPU worker), and payloads are reduced
 through a tree of the planned depth, in process
-(:class:`~mixfold.backends.planned.PlannedLocalEncodedData`, re-exported here), on ``mp``,
+(``PlannedLocalEncodedData`` of ``mixfold.backends.planned``, re-exported here), on ``mp``,
 Spark (``treeAggregate(depth=...)``), Dask and Ray (task trees of the planned fanout) and MPI
 (point-to-point k-way tree).
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 __all__ = ["DataError", "DataTypeError", "NumericalError", "ModelFileError", "EMDecreaseWarning",
            "ParameterError", "CheckpointError", "DegenerateFitWarning", "MissingEntriesWarning",
-           "BandPromotionWarning"]
+           "BandPromotionWarning", "warn_at_caller"]
 
 
 def _format_path(path: tuple) -> str:
@@ -88,3 +92,15 @@ class DegenerateFitWarning(RuntimeWarning):
     """A fit reached a degenerate state that a floor resolved (a mixture component that lost all
     its rows, a variance that collapsed onto one value); the fit goes on and records it in
     ``FitResult.warnings``."""
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def warn_at_caller(message: str, category: type[Warning]) -> None:
+    """Warn at the first frame outside mixfold: the user's line, however deep the warning is
+    found (a fixed ``stacklevel`` points into mixfold from some paths)."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -25,6 +25,7 @@ from mixfold.errors import (
     EMDecreaseWarning,
     NumericalError,
     ParameterError,
+    warn_at_caller,
 )
 from mixfold.families._frozen import check_frozen, frozen_anywhere, hold_frozen
 from mixfold.families._protocol import Distribution, Estimator
@@ -258,17 +259,6 @@ class _Progress:
             self.bar.refresh()
             self.bar.close()
             self.bar = None
-
-
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _warn_caller(message: str, category: type[Warning]) -> None:
-    """Warn at the first frame outside mixfold: the user's line that started the fit."""
-    frame, level = sys._getframe(1), 2
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
 
 
 def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e-6,
@@ -602,7 +592,7 @@ def _stop_on_decrease(it: int, result: FitResult, previous: float, watched: floa
     what = "mean log-likelihood" if bound is None else "evidence lower bound"
     msg = (f"iteration {it}: the {what} fell from {previous!r} to {watched!r}; "
            f"keeping the model from before that step")
-    _warn_caller(msg, EMDecreaseWarning)
+    warn_at_caller(msg, EMDecreaseWarning)
     result.warnings.append(msg)
     result.stop_reason = "decrease"
     result.log_likelihood.append(ll)
@@ -620,12 +610,12 @@ def _accelerator(accelerate: str | None, model: Distribution,
     if isinstance(model, VariationalBound):  # its safeguard weighs likelihoods, not a bound
         why = (f"accelerate={accelerate!r} extrapolates EM's steps; a variational fit climbs "
                f"its evidence lower bound instead: it runs without acceleration")
-        _warn_caller(why, UserWarning)
+        warn_at_caller(why, UserWarning)
         notes.append(why)
         return None
     squarem, why = squarem_for(model)
     if why is not None:
-        _warn_caller(why, UserWarning)
+        warn_at_caller(why, UserWarning)
         notes.append(why)
     return squarem
 
@@ -661,7 +651,7 @@ def _record_promotion(result: FitResult, it: int, previous: float, ll: float,
     result.promotions.append(f"iteration {it}: {was} -> {now}")
     msg = (f"iteration {it}: the mean log-likelihood fell from {previous!r} to {ll!r}, beyond "
            f"the resolution of {was}; promoted to {now} and repeated the step")
-    _warn_caller(msg, BandPromotionWarning)
+    warn_at_caller(msg, BandPromotionWarning)
     result.warnings.append(msg)
     result.precision = now if plan is not None else runs
     result.plan = plan if plan is not None else result.plan
@@ -689,7 +679,7 @@ def _checked_m_step(where: str, notes: list[str], step: Callable[..., Any], *arg
         if text.split(";")[0] not in seen:
             seen.add(text.split(";")[0])
             notes.append(f"{where}: {text}")
-            _warn_caller(f"{where}: {text}", DegenerateFitWarning)
+            warn_at_caller(f"{where}: {text}", DegenerateFitWarning)
     return out
 
 

@@ -383,3 +383,15 @@ def test_model_parallel_components_fit_the_same_bits(rng):
         threaded = mixfold.fit(x, ModelParallelEstimator(est, num_workers=2), max_iter=4,
                                tol=0.0, progress=False)
     assert threaded.log_likelihood == serial.log_likelihood
+
+
+@pytest.mark.parametrize("entry", ["fit", "optimize"])
+def test_rows_missing_every_entry_are_reported_at_the_users_line(entry):
+    """The warning names the caller's file, not the encoder or the dispatch inside mixfold."""
+    x = np.random.default_rng(0).normal(size=(40, 2))
+    x[:3] = np.nan
+    est = mixfold.DiagonalGaussianEstimator(missing=True)
+    with pytest.warns(MissingEntriesWarning, match="3 of 40 rows") as caught:
+        getattr(mixfold, entry)(x, est, max_iter=2, progress=False)
+    (said,) = [w for w in caught if issubclass(w.category, MissingEntriesWarning)]
+    assert said.filename == __file__

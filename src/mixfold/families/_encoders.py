@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.errors import DataError, DataTypeError, MissingEntriesWarning
+from mixfold.errors import DataError, DataTypeError, MissingEntriesWarning, warn_at_caller
 from mixfold.families._protocol import ArrayEncoded, Encoder
 from mixfold.families._missing import MaskedRows
 
@@ -196,9 +196,8 @@ class VectorEncoder(Encoder):
             return ArrayEncoded(np.ascontiguousarray(x))
         empty = int(np.isnan(x).all(axis=1).sum()) if x.shape[1] else 0
         if empty:
-            warnings.warn(f"{empty} of {x.shape[0]} rows have every entry of the vector "
-                          f"missing: they add nothing to its statistics", MissingEntriesWarning,
-                          stacklevel=2)
+            warn_at_caller(f"{empty} of {x.shape[0]} rows have every entry of the vector "
+                           f"missing: they add nothing to its statistics", MissingEntriesWarning)
         return MaskedRows(np.ascontiguousarray(x))
 
     def merge(self, other: Encoder) -> VectorEncoder:

@@ -14,7 +14,12 @@ __all__ = ["shard_bounds", "tree_reduce", "tree_levels", "fanout_for_depth"]
 
 
 def shard_bounds(n_rows: int, n_shards: int) -> list[tuple[int, int]]:
-    """Contiguous, balanced row ranges ``[begin, end)`` for ``n_shards`` shards (none empty)."""
+    """Contiguous, balanced row ranges ``[begin, end)`` for ``n_shards`` shards: none empty,
+    except the single shard of zero rows (a handle always has one shard to fold).
+
+    >>> shard_bounds(5, 2), shard_bounds(2, 4), shard_bounds(0, 3)
+    ([(0, 2), (2, 5)], [(0, 1), (1, 2)], [(0, 0)])
+    """
     n_shards = max(1, min(int(n_shards), n_rows))
     edges = np.linspace(0, n_rows, n_shards + 1).round().astype(int)
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]

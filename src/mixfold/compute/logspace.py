@@ -28,11 +28,12 @@ def far_rows(x: np.ndarray, mu: np.ndarray, spread: np.ndarray) -> np.ndarray:
     return top > FAR_OUT * scale
 
 
-def log_normalize_rows(scores: np.ndarray,
-                       weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def log_normalize_rows(scores: np.ndarray, weights: np.ndarray | None = None,
+                       top: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Turn per-row log-scores (n, K) into posteriors in place; return (posteriors, log-sum-exp).
 
-    With ``weights`` (n,), the posteriors come out multiplied by the row weights (one pass).
+    With ``weights`` (n,), the posteriors come out multiplied by the row weights (one pass);
+    ``top``: the rows' maxima, where the caller has them already.
 
     Stable (the row maximum is subtracted before exponentiating). A row whose scores are all
     -inf gets a log-sum-exp of -inf and a posterior of zeros, never NaN; the caller reports it.
@@ -41,7 +42,7 @@ def log_normalize_rows(scores: np.ndarray,
     >>> p.round(2).tolist(), round(float(lse[0]), 6)
     ([[0.25, 0.75]], 1.386294)
     """
-    raw_top = scores.max(axis=1)
+    raw_top = scores.max(axis=1) if top is None else top
     dead = ~np.isfinite(raw_top)
     top = np.where(dead, 0.0, raw_top) if dead.any() else raw_top
     scores -= top[:, None]

@@ -15,8 +15,8 @@ from mixfold.errors import DataError, DataTypeError, MissingEntriesWarning, warn
 from mixfold.families._protocol import ArrayEncoded, Encoder
 from mixfold.families._missing import MaskedRows
 
-__all__ = ["NumericEncoder", "VectorEncoder", "vector_encoder", "bound_vector", "DOMAINS",
-           "to_float_array"]
+__all__ = ["NumericEncoder", "VectorEncoder", "VectorFamily", "vector_encoder", "bound_vector",
+           "DOMAINS", "to_float_array"]
 
 
 def _is_integral(x: np.ndarray) -> np.ndarray:
@@ -284,3 +284,21 @@ def _describe(r: Any) -> str:
     if dims < 0:
         return f"a ragged value {r!r:.80}"
     return f"a value of shape {np.shape(r)}"
+
+
+class VectorFamily:
+    """What a distribution over vectors of ``dim`` entries (``missing``: entries may be NaN)
+    derives: its encoder, and its estimator (the registered ``estimator_class``) of the same
+    shape."""
+
+    dim: int
+    missing: bool
+    estimator_class: type
+
+    def encoder(self) -> Encoder:
+        return VectorEncoder(self.dim, self.missing)
+
+    def estimator(self, **options: Any) -> Any:
+        options.setdefault("dim", self.dim)
+        options.setdefault("missing", self.missing)
+        return type(self).estimator_class(**options)

@@ -25,7 +25,7 @@ from mixfold.errors import ParameterError
 from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_moments,
                                        variance_floor)
 from mixfold.families._gaussian_prior import PRIOR_RULES, GaussianPrior, plain
-from mixfold.families._encoders import VectorEncoder, bound_vector, vector_encoder
+from mixfold.families._encoders import VectorEncoder, VectorFamily, bound_vector, vector_encoder
 from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._missing import (MissingPatterns, check_missing_flag, fill_for_points,
                                        has_missing, require_native)
@@ -97,8 +97,8 @@ def centred_transposed(rows: np.ndarray, center: np.ndarray, out: np.ndarray) ->
 
 
 @family("DiagonalGaussian", kind="diagonal_gaussian")
-class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands,
-                                   RelativeScoring):
+class DiagonalGaussianDistribution(VectorFamily, Distribution, StackedScoring, SeedsFromPoints,
+                                   RunsInBands, RelativeScoring):
     """Gaussian with mean vector ``mu`` and per-coordinate variances ``sigma2`` (both length D).
 
     Rows are vectors of length D (array of shape (n_rows, D), or a sequence of sequences).
@@ -236,14 +236,6 @@ class DiagonalGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints
         """The rows as points (n_rows, D) for k-means++ seeding (a missing entry: its column's
         mean)."""
         return fill_for_points(enc)
-
-    def encoder(self) -> Encoder:
-        return VectorEncoder(self.dim, self.missing)
-
-    def estimator(self, **options: Any) -> DiagonalGaussianEstimator:
-        options.setdefault("dim", self.dim)
-        options.setdefault("missing", self.missing)
-        return DiagonalGaussianEstimator(**options)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.normal(self.mu, np.sqrt(self.sigma2), size=(n, self.dim))

@@ -25,7 +25,7 @@ from mixfold.compute.linear import LinearTerms, gaussian_centre
 from mixfold.families._centred import (FLOOR_MODES, ROUNDOFF_FLOOR, CentredMoments,
                                        central_moments, variance_floor)
 from mixfold.families._gaussian_prior import PRIOR_RULES, GaussianPrior, plain
-from mixfold.families._encoders import VectorEncoder, bound_vector, vector_encoder
+from mixfold.families._encoders import VectorEncoder, VectorFamily, bound_vector, vector_encoder
 from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._missing import (Conditionals, MissingPatterns, add_weighted_outer,
                                        check_missing_flag, fill_for_points,
@@ -62,8 +62,8 @@ def _array(name: str, value: Any, ndim: int) -> np.ndarray:
 
 
 @family("MultivariateGaussian", kind="multivariate_gaussian")
-class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands,
-                                       RelativeScoring):
+class MultivariateGaussianDistribution(VectorFamily, Distribution, StackedScoring,
+                                       SeedsFromPoints, RunsInBands, RelativeScoring):
     """Gaussian with mean vector ``mu`` (length D) and covariance ``cov`` (D x D).
 
     ``cov`` must be symmetric (within a relative 1e-10, then symmetrised) and positive definite.
@@ -284,14 +284,6 @@ class MultivariateGaussianDistribution(Distribution, StackedScoring, SeedsFromPo
         """The rows as points (n_rows, D) for k-means++ seeding (a missing entry: its column's
         mean)."""
         return fill_for_points(enc)
-
-    def encoder(self) -> Encoder:
-        return VectorEncoder(self.dim, self.missing)
-
-    def estimator(self, **options: Any) -> MultivariateGaussianEstimator:
-        options.setdefault("dim", self.dim)
-        options.setdefault("missing", self.missing)
-        return MultivariateGaussianEstimator(**options)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.mu + rng.standard_normal((n, self.dim)) @ self.cov_cholesky.T

@@ -13,7 +13,7 @@ from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._centred import (FLOOR_MODES, ROUNDOFF_FLOOR, CentredMoments,
                                        central_moments, variance_floor)
-from mixfold.families._encoders import VectorEncoder, bound_vector, vector_encoder
+from mixfold.families._encoders import VectorEncoder, VectorFamily, bound_vector, vector_encoder
 from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._missing import (MissingPatterns, add_weighted_outer, fill_for_points,
                                        has_missing, require_native)
@@ -80,7 +80,7 @@ class _RowScales:
 
 
 @family("MultivariateStudentT", kind="multivariate_student_t")
-class MultivariateStudentTDistribution(Distribution, SeedsFromPoints):
+class MultivariateStudentTDistribution(VectorFamily, Distribution, SeedsFromPoints):
     """Student's t with location ``mu`` (length D), scale matrix ``scale`` (D x D, symmetric
     positive definite) and ``nu`` > 0 degrees of freedom: a Gaussian ``N(mu, scale / u)`` whose
     precision scale ``u`` is Gamma(``nu / 2``, rate ``nu / 2``), which is how its estimator
@@ -154,14 +154,6 @@ class MultivariateStudentTDistribution(Distribution, SeedsFromPoints):
             return points
         low, high = np.quantile(points, SEED_QUANTILES, axis=0)
         return np.clip(points, low, high)
-
-    def encoder(self) -> Encoder:
-        return VectorEncoder(self.dim, self.missing)
-
-    def estimator(self, **options: Any) -> MultivariateStudentTEstimator:
-        options.setdefault("dim", self.dim)
-        options.setdefault("missing", self.missing)
-        return MultivariateStudentTEstimator(**options)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         z = rng.standard_normal((n, self.dim)) @ self.gaussian.cov_cholesky.T

@@ -38,7 +38,7 @@ import numpy as np
 
 from mixfold.compute.band_engines import fused_linear_mixture
 from mixfold.compute.linear import gaussian_centre
-from mixfold.compute.logspace import LOG_2PI
+from mixfold.compute.logspace import LOG_2PI, log_normalize_rows
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
 from mixfold.families._missing import has_missing
 from mixfold.families.gaussian import warn_collapsed_variance
@@ -72,11 +72,7 @@ def _normalised(scores: np.ndarray, weights: np.ndarray
     top = np.asfortranarray(scores).max(axis=1)  # (a max along K rows: ~5x a C-order one's)
     if not np.isfinite(top).all():
         return None
-    scores -= top[:, None]
-    np.exp(scores, out=scores)
-    total = scores.sum(axis=1)
-    scores *= (weights / total)[:, None]
-    return scores, top + np.log(total)
+    return log_normalize_rows(scores, weights, top)
 
 
 def _hand_over(accs: Sequence[Any], center: np.ndarray, mass: np.ndarray, sum_x: np.ndarray,
@@ -140,7 +136,8 @@ def diagonal_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: n
 def _stacked_moments(estimators: Sequence[Any], stats: Sequence[Any]
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(weights (K,), means (K, D), central second moments (K, D) or (K, D, D)) of the K
-    payloads, as :func:`~mixfold.families._centred.central_moments` makes them one by one;
+    payloads, as :func:`~mixfold.families._centred.central_moments` makes them one by one --
+    under one covariance key, the pooled (weight,) and (1, ...) second moment instead;
     ``None`` outside the stacked M-step's form (options differ, missing entries, a prior, a
     mixed covariance key, a component with no weight)."""
     first = estimators[0]
@@ -158,6 +155,9 @@ def _stacked_moments(estimators: Sequence[Any], stats: Sequence[Any]
     second = np.array([o[2] for o in own]) / s0.reshape(shape) - outer
     if second.ndim == 3:
         second = 0.5 * (second + second.transpose(0, 2, 1))
+    if first.covariance_keys is not None:
+        weight, pooled = _pooled(s0, second)
+        s0, second = np.array([weight]), pooled[None]
     return s0, mean, second
 
 
@@ -178,10 +178,6 @@ def diagonal_estimate(estimators: Sequence[Any], masses: np.ndarray,
         return None
     s0, mu, raw = moments
     first = estimators[0]
-    tied = first.covariance_keys is not None
-    if tied:
-        weight, pooled = _pooled(s0, raw)
-        s0, raw = np.array([weight]), pooled[None]
     if first.spherical:
         raw = np.repeat(raw.mean(axis=1, keepdims=True), raw.shape[1], axis=1)
     floor = variance_floor(raw, first.reg_covar, first.reg_covar_mode)
@@ -206,10 +202,6 @@ def full_estimate(estimators: Sequence[Any], masses: np.ndarray,
         return None
     s0, mu, cov = moments
     first = estimators[0]
-    tied = first.covariance_keys is not None
-    if tied:
-        weight, pooled = _pooled(s0, cov)
-        s0, cov = np.array([weight]), pooled[None]
     d = mu.shape[1]
     diag = np.diagonal(cov, axis1=1, axis2=2)
     floor = variance_floor(diag, first.reg_covar, first.reg_covar_mode)
@@ -224,6 +216,6 @@ def full_estimate(estimators: Sequence[Any], masses: np.ndarray,
                                 f" in dimension {j} ({int(collapsed[k].sum())} of {d})")
     cov = cov + floor[:, :, None] * np.eye(d)
     make = first.distribution_class
-    if tied:
+    if first.covariance_keys is not None:
         return make(mu[0], cov[0]).sharing_covariance(mu)
     return [make(m, c) for m, c in zip(mu, cov)]

@@ -30,11 +30,12 @@ from mixfold.families import (DiagonalGaussianDistribution, Encoder, Estimator, 
                               VariationalMixtureEstimator)
 from mixfold.families._centred import central_moments
 from mixfold.families.variational_mixture import weight_posterior
-from mixfold.options import Rule, instance_of, integer, none_or, one_of, rule
-from mixfold.sklearn._common import _MIXTURE_RULES, _gaussian, _is_nonneg, _seed
-from mixfold.sklearn.mixture import (COVARIANCE_TYPES, ILL_DEFINED_COVARIANCE, INIT_PARAMS,
-                                     NOT_CONVERGED, GaussianMixture, _MixtureMethods,
-                                     _fit_input, _precisions, _precisions_cholesky)
+from mixfold.options import Rule, instance_of, none_or, one_of, rule
+from mixfold.sklearn._common import _gaussian, _is_nonneg, _seed
+from mixfold.sklearn.mixture import (_GAUSSIAN_MIXTURE_RULES, COVARIANCE_TYPES,
+                                     ILL_DEFINED_COVARIANCE, NOT_CONVERGED, GaussianMixture,
+                                     _fit_input, _MixtureMethods, _precisions,
+                                     _precisions_cholesky, _shaped)
 
 __all__ = ["BayesianGaussianMixture", "BayesianGaussians", "GaussianPriors"]
 
@@ -234,19 +235,11 @@ class BayesianGaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
 
     def _rules(self) -> dict[str, Rule]:
         positive = rule(lambda v: _is_nonneg(v) and v > 0, "a finite number > 0")
-        return {"n_components": integer(1),
-                "covariance_type": rule(lambda v: v in COVARIANCE_TYPES,
-                                        f"one of {list(COVARIANCE_TYPES)}"),
-                "init_params": rule(lambda v: v in INIT_PARAMS, f"one of {list(INIT_PARAMS)}"),
-                "weight_concentration_prior_type": rule(
+        return {"weight_concentration_prior_type": rule(
                     lambda v: v in WEIGHT_PRIOR_TYPES, f"one of {list(WEIGHT_PRIOR_TYPES)}"),
                 "weight_concentration_prior": none_or(positive),
                 "mean_precision_prior": none_or(positive),
-                "reg_covar": rule(_is_nonneg, "a finite number >= 0"),
-                "verbose": integer(0),
-                "verbose_interval": integer(1),
-                "warm_start": rule(lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
-                **_MIXTURE_RULES}
+                **_GAUSSIAN_MIXTURE_RULES}
 
     def _resolve_priors(self, X: np.ndarray) -> GaussianPriors:
         """scikit-learn's priors, their defaults from ``X`` (and its errors, in its words)."""
@@ -256,7 +249,7 @@ class BayesianGaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         self.mean_precision_prior_ = 1.0 if self.mean_precision_prior is None \
             else self.mean_precision_prior
         self.mean_prior_ = X.mean(axis=0) if self.mean_prior is None else \
-            _checked_shape(self.mean_prior, (d,), "means")
+            _shaped(self.mean_prior, (d,), "means")
         if self.degrees_of_freedom_prior is None:
             self.degrees_of_freedom_prior_ = d
         elif self.degrees_of_freedom_prior > d - 1.0:
@@ -271,7 +264,7 @@ class BayesianGaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
                                       "spherical": np.var(X, axis=0, ddof=1).mean()}[kind]
         else:
             shape = {"full": (d, d), "tied": (d, d), "diag": (d,), "spherical": ()}[kind]
-            self.covariance_prior_ = _checked_shape(self.covariance_prior, shape,
+            self.covariance_prior_ = _shaped(self.covariance_prior, shape,
                                                     f"{kind} covariance_prior")
             if shape == () and not self.covariance_prior_ > 0:
                 raise ValueError(f"'{kind} covariance_prior' should be positive")
@@ -372,11 +365,3 @@ class BayesianGaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         return super().score_samples(X).astype(self.means_.dtype, copy=False)
 
     sample = GaussianMixture.sample
-
-
-def _checked_shape(value: Any, shape: tuple[int, ...], name: str) -> np.ndarray:
-    arr = np.asarray(value, dtype=np.float64)
-    if arr.shape != shape:
-        raise ValueError(f"The parameter '{name}' should have the shape of {shape}, but got "
-                         f"{arr.shape}")
-    return arr

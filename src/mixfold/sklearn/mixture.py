@@ -131,6 +131,18 @@ def _fit_input(est: Any, X: Any) -> tuple[bool, np.dtype, np.ndarray]:
     return warm, dtype, X
 
 
+# the options both Gaussian mixtures take (GaussianMixture, BayesianGaussianMixture)
+_GAUSSIAN_MIXTURE_RULES: dict[str, Rule] = {
+    "n_components": integer(1),
+    "covariance_type": rule(lambda v: v in COVARIANCE_TYPES, f"one of {list(COVARIANCE_TYPES)}"),
+    "init_params": rule(lambda v: v in INIT_PARAMS, f"one of {list(INIT_PARAMS)}"),
+    "reg_covar": rule(_is_nonneg, "a finite number >= 0"),
+    "verbose": integer(0),
+    "verbose_interval": integer(1),
+    "warm_start": rule(lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
+    **_MIXTURE_RULES}
+
+
 def _shaped(value: Any, shape: tuple[int, ...], name: str) -> np.ndarray:
     """A given start parameter as a float64 array of ``shape`` (scikit-learn's error else)."""
     arr = np.asarray(value, dtype=np.float64)
@@ -280,15 +292,7 @@ class GaussianMixture(_MixtureMethods, DensityMixin, BaseEstimator):
         self.precision = precision
 
     def _rules(self) -> dict[str, Rule]:
-        return {"n_components": integer(1),
-                "covariance_type": rule(lambda v: v in COVARIANCE_TYPES,
-                                    f"one of {list(COVARIANCE_TYPES)}"),
-                "init_params": rule(lambda v: v in INIT_PARAMS, f"one of {list(INIT_PARAMS)}"),
-                "reg_covar": rule(_is_nonneg, "a finite number >= 0"),
-                "verbose": integer(0),
-                "verbose_interval": integer(1),
-                "warm_start": rule(lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
-                **_MIXTURE_RULES}
+        return _GAUSSIAN_MIXTURE_RULES
 
     def _start_responsibilities(self, X: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
         """The start's responsibilities, shape (n_samples, n_components), as scikit-learn's."""

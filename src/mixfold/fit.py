@@ -15,6 +15,7 @@ import numpy as np
 
 from mixfold.acceleration import ACCELERATIONS, Squarem, squarem_for
 from mixfold.backends import EncodedDataHandle
+from mixfold.backends.worker_records import WorkerRecord
 from mixfold.capabilities import VariationalBound
 from mixfold.checkpoint import CheckpointFile, check_checkpoint_path, structure_difference
 from mixfold.dispatch import encode_data, open_backend
@@ -126,6 +127,11 @@ class FitResult:
         ``lower_bound[i]`` is that of the model that entered iteration ``i`` with the
         responsibilities its E-step computed; what the fit converges on, and never falls
         (empty for EM).
+    workers : tuple of WorkerRecord
+        One :class:`~mixfold.backends.worker_records.WorkerRecord` per shard of the rows, in row
+        order: the executor it lived on (the engine's id) and its host, its planned device, the
+        band its last fold ran, its rows, and its fold's mean seconds, measured where it ran
+        (over every fold of the fit, all starts included).
     """
 
     model: Distribution
@@ -156,6 +162,8 @@ class FitResult:
     folds: int = 0
     #: a variational fit's evidence lower bound at each iteration (empty for EM)
     lower_bound: list[float] = field(default_factory=list)
+    #: one record per shard: where it ran, in which band, its rows and seconds per fold
+    workers: tuple[WorkerRecord, ...] = ()
 
     @property
     def final_log_likelihood(self) -> float:
@@ -334,9 +342,11 @@ def fit(data: Any, estimator: Estimator, *, max_iter: int = 100, tol: float = 1e
     runs = plan if plan is not None else resolve_precision(precision)
     try:
         with fit_pools():  # the model-parallel threads of this fit stop with it
-            return _best_start(handle, estimator, starts, seed, progress, dict(
+            result = _best_start(handle, estimator, starts, seed, progress, dict(
                 max_iter=max_iter, tol=tol, runs=runs, callbacks=callbacks,
                 checkpoint=checkpoint, accelerate=accelerate))
+        result.workers = handle.worker_records()
+        return result
     finally:
         if owned:
             handle.close()

@@ -31,4 +31,5 @@ if comm.rank == 0:
         json.dump({"start": start.to_dict(), "final": res.model.to_dict(),
                    "iterations": res.iterations, "trace": res.log_likelihood,
                    "payload": handle.last_payload_size,
+                   "workers": [list(w) for w in res.workers],
                    "stats_size": bound.accumulator_factory().make().payload_size()}, fh)

@@ -113,6 +113,11 @@ def test_mpi_spmd_fit_equals_local(tmp_path, case):
     np.testing.assert_allclose(got["trace"], local.log_likelihood,
                                rtol=1e-9 if case == "gmm_far" else 1e-12)
     assert got["payload"] == got["stats_size"] + 3
+    # one record per rank: its rows, the band it ran, its fold's seconds measured on it
+    shards, executors, _, devices, bands, rows, seconds = zip(*got["workers"])
+    assert executors == ("rank 0", "rank 1") and shards == (0, 1)
+    assert sum(rows) == len(CASES[case]()[0]) and bands == ("float64", "float64")
+    assert devices == ("cpu", "cpu") and all(s > 0 for s in seconds)
 
 
 def test_mp_workers_keeping_their_features_fit_the_same_bits(monkeypatch):

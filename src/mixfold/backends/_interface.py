@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from mixfold.backends.worker_records import WorkerRecord
 from mixfold.errors import DegenerateFitWarning
 from mixfold.compute.encoded import Encoded, InitRandom
 from mixfold.compute.fold import FoldResult
@@ -43,6 +44,11 @@ class EncodedDataHandle(ABC):
     @abstractmethod
     def init_sample(self, seed: int) -> tuple[Encoded, np.ndarray]:
         """The initialisation sample (rows chosen by :func:`init_sample_mask`) and its weights."""
+
+    def worker_records(self) -> tuple[WorkerRecord, ...]:
+        """One :class:`~mixfold.backends.worker_records.WorkerRecord` per shard of the rows
+        (none for a handle that does not hold them in shards, such as a stream)."""
+        return ()
 
     def close(self) -> None:  # noqa: B027 - holding nothing is a valid backend
         """Release what the backend holds (processes, cached partitions); idempotent."""

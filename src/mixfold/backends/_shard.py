@@ -18,6 +18,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from mixfold.backends._interface import EncodedDataHandle
+from mixfold.backends.worker_records import (Executor, FoldTimes, TimedCombine, WorkerRecord,
+                                             this_process)
 from mixfold.compute.encoded import Encoded, as_weights
 from mixfold.compute.fold import FoldResult, fold_rows, init_sample_mask
 from mixfold.compute.payload import payload_combiner, shard_task_args, unpack_fold
@@ -134,6 +136,7 @@ class ShardedEncodedData(EncodedDataHandle):
         self.last_payload_size = 0
         #: levels of the last tree reduce
         self.last_reduce_levels = 0
+        self.fold_times = FoldTimes(len(bounds))
 
     def shard(self, i: int) -> tuple[Encoded, np.ndarray]:
         a, b = self.bounds[i]
@@ -152,7 +155,9 @@ class ShardedEncodedData(EncodedDataHandle):
     def _reduce(self, task: str, shard_args: list[tuple],
                 combine: Callable[..., np.ndarray]) -> np.ndarray:
         """Run ``fold_shard`` (task "fold") or ``score_shard`` ("score") on every shard, shard
-        ``i`` with ``shard_args[i]``; reduce the payloads with ``combine``."""
+        ``i`` with ``shard_args[i]`` -- through
+        :func:`~mixfold.backends.worker_records.timed_task` with slot ``i``, so its fold time
+        rides behind its payload --; reduce the payloads with ``combine``."""
         raise NotImplementedError
 
     def _tree(self, payloads: list[Any], combine: Callable[..., Any]) -> Any:
@@ -166,7 +171,21 @@ class ShardedEncodedData(EncodedDataHandle):
         precisions = self.shard_precisions(precision)
         compensated = any(p.compensated for p in precisions)
         args = shard_task_args(task, precisions, common, compensated)
-        return self._reduce(task, args, payload_combiner(compensated)), precisions, compensated
+        flat = self._reduce(task, args, TimedCombine(payload_combiner(compensated),
+                                                     len(self.bounds)))
+        return (self.fold_times.split(flat, precisions if task == "fold" else None),
+                precisions, compensated)
+
+    def executors(self) -> list[Executor]:
+        """Where each shard lives, asked of the engine (this process by default)."""
+        return [this_process()] * len(self.bounds)
+
+    def worker_records(self) -> tuple[WorkerRecord, ...]:
+        """One record per shard: where it lived, its planned device, the band its last fold
+        ran, its rows and its fold's mean seconds."""
+        devices = ["cpu"] * len(self.bounds) if self.plan is None else \
+            [a.name for a in self.plan.assignments]
+        return self.fold_times.records(self.bounds, self.executors(), devices)
 
     def fold(self, estimator: Estimator, model: Distribution,
              precision: str | RowPlan = "float64") -> FoldResult:

@@ -17,6 +17,7 @@ by Dask from its partition's source. Every wait is bounded by ``timeout`` second
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,12 +27,12 @@ import numpy as np
 from mixfold.backends._partitions import EncodedOnWorkers, PartitionEncoding, encode_partitions
 from mixfold.backends._shard import (ShardedEncodedData, capped_at_cores, checked_num_workers,
                                      require)
-from mixfold.compute.payload import run_task
+from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.families._protocol import Distribution, Encoded, Estimator
 from mixfold.io.kinds import Kind, kind_of
 
 __all__ = ["DaskEncodedData", "DaskPartitionedData", "local_dask_client", "is_dask_collection",
-           "WAIT_SECONDS"]
+           "WAIT_SECONDS", "worker_of"]
 
 #: The longest mixfold waits for one result from the workers before it reports them stuck.
 WAIT_SECONDS = 3600.0
@@ -62,9 +63,25 @@ def _lost_worker_errors(distributed: Any) -> tuple[type[BaseException], ...]:
             distributed.comm.CommClosedError, OSError)
 
 
-def _fold_shard_task(shard_and_weights: tuple, task: str, args: tuple) -> np.ndarray:
+def _fold_shard_task(shard_and_weights: tuple, task: str, args: tuple, slot: int,
+                     n_slots: int) -> np.ndarray:
     shard, weights = shard_and_weights
-    return run_task(task, shard, weights, args)
+    return timed_task(task, shard, weights, args, slot, n_slots)
+
+
+def worker_of(device: str, workers: Sequence[str]) -> tuple[str, bool] | None:
+    """(worker address, whether it is a GPU) of a device of ``Resources.from_dask`` -- the
+    worker's address, or ``dask:<address>:gpu<k>`` -- when that worker is one of ``workers``.
+
+    >>> w = ["tcp://127.0.0.1:4001"]
+    >>> worker_of("tcp://127.0.0.1:4001", w), worker_of("dask:tcp://127.0.0.1:4001:gpu0", w)
+    (('tcp://127.0.0.1:4001', False), ('tcp://127.0.0.1:4001', True))
+    >>> worker_of("dask:tcp://127.0.0.1:4002:gpu0", w) is None
+    True
+    """
+    gpu = re.fullmatch(r"dask:(.+):gpu\d+", device)
+    address, is_gpu = (gpu.group(1), True) if gpu else (device.removeprefix("dask:"), False)
+    return (address, is_gpu) if address in workers else None
 
 
 class DaskCalls:
@@ -101,6 +118,12 @@ class DaskCalls:
                 f.result()  # raises the worker's error
 
 
+def _futures(shard: Any) -> list[Any]:
+    """A shard's futures: a scattered shard is its rows' and weights' pair, a shard encoded on
+    the workers one future."""
+    return list(shard) if isinstance(shard, (tuple, list)) else [shard]
+
+
 class DaskEncodedData(ShardedEncodedData):
     """Shards resident on Dask workers (one shard per worker by default)."""
 
@@ -123,13 +146,27 @@ class DaskEncodedData(ShardedEncodedData):
         self.folds = 0
         self.placed: dict[int, str] = {}  # shard -> the worker it was scattered to
         self.shards = [self._scatter(i, self._home(i, workers)) for i in range(len(self.bounds))]
+        self.pinned = self._restrictions(workers)
 
     def _home(self, i: int, workers: list[str]) -> str:
         """Where shard ``i`` lives: the worker its planned device names (a plan made from
         ``Resources.from_dask``), else the workers in turn."""
-        if self.plan is not None and self.plan.assignments[i].name in workers:
-            return self.plan.assignments[i].name
-        return workers[i % len(workers)]
+        named = self._planned_worker(i, workers)
+        return workers[i % len(workers)] if named is None else named[0]
+
+    def _planned_worker(self, i: int, workers: list[str]) -> tuple[str, bool] | None:
+        return None if self.plan is None else worker_of(self.plan.assignments[i].name, workers)
+
+    def _restrictions(self, workers: list[str]) -> list[dict[str, Any]]:
+        """Each shard's fold pinned to the worker its planned device names (and, for a GPU
+        device, holding one of the worker's declared ``GPU`` resources); none unplanned."""
+        out: list[dict[str, Any]] = []
+        for i in range(len(self.bounds)):
+            named = self._planned_worker(i, workers)
+            out.append({} if named is None else
+                       {"workers": [named[0]], "allow_other_workers": False,
+                        **({"resources": {"GPU": 1}} if named[1] else {})})
+        return out
 
     def _scatter(self, i: int, worker: str) -> tuple[Any, Any]:
         """Shard ``i`` (its rows' and its weights' futures) sent to ``worker``."""
@@ -158,8 +195,9 @@ class DaskEncodedData(ShardedEncodedData):
         scattered: dict[int, Any] = {}  # each distinct argument tuple (one per band) sent once
         shared = [scattered.setdefault(id(a), self.client.scatter(a, broadcast=True, hash=False))
                   for a in shard_args]
-        futures = [self.client.submit(_fold_shard_task, s, task, a, pure=False)
-                   for s, a in zip(self.shards, shared)]
+        n = len(self.bounds)
+        futures = [self.client.submit(_fold_shard_task, s, task, a, i, n, pure=False, **pin)
+                   for i, (s, a, pin) in enumerate(zip(self.shards, shared, self.pinned))]
         root = self._tree(futures, lambda *parts: self.client.submit(combine, *parts,
                                                                      pure=False))
         return self.calls.result(root, f"fold {self.folds}")
@@ -175,7 +213,18 @@ class DaskEncodedData(ShardedEncodedData):
             if not all(holders.get(f.key) for f in shard):
                 lost.append((i, self.placed[i]))
                 self.shards[i] = self._scatter(i, self._home(i, workers))
+        self.pinned = self._restrictions(workers)  # a lost planned worker pins nothing now
         return lost
+
+    def executors(self) -> list[Executor]:
+        """The worker holding each shard (its address) and that worker's host."""
+        held = self.client.who_has([f for shard in self.shards for f in _futures(shard)])
+        hosts = {a: w.get("host", "") for a, w in self.client.scheduler_info()["workers"].items()}
+        out = []
+        for shard in self.shards:
+            address = next((a for f in _futures(shard) for a in held.get(f.key, ())), "")
+            out.append(Executor(address, hosts.get(address, "")))
+        return out
 
     def close(self) -> None:
         if self.closed:
@@ -222,6 +271,7 @@ class DaskPartitionedData(EncodedOnWorkers, DaskEncodedData):
         self.shards = shards
         self.folds = 0
         self._lay_out(bounds[-1][1], total_weight, chunk_rows, bounds, None)
+        self.pinned = [{} for _ in shards]
         self.fanout = max(2, int(fanout))
 
     @classmethod

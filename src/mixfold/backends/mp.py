@@ -11,14 +11,15 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
+import socket
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from mixfold.backends._shard import ShardedEncodedData, capped_at_cores, checked_num_workers
+from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.compute.feature_cache import FeatureCache
-from mixfold.compute.payload import run_task
 from mixfold.compute.row_blocks import one_blas_thread_in_children
 from mixfold.families._protocol import Encoded
 
@@ -28,6 +29,7 @@ def _worker_main(conn: Any) -> None:
     """Worker loop: hold a shard (and, within their budget, its fused E-step's features from
     one fold to the next); answer fold/score requests until told to stop."""
     shard = weights = None
+    slot, n_slots = 0, 1
     features = FeatureCache(0, ratio=0)  # until a shard is loaded (a bad budget is reported then)
     while True:
         try:
@@ -37,7 +39,7 @@ def _worker_main(conn: Any) -> None:
         op = msg[0]
         try:
             if op == "load":
-                shard, weights = msg[1], msg[2]
+                shard, weights, slot, n_slots = msg[1:]
                 features = FeatureCache.for_rows(shard.nbytes)
                 reply: Any = None
             elif op == "stop":
@@ -45,7 +47,7 @@ def _worker_main(conn: Any) -> None:
                 return
             else:
                 with features.active():
-                    reply = run_task(op, shard, weights, msg[1])
+                    reply = timed_task(op, shard, weights, msg[1], slot, n_slots)
             conn.send_bytes(pickle.dumps(("ok", reply)))
         except Exception as err:  # noqa: BLE001 - every failure goes back to the driver
             conn.send_bytes(pickle.dumps(("error", err)))
@@ -146,7 +148,8 @@ class MPEncodedData(ShardedEncodedData):
         """Send worker ``i`` its shard and wait until it holds it."""
         shard, weights = self.shard(i)
         worker = self.workers[i]
-        worker.send(pickle.dumps(("load", shard, weights), protocol=pickle.HIGHEST_PROTOCOL))
+        worker.send(pickle.dumps(("load", shard, weights, i, len(self.bounds)),
+                                 protocol=pickle.HIGHEST_PROTOCOL))
         status, value = worker.recv()
         if status != "ok":
             raise value
@@ -196,6 +199,10 @@ class MPEncodedData(ShardedEncodedData):
                 raise value
             payloads.append(value)
         return self._tree(payloads, combine)
+
+    def executors(self) -> list[Executor]:
+        host = socket.gethostname()
+        return [Executor(f"pid {pid}", host) for pid in self.pids]
 
     @property
     def pids(self) -> list[int]:

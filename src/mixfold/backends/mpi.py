@@ -31,10 +31,11 @@ from typing import Any
 import numpy as np
 
 from mixfold.backends._shard import RowPlan, ShardedEncodedData, require
+from mixfold.backends.worker_records import Executor, TimedCombine, timed_task
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import fold_rows, init_sample_mask
 from mixfold.compute.row_blocks import blas_threads
-from mixfold.compute.payload import add_payloads, run_task
+from mixfold.compute.payload import add_payloads
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
 
@@ -111,7 +112,9 @@ class MPIEncodedData(ShardedEncodedData):
         self._lay_out(ends[-1], float(comm.allreduce(float(weights.sum()))), chunk_rows, bounds,
                       None)
         self.features = FeatureCache.for_rows(enc.nbytes)
-        self.rank_threads = _RankThreads(comm, require("mpi4py.MPI", "mpi", "mpi"))
+        mpi = require("mpi4py.MPI", "mpi", "mpi")
+        self.rank_threads = _RankThreads(comm, mpi)
+        self.hosts = comm.allgather(mpi.Get_processor_name())
 
     @classmethod
     def from_rows(cls, data: Any, estimator: Estimator, *, init: Distribution | None,
@@ -162,15 +165,16 @@ class MPIEncodedData(ShardedEncodedData):
     def _reduce(self, task: str, shard_args: list[tuple],
                 combine: Callable[..., np.ndarray]) -> np.ndarray:
         with self.features.active():  # this rank's rows stay: so may their features
-            local = run_task(task, self.enc, self.weights, shard_args[self.comm.rank])
+            local = timed_task(task, self.enc, self.weights, shard_args[self.comm.rank],
+                               self.comm.rank, self.comm.size)
         return self._sum(local, combine)
 
-    def _sum(self, local: np.ndarray, combine: Callable[..., np.ndarray]) -> np.ndarray:
+    def _sum(self, local: np.ndarray, combine: TimedCombine) -> np.ndarray:
         mpi = require("mpi4py.MPI", "mpi", "mpi")
         local = np.ascontiguousarray(local, dtype=np.float64)
         if self.plan is not None:
             total = self._tree_sum(local, combine)
-        elif combine is not add_payloads:  # one MPI element = the whole dd payload: never split
+        elif combine.payloads is not add_payloads:  # one MPI element = a whole dd payload
             whole = mpi.DOUBLE.Create_contiguous(local.size).Commit()
             op = mpi.Op.Create(_payload_op(combine), commute=True)
             total = np.empty_like(local)
@@ -206,6 +210,9 @@ class MPIEncodedData(ShardedEncodedData):
             levels += 1
         self.last_reduce_levels = levels if rank == 0 else 0
         return total
+
+    def executors(self) -> list[Executor]:
+        return [Executor(f"rank {r}", host) for r, host in enumerate(self.hosts)]
 
     def close(self) -> None:
         self.features.clear()

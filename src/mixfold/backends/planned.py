@@ -8,8 +8,8 @@ from collections.abc import Callable
 import numpy as np
 
 from mixfold.backends._shard import RowPlan, ShardedEncodedData
+from mixfold.backends.worker_records import timed_task
 from mixfold.compute.encoded import Encoded
-from mixfold.compute.payload import run_task
 
 __all__ = ["PlannedLocalEncodedData"]
 
@@ -35,5 +35,7 @@ class PlannedLocalEncodedData(ShardedEncodedData):
 
     def _reduce(self, task: str, shard_args: list[tuple],
                 combine: Callable[..., np.ndarray]) -> np.ndarray:
-        payloads = [run_task(task, *self.shard(i), args) for i, args in enumerate(shard_args)]
+        n = len(shard_args)
+        payloads = [timed_task(task, *self.shard(i), args, i, n)
+                    for i, args in enumerate(shard_args)]
         return self._tree(payloads, combine)

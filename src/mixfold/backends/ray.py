@@ -22,7 +22,7 @@ import numpy as np
 
 from mixfold.backends._partitions import EncodedOnWorkers, PartitionEncoding, encode_partitions
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
-from mixfold.compute.payload import run_task
+from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.families._protocol import Distribution, Encoded, Estimator
 
 __all__ = ["RayEncodedData", "RayPartitionedData", "is_ray_dataset", "node_of", "WAIT_SECONDS"]
@@ -68,17 +68,25 @@ class RayCalls:
                                f"within {self.timeout:g} s")
 
 
-def _remote_functions(ray: Any, combine: Callable[..., np.ndarray]) -> tuple[Any, Any]:
+def _remote_functions(ray: Any) -> tuple[Any, Any]:
     if "fold" not in _REMOTE:
-        _REMOTE["fold"] = ray.remote(num_cpus=1)(_fold_task)
-    if combine.__name__ not in _REMOTE:
-        _REMOTE[combine.__name__] = ray.remote(num_cpus=1)(combine)
-    return _REMOTE["fold"], _REMOTE[combine.__name__]
+        _REMOTE["fold"] = ray.remote(num_cpus=1, num_returns=2)(_fold_task)
+        _REMOTE["combine"] = ray.remote(num_cpus=1)(_combine_task)
+    return _REMOTE["fold"], _REMOTE["combine"]
 
 
-def _fold_task(shard_and_weights: tuple, task: str, args: tuple) -> np.ndarray:
+def _fold_task(shard_and_weights: tuple, task: str, args: tuple, slot: int,
+               n_slots: int) -> tuple[np.ndarray, str]:
+    """(the shard's timed payload, the id of the node it was folded on)."""
+    import ray
+
     shard, weights = shard_and_weights
-    return run_task(task, shard, weights, args)
+    return (timed_task(task, shard, weights, args, slot, n_slots),
+            ray.get_runtime_context().get_node_id())
+
+
+def _combine_task(combine: Callable[..., np.ndarray], *parts: np.ndarray) -> np.ndarray:
+    return combine(*parts)
 
 
 def _kept(shard_and_weights: tuple) -> tuple:
@@ -123,6 +131,7 @@ class RayEncodedData(ShardedEncodedData):
         self.placed: dict[int, str] = {}  # shard -> the node its plan put it on
         self.task_options = [self._placement(i) for i in range(len(self.bounds))]
         self.shards = [self._put(i) for i in range(len(self.bounds))]
+        self.folded_on: list[Any] = []
 
     def _placement(self, i: int) -> dict[str, Any]:
         """Ray options that pin shard ``i``'s tasks to the node its planned device names (a
@@ -147,16 +156,26 @@ class RayEncodedData(ShardedEncodedData):
 
     def _reduce(self, task: str, shard_args: list[tuple],
                 combine: Callable[..., np.ndarray]) -> np.ndarray:
-        fold, add = _remote_functions(self.ray, combine)
+        fold, add = _remote_functions(self.ray)
         put: dict[int, Any] = {}  # each distinct argument tuple (one per band) stored once
         shared = [put.setdefault(id(a), self.ray.put(a)) for a in shard_args]
-        refs = [fold.options(**o).remote(s, task, a)
-                for s, a, o in zip(self.shards, shared, self.task_options)]
-        root = self._tree(refs, add.remote)
+        n = len(self.bounds)
+        refs = [fold.options(**o).remote(s, task, a, i, n)
+                for i, (s, a, o) in enumerate(zip(self.shards, shared, self.task_options))]
+        self.folded_on = [node for _, node in refs]  # read once, when the records are
+        root = self._tree([payload for payload, _ in refs],
+                          lambda *parts: add.remote(combine, *parts))
         try:
             return self.ray.get(root, timeout=self.timeout)
         except self.ray.exceptions.GetTimeoutError:
             raise TimeoutError(f"ray: a fold gave no result within {self.timeout:g} s") from None
+
+    def executors(self) -> list[Executor]:
+        """The node each shard's last fold ran on (its id and address)."""
+        nodes = self.ray.get(self.folded_on, timeout=self.timeout) if self.folded_on else \
+            [self.ray.get_runtime_context().get_node_id()] * len(self.bounds)
+        hosts = {n["NodeID"]: n.get("NodeManagerAddress", "") for n in self.ray.nodes()}
+        return [Executor(node, hosts.get(node, "")) for node in nodes]
 
     def close(self) -> None:
         if self.closed:
@@ -179,6 +198,7 @@ class RayPartitionedData(EncodedOnWorkers, RayEncodedData):
         self.calls = RayCalls(ray, timeout)
         self.shards = shards
         self.placed, self.task_options = {}, [{} for _ in shards]
+        self.folded_on = []
         self._lay_out(bounds[-1][1], total_weight, chunk_rows, bounds, None)
         self.fanout = max(2, int(fanout))
 

@@ -23,13 +23,14 @@ import numpy as np
 from mixfold.backends._partitions import (PartitionEncoding, first_bad_row, merge_encoders,
                                           row_starts, sample_shard)
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
-from mixfold.compute.payload import run_task
+from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.compute.tree import shard_bounds
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator, as_weights
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session",
-           "running_or_new_session", "retries_failed_tasks", "spark_job"]
+           "running_or_new_session", "retries_failed_tasks", "spark_job",
+           "cached_partition_executors"]
 
 T = TypeVar("T")
 
@@ -128,7 +129,25 @@ def spark_job(sc: Any, fold: int, job: Callable[[], T]) -> T:
 
 def _run_partition(item: tuple, task: str, broadcast: Any) -> np.ndarray:
     index, shard, weights = item
-    return run_task(task, shard, weights, broadcast.value[index])
+    args = broadcast.value
+    return timed_task(task, shard, weights, args[index], index, len(args))
+
+
+def cached_partition_executors(sc: Any, rdd: Any) -> list[Executor]:
+    """Where each cached partition of ``rdd`` is held (its block manager's executor id and
+    host, as the JVM's block manager master knows them); a partition held nowhere (not yet
+    computed, or evicted) is ``Executor("", "")``."""
+    jvm = sc._jvm
+    master = jvm.org.apache.spark.SparkEnv.get().blockManager().master()
+    out = []
+    for i in range(rdd.getNumPartitions()):
+        found = master.getLocations(jvm.org.apache.spark.storage.RDDBlockId(rdd.id(), i))
+        if found.isEmpty():
+            out.append(Executor("", ""))
+        else:
+            holder = found.head()
+            out.append(Executor(str(holder.executorId()), str(holder.host())))
+    return out
 
 
 #: Rows of a DataFrame read into the driver to guess its vocabularies before its one pass.
@@ -322,6 +341,9 @@ class SparkEncodedData(ShardedEncodedData):
                 None, seq_op, comb_op, depth=self.reduce_depth))
         finally:
             broadcast.destroy()
+
+    def executors(self) -> list[Executor]:
+        return cached_partition_executors(self.sc, self.cached)
 
     def _name_bad_row(self, model: Distribution, precisions: list[str]) -> None:
         chunk = self.chunk_rows

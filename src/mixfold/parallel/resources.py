@@ -40,7 +40,8 @@ from mixfold.families._protocol import Distribution, Encoded
 from mixfold.precision import BANDS, Engine, check_bands, resolve_precision
 from mixfold.precision.gpu import torch_device_available
 
-__all__ = ["DeviceSpec", "Resources", "DEVICE_KINDS", "measure_rows_per_second"]
+__all__ = ["DeviceSpec", "Resources", "DEVICE_KINDS", "measure_rows_per_second",
+           "spark_gpu_devices"]
 
 DEVICE_KINDS = ("cpu", "gpu")
 
@@ -175,7 +176,10 @@ class Resources:
 
     @classmethod
     def from_spark(cls, sc: Any) -> Resources:
-        """One device per task slot of a SparkContext (or SparkSession), ``spark:<slot>``.
+        """One device per task slot of a SparkContext (or SparkSession), ``spark:<slot>``, and
+        one ``spark:<executor id>:gpu<k>`` per GPU an executor offers
+        (:func:`spark_gpu_devices`: in local mode the driver's discovered ``gpu`` addresses,
+        ``sc.resources``; on a cluster ``spark.executor.resource.gpu.amount`` per executor).
 
         Slots are ``defaultParallelism``, spread over the executors Spark reports (the driver
         in local mode). Memory per slot: the Python worker limit
@@ -190,12 +194,20 @@ class Resources:
         per_executor = _parse_memory(pyspark_mem) if pyspark_mem else \
             int(sc._jsc.sc().executorMemory()) * 2**20
         per_slot = max(1, per_executor // max(1, math.ceil(slots / executors)))
-        return cls(tuple(DeviceSpec(f"spark:{i}", "cpu", 1.0, per_slot) for i in range(slots)))
+        gpu = sc.resources.get("gpu")
+        return cls(tuple(DeviceSpec(f"spark:{i}", "cpu", 1.0, per_slot) for i in range(slots))
+                   + spark_gpu_devices(sc.master, dict(sc.getConf().getAll()),
+                                       list(gpu.addresses) if gpu is not None else [],
+                                       [str(e) for e in sc._jsc.sc().getExecutorIds()]))
 
     @classmethod
     def from_dask(cls, client: Any) -> Resources:
-        """One device per worker of a Dask ``Client``, named by the worker's address; its
-        throughput is its thread count and its memory the worker's ``memory_limit``."""
+        """One device per worker of a Dask ``Client``, named by the worker's address (its
+        throughput is its thread count and its memory the worker's ``memory_limit``), and one
+        ``dask:<address>:gpu<k>`` per ``GPU`` resource the worker declares
+        (``resources={"GPU": n}``). A Dask handle built from a plan of these devices folds each
+        worker's shard on the worker its device names (a GPU device's fold holding one of that
+        worker's ``GPU`` resources)."""
         try:
             info = client.scheduler_info(n_workers=-1)
         except TypeError:  # versions without the argument list every worker
@@ -205,6 +217,8 @@ class Resources:
             limit = int(w.get("memory_limit") or 0)
             devices.append(DeviceSpec(address, "cpu", float(w.get("nthreads", 1)),
                                       limit if limit > 0 else None))
+            devices += [DeviceSpec(f"dask:{address}:gpu{k}", "gpu")
+                        for k in range(int((w.get("resources") or {}).get("GPU", 0)))]
         return cls(tuple(devices))
 
     @classmethod
@@ -434,6 +448,26 @@ def _measure_spark(engine: Any, model: Distribution, enc: Encoded, bands: tuple[
     finally:
         shipped.unpersist()
     return {f"spark:{i}": rates for i, rates in rows}
+
+
+def spark_gpu_devices(master: str, conf: Mapping[str, str], driver_gpus: list[str],
+                      executor_ids: list[str]) -> tuple[DeviceSpec, ...]:
+    """The GPU devices of a Spark application, from what Spark reports: in local mode (the
+    driver is the one executor) one ``spark:driver:gpu<address>`` per address the driver
+    discovered; on a cluster ``spark.executor.resource.gpu.amount`` devices per executor id,
+    ``spark:<executor id>:gpu<k>``.
+
+    >>> [d.name for d in spark_gpu_devices("local[2]", {}, ["0", "1"], [])]
+    ['spark:driver:gpu0', 'spark:driver:gpu1']
+    >>> conf = {"spark.executor.resource.gpu.amount": "2"}
+    >>> [d.name for d in spark_gpu_devices("spark://h:7077", conf, [], ["1", "2"])]
+    ['spark:1:gpu0', 'spark:1:gpu1', 'spark:2:gpu0', 'spark:2:gpu1']
+    """
+    if master.startswith("local"):
+        return tuple(DeviceSpec(f"spark:driver:gpu{a}", "gpu") for a in driver_gpus)
+    amount = int(float(conf.get("spark.executor.resource.gpu.amount", "0")))
+    return tuple(DeviceSpec(f"spark:{e}:gpu{k}", "gpu") for e in executor_ids
+                 for k in range(amount))
 
 
 # -- this machine ---------------------------------------------------------------------------------

@@ -133,21 +133,24 @@ def _run_partition(item: tuple, task: str, broadcast: Any) -> np.ndarray:
     return timed_task(task, shard, weights, args[index], index, len(args))
 
 
+def _scala_list(seq: Any) -> list[Any]:
+    return [seq.apply(i) for i in range(seq.size())]
+
+
 def cached_partition_executors(sc: Any, rdd: Any) -> list[Executor]:
-    """Where each cached partition of ``rdd`` is held (its block manager's executor id and
-    host, as the JVM's block manager master knows them); a partition held nowhere (not yet
+    """Where each cached partition of ``rdd`` is held: its executor's id and host, as Spark's
+    status store reports them (what its REST API serves); a partition held nowhere (not yet
     computed, or evicted) is ``Executor("", "")``."""
-    jvm = sc._jvm
-    master = jvm.org.apache.spark.SparkEnv.get().blockManager().master()
-    out = []
-    for i in range(rdd.getNumPartitions()):
-        found = master.getLocations(jvm.org.apache.spark.storage.RDDBlockId(rdd.id(), i))
-        if found.isEmpty():
-            out.append(Executor("", ""))
-        else:
-            holder = found.head()
-            out.append(Executor(str(holder.executorId()), str(holder.host())))
-    return out
+    store = sc._jsc.sc().statusStore()
+    hosts = {str(e.id()): str(e.hostPort()).rpartition(":")[0]
+             for e in _scala_list(store.executorList(True))}
+    held: dict[str, str] = {}
+    partitions = store.rdd(rdd.id()).partitions()
+    for p in _scala_list(partitions.get()) if partitions.isDefined() else []:
+        executors = _scala_list(p.executors())
+        held[str(p.blockName())] = str(executors[0]) if executors else ""
+    ids = [held.get(f"rdd_{rdd.id()}_{i}", "") for i in range(rdd.getNumPartitions())]
+    return [Executor(e, hosts.get(e, "")) for e in ids]
 
 
 #: Rows of a DataFrame read into the driver to guess its vocabularies before its one pass.

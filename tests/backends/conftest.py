@@ -6,7 +6,7 @@ import time
 import pytest
 
 # scripts run under mpiexec, not test modules
-collect_ignore = ["mpi_fit.py", "mpi_plan.py", "mpi_threads.py"]
+collect_ignore = ["mpi_fit.py", "mpi_plan.py", "mpi_threads.py", "spark_gpus.py"]
 
 
 def child_processes(pid: int) -> list[int]:

@@ -1,6 +1,9 @@
 """Resources discovered from real engines, and calibrated where the work runs on them."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -84,3 +87,30 @@ def test_mpi_ranks_are_devices_measured_on_every_rank(tmp_path):
         total = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemTotal"))
     assert all(d.memory_bytes <= total // 2 for d in declared.devices)  # two ranks, one host
     check_measured(Resources.from_dict(got["measured"]), ["mpi:0", "mpi:1"], small_model())
+
+
+@pytest.mark.slow
+def test_spark_gpus_discovered_by_the_driver_are_devices(tmp_path):
+    # local mode: the driver is the executor, its GPUs found by Spark's discovery script (a
+    # task asking for a GPU resource is never scheduled in local mode, so none is asked here)
+    script = tmp_path / "gpus.sh"
+    script.write_text('#!/bin/sh\necho \'{"name": "gpu", "addresses": ["0", "1"]}\'\n')
+    script.chmod(0o755)
+    out = tmp_path / "gpus.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+           "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    subprocess.run([sys.executable, str(ROOT / "tests/backends/spark_gpus.py"), str(script),
+                    str(out)], check=True, env=env, timeout=300, capture_output=True)
+    got = json.loads(out.read_text())
+    assert got["reported"] == ["0", "1"]
+    assert got["devices"] == [[f"spark:{i}", "cpu"] for i in range(got["slots"])] + [
+        ["spark:driver:gpu0", "gpu"], ["spark:driver:gpu1", "gpu"]]
+
+
+def test_spark_gpus_on_a_cluster_are_read_from_the_executor_resource_amount():
+    from mixfold.parallel.resources import spark_gpu_devices
+
+    conf = {"spark.executor.resource.gpu.amount": "1", "spark.task.resource.gpu.amount": "1"}
+    devices = spark_gpu_devices("yarn", conf, [], ["3", "7"])
+    assert [(d.name, d.kind) for d in devices] == [("spark:3:gpu0", "gpu"), ("spark:7:gpu0", "gpu")]
+    assert spark_gpu_devices("yarn", {}, [], ["3"]) == ()

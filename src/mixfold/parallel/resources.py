@@ -195,10 +195,11 @@ class Resources:
             int(sc._jsc.sc().executorMemory()) * 2**20
         per_slot = max(1, per_executor // max(1, math.ceil(slots / executors)))
         gpu = sc.resources.get("gpu")
+        ids = sc._jsc.sc().getExecutorIds()  # a Scala Seq
         return cls(tuple(DeviceSpec(f"spark:{i}", "cpu", 1.0, per_slot) for i in range(slots))
                    + spark_gpu_devices(sc.master, dict(sc.getConf().getAll()),
                                        list(gpu.addresses) if gpu is not None else [],
-                                       [str(e) for e in sc._jsc.sc().getExecutorIds()]))
+                                       [str(ids.apply(i)) for i in range(ids.size())]))
 
     @classmethod
     def from_dask(cls, client: Any) -> Resources:

@@ -122,3 +122,40 @@ def test_ray_records_the_node_each_shard_folded_on(ray_started):
     node = ray.get_runtime_context().get_node_id()
     assert {w.executor for w in res.workers} == {node}
     assert {w.host for w in res.workers} == {"127.0.0.1"}
+
+
+
+def column_fit(frame, engine):
+    est = mixfold.RecordEstimator({"x": mixfold.GaussianEstimator()})
+    return mixfold.fit(frame, est, backend=engine, max_iter=3, tol=0.0, progress=False)
+
+
+def check_partitions(res, n_rows, executors):
+    """Every partition a record, in order: rows add up, each non-empty one timed where it
+    lived."""
+    assert [w.shard for w in res.workers] == list(range(len(res.workers)))
+    assert sum(w.rows for w in res.workers) == n_rows
+    assert {w.executor for w in res.workers if w.rows} <= set(executors)
+    assert all(w.seconds_per_iteration > 0 for w in res.workers if w.rows)
+    assert {w.band for w in res.workers} == {"float64"}
+
+
+@pytest.mark.slow
+def test_a_dask_dataframe_encoded_on_the_workers_records_its_partitions(dask_client):
+    import dask.dataframe as dd
+    import pandas as pd
+
+    x = np.random.default_rng(1).normal(size=900)
+    frame = dd.from_pandas(pd.DataFrame({"x": x}), npartitions=3)
+    res = column_fit(frame, dask_client)
+    assert len(res.workers) == 3
+    check_partitions(res, 900, dask_client.scheduler_info()["workers"])
+
+
+@pytest.mark.slow
+def test_a_spark_dataframe_encoded_on_the_executors_records_its_partitions(spark_session):
+    x = np.random.default_rng(1).normal(size=900)
+    frame = spark_session.createDataFrame([{"x": float(v)} for v in x]).repartition(3)
+    res = column_fit(frame, spark_session)
+    assert len(res.workers) == 3
+    check_partitions(res, 900, {spark_session.sparkContext.getConf().get("spark.executor.id")})

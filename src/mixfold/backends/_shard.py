@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,6 +38,8 @@ class RowPlan(Protocol):
     precision each worker runs, the depth of the reduce tree."""
 
     reduce_depth: int
+    #: each worker's assignment, in worker order (its ``name`` is the planned device's)
+    assignments: Sequence[Any]
 
     def row_bounds(self, n_rows: int | None = None) -> list[tuple[int, int]]: ...
 

@@ -219,7 +219,11 @@ class DaskEncodedData(ShardedEncodedData):
     def executors(self) -> list[Executor]:
         """The worker holding each shard (its address) and that worker's host."""
         held = self.client.who_has([f for shard in self.shards for f in _futures(shard)])
-        hosts = {a: w.get("host", "") for a, w in self.client.scheduler_info()["workers"].items()}
+        try:
+            info = self.client.scheduler_info(n_workers=-1)
+        except TypeError:  # versions without the argument list every worker
+            info = self.client.scheduler_info()
+        hosts = {a: w.get("host", "") for a, w in info["workers"].items()}
         out = []
         for shard in self.shards:
             address = next((a for f in _futures(shard) for a in held.get(f.key, ())), "")

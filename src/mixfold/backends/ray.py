@@ -172,8 +172,12 @@ class RayEncodedData(ShardedEncodedData):
 
     def executors(self) -> list[Executor]:
         """The node each shard's last fold ran on (its id and address)."""
-        nodes = self.ray.get(self.folded_on, timeout=self.timeout) if self.folded_on else \
-            [self.ray.get_runtime_context().get_node_id()] * len(self.bounds)
+        driver = self.ray.get_runtime_context().get_node_id()
+        try:
+            nodes = self.ray.get(self.folded_on, timeout=self.timeout) if self.folded_on \
+                else [driver] * len(self.bounds)
+        except self.ray.exceptions.RayError:  # a node lost since: the fit stands, its id not
+            nodes = [""] * len(self.bounds)
         hosts = {n["NodeID"]: n.get("NodeManagerAddress", "") for n in self.ray.nodes()}
         return [Executor(node, hosts.get(node, "")) for node in nodes]
 

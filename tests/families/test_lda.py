@@ -8,6 +8,8 @@ import mixfold
 from mixfold import (CategoricalEstimator, DataError, DataTypeError, LDADistribution, LDAEstimator,
                      MixtureEstimator, ModelFileError, ParameterError, RecordEstimator)
 from mixfold.decomposition import DecompAxis, decomposition_for
+from mixfold.families._hooks import whole_range
+from mixfold.families._lda_fixed_point import solve, topic_table
 from mixfold.families.lda import BagOfWordsEncoder, learn_alpha
 from mixfold.parallel.model_decomposition import decompose_model
 from mixfold.parallel.model_parallel import (ModelParallelEstimator, model_parallel_fold,
@@ -99,9 +101,8 @@ def test_elbo_matches_the_formula_and_rows_share_the_topics_term(corpus):
                             vocabulary=range(V), doc_tol=1e-10)
     gamma = model.transform(docs)  # normalised; recompute gamma from the fixed point
     enc = model.encoder().encode(docs)
-    from mixfold.families.lda import _solve  # the solved gamma the bound uses
-    from mixfold.families._hooks import whole_range
-    gamma = _solve(model, enc, whole_range(K)).gamma
+    gamma = solve(enc, model.alpha_vector, topic_table(model.topics, model.eta)[0], whole_range(K),
+                  model.doc_iterations, model.doc_tol).gamma  # the solved gamma the bound uses
     assert np.allclose(model.transform(docs), gamma / gamma.sum(1, keepdims=True))
     assert model.elbo(docs) == pytest.approx(_reference_bound(model, docs, gamma), rel=1e-12)
     rows = model.seq_log_density(enc)

@@ -40,15 +40,16 @@ from typing import Any
 import numpy as np
 
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
-from mixfold.errors import DataError, ParameterError
+from mixfold.errors import ParameterError
 from mixfold.families._bag_of_words import UNKNOWN, BagOfWordsEncoded, BagOfWordsEncoder
 from mixfold.families._dirichlet_fixed_point import learn_alpha
 from mixfold.families._hooks import FoldsRanges, RunRanges, ScoresRanges, whole_range
 from mixfold.families._lda_fixed_point import (Posterior, add_expected_counts, doc_bound, pieces,
                                                solve, topic_table)
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        Encoder, Estimator, InitRandom, _taking_raw_rows, family)
+                                        Encoder, Estimator, InitRandom, family)
 from mixfold.families._scipy import digamma
+from mixfold.families._topic_queries import TopicQueries
 from mixfold.precision import BandSupportError, resolve_precision
 from mixfold.options import integer, none_or, number, one_of
 
@@ -83,7 +84,7 @@ class TopicUnit:
 
 
 @family("LDA", kind="lda")
-class LDADistribution(Distribution, ScoresRanges):
+class LDADistribution(TopicQueries, Distribution, ScoresRanges):
     """Latent Dirichlet allocation: ``topics`` (K, V) positive Dirichlet parameters lambda of the
     topics over the vocabulary, ``alpha`` the document-topic prior (a number or K numbers),
     ``eta`` the topic prior (default 1/K).
@@ -143,15 +144,6 @@ class LDADistribution(Distribution, ScoresRanges):
     def n_topics(self) -> int:
         return self.topics.shape[0]
 
-    @property
-    def topic_word(self) -> np.ndarray:
-        """The topics' mean word probabilities, array of shape (n_topics, n_words)."""
-        return self.topics / self.topics.sum(axis=1, keepdims=True)
-
-    def topics_bound(self) -> float:
-        """The topics' ELBO term ``E[log p(beta | eta) - log q(beta | lambda)]``."""
-        return self._topics_bound
-
     def _solved(self, enc: BagOfWordsEncoded,
                 run: RunRanges) -> Iterator[tuple[int, int, BagOfWordsEncoded, Posterior]]:
         """Each piece of ``enc`` (its rows ``lo:hi``) with its documents' solved posterior."""
@@ -173,38 +165,6 @@ class LDADistribution(Distribution, ScoresRanges):
             out[lo:hi] = doc_bound(piece, post, self.alpha_vector, self._shift) \
                 + piece.lengths() * self._per_word
         return out
-
-    @_taking_raw_rows
-    def elbo(self, enc: BagOfWordsEncoded) -> float:
-        """The evidence lower bound of the documents (encoded or raw rows): their own terms plus
-        the topics' term once (scikit-learn's ``_approx_bound``)."""
-        return float(sum(doc_bound(piece, post, self.alpha_vector, self._shift).sum()
-                         for _, _, piece, post in self._solved(enc, whole_range(self.n_topics)))) \
-            + self.topics_bound()
-
-    @_taking_raw_rows
-    def perplexity(self, enc: BagOfWordsEncoded) -> float:
-        """``exp(-elbo(rows) / words in rows)``, scikit-learn's perplexity."""
-        words = float(enc.counts.sum())
-        if words <= 0:
-            raise DataError("no words to compute a perplexity over")
-        return float(np.exp(-self.elbo(enc) / words))
-
-    @_taking_raw_rows
-    def transform(self, enc: BagOfWordsEncoded) -> np.ndarray:
-        """Document-topic proportions (normalised gamma) of the documents (encoded or raw rows),
-        array of shape (n_rows, n_topics)."""
-        out = np.empty((enc.n_rows, self.n_topics))
-        for lo, hi, _, post in self._solved(enc, whole_range(self.n_topics)):
-            out[lo:hi] = post.gamma / post.gamma.sum(axis=1, keepdims=True)
-        return out
-
-    def top_words(self, n: int = 10) -> list[list[tuple[Any, float]]]:
-        """For each topic, its ``n`` most probable words with their probabilities."""
-        probs = self.topic_word
-        order = np.argsort(-probs, axis=1, kind="stable")[:, :n]
-        return [[(self.vocabulary[j], float(probs[t, j])) for j in row]
-                for t, row in enumerate(order)]
 
     # --- protocol ---
 

@@ -321,9 +321,6 @@ class LDAEstimator(Estimator):
         self.n_documents = None if n_documents is None else float(n_documents)
         self.keys = keys
 
-    def _eta(self) -> float:
-        return 1.0 / self.n_topics if self.eta is None else float(self.eta)
-
     def encoder(self) -> BagOfWordsEncoder:
         return BagOfWordsEncoder(self.vocabulary, self.unknown)
 
@@ -345,7 +342,7 @@ class LDAEstimator(Estimator):
         return AccumulatorFactory(lambda: LDAAccumulator(self.n_topics, v, self.keys))
 
     def _model(self, topics: np.ndarray, alpha: Any, mean_length: float) -> LDADistribution:
-        return LDADistribution(topics, alpha, self._eta(), self._vocabulary(), mean_length,
+        return LDADistribution(topics, alpha, self.eta, self._vocabulary(), mean_length,
                                self.unknown, self.doc_iterations, self.doc_tol)
 
     def initial_guess(self, sample: Encoded, weights: np.ndarray,
@@ -375,7 +372,8 @@ class LDAEstimator(Estimator):
         mean_length = n_words / n_docs if n_docs > 0 else 100.0
         if self.n_documents is not None and n_docs > 0:
             topic_words = topic_words * (self.n_documents / n_docs)
-        return self._model(self._eta() + topic_words, alpha, mean_length)
+        eta = 1.0 / k if self.eta is None else float(self.eta)  # the distribution's default
+        return self._model(eta + topic_words, alpha, mean_length)
 
     def __repr__(self) -> str:
         return f"LDAEstimator({self.n_topics}, alpha={self.alpha!r}, eta={self.eta!r})"

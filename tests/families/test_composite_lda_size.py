@@ -15,7 +15,7 @@ import mixfold
 
 FAMILIES = Path(mixfold.__file__).parent / "families"
 #: the most functions each file may define (issue 40: combinators at about 25 methods)
-LIMITS = {"composite.py": 25, "lda.py": 29}
+LIMITS = {"composite.py": 26, "lda.py": 29}
 
 
 def defs_in(path: Path) -> int:

@@ -9,6 +9,7 @@ mixture of K of them at once is :mod:`mixfold.families._stacked_factors`.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -184,6 +185,10 @@ class _FactorEstimator(_Factors, Estimator):
     #: the distribution this estimator makes (not ``distribution_class``, which names a leaf)
     model_class: ClassVar[type[_FactorDistribution]]
     factors: tuple[Estimator, ...]
+
+    @abstractmethod
+    def __init__(self, parts: Any, keys: str | None = None):
+        """Each public estimator takes its parts as its rows name them (a list, a dict)."""
 
     def accumulator_factory(self) -> AccumulatorFactory:
         factories = [f.accumulator_factory() for f in self.factors]

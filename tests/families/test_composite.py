@@ -6,6 +6,7 @@ import mixfold
 from mixfold import (CategoricalDistribution, CategoricalEstimator, CompositeDistribution,
                      CompositeEstimator, DataError, DataTypeError, GaussianDistribution,
                      GaussianEstimator, RecordDistribution, RecordEstimator)
+from mixfold.families import composite
 
 
 def record_model():
@@ -74,3 +75,12 @@ def test_non_dict_row_is_a_type_error():
     with pytest.raises(DataTypeError) as err:
         mixfold.optimize([{"height": 1.0}, [2.0]], est, progress=False)
     assert err.value.row == 1
+
+
+def test_a_checkpoint_written_before_the_encoders_moved_still_resumes():
+    # a checkpoint's fingerprint hashes the encoded rows' class by module and name, and the
+    # estimator's public attributes: both as they were when everything lived in composite.py
+    for cls in (composite.FactorEncoded, composite.CompositeEncoder, composite.RecordEncoder):
+        assert cls.__module__ == "mixfold.families.composite"
+    assert set(vars(CompositeEstimator([GaussianEstimator()], keys="k"))) == {"factors", "keys"}
+    assert set(vars(RecordEstimator({"x": GaussianEstimator()}))) == {"fields", "factors", "keys"}

@@ -7,7 +7,10 @@ from scipy.special import digamma, gammaln, logsumexp
 import mixfold
 from mixfold import (CategoricalEstimator, DataError, DataTypeError, LDADistribution, LDAEstimator,
                      MixtureEstimator, ModelFileError, ParameterError, RecordEstimator)
+from mixfold.checkpoint import _digest
 from mixfold.decomposition import DecompAxis, decomposition_for
+from mixfold.families._hooks import whole_range
+from mixfold.families._lda_fixed_point import solve, topic_table
 from mixfold.families.lda import BagOfWordsEncoder, learn_alpha
 from mixfold.parallel.model_decomposition import decompose_model
 from mixfold.parallel.model_parallel import (ModelParallelEstimator, model_parallel_fold,
@@ -99,9 +102,8 @@ def test_elbo_matches_the_formula_and_rows_share_the_topics_term(corpus):
                             vocabulary=range(V), doc_tol=1e-10)
     gamma = model.transform(docs)  # normalised; recompute gamma from the fixed point
     enc = model.encoder().encode(docs)
-    from mixfold.families.lda import _solve  # the solved gamma the bound uses
-    from mixfold.families._hooks import whole_range
-    gamma = _solve(model, enc, whole_range(K)).gamma
+    gamma = solve(enc, model.alpha_vector, topic_table(model.topics, model.eta)[0], whole_range(K),
+                  model.doc_iterations, model.doc_tol).gamma  # the solved gamma the bound uses
     assert np.allclose(model.transform(docs), gamma / gamma.sum(1, keepdims=True))
     assert model.elbo(docs) == pytest.approx(_reference_bound(model, docs, gamma), rel=1e-12)
     rows = model.seq_log_density(enc)
@@ -327,3 +329,11 @@ def test_topic_cut_of_a_record_field(corpus):
     serial.seq_update(enc, np.ones(200), model)
     model_parallel_fold(cut, model, enc, np.ones(200), plan)
     np.testing.assert_allclose(cut.to_array(), serial.to_array(), rtol=1e-12, atol=1e-12)
+
+
+def test_a_checkpoint_written_before_the_encoder_moved_still_resumes():
+    # the fingerprints (checkpoint._digest) main's lda.py gave the estimator and encoded rows
+    bow = BagOfWordsEncoder(["a", "b", "c"]).encode([["a", "b", "a"], {"c": 2}])
+    assert _digest(bow) == "d35ee488b86481f232c2a692d6bab7ad4fe27adda8e141ec5f9debda62d6dd6b"
+    assert _digest(LDAEstimator(3, alpha=0.5, vocabulary=["a", "b", "c"])) == \
+        "e2e66850083fb9498a988ee91d40473a6bfc1981652c9bf3d0c4a51ff6dcef74"

@@ -34,403 +34,30 @@ np.float64(0.87)
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from mixfold.compute.kernels import kernels_available, lda_norm, lda_step, lda_update
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
-from mixfold.errors import DataError, DataTypeError, ParameterError
+from mixfold.errors import ParameterError
+from mixfold.families._bag_of_words import UNKNOWN, BagOfWordsEncoded, BagOfWordsEncoder
+from mixfold.families._dirichlet_fixed_point import learn_alpha
 from mixfold.families._hooks import FoldsRanges, RunRanges, ScoresRanges, whole_range
-from mixfold.families._scipy import csr_matrix, digamma, gammaln, polygamma
-from mixfold.families._sparse import (is_count_matrix, sparse_counts, spark_rows_as_mappings,
-                                      spark_vector_width)
+from mixfold.families._lda_fixed_point import (Posterior, add_expected_counts, doc_bound, pieces,
+                                               solve, topic_table)
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family)
-from mixfold.families.categorical import _ordered_levels
+from mixfold.families._scipy import digamma
+from mixfold.families._topic_queries import TopicQueries
 from mixfold.precision import BandSupportError, resolve_precision
 from mixfold.options import integer, none_or, number, one_of
 
 __all__ = ["LDADistribution", "LDAEstimator", "LDAAccumulator", "BagOfWordsEncoder",
-           "BagOfWordsEncoded", "TopicUnit"]
+           "BagOfWordsEncoded", "TopicUnit", "learn_alpha"]
 
-#: Nonzeros x topics per piece of a chunk: bounds the gathered topic columns (32 MiB each).
-MAX_PIECE_CELLS = 1 << 22
-#: Re-gather the iterating documents' nonzeros once they are under this share of those held.
-COMPACT_BELOW = 0.75
 #: Inner iterations a typical document takes at the default tolerance (the planner's work).
 PLANNED_DOC_ITERATIONS = 20
-_TOKEN = re.compile(r"\w+")
-_UNKNOWN = ("error", "ignore")
-
-
-# ---------------------------------------------------------------------------------------------
-# Encoding: documents as sparse rows of word counts
-
-
-class BagOfWordsEncoded(Encoded):
-    """Documents as CSR rows: document ``i`` holds ``words[offsets[i]:offsets[i + 1]]`` (distinct
-    word ids, increasing) with ``counts`` (float64) at the same places.
-
-    ``offsets`` has shape (n_rows + 1,), int64, ``offsets[0] == 0``.
-    """
-
-    __slots__ = ("offsets", "words", "counts", "n_rows", "start")
-
-    def __init__(self, offsets: np.ndarray, words: np.ndarray, counts: np.ndarray,
-                 start: int = 0):
-        self.offsets = offsets
-        self.words = words
-        self.counts = counts
-        self.n_rows = int(offsets.shape[0]) - 1
-        self.start = int(start)
-
-    def doc_of_nonzero(self) -> np.ndarray:
-        """The document of every nonzero, int64 array of shape (nnz,)."""
-        return np.repeat(np.arange(self.n_rows, dtype=np.int64), np.diff(self.offsets))
-
-    def lengths(self) -> np.ndarray:
-        """Words per document (counts summed), float64 array of shape (n_rows,)."""
-        return np.bincount(self.doc_of_nonzero(), weights=self.counts, minlength=self.n_rows)
-
-    def rows(self, begin: int, end: int) -> BagOfWordsEncoded:
-        end = min(end, self.n_rows)
-        cut = self.offsets[begin:end + 1]
-        lo, hi = int(cut[0]), int(cut[-1])
-        return BagOfWordsEncoded(cut - lo, self.words[lo:hi], self.counts[lo:hi],
-                                 self.start + begin)
-
-    def take(self, indices: np.ndarray) -> BagOfWordsEncoded:
-        indices = np.asarray(indices, dtype=np.int64)
-        sizes = np.diff(self.offsets)[indices]
-        offsets = np.zeros(len(indices) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        pick = np.arange(offsets[-1], dtype=np.int64) + np.repeat(
-            self.offsets[indices] - offsets[:-1], sizes)
-        return BagOfWordsEncoded(offsets, self.words[pick], self.counts[pick])
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.offsets.nbytes + self.words.nbytes + self.counts.nbytes)
-
-    def node_sizes(self) -> list[int]:
-        return [self.n_rows]
-
-    def with_starts(self, starts: Iterator[int]) -> BagOfWordsEncoded:
-        return BagOfWordsEncoded(self.offsets, self.words, self.counts, next(starts))
-
-    @classmethod
-    def concat(cls, parts: Sequence[Encoded]) -> BagOfWordsEncoded:
-        sizes = np.concatenate([np.diff(p.offsets) for p in parts])
-        offsets = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        return BagOfWordsEncoded(offsets, np.concatenate([p.words for p in parts]),
-                                 np.concatenate([p.counts for p in parts]), parts[0].start)
-
-    def __repr__(self) -> str:
-        return f"BagOfWordsEncoded(n_rows={self.n_rows}, nnz={self.words.shape[0]})"
-
-
-def _check_word(w: Any, row: int) -> Any:
-    w = w.item() if isinstance(w, np.generic) else w
-    if type(w) is not str and (type(w) is not int):
-        raise DataTypeError(f"a word must be a string or an int (what a model file holds), got "
-                            f"{w!r:.60} ({type(w).__name__})", row=row)
-    return w
-
-
-def _bags(values: Any) -> tuple[list, np.ndarray, np.ndarray]:
-    """(every token of every row, its row, its count): rows of token lists, strings or
-    ``{word: count}`` mappings."""
-    tokens: list = []
-    doc_sizes = np.zeros(len(values), dtype=np.int64)
-    counts: list[float] = []
-    for i, row in enumerate(values):
-        if isinstance(row, Mapping):
-            for w, c in row.items():
-                c = c.item() if isinstance(c, np.generic) else c
-                if isinstance(c, bool) or not isinstance(c, (int, float)) or not c >= 0 \
-                        or c == float("inf"):
-                    raise DataError(f"the count of word {w!r:.40} must be a finite number >= 0,"
-                                    f" got {c!r:.40}", row=i)
-                tokens.append(w)
-                counts.append(float(c))
-            doc_sizes[i] = len(row)
-            continue
-        if isinstance(row, str):
-            row = _TOKEN.findall(row.lower())
-        elif isinstance(row, np.ndarray) and row.ndim == 1:
-            row = row.tolist()
-        elif not isinstance(row, (list, tuple)):
-            raise DataTypeError(f"a document must be a list of tokens, a string or a "
-                                f"{{word: count}} mapping, got {type(row).__name__} "
-                                f"{row!r:.60}", row=i)
-        tokens.extend(row)
-        counts.extend([1.0] * len(row))
-        doc_sizes[i] = len(row)
-    doc = np.repeat(np.arange(len(values), dtype=np.int64), doc_sizes)
-    return tokens, doc, np.asarray(counts, dtype=np.float64)
-
-
-class BagOfWordsEncoder(Encoder):
-    """Maps documents to sparse word counts over a fixed vocabulary.
-
-    ``unknown``: what a word outside the vocabulary does at encode time: ``"error"`` raises
-    :class:`~mixfold.DataError` naming the row, ``"ignore"`` drops it. A ``scipy.sparse``
-    document-term matrix (n_rows, V) is read as CSR, never densified: its columns are the
-    words (the ``vocabulary`` of length V, else ``0 .. V-1``); so are a 2-D numeric NumPy
-    array's (counts, not tokens) and Spark ML vectors (a DataFrame's vector column), row by row.
-
-    >>> enc = BagOfWordsEncoder().fit([["b", "a", "b"], {"c": 2}])
-    >>> enc.vocabulary
-    ('a', 'b', 'c')
-    >>> e = enc.encode([["b", "a", "b"], {"c": 2}])
-    >>> e.offsets.tolist(), e.words.tolist(), e.counts.tolist()
-    ([0, 2, 3], [0, 1, 2], [1.0, 2.0, 2.0])
-    """
-
-    def __init__(self, vocabulary: Sequence[Any] | None = None, unknown: str = "error"):
-        if unknown not in _UNKNOWN:
-            raise ValueError(f"unknown must be one of {_UNKNOWN}, got {unknown!r}")
-        self.unknown = unknown
-        self.vocabulary = None if vocabulary is None else tuple(vocabulary)
-        if self.vocabulary is not None and len(set(self.vocabulary)) != len(self.vocabulary):
-            raise ValueError("the words of a vocabulary must be distinct")
-
-    def fit(self, values: Any) -> BagOfWordsEncoder:
-        if self.vocabulary is not None:
-            return self
-        if is_count_matrix(values):  # a document-term matrix: the words are its columns
-            return BagOfWordsEncoder(tuple(range(values.shape[1])), self.unknown)
-        width = spark_vector_width(values)
-        if width is not None:  # Spark vectors of counts: the words are their columns
-            return BagOfWordsEncoder(tuple(range(width)), self.unknown)
-        tokens, doc, _ = _bags(values)
-        found: dict[Any, int] = {}  # each distinct word and where it first occurs
-        for i, w in enumerate(tokens):
-            try:
-                found.setdefault(w, i)
-            except TypeError:
-                raise DataTypeError(f"a word must be a string or an int, got "
-                                    f"{type(w).__name__}", row=int(doc[i])) from None
-        for w, i in found.items():
-            _check_word(w, int(doc[i]))
-        if not found:  # nothing to learn here; merging with other shards' fits supplies it
-            return self
-        return BagOfWordsEncoder(_ordered_levels(list(found)), self.unknown)
-
-    def merge(self, other: Encoder) -> BagOfWordsEncoder:
-        if not isinstance(other, BagOfWordsEncoder) or other.unknown != self.unknown:
-            raise ValueError(f"cannot merge encoders {self!r} and {other!r}")
-        if self.vocabulary is None or other.vocabulary is None:
-            return self if other.vocabulary is None else other
-        if self.vocabulary == other.vocabulary:
-            return self
-        return BagOfWordsEncoder(
-            _ordered_levels(list(dict.fromkeys(self.vocabulary + other.vocabulary))),
-            self.unknown)
-
-    def encode(self, values: Any) -> BagOfWordsEncoded:
-        if self.vocabulary is None:
-            raise DataError("no words to learn the vocabulary from: give vocabulary= or "
-                            "documents with words")
-        if is_count_matrix(values):
-            csr = sparse_counts(values, len(self.vocabulary), False, "word of the vocabulary")
-            return BagOfWordsEncoded(csr.offsets, csr.columns, csr.counts)
-        values = spark_rows_as_mappings(values, self.vocabulary)
-        n_rows = len(values)
-        tokens, doc, counts = _bags(values)
-        index = {w: i for i, w in enumerate(self.vocabulary)}
-        try:
-            ids = np.fromiter((index.get(w, -1) for w in tokens), dtype=np.int64,
-                              count=len(tokens))
-        except TypeError:  # an unhashable token
-            bad = next(i for i, w in enumerate(tokens) if not _hashable(w))
-            raise DataTypeError(f"a word must be a string or an int, got "
-                                f"{type(tokens[bad]).__name__}", row=int(doc[bad])) from None
-        unseen = ids < 0
-        if unseen.any():
-            if self.unknown == "error":
-                at = int(np.flatnonzero(unseen)[0])
-                shown = list(self.vocabulary[:10]) + (["..."] if len(index) > 10 else [])
-                raise DataError(f"word {tokens[at]!r:.60} is not among the {len(index)} words of "
-                                f"the vocabulary fixed at encode time {shown} (unknown='ignore'"
-                                f" drops such words)", row=int(doc[at]))
-            ids, doc, counts = ids[~unseen], doc[~unseen], counts[~unseen]
-        # one nonzero per (document, word): duplicates add up, documents stay in order
-        key, inverse = np.unique(doc * len(index) + ids, return_inverse=True)
-        summed = np.bincount(inverse.ravel(), weights=counts, minlength=key.shape[0])
-        keep = summed > 0
-        key, summed = key[keep], summed[keep]
-        offsets = np.zeros(n_rows + 1, dtype=np.int64)
-        np.cumsum(np.bincount(key // len(index), minlength=n_rows), out=offsets[1:])
-        return BagOfWordsEncoded(offsets, key % len(index), summed)
-
-    def __repr__(self) -> str:
-        size = None if self.vocabulary is None else len(self.vocabulary)
-        return f"BagOfWordsEncoder(<{size} words>, unknown={self.unknown!r})"
-
-
-def _hashable(w: Any) -> bool:
-    try:
-        hash(w)
-    except TypeError:
-        return False
-    return True
-
-
-# ---------------------------------------------------------------------------------------------
-# The variational E-step, vectorised over the documents of a piece, topics by ranges
-
-
-def _exp_dirichlet(gamma: np.ndarray) -> np.ndarray:
-    """exp(E[log theta]) of Dirichlet rows ``gamma`` (n, K)."""
-    return np.exp(digamma(gamma) - digamma(gamma.sum(axis=1))[:, None])
-
-
-def _summed(parts: list[np.ndarray]) -> np.ndarray:
-    """The ranges' partial sums added in range order (one range: itself, bit for bit)."""
-    total = parts[0]
-    for p in parts[1:]:
-        total = total + p
-    return total
-
-
-class _Posterior:
-    """A piece's solved variational parameters: ``gamma`` (n, K), ``exp_theta`` (n, K) and the
-    normaliser of every nonzero over the topics (shifted per word, see ``_table``)."""
-
-    __slots__ = ("gamma", "exp_theta", "norm", "doc")
-
-    def __init__(self, gamma: np.ndarray, exp_theta: np.ndarray, norm: np.ndarray,
-                 doc: np.ndarray):
-        self.gamma, self.exp_theta, self.norm, self.doc = gamma, exp_theta, norm, doc
-
-
-class _FixedPoint:
-    """One piece's documents iterating gamma = alpha + exp_theta * (ratio @ beta); each step
-    over topics is a method of a unit range ``(a, b)``, run by a :data:`RunRanges`."""
-
-    def __init__(self, model: LDADistribution, enc: BagOfWordsEncoded):
-        n, k = enc.n_rows, model.n_topics
-        self.alpha, self.counts = model.alpha_vector, enc.counts
-        self.doc = enc.doc_of_nonzero()
-        sizes = self.sizes = np.diff(enc.offsets)
-        self.gamma = np.ones((n, k))
-        self.gamma[sizes == 0] = self.alpha  # an empty document's posterior is its prior
-        self.exp_theta = _exp_dirichlet(self.gamma)
-        self.words, self.table = enc.words, model._table
-        self.full: dict[tuple[int, int], np.ndarray] = {}
-        # the documents held (a superset of those still iterating), their nonzeros and columns
-        self.docs = np.flatnonzero(sizes > 0)
-        self.held_nz = np.arange(enc.words.shape[0])
-        self.held_sizes = sizes[self.docs]
-        self.cols = self.full
-        self.iterating = np.ones(self.docs.shape[0], dtype=bool)
-        self.theta = self.new = self.ratio = self.keep = self.now = self.log_total = None
-        # the compiled steps read each nonzero's columns once (kernels.lda_norm, lda_update);
-        # the NumPy ones below stay the reference
-        self.compiled = kernels_available()
-
-    def gather(self, a: int, b: int) -> None:
-        self.full[a, b] = np.ascontiguousarray(self.table[a:b, self.words].T)
-
-    def held_norm(self, a: int, b: int) -> np.ndarray:
-        return self._norm(self.theta[:, a:b], self.cols[a, b], self.held_sizes)
-
-    def _norm(self, theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-        if self.compiled:
-            return lda_norm(theta, cols, sizes)
-        # each document's row once per nonzero (a repeat copies blocks, a gather elements)
-        return np.einsum("ik,ik->i", np.repeat(theta, sizes, axis=0), cols)
-
-    def update(self, a: int, b: int) -> None:
-        if self.compiled:
-            lda_update(self.theta[:, a:b], self.cols[a, b], self.held_sizes, self.ratio,
-                       self.alpha[a:b], self.new[:, a:b])
-            return
-        offsets = np.concatenate([[0], np.cumsum(self.held_sizes)])
-        ratio = csr_matrix((self.ratio, np.arange(self.ratio.shape[0]), offsets),
-                           shape=(self.held_sizes.shape[0], self.ratio.shape[0]))
-        self.new[:, a:b] = self.alpha[a:b] + self.theta[:, a:b] * (ratio @ self.cols[a, b])
-
-    def expect(self, a: int, b: int) -> None:
-        self.exp_theta[self.now, a:b] = np.exp(digamma(self.gamma[self.now, a:b])
-                                               - self.log_total)
-
-    def compact(self, a: int, b: int) -> tuple[tuple[int, int], np.ndarray]:
-        return (a, b), self.cols[a, b][self.keep]
-
-    def final_norm(self, a: int, b: int) -> np.ndarray:
-        return self._norm(self.exp_theta[:, a:b], self.full[a, b], self.sizes)
-
-    def step(self, run: RunRanges, tol: float) -> bool:
-        """One iteration of the held documents; whether any still iterates."""
-        n_held = self.docs.shape[0]
-        self.theta = self.exp_theta[self.docs]
-        self.new = np.empty((n_held, self.gamma.shape[1]))
-        if self.compiled and len(self.cols) == 1:  # every topic in one range: one pass
-            (cols,) = self.cols.values()
-            lda_step(self.theta, cols, self.held_sizes, self.counts[self.held_nz], self.alpha,
-                     self.new)
-        else:
-            norm = _summed(run(self.held_norm))
-            self.ratio = self.counts[self.held_nz] / norm  # each nonzero's count / normaliser
-            run(self.update)
-        iterating = self.iterating
-        self.now = self.docs[iterating]
-        change = np.abs(self.new[iterating] - self.gamma[self.now]).mean(axis=1)
-        self.gamma[self.now] = self.new[iterating]
-        self.log_total = digamma(self.gamma[self.now].sum(axis=1))[:, None]
-        run(self.expect)
-        iterating[iterating] = change >= tol
-        if not iterating.any():
-            return False
-        if self.held_sizes[iterating].sum() < COMPACT_BELOW * self.held_nz.shape[0]:
-            self.keep = np.repeat(iterating, self.held_sizes)
-            self.docs, self.held_nz = self.docs[iterating], self.held_nz[self.keep]
-            self.held_sizes = self.held_sizes[iterating]
-            self.cols = dict(run(self.compact))
-            self.iterating = np.ones(self.docs.shape[0], dtype=bool)
-        return True
-
-
-def _solve(model: LDADistribution, enc: BagOfWordsEncoded, run: RunRanges) -> _Posterior:
-    """Each document's gamma by Blei et al.'s fixed point, stopped document by document when its
-    mean change falls under ``model.doc_tol`` (as scikit-learn's E-step); the work over topics
-    runs by ranges through ``run``, everything over all topics centrally."""
-    fp = _FixedPoint(model, enc)
-    run(fp.gather)
-    for _ in range(model.doc_iterations if fp.docs.size else 0):
-        if not fp.step(run, model.doc_tol):
-            break
-    return _Posterior(fp.gamma, fp.exp_theta, _summed(run(fp.final_norm)), fp.doc)
-
-
-def _doc_bound(model: LDADistribution, enc: BagOfWordsEncoded, post: _Posterior) -> np.ndarray:
-    """Each document's own ELBO terms (scikit-learn's ``_approx_bound`` per document)."""
-    alpha, gamma = model.alpha_vector, post.gamma
-    words = np.bincount(post.doc, weights=enc.counts * (np.log(post.norm)
-                                                        + model._shift[enc.words]),
-                        minlength=enc.n_rows)
-    total = gamma.sum(axis=1)
-    elog = digamma(gamma) - digamma(total)[:, None]
-    return (words + ((alpha - gamma) * elog).sum(axis=1)
-            + (gammaln(gamma) - gammaln(alpha)).sum(axis=1)
-            + gammaln(alpha.sum()) - gammaln(total))
-
-
-def _pieces(enc: BagOfWordsEncoded, n_topics: int) -> Iterator[tuple[int, int]]:
-    """Document ranges whose nonzeros times topics stay under :data:`MAX_PIECE_CELLS`."""
-    limit = max(1, MAX_PIECE_CELLS // n_topics)
-    start = 0
-    while start < enc.n_rows:
-        stop = int(np.searchsorted(enc.offsets, enc.offsets[start] + limit, side="right")) - 1
-        stop = min(max(stop, start + 1), enc.n_rows)
-        yield start, stop
-        start = stop
 
 
 def _native(precision: str) -> None:
@@ -457,7 +84,7 @@ class TopicUnit:
 
 
 @family("LDA", kind="lda")
-class LDADistribution(Distribution, ScoresRanges):
+class LDADistribution(TopicQueries, Distribution, ScoresRanges):
     """Latent Dirichlet allocation: ``topics`` (K, V) positive Dirichlet parameters lambda of the
     topics over the vocabulary, ``alpha`` the document-topic prior (a number or K numbers),
     ``eta`` the topic prior (default 1/K).
@@ -509,32 +136,21 @@ class LDADistribution(Distribution, ScoresRanges):
         self.doc_iterations = int(doc_iterations)
         self.doc_tol = float(doc_tol)
         self._encoder = BagOfWordsEncoder(self.vocabulary, unknown)
-        # exp(E[log beta]) shifted per word by its largest topic, so no word's column underflows
-        # (the shift cancels in every ratio; the bound adds it back)
-        elog_beta = digamma(lam) - digamma(lam.sum(axis=1))[:, None]
-        self._shift = elog_beta.max(axis=0)
-        self._topics_bound = self._bound_of_topics(elog_beta)
-        np.subtract(elog_beta, self._shift, out=elog_beta)
-        self._table = np.exp(elog_beta, out=elog_beta)  # held with lambda: 2 x K x V floats
+        # the fixed point's table, held with lambda: 2 x K x V floats
+        self._table, self._shift, self._topics_bound = topic_table(lam, eta)
         self._per_word = self._topics_bound / max(float(lam.sum() - k * v * eta), 1.0)
 
     @property
     def n_topics(self) -> int:
         return self.topics.shape[0]
 
-    @property
-    def topic_word(self) -> np.ndarray:
-        """The topics' mean word probabilities, array of shape (n_topics, n_words)."""
-        return self.topics / self.topics.sum(axis=1, keepdims=True)
-
-    def topics_bound(self) -> float:
-        """The topics' ELBO term ``E[log p(beta | eta) - log q(beta | lambda)]``."""
-        return self._topics_bound
-
-    def _bound_of_topics(self, elog_beta: np.ndarray) -> float:
-        lam, eta, v = self.topics, self.eta, self.topics.shape[1]
-        return float(((eta - lam) * elog_beta).sum() + (gammaln(lam) - gammaln(eta)).sum()
-                     + (gammaln(v * eta) - gammaln(lam.sum(axis=1))).sum())
+    def _solved(self, enc: BagOfWordsEncoded,
+                run: RunRanges) -> Iterator[tuple[int, int, BagOfWordsEncoded, Posterior]]:
+        """Each piece of ``enc`` (its rows ``lo:hi``) with its documents' solved posterior."""
+        for lo, hi in pieces(enc, self.n_topics):
+            piece = enc.rows(lo, hi)
+            yield lo, hi, piece, solve(piece, self.alpha_vector, self._table, run,
+                                       self.doc_iterations, self.doc_tol)
 
     # --- scoring ---
 
@@ -545,47 +161,10 @@ class LDADistribution(Distribution, ScoresRanges):
         """Each document's ELBO plus its words' share of the topics' term, shape (n_rows,)."""
         _native(precision)
         out = np.empty(enc.n_rows)
-        for lo, hi in _pieces(enc, self.n_topics):
-            piece = enc.rows(lo, hi)
-            out[lo:hi] = _doc_bound(self, piece, _solve(self, piece, run)) \
+        for lo, hi, piece, post in self._solved(enc, run):
+            out[lo:hi] = doc_bound(piece, post, self.alpha_vector, self._shift) \
                 + piece.lengths() * self._per_word
         return out
-
-    def _encode(self, rows: Any) -> BagOfWordsEncoded:
-        return rows if isinstance(rows, BagOfWordsEncoded) else self._encoder.encode(rows)
-
-    def elbo(self, rows: Any) -> float:
-        """The evidence lower bound of the documents ``rows``: their own terms plus the topics'
-        term once (scikit-learn's ``_approx_bound``)."""
-        enc = self._encode(rows)
-        run = whole_range(self.n_topics)
-        return float(sum(_doc_bound(self, enc.rows(lo, hi), _solve(self, enc.rows(lo, hi), run))
-                         .sum() for lo, hi in _pieces(enc, self.n_topics))) + self.topics_bound()
-
-    def perplexity(self, rows: Any) -> float:
-        """``exp(-elbo(rows) / words in rows)``, scikit-learn's perplexity."""
-        enc = self._encode(rows)
-        words = float(enc.counts.sum())
-        if words <= 0:
-            raise DataError("no words to compute a perplexity over")
-        return float(np.exp(-self.elbo(enc) / words))
-
-    def transform(self, rows: Any) -> np.ndarray:
-        """Document-topic proportions (normalised gamma), array of shape (n_rows, n_topics)."""
-        enc = self._encode(rows)
-        out = np.empty((enc.n_rows, self.n_topics))
-        run = whole_range(self.n_topics)
-        for lo, hi in _pieces(enc, self.n_topics):
-            g = _solve(self, enc.rows(lo, hi), run).gamma
-            out[lo:hi] = g / g.sum(axis=1, keepdims=True)
-        return out
-
-    def top_words(self, n: int = 10) -> list[list[tuple[Any, float]]]:
-        """For each topic, its ``n`` most probable words with their probabilities."""
-        probs = self.topic_word
-        order = np.argsort(-probs, axis=1, kind="stable")[:, :n]
-        return [[(self.vocabulary[j], float(probs[t, j])) for j in row]
-                for t, row in enumerate(order)]
 
     # --- protocol ---
 
@@ -667,28 +246,14 @@ class LDAAccumulator(Accumulator, FoldsRanges):
                     precision: str, run: RunRanges) -> np.ndarray:
         _native(precision)
         out = np.empty(enc.n_rows)
-        for lo, hi in _pieces(enc, model.n_topics):
-            piece, w = enc.rows(lo, hi), weights[lo:hi]
-            post = _solve(model, piece, run)
-            lengths = piece.lengths()
-            out[lo:hi] = _doc_bound(model, piece, post) + lengths * model._per_word
-            self._add(model, piece, w, post, run)
+        for lo, hi, piece, post in model._solved(enc, run):
+            w, lengths, gamma = weights[lo:hi], piece.lengths(), post.gamma
+            out[lo:hi] = doc_bound(piece, post, model.alpha_vector, model._shift) \
+                + lengths * model._per_word
+            self.log_theta += w @ (digamma(gamma) - digamma(gamma.sum(axis=1))[:, None])
+            add_expected_counts(self.topic_words, model._table, piece, w, post, run)
             self.sums += (w.sum(), w @ lengths)
         return out
-
-    def _add(self, model: LDADistribution, enc: BagOfWordsEncoded, w: np.ndarray,
-             post: _Posterior, run: RunRanges) -> None:
-        gamma = post.gamma
-        self.log_theta += w @ (digamma(gamma) - digamma(gamma.sum(axis=1))[:, None])
-        seen, column = np.unique(enc.words, return_inverse=True)
-        ratio = csr_matrix((enc.counts / post.norm * w[post.doc], column.ravel(), enc.offsets),
-                           shape=(enc.n_rows, seen.shape[0]))
-        per_word = ratio.T.tocsr()
-
-        def add(a: int, b: int) -> None:
-            self.topic_words[a:b, seen] += model._table[a:b, seen] * \
-                (per_word @ post.exp_theta[:, a:b]).T
-        run(add)
 
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         # seeded random document-topic proportions, as if each document were a soft mixture
@@ -701,33 +266,6 @@ class LDAAccumulator(Accumulator, FoldsRanges):
                                                [doc], minlength=self.topic_words.shape[1])
         self.log_theta += weights.sum() * (digamma(1.0) - digamma(float(k)))
         self.sums += (weights.sum(), weights @ enc.lengths())
-
-
-# ---------------------------------------------------------------------------------------------
-# The M-step
-
-
-def _inverse_digamma(y: np.ndarray) -> np.ndarray:
-    """x with digamma(x) = y (Minka's start, five Newton steps)."""
-    x = np.where(y >= -2.22, np.exp(y) + 0.5, -1.0 / (y - digamma(1.0)))
-    for _ in range(5):
-        x = x - (digamma(x) - y) / polygamma(1, x)
-    return x
-
-
-def learn_alpha(n_docs: float, log_theta: np.ndarray, start: np.ndarray,
-                iterations: int = 200, tol: float = 1e-10) -> np.ndarray:
-    """The Dirichlet prior maximising ``n_docs * log B(alpha)^-1 + (alpha - 1) . log_theta``
-    (Minka's fixed point ``psi(alpha_k) = psi(sum alpha) + log_theta_k / n_docs``)."""
-    mean = log_theta / n_docs
-    alpha = start.copy()
-    for _ in range(iterations):
-        new = np.maximum(_inverse_digamma(digamma(alpha.sum()) + mean), 1e-10)
-        done = np.abs(new - alpha).max() <= tol * alpha.max()
-        alpha = new
-        if done:
-            break
-    return alpha
 
 
 class LDAEstimator(Estimator):
@@ -762,7 +300,7 @@ class LDAEstimator(Estimator):
     distribution_class = LDADistribution
 
     option_rules = {"n_topics": integer(1), "alpha": none_or(number(0, above=True)),
-                    "eta": none_or(number(0, above=True)), "unknown": one_of(*_UNKNOWN),
+                    "eta": none_or(number(0, above=True)), "unknown": one_of(*UNKNOWN),
                     "doc_iterations": integer(1), "doc_tol": number(0),
                     "n_documents": none_or(number(0, above=True))}
 
@@ -782,9 +320,6 @@ class LDAEstimator(Estimator):
         self.doc_tol = float(doc_tol)
         self.n_documents = None if n_documents is None else float(n_documents)
         self.keys = keys
-
-    def _eta(self) -> float:
-        return 1.0 / self.n_topics if self.eta is None else float(self.eta)
 
     def encoder(self) -> BagOfWordsEncoder:
         return BagOfWordsEncoder(self.vocabulary, self.unknown)
@@ -807,7 +342,7 @@ class LDAEstimator(Estimator):
         return AccumulatorFactory(lambda: LDAAccumulator(self.n_topics, v, self.keys))
 
     def _model(self, topics: np.ndarray, alpha: Any, mean_length: float) -> LDADistribution:
-        return LDADistribution(topics, alpha, self._eta(), self._vocabulary(), mean_length,
+        return LDADistribution(topics, alpha, self.eta, self._vocabulary(), mean_length,
                                self.unknown, self.doc_iterations, self.doc_tol)
 
     def initial_guess(self, sample: Encoded, weights: np.ndarray,
@@ -837,7 +372,8 @@ class LDAEstimator(Estimator):
         mean_length = n_words / n_docs if n_docs > 0 else 100.0
         if self.n_documents is not None and n_docs > 0:
             topic_words = topic_words * (self.n_documents / n_docs)
-        return self._model(self._eta() + topic_words, alpha, mean_length)
+        eta = 1.0 / k if self.eta is None else float(self.eta)  # the distribution's default
+        return self._model(eta + topic_words, alpha, mean_length)
 
     def __repr__(self) -> str:
         return f"LDAEstimator({self.n_topics}, alpha={self.alpha!r}, eta={self.eta!r})"

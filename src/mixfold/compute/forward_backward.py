@@ -11,7 +11,7 @@ cores, :func:`~mixfold.compute.kernels.hmm_forward_backward`) or, without numba,
 >>> scores = np.log([[0.8, 0.1], [0.7, 0.2], [0.1, 0.9]])  # one sequence of three items
 >>> lattice = Lattice(chain, scores, np.array([0, 3]))
 >>> lattice.log_likelihood.round(6).tolist()
-[-3.289926]
+[-2.814578]
 >>> viterbi_paths(chain, scores, np.array([0, 3])).tolist()
 [0, 0, 1]
 """

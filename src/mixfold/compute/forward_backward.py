@@ -8,10 +8,10 @@ cores, :func:`~mixfold.compute.kernels.hmm_forward_backward`) or, without numba,
 (:class:`Lattice`, its reference).
 
 >>> chain = Chain(np.array([0.5, 0.5]), np.array([[0.9, 0.1], [0.1, 0.9]]), None)
->>> scores = np.log([[0.8, 0.1], [0.7, 0.2], [0.1, 0.9]])  # one sequence of three items
+>>> scores = np.log([[0.8, 0.1], [0.7, 0.2], [0.01, 0.9]])  # one sequence of three items
 >>> lattice = Lattice(chain, scores, np.array([0, 3]))
 >>> lattice.log_likelihood.round(6).tolist()
-[-2.814578]
+[-3.242106]
 >>> viterbi_paths(chain, scores, np.array([0, 3])).tolist()
 [0, 0, 1]
 """

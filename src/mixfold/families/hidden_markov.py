@@ -2,9 +2,11 @@
 
 Rows are variable-length sequences of items; every item is emitted by the hidden state of its
 time step, from that state's emission distribution of any family (a leaf, a mixture, a record...).
-The E-step is the scaled forward-backward recursion, batched over all the sequences of a chunk
-(one (B x S) @ (S x S) product per time step); the posterior state probabilities of the items go
-to the emission accumulators as ordinary row weights, as a mixture's responsibilities do.
+The E-step is the scaled forward-backward recursion of :mod:`mixfold.compute.forward_backward`,
+batched over all the sequences of a chunk (compiled, or one (B x S) @ (S x S) product per time
+step); the posterior state probabilities of the items go to the emission accumulators as
+ordinary row weights (:class:`~mixfold.families.units.UnitAccumulators`), as a mixture's
+responsibilities do.
 
 Length-0 sequences: without a terminal law the model is a law of the items *given* the length,
 so an empty sequence has probability one (log-density 0) and adds no statistics. With a terminal

@@ -95,7 +95,7 @@ def check_mixture_step(estimator, components, rows, ref_logpdf, rng, fused=True)
     bound = estimator.bind(encoder)
     mix = MixtureEstimator([bound] * len(components))
     acc = mix.accumulator_factory().make()
-    assert (acc._stack_fold is fused_linear_mixture) == fused
+    assert (acc.units.fused_pass is fused_linear_mixture) == fused
     w = rng.uniform(0.5, 2.0, size=enc.n_rows)
     got = acc.seq_update(enc, w, model)
     scores = np.stack([ref_logpdf(c, rows) for c in components], axis=1) + np.log(weights)

@@ -194,10 +194,10 @@ def test_composite_of_leaves_returns_no_row_scores_like_the_serial_fold():
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("terminal", [None, [0.1, 0.2, 0.05]])
 def test_hmm_states_scored_and_added_apart_are_bit_identical(monkeypatch, compiled, terminal):
-    import mixfold.families.hidden_markov as hm
+    import mixfold.compute.forward_backward as fb
 
     if not compiled:
-        monkeypatch.setattr(hm, "kernels_available", lambda: False)
+        monkeypatch.setattr(fb, "kernels_available", lambda: False)
     model = HiddenMarkovDistribution(
         [GaussianDistribution(-3, 1), GaussianDistribution(0, 0.5), GaussianDistribution(4, 2)],
         [0.5, 0.3, 0.2], [[0.8, 0.1, 0.1], [0.2, 0.7, 0.1], [0.1, 0.2, 0.7]], terminal)

@@ -1,8 +1,10 @@
 """What a model of hidden states over a sequence's items shares, whatever its chain (a hidden
 Markov model's geometric stays, a semi-Markov model's durations): one emission per state
 scoring every item -- the states' emissions are its units (:mod:`mixfold.families.units`), one
-column per state (the model-parallel executor cuts those columns) --, and the per-sequence
-conveniences over the chain's own ``seq_posterior`` and ``seq_viterbi``."""
+column per state (the model-parallel executor cuts those columns) --, the per-sequence
+conveniences over the chain's own ``seq_posterior`` and ``seq_viterbi``, sampling sequences of
+a fixed length (:class:`FixedLength`), and the estimator's emissions
+(:class:`EmissionEstimators`)."""
 
 from __future__ import annotations
 
@@ -10,17 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.families._hooks import ScoreChildren
-from mixfold.families._protocol import Encoded
+from mixfold.compute.labelled import Labelled
+from mixfold.families._protocol import Encoded, Estimator, Sampler
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
-from mixfold.families.units import Units, bind_units, shared_encoder
+from mixfold.families.units import UnitColumns, Units, bind_units, shared_encoder
 
-__all__ = ["EmissionStates", "emissions_encoder", "bind_emissions"]
+__all__ = ["EmissionStates", "EmissionEstimators", "FixedLength", "emissions_encoder",
+           "bind_emissions"]
 
 
-class EmissionStates:
+class EmissionStates(UnitColumns):
     """A mixin over ``emissions`` (one distribution per state) and ``units``, the emissions as
-    :class:`~mixfold.families.units.Units` (how they read and score the items)."""
+    :class:`~mixfold.families.units.Units` (how they read and score the items; their columns
+    carry no offsets)."""
 
     emissions: tuple[Any, ...]
     units: Units
@@ -35,14 +39,26 @@ class EmissionStates:
         (n_items, S); any range gets the bits the full set gets."""
         self.units.score_range(items, precision, start, stop, scores)
 
+    def emission_log_densities(self, items: Encoded, precision: str = "float64") -> np.ndarray:
+        """log e_s(x) of every flat item under every state, array of shape (n_items, S).
+
+        The per-state step of the E-step (one column per state, independent of the others);
+        the recursion over time only reads this matrix.
+        """
+        return self.units.scores(items, precision)
+
+    def labelled_scores(self, enc: SequenceEncoded | Labelled,
+                        precision: str) -> tuple[SequenceEncoded, np.ndarray]:
+        """(the sequences, :meth:`emission_log_densities` of their items): with state labels
+        riding along, each item's log prior added to its scores."""
+        if not isinstance(enc, Labelled):
+            return enc, self.emission_log_densities(enc.items, precision)
+        scores = self.emission_log_densities(enc.inner.items, precision)
+        scores += enc.log_prior()
+        return enc.inner, scores
+
     def unit_rows(self, enc: SequenceEncoded) -> Encoded:
         return enc.items
-
-    def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
-                      out: np.ndarray, score: ScoreChildren | None = None) -> None:
-        """:meth:`emission_columns`; with ``score``, the emissions' log-densities come from
-        it."""
-        self.units.score_columns(rows, precision, start, stop, out, score)
 
     def posterior(self, x: Any) -> np.ndarray:
         """Posterior state probabilities of each step of one sequence, array of shape (T, S)."""
@@ -55,11 +71,54 @@ class EmissionStates:
     def encoder(self) -> SequenceEncoder:
         return SequenceEncoder(self.units.encoder)
 
+    def sampler(self, seed: int | np.random.Generator | None = None, *,
+                sample_length: int | None = None) -> Sampler:
+        """A seeded sampler; ``sample_length`` runs the chain for exactly that many steps.
+
+        Without a terminal law the sequence length is not modelled, so ``sample_length`` is
+        required; with one, ``sample_length`` overrides it (the chain then moves by
+        ``transitions`` at every step and never stops early).
+        """
+        if sample_length is None:
+            return Sampler(self, seed)  # type: ignore[arg-type]
+        if not isinstance(sample_length, (int, np.integer)) or sample_length < 0:
+            raise ValueError(f"sample_length must be an integer >= 0, got {sample_length!r}")
+        return Sampler(FixedLength(self, int(sample_length)), seed)  # type: ignore[arg-type]
+
     def draw_items(self, state_of: np.ndarray, rng: np.random.Generator) -> list[Any]:
         """One item for each entry of ``state_of`` (its state), drawn state by state: rows of
         Python values, as a user would write them."""
         items = self.units.draw(state_of, rng)
         return items.tolist() if isinstance(items, np.ndarray) else items
+
+
+class FixedLength:
+    """What a :class:`~mixfold.families._protocol.Sampler` draws from for
+    ``sampler(seed, sample_length=L)``: the model's ``_draw`` of rows of ``length`` items."""
+
+    def __init__(self, dist: Any, length: int):
+        self.dist = dist
+        self.length = length
+
+    def _sample(self, n: int, rng: np.random.Generator) -> list[list]:
+        return self.dist._draw(n, rng, self.length)
+
+
+class EmissionEstimators:
+    """A mixin over an estimator's ``emissions`` (one estimator per state): its parts, and the
+    encoder of sequences whose items they all score."""
+
+    emissions: tuple[Estimator, ...]
+
+    @property
+    def num_states(self) -> int:
+        return len(self.emissions)
+
+    def parts(self) -> tuple[Estimator, ...]:
+        return self.emissions
+
+    def encoder(self) -> SequenceEncoder:
+        return emissions_encoder(self.emissions)
 
 
 def emissions_encoder(emissions: Any) -> SequenceEncoder:

@@ -2,9 +2,11 @@
 
 Rows are variable-length sequences of items; every item is emitted by the hidden state of its
 time step, from that state's emission distribution of any family (a leaf, a mixture, a record...).
-The E-step is the scaled forward-backward recursion, batched over all the sequences of a chunk
-(one (B x S) @ (S x S) product per time step); the posterior state probabilities of the items go
-to the emission accumulators as ordinary row weights, as a mixture's responsibilities do.
+The E-step is the scaled forward-backward recursion of :mod:`mixfold.compute.forward_backward`,
+batched over all the sequences of a chunk (compiled, or one (B x S) @ (S x S) product per time
+step); the posterior state probabilities of the items go to the emission accumulators as
+ordinary row weights (:class:`~mixfold.families.units.UnitAccumulators`), as a mixture's
+responsibilities do.
 
 Length-0 sequences: without a terminal law the model is a law of the items *given* the length,
 so an empty sequence has probability one (log-density 0) and adds no statistics. With a terminal
@@ -19,213 +21,24 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.compute.kernels import hmm_forward_backward, kernels_available
+from mixfold.compute.forward_backward import (Chain, Lattice, chain_posteriors, expected_length,
+                                              independent_counts, safe_divisor, viterbi_paths)
 from mixfold.compute.labelled import Labelled
+from mixfold.compute.seeding import indistinct_units
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
-from mixfold.families._hooks import FoldChildren, FoldsColumns, ScoresColumns
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
+from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoder,
+                                        Estimator, InitRandom, family)
 from mixfold.families._shared_covariance import estimate_children
-from mixfold.families._states import EmissionStates, bind_emissions, emissions_encoder
-from mixfold.families._protocol import (
-    Accumulator,
-    AccumulatorFactory,
-    Distribution,
-    Encoded,
-    Encoder,
-    Estimator,
-    InitRandom,
-    Sampler,
-    family,
-)
+from mixfold.families._states import EmissionEstimators, EmissionStates, bind_emissions
 from mixfold.families.mixture import MixtureEstimator
-from mixfold.families.units import UnitAccumulators, Units, encoding_slots, seeded_posteriors
-from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
+from mixfold.families.sequence import SequenceEncoded
+from mixfold.families.units import (UnitAccumulators, Units, UnitsFold, encoding_slots,
+                                    seeded_posteriors)
 from mixfold.options import flag, number
 
 __all__ = ["HiddenMarkovDistribution", "HiddenMarkovEstimator", "HiddenMarkovAccumulator"]
-
-
-# ---------------------------------------------------------------------------------------------
-# Encoding: rows are sequences, encoded as SequenceEncoded (offsets + one flat item encoding,
-# items read by the emissions' shared encoder). Within a chunk, the recursion runs on a
-# time-major layout of the items.
-
-
-class _TimeMajor:
-    """The items of a chunk's sequences laid out time step by time step.
-
-    Sequences are sorted by decreasing length, so those still running at step t are a prefix of
-    those running at step t-1: step t is the contiguous block ``bounds[t]:bounds[t + 1]`` of
-    ``active[t]`` positions, and one matrix product moves the whole block one step on.
-    ``perm[p]`` is the flat item index and ``rows[p]`` the row of time-major position ``p``;
-    ``last[b]`` is the position of the last item of the ``b``-th longest non-empty sequence,
-    which is row ``last_rows[b]``.
-    """
-
-    __slots__ = ("n_rows", "lengths", "active", "bounds", "perm", "rows", "last", "last_rows")
-
-    def __init__(self, offsets: np.ndarray):
-        lengths = np.diff(offsets)
-        self.n_rows = int(lengths.size)
-        self.lengths = lengths
-        order = np.argsort(-lengths, kind="stable")
-        t_max = int(lengths.max()) if lengths.size else 0
-        # active[t]: sequences longer than t; active[t_max] = 0 closes the last block
-        self.active = self.n_rows - np.cumsum(np.bincount(lengths, minlength=t_max + 1))
-        self.bounds = np.zeros(t_max + 1, dtype=np.int64)
-        np.cumsum(self.active[:t_max], out=self.bounds[1:])
-        n_items = int(self.bounds[-1])
-        step = np.repeat(np.arange(t_max, dtype=np.int64), self.active[:t_max])
-        rank = np.arange(n_items, dtype=np.int64) - np.repeat(self.bounds[:-1],
-                                                               self.active[:t_max])
-        self.rows = order[rank]
-        self.perm = offsets[:-1][self.rows] + step
-        sorted_lengths = lengths[order]
-        running = np.flatnonzero(sorted_lengths > 0)
-        self.last = self.bounds[sorted_lengths[running] - 1] + running
-        self.last_rows = order[running]
-
-    @property
-    def n_steps(self) -> int:
-        return int(self.bounds.size) - 1
-
-    def block(self, t: int) -> tuple[int, int, int]:
-        """(first position, end position, number continuing to step t + 1) of step ``t``."""
-        return int(self.bounds[t]), int(self.bounds[t + 1]), int(self.active[t + 1])
-
-
-def _safe(c: np.ndarray) -> np.ndarray:
-    """Divisors with zeros replaced by one: an impossible sequence stays at zero, never NaN."""
-    return np.where(c > 0, c, 1.0)
-
-
-class _Lattice:
-    """The scaled forward-backward recursion of one chunk (Rabiner's scaling).
-
-    ``scores`` are the emission log-densities of the flat items (n_items, S). The forward pass
-    runs at construction and gives ``log_likelihood`` (n_rows,); :meth:`posteriors` runs the
-    backward pass and, given row weights, sums the initial, transition and terminal statistics.
-    """
-
-    def __init__(self, model: HiddenMarkovDistribution, scores: np.ndarray, offsets: np.ndarray):
-        self.model = model
-        self.tm = tm = _TimeMajor(offsets)
-        logs = scores[tm.perm]
-        top = logs.max(axis=1)
-        top[np.isinf(top)] = 0.0  # an item no state can emit: exp(-inf) = 0 below, not NaN
-        logs -= top[:, None]
-        self.emis = np.exp(logs, out=logs)  # emission likelihoods scaled per item
-        self.alpha = np.empty_like(self.emis)
-        self.scale = np.empty(self.emis.shape[0])
-        step = model._continue_matrix
-        for t in range(tm.n_steps):
-            lo, hi, _ = tm.block(t)
-            if t == 0:
-                a = self.emis[lo:hi] * model.initial
-            else:
-                prev = int(tm.bounds[t - 1])
-                a = self.alpha[prev:prev + hi - lo] @ step
-                a *= self.emis[lo:hi]
-            c = a.sum(axis=1)
-            self.scale[lo:hi] = c
-            a /= _safe(c)[:, None]
-            self.alpha[lo:hi] = a
-        ending = self.alpha[tm.last]
-        self.end_norm = ending.sum(axis=1) if model.terminal is None else ending @ model.terminal
-        with np.errstate(divide="ignore"):
-            per_item = np.log(self.scale) + top
-            ll = np.bincount(tm.rows, weights=per_item, minlength=tm.n_rows).astype(np.float64)
-            ll[tm.last_rows] += np.log(self.end_norm)
-        if model.terminal is not None:
-            ll[tm.lengths == 0] = -np.inf
-        self.log_likelihood = ll
-
-    def posteriors(self, weights: np.ndarray | None = None,
-                   counts: list[np.ndarray] | None = None) -> np.ndarray:
-        """Posterior state probabilities of the items, time-major (n_items, S).
-
-        With ``counts`` = [initial (S,), transitions (S, S), terminal (S,) or absent], adds the
-        ``weights``-weighted expected counts of the chunk into them. Overwrites the forward
-        variables; call once.
-        """
-        model, tm = self.model, self.tm
-        step = model._continue_matrix
-        end_factor = np.ones(model.num_states) if model.terminal is None else model.terminal
-        w = None if weights is None else weights[tm.rows]
-        trans = np.zeros_like(step) if counts is not None else None
-        beta_next = np.zeros((0, model.num_states))
-        for t in range(tm.n_steps - 1, -1, -1):
-            lo, hi, going_on = tm.block(t)
-            beta = np.empty((hi - lo, model.num_states))
-            beta[going_on:] = end_factor / _safe(self.end_norm[going_on:hi - lo])[:, None]
-            if going_on:
-                nxt = int(tm.bounds[t + 1])
-                g = self.emis[nxt:nxt + going_on] * beta_next
-                g /= _safe(self.scale[nxt:nxt + going_on])[:, None]
-                beta[:going_on] = g @ step.T
-                if trans is not None:
-                    trans += (self.alpha[lo:lo + going_on] * w[lo:lo + going_on, None]).T @ g
-            self.alpha[lo:hi] *= beta  # now the posterior of step t
-            beta_next = beta
-        gamma = self.alpha
-        dead = ~np.isfinite(self.log_likelihood)
-        if dead.any():
-            gamma[dead[tm.rows]] = 0.0
-        if counts is not None:
-            if tm.n_steps:
-                lo, hi, _ = tm.block(0)
-                counts[0] += w[lo:hi] @ gamma[lo:hi]
-            counts[1] += trans * step
-            if len(counts) > 2:
-                counts[2] += w[tm.last] @ gamma[tm.last]
-        return gamma
-
-    def flat(self, time_major: np.ndarray) -> np.ndarray:
-        """A time-major per-item array back in flat item order."""
-        out = np.empty_like(time_major)
-        out[self.tm.perm] = time_major
-        return out
-
-
-def _viterbi_paths(model: HiddenMarkovDistribution, scores: np.ndarray,
-                   offsets: np.ndarray) -> np.ndarray:
-    """The most probable state of every flat item, int64 array (n_items,); batched like
-    :class:`_Lattice`, in log space, with back-pointers per time-major position."""
-    tm = _TimeMajor(offsets)
-    logs = scores[tm.perm]
-    s = model.num_states
-    with np.errstate(divide="ignore"):
-        log_step = np.log(model._continue_matrix)
-        log_init = np.log(model.initial)
-        log_end = np.zeros(s) if model.terminal is None else np.log(model.terminal)
-    delta = np.empty_like(logs)
-    back = np.zeros(logs.shape, dtype=np.int64)
-    for t in range(tm.n_steps):
-        lo, hi, _ = tm.block(t)
-        if t == 0:
-            delta[lo:hi] = log_init + logs[lo:hi]
-            continue
-        prev = int(tm.bounds[t - 1])
-        cand = delta[prev:prev + hi - lo, :, None] + log_step[None, :, :]
-        back[lo:hi] = cand.argmax(axis=1)
-        delta[lo:hi] = np.take_along_axis(cand, back[lo:hi, None, :], axis=1)[:, 0, :]
-        delta[lo:hi] += logs[lo:hi]
-    states = np.empty(logs.shape[0], dtype=np.int64)
-    state_next = np.zeros(0, dtype=np.int64)
-    for t in range(tm.n_steps - 1, -1, -1):
-        lo, hi, going_on = tm.block(t)
-        nxt = int(tm.bounds[t + 1])
-        states[lo + going_on:hi] = (delta[lo + going_on:hi] + log_end).argmax(axis=1)
-        states[lo:lo + going_on] = back[nxt + np.arange(going_on), state_next]
-        state_next = states[lo:hi]
-    out = np.empty_like(states)
-    out[tm.perm] = states
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Distribution
 
 
 def _probabilities(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -242,7 +55,7 @@ def _probabilities(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 
 @family("HiddenMarkov")
-class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
+class HiddenMarkovDistribution(EmissionStates, Distribution):
     """Hidden Markov model over sequences: ``emissions[s]`` is the law of an item in state s.
 
     The arguments follow :class:`MixtureDistribution`'s order (the state laws first, then the
@@ -297,36 +110,15 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
             self.terminal = tau
             keep = 1.0 - tau
         # one step of the chain that continues: P(go on from i, then move to j)
-        self._continue_matrix = keep[:, None] * self.transitions
+        self.chain = Chain(self.initial, keep[:, None] * self.transitions, self.terminal)
         self.units = Units(self.emissions)
 
-    def emission_log_densities(self, items: Encoded, precision: str = "float64") -> np.ndarray:
-        """log e_s(x) of every flat item under every state, array of shape (n_items, S).
-
-        The per-state step of the E-step (one column per state, independent of the others);
-        the recursion over time only reads this matrix.
-        """
-        return self.units.scores(items, precision)
-
     def log_density_from_columns(self, enc: SequenceEncoded, scores: np.ndarray) -> np.ndarray:
-        return _Lattice(self, scores, enc.offsets).log_likelihood
-
-    def _lattice(self, enc: SequenceEncoded, precision: str) -> _Lattice:
-        enc, scores = self.labelled_scores(enc, precision)
-        return _Lattice(self, scores, enc.offsets)
-
-    def labelled_scores(self, enc: SequenceEncoded | Labelled,
-                        precision: str) -> tuple[SequenceEncoded, np.ndarray]:
-        """(the sequences, :meth:`emission_log_densities` of their items): with state labels
-        riding along, each item's log prior added to its scores."""
-        if not isinstance(enc, Labelled):
-            return enc, self.emission_log_densities(enc.items, precision)
-        scores = self.emission_log_densities(enc.inner.items, precision)
-        scores += enc.log_prior()
-        return enc.inner, scores
+        return Lattice(self.chain, scores, enc.offsets).log_likelihood
 
     def seq_log_density(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
-        return self._lattice(enc, precision).log_likelihood
+        enc, scores = self.labelled_scores(enc, precision)
+        return self.log_density_from_columns(enc, scores)
 
     def seq_posterior(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
         """Posterior state probabilities of every flat item, array of shape (n_items, S).
@@ -334,31 +126,18 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         Row ``j`` belongs to item ``j`` of ``enc.items``; sequence ``i`` holds the items
         ``enc.offsets[i]:enc.offsets[i + 1]``.
         """
-        lattice = self._lattice(enc, precision)
-        return lattice.flat(lattice.posteriors())
+        enc, scores = self.labelled_scores(enc, precision)
+        lattice = Lattice(self.chain, scores, enc.offsets)
+        return lattice.tm.flat(lattice.posteriors())
 
     def seq_viterbi(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
         """The most probable state path, as the state of every flat item: int64 (n_items,)."""
-        return _viterbi_paths(self, self.emission_log_densities(enc.items, precision),
-                              enc.offsets)
+        return viterbi_paths(self.chain, self.emission_log_densities(enc.items, precision),
+                             enc.offsets)
 
     def estimator(self, **options: Any) -> HiddenMarkovEstimator:
         options.setdefault("terminal", self.terminal is not None)
         return HiddenMarkovEstimator([e.estimator() for e in self.emissions], **options)
-
-    def sampler(self, seed: int | np.random.Generator | None = None, *,
-                sample_length: int | None = None) -> Sampler:
-        """A seeded sampler; ``sample_length`` runs the chain for exactly that many steps.
-
-        Without a terminal law the sequence length is not modelled, so ``sample_length`` is
-        required; with one, ``sample_length`` overrides it (the chain then moves by
-        ``transitions`` at every step and never stops early).
-        """
-        if sample_length is None:
-            return Sampler(self, seed)
-        if not isinstance(sample_length, (int, np.integer)) or sample_length < 0:
-            raise ValueError(f"sample_length must be an integer >= 0, got {sample_length!r}")
-        return Sampler(_FixedLength(self, int(sample_length)), seed)
 
     def _sample(self, n: int, rng: np.random.Generator) -> list[list]:
         if self.terminal is None:
@@ -388,9 +167,6 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         ends = np.cumsum(counts).tolist()
         return [items[e - c:e] for e, c in zip(ends, counts.tolist())]
 
-    def parts(self) -> tuple[Distribution, ...]:
-        return self.emissions
-
     def n_parameters(self) -> int:
         s = self.num_states
         chain = s - 1 + s * (s - 1) + (0 if self.terminal is None else s)
@@ -412,8 +188,8 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         transition and terminal probabilities are held whole by every worker. Emissions of
         one stackable family are scored together (fused).
         """
-        s, items = self.num_states, self.expected_length()
-        own = [self.initial, self.transitions, self._continue_matrix]
+        s, items = self.num_states, expected_length(self.chain)
+        own = [self.initial, self.transitions, self.chain.step]
         own += [] if self.terminal is None else [self.terminal]
         return Decomposition(DecompAxis.STATE, ReductionOp.LOGSUMEXP_RESPONSIBILITY,
                              units=self.emissions,
@@ -422,57 +198,12 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
                              row_work=items * (s * s + s),
                              param_bytes=sum(a.nbytes for a in own))
 
-    def expected_length(self) -> float:
-        """The mean number of items per sequence under the terminal law (1 without one).
-
-        ``initial @ (I - C)^-1 @ 1`` with ``C`` the continuing step; a chain that may never
-        stop counts as 1 too (the length is then not a property of the model).
-        """
-        if self.terminal is None:
-            return 1.0
-        s = self.num_states
-        try:
-            visits = np.linalg.solve(np.eye(s) - self._continue_matrix, np.ones(s))
-        except np.linalg.LinAlgError:
-            return 1.0
-        length = float(self.initial @ visits)
-        return length if np.isfinite(length) and length >= 1.0 else 1.0
-
-
-class _FixedLength:
-    """What a :class:`Sampler` draws from for ``sampler(seed, sample_length=L)``."""
-
-    def __init__(self, dist: HiddenMarkovDistribution, length: int):
-        self.dist = dist
-        self.length = length
-
-    def _sample(self, n: int, rng: np.random.Generator) -> list[list]:
-        return self.dist._draw(n, rng, self.length)
-
 
 # ---------------------------------------------------------------------------------------------
 # Accumulator and estimator
 
 
-def _posterior_counts(offsets: np.ndarray, resp: np.ndarray,
-                      weighted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(initial, transition, terminal) counts from per-item state probabilities that ignore the
-    chain (random or mixture posteriors), consecutive items taken as independent.
-
-    ``resp`` (n_items, S) are the probabilities, ``weighted`` the same times the item weights.
-    """
-    starts, stops = offsets[:-1], offsets[1:]
-    running = stops > starts
-    initial = weighted[starts[running]].sum(axis=0)
-    terminal = weighted[stops[running] - 1].sum(axis=0)
-    follows = np.ones(resp.shape[0], dtype=bool)  # item j + 1 is in the same row as item j
-    follows[stops[running] - 1] = False
-    pairs = np.flatnonzero(follows)
-    transitions = weighted[pairs].T @ resp[pairs + 1]
-    return initial, transitions, terminal
-
-
-class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
+class HiddenMarkovAccumulator(UnitsFold, Accumulator):
     """Statistics: expected initial-state counts (S,), transition counts (S, S), terminal
     counts (S,) when the terminal law is fitted, and one accumulator per state emission."""
 
@@ -490,53 +221,26 @@ class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
         counts = [self.initial, self.transitions]
         return counts if self.terminal is None else counts + [self.terminal]
 
-    def children(self) -> Sequence[Accumulator]:
-        return self.emissions
-
     def seq_update(self, enc: SequenceEncoded, weights: np.ndarray,
                    model: HiddenMarkovDistribution, precision: str = "float64") -> np.ndarray:
         enc, scores = model.labelled_scores(enc, precision)
-        resp, ll = self.chain_update(enc, weights, model, scores)
+        resp, ll = self.posteriors_from_columns(enc, weights, model, scores)
         self.units.add(enc.items, resp, model.units, precision)
         return ll
-
-    def chain_update(self, enc: SequenceEncoded, weights: np.ndarray,
-                     model: HiddenMarkovDistribution,
-                     scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The forward-backward step, between scoring the states' emissions (``scores``,
-        (n_items, S)) and adding the items to them: adds the chain's expected counts and
-        returns (row-weighted item posteriors (n_items, S) in flat order, per-row
-        log-likelihood)."""
-        if not kernels_available():
-            lattice = _Lattice(model, scores, enc.offsets)
-            gamma = lattice.posteriors(weights, self.own_arrays())
-            gamma *= weights[lattice.tm.rows][:, None]
-            return lattice.flat(gamma), lattice.log_likelihood
-        # the compiled recursion, sequence by sequence on all cores
-        end = np.ones(model.num_states) if model.terminal is None else model.terminal
-        gamma, ll, initial, transitions, terminal = hmm_forward_backward(
-            scores, enc.offsets, model.initial, model._continue_matrix, end, weights)
-        self.initial += initial
-        self.transitions += transitions
-        if self.terminal is not None:
-            self.terminal += terminal
-            ll[enc.counts() == 0] = -np.inf  # the chain always emits at least one item
-        return gamma, ll
 
     def posteriors_from_columns(self, enc: SequenceEncoded, weights: np.ndarray,
                                 model: HiddenMarkovDistribution,
                                 scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.chain_update(enc, weights, model, scores)
-
-    def add_columns(self, rows: Encoded, resp: np.ndarray, model: HiddenMarkovDistribution,
-                    precision: str, start: int, stop: int,
-                    fold: FoldChildren | None = None) -> None:
-        self.units.add(rows, resp, model.units, precision, start, stop, fold)
+        """The forward-backward step (:func:`~mixfold.compute.forward_backward.
+        chain_posteriors`), between scoring the states' emissions (``scores``, (n_items, S))
+        and adding the items to them: adds the chain's expected counts and returns
+        (row-weighted item posteriors (n_items, S) in flat order, per-row log-likelihood)."""
+        return chain_posteriors(model.chain, scores, enc.offsets, weights, self.own_arrays())
 
     def seq_initialize(self, enc: SequenceEncoded, weights: np.ndarray, rng: InitRandom) -> None:
         resp = seeded_posteriors(enc.items, len(self.emissions), rng)
         weighted = resp * np.repeat(weights, enc.counts())[:, None]
-        initial, transitions, terminal = _posterior_counts(enc.offsets, resp, weighted)
+        initial, transitions, terminal = independent_counts(enc.offsets, resp, weighted)
         self.initial += initial
         self.transitions += transitions
         if self.terminal is not None:
@@ -544,7 +248,7 @@ class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
         self.units.initialize(enc.items, weighted, rng)
 
 
-class HiddenMarkovEstimator(Estimator):
+class HiddenMarkovEstimator(EmissionEstimators, Estimator):
     """Estimator of a hidden Markov model with one state per emission estimator.
 
     ``pseudo_count`` is added to every expected initial, transition (and, with ``terminal``,
@@ -590,16 +294,6 @@ class HiddenMarkovEstimator(Estimator):
         self.initial_prior = initial_prior
         self.transition_prior = transition_prior
 
-    @property
-    def num_states(self) -> int:
-        return len(self.emissions)
-
-    def parts(self) -> tuple[Estimator, ...]:
-        return self.emissions
-
-    def encoder(self) -> SequenceEncoder:
-        return emissions_encoder(self.emissions)
-
     def bind(self, encoder: Encoder) -> HiddenMarkovEstimator:
         emissions = bind_emissions(self.emissions, encoder, "hidden Markov")
         return HiddenMarkovEstimator(emissions, self.pseudo_count, self.terminal, self.keys,
@@ -622,12 +316,12 @@ class HiddenMarkovEstimator(Estimator):
         initial = mass / mass.sum() if mass.sum() > 0 else np.full(s, 1.0 / s)
         rows = dirichlet_mode(transition_counts, self.transition_prior, pc)
         totals = rows.sum(axis=1, keepdims=True)
-        transitions = np.where(totals > 0, rows / _safe(totals), 1.0 / s)
+        transitions = np.where(totals > 0, rows / safe_divisor(totals), 1.0 / s)
         terminal = None
         if self.terminal:
             stops = own[2] + pc
             trials = stops + transition_counts.sum(axis=1) + pc
-            terminal = np.where(trials > 0, stops / _safe(trials), 0.5)
+            terminal = np.where(trials > 0, stops / safe_divisor(trials), 0.5)
         # every visit of a state is a first step or the end of a transition
         visits = initial_counts + transition_counts.sum(axis=0)
         emissions = estimate_children(self.emissions, visits, emission_stats)
@@ -647,11 +341,16 @@ class HiddenMarkovEstimator(Estimator):
         item_weights = np.repeat(weights, sample.counts())
         mixture = MixtureEstimator(self.emissions).initial_guess(items, item_weights,
                                                                  rng.child("emissions"))
-        if _indistinct(mixture, sample.items):  # (one symbol an item: the items alone make
-            return self._random_guess(sample, weights, rng)  # every state the marginal)
+        # one symbol an item: the items alone make every state the marginal (a saddle EM never
+        # leaves); seeded random posteriors of the items tell the states apart
+        if indistinct_units(mixture.components, sample.items):
+            acc = self.accumulator_factory().make()
+            acc.seq_initialize(sample, weights, rng.child("random states"))
+            acc.tie_keys()
+            return self.estimate(float(weights.sum()), acc.value())
         resp = mixture.seq_posterior(items)
-        initial, transitions, stops = _posterior_counts(sample.offsets, resp,
-                                                        resp * item_weights[:, None])
+        initial, transitions, stops = independent_counts(sample.offsets, resp,
+                                                         resp * item_weights[:, None])
         s = self.num_states
         smooth = 0.01 * max(float(item_weights.sum()), 1.0) / s
         initial = initial + smooth
@@ -664,16 +363,6 @@ class HiddenMarkovEstimator(Estimator):
                                         transitions / transitions.sum(axis=1, keepdims=True),
                                         terminal)
 
-    def _random_guess(self, sample: SequenceEncoded, weights: np.ndarray,
-                      rng: InitRandom) -> HiddenMarkovDistribution:
-        """States seeded from seeded random posteriors of every item (Dirichlet(1)): distinct
-        emissions where the items alone cannot tell the states apart, a saddle EM never
-        leaves."""
-        acc = self.accumulator_factory().make()
-        acc.seq_initialize(sample, weights, rng.child("random states"))
-        acc.tie_keys()
-        return self.estimate(float(weights.sum()), acc.value())
-
     def __repr__(self) -> str:
         opts = f", pseudo_count={self.pseudo_count!r}" if self.pseudo_count else ""
         opts += ", terminal=True" if self.terminal else ""
@@ -681,11 +370,3 @@ class HiddenMarkovEstimator(Estimator):
                         ("initial_prior", "transition_prior") if getattr(self, name) is not None)
         opts += f", keys={self.keys!r}" if self.keys is not None else ""
         return f"HiddenMarkovEstimator({list(self.emissions)!r}{opts})"
-
-
-def _indistinct(mixture: Any, items: Any) -> bool:
-    """Whether two components of ``mixture`` score every item alike (states no chain can tell
-    apart)."""
-    scores = np.array([c.seq_log_density(items) for c in mixture.components])
-    return any(np.allclose(scores[i], scores[j], rtol=0, atol=1e-9)
-               for i in range(len(scores)) for j in range(i + 1, len(scores)))

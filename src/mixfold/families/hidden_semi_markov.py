@@ -35,7 +35,8 @@ from mixfold.families._hooks import FoldChildren, FoldsColumns, ScoresColumns
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, Sampler, family)
 from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
-from mixfold.families._states import EmissionStates, bind_emissions, emissions_encoder
+from mixfold.families._states import (EmissionStates, FixedLength, bind_emissions,
+                                      emissions_encoder)
 from mixfold.families.markov_chain import _stochastic
 from mixfold.families.mixture import MixtureEstimator
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
@@ -185,7 +186,7 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
             raise ValueError(f"a hidden semi-Markov model does not model the length: "
                              f"sampler(seed, sample_length=L) needs an integer L >= 0, got "
                              f"{sample_length!r}")
-        return Sampler(_FixedLength(self, int(sample_length)), seed)
+        return Sampler(FixedLength(self, int(sample_length)), seed)
 
     def _sample(self, n: int, rng: np.random.Generator) -> list[list]:
         raise ValueError("a hidden semi-Markov model does not model the length: use "
@@ -248,17 +249,6 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
                              fused=self.units.stack is not None, unit_rows=1.0,
                              row_work=3.0 * s * d + s * s,
                              param_bytes=sum(a.nbytes for a in own))
-
-
-class _FixedLength:
-    """What a :class:`Sampler` draws from for ``sampler(seed, sample_length=L)``."""
-
-    def __init__(self, dist: HiddenSemiMarkovDistribution, length: int):
-        self.dist = dist
-        self.length = length
-
-    def _sample(self, n: int, rng: np.random.Generator) -> list[list]:
-        return self.dist._draw(n, rng, self.length)
 
 
 # ---------------------------------------------------------------------------------------------

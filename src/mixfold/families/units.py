@@ -11,6 +11,9 @@ Markov or semi-Markov model's state emissions -- and the machinery they share.
   emulated bands and ``dd`` (:func:`band_posteriors`).
 - Handing down: :class:`UnitAccumulators` adds the rows to unit ``k``'s accumulator weighted by
   column ``k`` of the posteriors (all K at once where their family stacks its update).
+- The column hooks a model-parallel executor drives (:mod:`mixfold.families._hooks`), written
+  once over the units: :class:`UnitColumns` for the node's distribution, :class:`UnitsFold`
+  for its accumulator.
 
 >>> from mixfold import GaussianDistribution, PoissonDistribution
 >>> units = Units([GaussianDistribution(0, 1), GaussianDistribution(3, 1)], row_normalised=True)
@@ -32,17 +35,19 @@ from typing import Any
 import numpy as np
 
 from mixfold.capabilities import CentredStatistics, RelativeScoring, StackedScoring, StackedUpdate
+from mixfold.compute.estep_plan import Fusion, fused_pass_of, fusion_of
 from mixfold.compute.logspace import log_normalize_rows, logsumexp_rows
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.decomposition import decomposition_for
-from mixfold.families._hooks import ChildFold, ChildScore, FoldChildren, ScoreChildren
+from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
+                                     ScoreChildren, ScoresColumns)
 from mixfold.families._protocol import Accumulator, Distribution, Encoded, Encoder, Estimator
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
 
 __all__ = ["Units", "UnitAccumulators", "SharedEncoder", "SharedEncoded", "shared_encoder",
            "encoding_slots", "child_rows", "bind_units", "stackable", "stack_columns",
            "set_stack_references", "seeded_posteriors", "band_posteriors", "band_matrix",
-           "STACK_BLOCK_ROWS"]
+           "band_posterior_matrix", "UnitColumns", "UnitsFold", "STACK_BLOCK_ROWS"]
 
 #: Rows per block when stacked units are scored and normalised on all cores. Large enough that
 #: each of a block's many short NumPy calls does real work outside the GIL.
@@ -393,6 +398,14 @@ def band_matrix(columns: Sequence[Any], ops: Any, n_rows: int, fill: float) -> n
     return out
 
 
+def band_posterior_matrix(scores: Sequence[Any], ops: Any,
+                          n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`band_posteriors` handed to float64: (posteriors (n_rows, K) in Fortran order,
+    log-density (n_rows,))."""
+    resp, lse = band_posteriors(scores, ops)
+    return band_matrix(resp, ops, n_rows, 0.0), ops.to_float64(lse)
+
+
 def seeded_posteriors(rows: Encoded, k: int, rng: Any) -> np.ndarray:
     """Dirichlet(1) posteriors over ``k`` units for every row, (n_rows, k), from hashes of
     the rows' global indices: the same however the rows are chunked or sharded."""
@@ -410,7 +423,9 @@ class UnitAccumulators:
     reach them: unit ``k``'s accumulator adds the rows with column ``k`` of a posterior
     matrix that already holds the row weights. ``slots`` says which part of a shared encoding
     each reads; ``stack_class`` is their one class when all K read one encoding (``None``
-    otherwise), ``stack_update`` its stacked update."""
+    otherwise), ``stack_update`` its stacked update, ``fused_pass`` the pass that scores,
+    normalises and adds a chunk at once (:func:`~mixfold.compute.estep_plan.fused_pass_of`)
+    and ``fusion`` where it runs."""
 
     def __init__(self, accs: list[Accumulator], slots: tuple[int, ...] | None):
         self.accs = accs
@@ -420,6 +435,8 @@ class UnitAccumulators:
         self.stack_class = cls if same else None
         self.stack_update = cls.stack_update if same and issubclass(cls, StackedUpdate) \
             else None
+        self.fused_pass = fused_pass_of(cls) if same else None
+        self.fusion = fusion_of(cls) if same else Fusion.NONE
 
     def rows(self, enc: Encoded, k: int) -> Encoded:
         """The encoding unit ``k``'s accumulator reads."""
@@ -464,3 +481,48 @@ class UnitAccumulators:
         included, and its own child of ``rng``."""
         for k, acc in enumerate(self.accs):
             acc.seq_initialize(self.rows(enc, k), np.ascontiguousarray(resp[:, k]), rng.child(k))
+
+
+# ---------------------------------------------------------------------------------------------
+# The column hooks, written once over the units
+
+
+class UnitColumns(ScoresColumns):
+    """A distribution whose children are its ``units`` (:class:`Units`), scored into the
+    columns of one (rows, K) matrix, each column offset by its unit's ``log_weights`` entry (a
+    mixture's; ``None``: no offsets, a chain's states). Its parts are the units, its encoder
+    theirs."""
+
+    units: Units
+    log_weights: np.ndarray | None = None
+
+    def unit_rows(self, enc: Encoded) -> Encoded:
+        return enc
+
+    def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
+                      out: np.ndarray, score: ScoreChildren | None = None) -> None:
+        """Write the columns of units ``[start, stop)`` (plus their offsets) into ``out``
+        (n_rows, K) with the bits the serial E-step gives them; with ``score``, the units'
+        log-densities come from it."""
+        self.units.score_columns(rows, precision, start, stop, out, score, self.log_weights)
+
+    def parts(self) -> tuple[Distribution, ...]:
+        return self.units.children
+
+    def encoder(self) -> Encoder:
+        return self.units.encoder
+
+
+class UnitsFold(FoldsColumns):
+    """An accumulator whose children are the accumulators of its units
+    (:class:`UnitAccumulators`, ``units``): each unit adds the rows with its column of the
+    posteriors."""
+
+    units: UnitAccumulators
+
+    def children(self) -> Sequence[Accumulator]:
+        return self.units.accs
+
+    def add_columns(self, rows: Encoded, resp: np.ndarray, model: Any, precision: str,
+                    start: int, stop: int, fold: FoldChildren | None = None) -> None:
+        self.units.add(rows, resp, model.units, precision, start, stop, fold)

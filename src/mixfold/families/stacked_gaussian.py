@@ -41,10 +41,12 @@ from mixfold.compute.linear import gaussian_centre
 from mixfold.compute.logspace import LOG_2PI, log_normalize_rows
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
 from mixfold.families._missing import has_missing
+from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.families.gaussian import warn_collapsed_variance
-from mixfold.precision import resolve_precision
+from mixfold.families.units import STACK_BLOCK_ROWS, set_stack_references
+from mixfold.precision import Engine, resolve_precision
 
-__all__ = ["diagonal_fold", "diagonal_estimate", "full_estimate",
+__all__ = ["diagonal_fold", "full_fold", "diagonal_estimate", "full_estimate",
            "STACKED_ROWS", "STACKED_VALUES"]
 
 #: The most rows a chunk may have for the stacked fold (small data: one thread, per-component
@@ -126,6 +128,34 @@ def diagonal_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: n
     mass = resp.sum(axis=0)
     sums = resp.T @ features
     _hand_over(accs, center, mass, sums[:, d:], sums[:, :d])
+    return mass, lse
+
+
+def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+              enc: Any, weights: np.ndarray, precision: Any = "float64"
+              ) -> tuple[np.ndarray, np.ndarray] | None:
+    """A mixture of full-covariance (or tied) Gaussians' E-step on a small chunk: the three
+    steps' own calls -- the stack's scores, the log-sum-exp, the stacked update -- without the
+    layers between them, so the bits of the three steps (and of the model-parallel column fold,
+    which gives those). Returns (posterior mass per component, per-row log-density); the torch
+    engine's fused E-step; ``None`` outside the form (the mixture runs its three steps)."""
+    if resolve_precision(precision).engine is Engine.TORCH:
+        return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
+    if not _small_float64(enc, precision, len(components) * enc.values.shape[1]) \
+            or enc.n_rows > STACK_BLOCK_ROWS:
+        return None
+    stack = type(components[0])
+
+    def posteriors(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        scores = stack.stack_log_density(components, enc, precision)
+        scores += log_weights
+        return log_normalize_rows(scores, weights)
+
+    # one block, as the three steps normalise it (BLAS held as they hold it)
+    resp, lse = map_row_blocks(enc.n_rows, enc.n_rows, posteriors)[0]
+    mass = resp.sum(axis=0)
+    set_stack_references(accs, components)
+    type(accs[0]).stack_update(accs, enc, resp)
     return mass, lse
 
 
@@ -215,7 +245,4 @@ def full_estimate(estimators: Sequence[Any], masses: np.ndarray,
         warn_collapsed_variance(cov[k, j, j], cov[k, j, j] + floor[k, j], s0[k], mu[k, j],
                                 f" in dimension {j} ({int(collapsed[k].sum())} of {d})")
     cov = cov + floor[:, :, None] * np.eye(d)
-    make = first.distribution_class
-    if first.covariance_keys is not None:
-        return make(mu[0], cov[0]).sharing_covariance(mu)
-    return [make(m, c) for m, c in zip(mu, cov)]
+    return first.distribution_class.stack_of(mu, cov)

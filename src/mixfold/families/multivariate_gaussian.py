@@ -35,7 +35,8 @@ from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import dpotrf, dtrtrs
 from mixfold.families.gaussian import warn_collapsed_variance
-from mixfold.families.stacked_gaussian import full_estimate, full_fold
+from mixfold.families.stacked_gaussian import (add_outer_sums, full_estimate, full_fold,
+                                               update_block_rows)
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.compute.feature_cache import cache_for
@@ -491,26 +492,21 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
             centred = x  # about the origin: nothing to subtract
         elif shared:
             centred = _centred_rows(x, points[0])
-        step = max(256, (1 << 17) // x.shape[1])  # a block of rows and its weighted copy: ~2 MB
+        step = update_block_rows(x.shape[1])
         for lo in range(0, x.shape[0], step):
             rb = resp[lo:lo + step]
+            rx = scratch("mvg.rx", (len(rb), x.shape[1]))
+            if shared:
+                add_outer_sums(accs, centred[lo:lo + step], rb, points[0], rx)
+                continue
             xb = x[lo:lo + step]
-            rx = scratch("mvg.rx", xb.shape)
-            xc = centred[lo:lo + step] if shared else scratch("mvg.xc_block", xb.shape)
-            at = points[0] if shared else None
+            xc = scratch("mvg.xc_block", xb.shape)
+            at = None
             for k, (acc, c) in enumerate(zip(accs, points)):
                 if at is None or (c is not at and not (c == at).all()):
                     at = c
                     np.subtract(xb, c, out=xc)
-                r = rb[:, k]
-                s0 = r.sum()
-                acc.weight += s0
-                acc.sum_x += r @ xc
-                # sqrt(r) (x-c) times itself: NumPy runs a product of an array with its own
-                # transpose as a symmetric rank-k update, half the multiplications of xc.T @ (r xc)
-                np.multiply(np.sqrt(r)[:, None], xc, out=rx)
-                acc.sum_xx += rx.T @ rx
-                acc.ref_mass += s0 * c
+                add_outer_sums([acc], xc, rb[:, k:k + 1], c, rx)
 
 
 def _centred_rows(x: np.ndarray, point: np.ndarray) -> np.ndarray:

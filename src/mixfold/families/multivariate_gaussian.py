@@ -10,6 +10,7 @@ import numpy as np
 from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
 from mixfold.capabilities import (
     CompensatedAccumulation,
+    FusedFold,
     SharesCovariance,
     StackedEstimate,
     LinearInFeaturesInBands,
@@ -34,7 +35,8 @@ from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import dpotrf, dtrtrs
 from mixfold.families.gaussian import warn_collapsed_variance
-from mixfold.families.stacked_gaussian import full_estimate
+from mixfold.families.stacked_gaussian import (add_outer_sums, full_estimate, full_fold,
+                                               update_block_rows)
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.compute.feature_cache import cache_for
@@ -101,20 +103,51 @@ class MultivariateGaussianDistribution(VectorFamily, Distribution, StackedScorin
                                  f"{cov_arr.shape}")
         if np.abs(cov_arr - cov_arr.T).max() > SYMMETRY_TOLERANCE * np.abs(cov_arr).max():
             raise ParameterError(f"cov must be symmetric, got {cov_arr.tolist()}")
-        cov_arr = 0.5 * (cov_arr + cov_arr.T)
-        # LAPACK directly, as scipy.linalg's cholesky and solve_triangular call it (their
-        # checks cost more than a small factorisation): L, then U = (L^-1)^T
-        cov_chol, info = dpotrf(cov_arr, lower=1, clean=1)
-        if info != 0:
-            raise ParameterError(f"cov must be positive definite, got {cov_arr.tolist()}")
+        self._factor(0.5 * (cov_arr + cov_arr.T), np.eye(d))
         self.mu = mu_arr
-        self.cov = cov_arr
-        self.cov_cholesky = cov_chol
-        self.precision_cholesky = dtrtrs(cov_chol, np.eye(d), lower=1)[0].T
-        self.log_det_precision_cholesky = float(np.log(self.precision_cholesky.diagonal()).sum())
         self.missing = check_missing_flag(missing)
-        for a in (self.mu, self.cov, self.cov_cholesky, self.precision_cholesky):
+        self.mu.setflags(write=False)
+
+    def _factor(self, cov: np.ndarray, eye: np.ndarray) -> None:
+        """Hold the symmetric ``cov`` (D, D) and its factors, read-only: L (LAPACK directly, as
+        scipy.linalg's cholesky and solve_triangular call it; their checks cost more than a
+        small factorisation), then U = (L^-1)^T from ``eye``, the identity (D, D)."""
+        cov_chol, info = dpotrf(cov, lower=1, clean=1)
+        if info != 0:
+            raise ParameterError(f"cov must be positive definite, got {cov.tolist()}")
+        self.cov = cov
+        self.cov_cholesky = cov_chol
+        self.precision_cholesky = dtrtrs(cov_chol, eye, lower=1)[0].T
+        self.log_det_precision_cholesky = float(np.log(self.precision_cholesky.diagonal()).sum())
+        for a in (self.cov, self.cov_cholesky, self.precision_cholesky):
             a.setflags(write=False)
+
+    @classmethod
+    def stack_of(cls, mu: np.ndarray, cov: np.ndarray) -> list[MultivariateGaussianDistribution]:
+        """The K distributions of an M-step's own float64 arrays ``mu`` (K, D) and ``cov``
+        (K, D, D), or (1, D, D): one covariance shared by all, factored once (a tied mixture's
+        components, as :meth:`tied` makes them). Validated once for the stack (finite; each
+        covariance symmetrised as the constructor does, then factored); each distribution holds
+        its row of ``mu``, made read-only. Parameters the constructor refuses raise its error.
+
+        >>> a, b = MultivariateGaussianDistribution.stack_of(np.array([[0.0], [1.0]]),
+        ...                                                  np.array([[[4.0]]]))
+        >>> b.mu.tolist(), b.precision_cholesky is a.precision_cholesky
+        ([1.0], True)
+        """
+        if not (np.isfinite(mu).all() and np.isfinite(cov).all()):
+            if len(cov) == 1:
+                return cls(mu[0], cov[0]).sharing_covariance(mu)
+            return [cls(m, c) for m, c in zip(mu, cov)]
+        eye = np.eye(mu.shape[1])
+        factored = []
+        for c in 0.5 * (cov + cov.transpose(0, 2, 1)):
+            one = cls.__new__(cls)  # the checks of __init__, made above for the whole stack
+            one._factor(c, eye)
+            one.missing = False
+            factored.append(one)
+        mu.setflags(write=False)
+        return [factored[k if len(factored) > 1 else 0]._moved(m) for k, m in enumerate(mu)]
 
     @classmethod
     def tied(cls, means: Sequence[Sequence[float]] | np.ndarray,
@@ -359,11 +392,15 @@ MAX_LINEAR_FEATURES = 512
 
 
 class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
-                                      CompensatedAccumulation, LinearInFeaturesInBands):
+                                      CompensatedAccumulation, LinearInFeaturesInBands,
+                                      FusedFold):
     """Statistics about a reference point ``c``
     (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, of ``w (x-c)``
     (D), of the outer products ``w (x-c)(x-c)^T`` (D x D)
     and of ``w c`` (D)."""
+
+    # a mixture's E-step of all K at once on small data (families/stacked_gaussian.py)
+    stack_fold = staticmethod(full_fold)
 
     def __init__(self, dim: int, keys: str | None = None):
         super().__init__(keys)
@@ -455,26 +492,21 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
             centred = x  # about the origin: nothing to subtract
         elif shared:
             centred = _centred_rows(x, points[0])
-        step = max(256, (1 << 17) // x.shape[1])  # a block of rows and its weighted copy: ~2 MB
+        step = update_block_rows(x.shape[1])
         for lo in range(0, x.shape[0], step):
             rb = resp[lo:lo + step]
+            rx = scratch("mvg.rx", (len(rb), x.shape[1]))
+            if shared:
+                add_outer_sums(accs, centred[lo:lo + step], rb, points[0], rx)
+                continue
             xb = x[lo:lo + step]
-            rx = scratch("mvg.rx", xb.shape)
-            xc = centred[lo:lo + step] if shared else scratch("mvg.xc_block", xb.shape)
-            at = points[0] if shared else None
+            xc = scratch("mvg.xc_block", xb.shape)
+            at = None
             for k, (acc, c) in enumerate(zip(accs, points)):
                 if at is None or (c is not at and not (c == at).all()):
                     at = c
                     np.subtract(xb, c, out=xc)
-                r = rb[:, k]
-                s0 = r.sum()
-                acc.weight += s0
-                acc.sum_x += r @ xc
-                # sqrt(r) (x-c) times itself: NumPy runs a product of an array with its own
-                # transpose as a symmetric rank-k update, half the multiplications of xc.T @ (r xc)
-                np.multiply(np.sqrt(r)[:, None], xc, out=rx)
-                acc.sum_xx += rx.T @ rx
-                acc.ref_mass += s0 * c
+                add_outer_sums([acc], xc, rb[:, k:k + 1], c, rx)
 
 
 def _centred_rows(x: np.ndarray, point: np.ndarray) -> np.ndarray:

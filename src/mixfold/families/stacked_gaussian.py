@@ -41,10 +41,13 @@ from mixfold.compute.linear import gaussian_centre
 from mixfold.compute.logspace import LOG_2PI, log_normalize_rows
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
 from mixfold.families._missing import has_missing
+from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.families.gaussian import warn_collapsed_variance
-from mixfold.precision import resolve_precision
+from mixfold.families.units import STACK_BLOCK_ROWS
+from mixfold.precision import Engine, resolve_precision
 
-__all__ = ["diagonal_fold", "diagonal_estimate", "full_estimate",
+__all__ = ["diagonal_fold", "full_fold", "diagonal_estimate", "full_estimate",
+           "update_block_rows", "add_outer_sums",
            "STACKED_ROWS", "STACKED_VALUES"]
 
 #: The most rows a chunk may have for the stacked fold (small data: one thread, per-component
@@ -127,6 +130,63 @@ def diagonal_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: n
     sums = resp.T @ features
     _hand_over(accs, center, mass, sums[:, d:], sums[:, :d])
     return mass, lse
+
+
+def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+              enc: Any, weights: np.ndarray, precision: Any = "float64"
+              ) -> tuple[np.ndarray, np.ndarray] | None:
+    """A mixture of full-covariance (or tied) Gaussians' E-step on a small chunk: the three
+    steps' own calls -- the stack's scores, the log-sum-exp, the stacked update's sums about
+    the stack's reference point -- without the layers between them, so the bits of the three
+    steps (and of the model-parallel column fold, which gives those). Returns (posterior mass
+    per component, per-row log-density); the torch engine's fused E-step; ``None`` outside the
+    form (the mixture runs its three steps)."""
+    if resolve_precision(precision).engine is Engine.TORCH:
+        return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
+    x = enc.values
+    if not _small_float64(enc, precision, len(components) * x.shape[1]) \
+            or enc.n_rows > STACK_BLOCK_ROWS:
+        return None
+
+    def posteriors(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        scores = type(components[0]).stack_log_density(components, enc, precision)
+        scores += log_weights
+        return log_normalize_rows(scores, weights)
+
+    # one block, as the three steps normalise it (BLAS held as they hold it)
+    resp, lse = map_row_blocks(enc.n_rows, enc.n_rows, posteriors)[0]
+    point = accs[0].stack_reference(components)[0]
+    for acc in accs:
+        acc.set_reference(point)
+    centred = x - point
+    rx = np.empty_like(x)
+    step = update_block_rows(x.shape[1])
+    for lo in range(0, x.shape[0], step):
+        add_outer_sums(accs, centred[lo:lo + step], resp[lo:lo + step], point, rx[lo:lo + step])
+    return resp.sum(axis=0), lse
+
+
+def update_block_rows(d: int) -> int:
+    """Rows per block of a stacked full-covariance update of D-vectors: a block of rows and
+    its weighted copy stay within ~2 MB (in cache while every component reads them)."""
+    return max(256, (1 << 17) // d)
+
+
+def add_outer_sums(accs: Sequence[Any], centred: np.ndarray, resp: np.ndarray,
+                   point: np.ndarray, rx: np.ndarray) -> None:
+    """Add a block of rows ``centred`` about ``point`` (n, D) to the full-covariance
+    accumulators, column k of ``resp`` (n, K) to ``accs[k]``: ``r_k @ (x-c)`` and
+    ``(x-c).T @ (r_k (x-c))``, the latter as ``s.T @ s`` for ``s = sqrt(r_k) (x-c)`` in ``rx``
+    (n, D) (NumPy runs a product of an array with its own transpose as a symmetric rank-k
+    update: half the multiplications; responsibilities are never negative). Each component's
+    sums are its own calls, so any range of components gets the bits of the whole."""
+    for acc, r in zip(accs, resp.T):
+        s0 = r.sum()
+        acc.weight += s0
+        acc.sum_x += r @ centred
+        np.multiply(np.sqrt(r)[:, None], centred, out=rx)
+        acc.sum_xx += rx.T @ rx
+        acc.ref_mass += s0 * point
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,7 +275,4 @@ def full_estimate(estimators: Sequence[Any], masses: np.ndarray,
         warn_collapsed_variance(cov[k, j, j], cov[k, j, j] + floor[k, j], s0[k], mu[k, j],
                                 f" in dimension {j} ({int(collapsed[k].sum())} of {d})")
     cov = cov + floor[:, :, None] * np.eye(d)
-    make = first.distribution_class
-    if first.covariance_keys is not None:
-        return make(mu[0], cov[0]).sharing_covariance(mu)
-    return [make(m, c) for m, c in zip(mu, cov)]
+    return first.distribution_class.stack_of(mu, cov)

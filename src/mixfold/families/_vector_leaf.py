@@ -53,11 +53,10 @@ class ShapedLeafDistribution(LeafDistribution):
                    for name, kind in self.parameter_coordinates.items())
 
     def _params(self) -> dict[str, Any]:
-        defaults = inspect.signature(type(self)).parameters
         params = {}
         for name in self.parameter_coordinates:
             v = getattr(self, name)
-            if name in self.optional_params and v == defaults[name].default:
+            if name in self.optional_params and v == _default(type(self), name):
                 continue
             params[name] = [level_to_json(x) for x in v] if name == "levels" else \
                 v.tolist() if isinstance(v, np.ndarray) else v
@@ -68,6 +67,11 @@ class ShapedLeafDistribution(LeafDistribution):
         return cls(**{name: [level_from_json(x) for x in p[name]] if name == "levels" else p[name]
                       for name in cls.parameter_coordinates
                       if name in p or name not in cls.optional_params})
+
+
+def _default(cls: type, name: str) -> Any:
+    """The default of the constructor's parameter ``name``."""
+    return inspect.signature(cls).parameters[name].default
 
 
 class NamedSums(LeafAccumulator):

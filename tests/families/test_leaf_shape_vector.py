@@ -14,7 +14,9 @@ What each needs beyond the contract's eight, and why:
   accumulator's ``_add``, ``_moved``, ``_rows_point``, ``stack_reference``).
 - Dirichlet (11): ``dim`` (public), ``decomposition``, ``stack_log_density`` (one GEMM), and
   an accumulator of three (statistics added K at once and by the fused E-step).
-- Multinomial (14): ``seq_log_density`` (sparse rows have no dense values), ``decomposition``,
+- Multinomial (17): ``levels``, ``probs`` and ``log_probs`` (properties over the
+  ``CategoricalDistribution`` it holds, which ``ExpectedMultinomial`` overrides),
+  ``seq_log_density`` (sparse rows have no dense values), ``decomposition``,
   ``stack_log_density`` (one sparse product), ``initial_guess``, and an accumulator of five
   (sparse rows added through their nonzeros, K at once and by the fused E-step).
 """
@@ -35,7 +37,7 @@ LIMITS = {
     negative_binomial: (mixfold.NegativeBinomialDistribution, 10),
     von_mises: (mixfold.VonMisesDistribution, 12),
     dirichlet: (mixfold.DirichletDistribution, 11),
-    multinomial: (mixfold.MultinomialDistribution, 14),
+    multinomial: (mixfold.MultinomialDistribution, 17),
 }
 
 

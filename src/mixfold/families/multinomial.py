@@ -59,11 +59,22 @@ class MultinomialDistribution(ShapedLeafDistribution, StacksOneShape):
 
     def __init__(self, probs: Mapping[Hashable, float] | Sequence[float],
                  levels: Sequence[Hashable] | None = None, *, trials: int = 1):
-        checked = CategoricalDistribution(probs, levels)  # the same probabilities over levels
-        self.levels, self.probs, self.log_probs = checked.levels, checked.probs, checked.log_probs
+        self.categorical = CategoricalDistribution(probs, levels)
         self.trials = int(trials)
         if self.trials != trials or self.trials < 0:
             raise ParameterError(f"trials must be an integer >= 0, got {trials!r}")
+
+    @property
+    def levels(self) -> tuple:
+        return self.categorical.levels
+
+    @property
+    def probs(self) -> np.ndarray:  # (a property: ExpectedMultinomial scores other weights)
+        return self.categorical.probs
+
+    @property
+    def log_probs(self) -> np.ndarray:
+        return self.categorical.log_probs
 
     def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
         return _log_coefficients(x) + xlogy(x, self.probs).sum(axis=1)  # float64 in any band

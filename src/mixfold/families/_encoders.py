@@ -16,7 +16,10 @@ from mixfold.families._protocol import ArrayEncoded, Encoder
 from mixfold.families._missing import MaskedRows
 
 __all__ = ["NumericEncoder", "VectorEncoder", "VectorFamily", "vector_encoder", "bound_vector",
-           "DOMAINS", "to_float_array"]
+           "DOMAINS", "to_float_array", "SimplexEncoder", "SUM_TOLERANCE"]
+
+#: A composition's parts may sum to 1 within this (rounded shares); they are rescaled to 1.
+SUM_TOLERANCE = 1e-6
 
 
 def _is_integral(x: np.ndarray) -> np.ndarray:
@@ -302,3 +305,53 @@ class VectorFamily:
         options.setdefault("dim", self.dim)
         options.setdefault("missing", self.missing)
         return type(self).estimator_class(**options)
+
+
+class SimplexEncoder(Encoder):
+    """Encodes compositions: vectors of ``dim`` parts > 0 summing to 1 within
+    :data:`SUM_TOLERANCE` (rescaled to sum to 1), as an array (n_rows, dim); ``dim=None``
+    learns the length from the first row.
+
+    >>> SimplexEncoder(3).encode([[0.2, 0.3, 0.5]]).values.tolist()
+    [[0.2, 0.3, 0.5]]
+    >>> SimplexEncoder(2).encode([[0.5, 0.5], [0.5, 0.6]])
+    Traceback (most recent call last):
+    ...
+    mixfold.errors.DataError: row 1: expected parts that sum to 1, got a sum of 1.1
+    """
+
+    def __init__(self, dim: int | None = None):
+        self.dim = None if dim is None else int(dim)
+
+    def fit(self, values: Any) -> SimplexEncoder:
+        if self.dim is not None:
+            return self
+        fitted = _VectorEncoder().fit(values)
+        return self if fitted.dim is None else SimplexEncoder(fitted.dim)
+
+    def merge(self, other: Encoder) -> SimplexEncoder:
+        if isinstance(other, SimplexEncoder) and (self.dim is None or other.dim is None):
+            return self if other.dim is None else other
+        return super().merge(other)
+
+    def encode(self, values: Any) -> ArrayEncoded:
+        if self.dim is None:
+            raise ValueError("this SimplexEncoder has no length yet: call fit(values) first")
+        x = VectorEncoder(self.dim).encode(values).values
+        if self.dim < 2:
+            raise DataError(f"a composition needs at least 2 parts, got {self.dim}")
+        bad = x <= 0
+        if bad.any():
+            row, col = map(int, np.argwhere(bad)[0])
+            raise DataError(f"expected a part > 0, got {float(x[row, col])!r}", row=row,
+                            path=(col,))
+        total = x.sum(axis=1)
+        off = np.abs(total - 1.0) > SUM_TOLERANCE
+        if off.any():
+            row = int(np.flatnonzero(off)[0])
+            raise DataError(f"expected parts that sum to 1, got a sum of {total[row]:.6g}",
+                            row=row)
+        return ArrayEncoded(np.ascontiguousarray(x / total[:, None]))
+
+    def __repr__(self) -> str:
+        return f"SimplexEncoder({self.dim!r})"

@@ -1,30 +1,28 @@
-"""Dirichlet distribution over compositions: vectors of D > 1 positive parts that sum to 1."""
+"""Dirichlet distribution over compositions: vectors of D > 1 positive parts that sum to 1
+(read by :class:`~mixfold.families._encoders.SimplexEncoder`)."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
-from mixfold.capabilities import LinearInFeatures, StackedScoring, StackedUpdate
 from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
-from mixfold.errors import DataError, DegenerateFitWarning, ParameterError
-from mixfold.families._encoders import VectorEncoder, _VectorEncoder
-from mixfold.families.contract import LeafAccumulator, LeafEstimator
-from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
+from mixfold.errors import DegenerateFitWarning, ParameterError
+from mixfold.families._encoders import SUM_TOLERANCE, SimplexEncoder
+from mixfold.families._vector_leaf import (FieldSums, ShapedLeafDistribution,
+                                           ShapedLeafEstimator, StacksOneShape,
+                                           transposed_features)
+from mixfold.families.contract import Encoded, LinearInFeatures, StackedUpdate, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
 from mixfold.options import integer, none_or, number
 
 __all__ = ["DirichletDistribution", "DirichletEstimator", "DirichletAccumulator",
-           "SimplexEncoder", "dirichlet_mle", "moment_start", "transposed_features",
-           "SUM_TOLERANCE"]
-
-#: A composition's parts may sum to 1 within this (rounded shares); they are rescaled to 1.
-SUM_TOLERANCE = 1e-6
-
+           "DirichletStatistics", "SimplexEncoder", "dirichlet_mle", "moment_start",
+           "transposed_features", "SUM_TOLERANCE"]
 
 def dirichlet_mle(mean_log: np.ndarray, start: np.ndarray, max_concentration: float = 1e8,
                   max_iter: int = 200) -> tuple[np.ndarray, bool]:
@@ -85,58 +83,18 @@ def moment_start(mean: np.ndarray, mean_sq: np.ndarray) -> np.ndarray:
     return np.maximum(mean, 1e-12) * min(max(a0, 1e-3), 1e6)
 
 
-class SimplexEncoder(Encoder):
-    """Encodes compositions: vectors of ``dim`` parts > 0 summing to 1 within
-    :data:`SUM_TOLERANCE` (rescaled to sum to 1), as an array (n_rows, dim); ``dim=None``
-    learns the length from the first row.
+class DirichletStatistics(NamedTuple):
+    """A Dirichlet's statistics of weighted rows (the logs are sufficient; the moments give
+    Newton its start)."""
 
-    >>> SimplexEncoder(3).encode([[0.2, 0.3, 0.5]]).values.tolist()
-    [[0.2, 0.3, 0.5]]
-    >>> SimplexEncoder(2).encode([[0.5, 0.5], [0.5, 0.6]])
-    Traceback (most recent call last):
-    ...
-    mixfold.errors.DataError: row 1: expected parts that sum to 1, got a sum of 1.1
-    """
-
-    def __init__(self, dim: int | None = None):
-        self.dim = None if dim is None else int(dim)
-
-    def fit(self, values: Any) -> SimplexEncoder:
-        if self.dim is not None:
-            return self
-        fitted = _VectorEncoder().fit(values)
-        return self if fitted.dim is None else SimplexEncoder(fitted.dim)
-
-    def merge(self, other: Encoder) -> SimplexEncoder:
-        if isinstance(other, SimplexEncoder) and (self.dim is None or other.dim is None):
-            return self if other.dim is None else other
-        return super().merge(other)
-
-    def encode(self, values: Any) -> ArrayEncoded:
-        if self.dim is None:
-            raise ValueError("this SimplexEncoder has no length yet: call fit(values) first")
-        x = VectorEncoder(self.dim).encode(values).values
-        if self.dim < 2:
-            raise DataError(f"a composition needs at least 2 parts, got {self.dim}")
-        bad = x <= 0
-        if bad.any():
-            row, col = map(int, np.argwhere(bad)[0])
-            raise DataError(f"expected a part > 0, got {float(x[row, col])!r}", row=row,
-                            path=(col,))
-        total = x.sum(axis=1)
-        off = np.abs(total - 1.0) > SUM_TOLERANCE
-        if off.any():
-            row = int(np.flatnonzero(off)[0])
-            raise DataError(f"expected parts that sum to 1, got a sum of {total[row]:.6g}",
-                            row=row)
-        return ArrayEncoded(np.ascontiguousarray(x / total[:, None]))
-
-    def __repr__(self) -> str:
-        return f"SimplexEncoder({self.dim!r})"
+    weight: np.ndarray  #: the sum of the weights, (1,)
+    log_sums: np.ndarray  #: the weighted sum of each part's log, (D,)
+    sums: np.ndarray  #: the weighted sum of each part, (D,)
+    squares: np.ndarray  #: the weighted sum of each part's square, (D,)
 
 
-@family("Dirichlet", kind="dirichlet")
-class DirichletDistribution(Distribution, StackedScoring):
+@family("Dirichlet")
+class DirichletDistribution(ShapedLeafDistribution, StacksOneShape):
     """Dirichlet with concentrations ``alpha`` (D > 1 of them, each > 0): density
     ``Gamma(sum a) / prod Gamma(a_k) * prod x_k**(a_k - 1)`` on the simplex; scipy's
     ``dirichlet(alpha)``.
@@ -149,6 +107,9 @@ class DirichletDistribution(Distribution, StackedScoring):
     """
 
     parameter_coordinates = {"alpha": "positive"}
+    Statistics = DirichletStatistics
+    encoder_class = SimplexEncoder
+    carried = ("dim",)
 
     def __init__(self, alpha: Sequence[float]):
         a = np.asarray(alpha, dtype=np.float64)
@@ -164,8 +125,8 @@ class DirichletDistribution(Distribution, StackedScoring):
     def dim(self) -> int:
         return int(self.alpha.size)
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        return np.log(enc.values) @ (self.alpha - 1.0) + self.log_norm
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        return np.log(x) @ (self.alpha - 1.0) + self.log_norm  # float64 in every band
 
     @classmethod
     def stack_log_density(cls, components: Sequence[DirichletDistribution], enc: Encoded,
@@ -174,73 +135,46 @@ class DirichletDistribution(Distribution, StackedScoring):
         coef = np.stack([c.alpha - 1.0 for c in components], axis=1)  # (D, K)
         return np.log(enc.values) @ coef + np.array([c.log_norm for c in components])
 
-    @classmethod
-    def can_stack(cls, components: Sequence[DirichletDistribution]) -> bool:
-        return len({c.dim for c in components}) == 1
-
-    def encoder(self) -> Encoder:
-        return SimplexEncoder(self.dim)
-
-    def estimator(self, **options: Any) -> DirichletEstimator:
-        options.setdefault("dim", self.dim)
-        return DirichletEstimator(**options)
-
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         x = rng.dirichlet(self.alpha, size=n)
         # small concentrations put parts below the smallest float: keep them inside the support
         x = np.maximum(x, np.finfo(np.float64).tiny)
         return x / x.sum(axis=1, keepdims=True)
 
-    def n_parameters(self) -> int:
-        return self.dim
-
-    def _params(self) -> dict[str, Any]:
-        return {"alpha": self.alpha.tolist()}
-
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> DirichletDistribution:
-        return cls(p["alpha"])
-
     def decomposition(self) -> Decomposition:
         """Atomic: a log and a multiply-add per part, D scalar leaves' work."""
         return Decomposition.atomic(row_work=float(self.dim), param_bytes=8 * (self.dim + 1))
 
 
-def transposed_features(phi: np.ndarray, out: np.ndarray) -> None:
-    """``out[i, :, j] = phi[i * w + j]`` for ``out`` of shape (s, F, w) (the fused E-step's
-    layout of per-row features ``phi`` of shape (s * w, F))."""
-    s, f, w = out.shape
-    np.copyto(out, phi.reshape(s, w, f).transpose(0, 2, 1), casting="same_kind")
+def _features(x: np.ndarray) -> np.ndarray:
+    """Each row's ``[log x, x, x^2]`` (n_rows, 3 D)."""
+    return np.concatenate([np.log(x), x, x * x], axis=1)
 
 
-class DirichletAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures):
-    """Statistics: the weight, then per part the weighted sums of ``log x``, ``x`` and ``x^2``
-    (the logs are sufficient; the moments give Newton its start)."""
+def _add_sums(acc: DirichletAccumulator, mass: float, sums: np.ndarray) -> None:
+    """Add a weight and the matching sums of :func:`_features` into ``acc``."""
+    d = acc.sums.size
+    acc.weight += mass
+    acc.log_sums += sums[:d]
+    acc.sums += sums[d:2 * d]
+    acc.squares += sums[2 * d:]
 
-    def __init__(self, dim: int, keys: str | None = None):
-        super().__init__(keys)
-        self.weight = np.zeros(1)
-        self.sums = np.zeros(3 * dim)
 
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.weight, self.sums]
+class DirichletAccumulator(FieldSums, StackedUpdate, LinearInFeatures):
+    """Statistics: :class:`DirichletStatistics`."""
 
-    @staticmethod
-    def _features(x: np.ndarray) -> np.ndarray:
-        return np.concatenate([np.log(x), x, x * x], axis=1)
+    family = DirichletDistribution
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
-        self.weight += w.sum()
-        self.sums += w @ self._features(x)
+        _add_sums(self, w.sum(), w @ _features(x))
 
     @staticmethod
     def stack_update(accs: Sequence[DirichletAccumulator], enc: Encoded,
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators; ``resp`` (n_rows, K) already includes row weights."""
-        phi = DirichletAccumulator._features(enc.values)
+        phi = _features(enc.values)
         for k, acc in enumerate(accs):
-            acc.weight += resp[:, k].sum()
-            acc.sums += resp[:, k] @ phi
+            _add_sums(acc, resp[:, k].sum(), resp[:, k] @ phi)
 
     @staticmethod
     def linear_terms(accs: Sequence[DirichletAccumulator],
@@ -258,12 +192,11 @@ class DirichletAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures):
         const = np.array([c.log_norm for c in components])
 
         def features(lo: int, hi: int, out: np.ndarray) -> None:
-            transposed_features(DirichletAccumulator._features(x[lo:hi]), out)
+            transposed_features(_features(x[lo:hi]), out)
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
             for acc, m, s in zip(accs, mass, sums):
-                acc.weight += m
-                acc.sums += s
+                _add_sums(acc, m, s)
 
         peak = None
         if (alpha >= 1.0).all():  # the log-density at the mode, (alpha - 1) / (a0 - D)
@@ -276,7 +209,7 @@ class DirichletAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures):
                            key=("dirichlet", d))
 
 
-class DirichletEstimator(LeafEstimator):
+class DirichletEstimator(ShapedLeafEstimator):
     """M-step for :class:`DirichletDistribution`: the maximum likelihood ``alpha``
     (:func:`dirichlet_mle`, Newton's method from the method of moments).
 
@@ -304,32 +237,15 @@ class DirichletEstimator(LeafEstimator):
         self.dim = None if dim is None else int(dim)
         self.max_concentration = float(max_concentration)
 
-    def encoder(self) -> SimplexEncoder:
-        return SimplexEncoder(self.dim)
-
-    def bind(self, encoder: Encoder) -> DirichletEstimator:
-        if not isinstance(encoder, SimplexEncoder) or encoder.dim is None:
-            raise ValueError(f"a Dirichlet estimator needs a fitted SimplexEncoder, got "
-                             f"{encoder!r}")
-        return DirichletEstimator(encoder.dim, self.max_concentration, self.keys)
-
-    def _new_accumulator(self) -> DirichletAccumulator:
-        if self.dim is None:
-            raise ValueError("DirichletEstimator has no dim: give dim= or let optimize learn it "
-                             "when it encodes the data")
-        return DirichletAccumulator(self.dim, self.keys)
-
-    def estimate(self, nobs: float, stats: Any) -> DirichletDistribution:
-        (weight, sums), _ = stats
-        d = sums.size // 3
-        w = float(weight[0])
+    def from_statistics(self, stats: DirichletStatistics) -> DirichletDistribution:
+        w = float(stats.weight[0])
         if w <= 0:
-            return DirichletDistribution(np.ones(d))
-        mean_log, mean, mean_sq = sums[:d] / w, sums[d:2 * d] / w, sums[2 * d:] / w
-        alpha, capped = dirichlet_mle(mean_log, moment_start(mean, mean_sq),
+            return DirichletDistribution(np.ones(stats.sums.size))
+        alpha, capped = dirichlet_mle(stats.log_sums / w,
+                                      moment_start(stats.sums / w, stats.squares / w),
                                       self.max_concentration)
-        if capped:
+        if capped:  # (stacklevel: the caller of estimate)
             warnings.warn(f"a Dirichlet's concentration reached its cap max_concentration="
                           f"{self.max_concentration:g}; rows of total weight {w:.6g} sit on "
-                          f"(nearly) one composition", DegenerateFitWarning, stacklevel=2)
+                          f"(nearly) one composition", DegenerateFitWarning, stacklevel=3)
         return DirichletDistribution(alpha)

@@ -4,27 +4,40 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
-from mixfold.capabilities import SeedsFromPoints
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._encoders import NumericEncoder
-from mixfold.families.contract import LeafEstimator, ModelStatsAccumulator
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families._vector_leaf import NamedSums
+from mixfold.families.contract import (Encoded, LeafDistribution, LeafEstimator,
+                                       ModelStatsAccumulator, SeedsFromPoints, family)
 from mixfold.families._scipy import digamma, gammaln, xlog1py
 from mixfold.families.gamma import gamma_shape_mle
 from mixfold.families.poisson import log_factorial
 from mixfold.options import number
 
 __all__ = ["NegativeBinomialDistribution", "NegativeBinomialEstimator",
-           "NegativeBinomialAccumulator"]
+           "NegativeBinomialAccumulator", "NegativeBinomialStatistics"]
 
 
-@family("NegativeBinomial", kind="negative_binomial")
-class NegativeBinomialDistribution(Distribution, SeedsFromPoints):
+class NegativeBinomialStatistics(NamedTuple):
+    """A negative binomial's statistics of weighted rows: the moments a start is taken from,
+    then the E-step's sums over the latent Gamma rate ``lam`` of each row, in units of its
+    posterior scale ``1 - p`` (the Gamma shape does not depend on the unit); zero at the start,
+    which has no model to take a posterior under."""
+
+    weight: float  #: the sum of the weights
+    total: float  #: the weighted sum of the counts
+    squares: float  #: the weighted sum of the squared counts
+    latent_weight: float  #: the sum of the weights, as the E-step adds rows under a model
+    latent_rate: float  #: the weighted sum of ``E[lam | x]``
+    latent_log_rate: float  #: the weighted sum of ``E[log lam | x]``
+
+
+@family("NegativeBinomial")
+class NegativeBinomialDistribution(LeafDistribution, SeedsFromPoints):
     """Negative binomial with ``r`` > 0 and success probability ``p`` in (0, 1]:
     ``P(x) = Gamma(x + r) / (Gamma(r) x!) p**r (1 - p)**x``, mean ``r (1 - p) / p``, variance
     ``mean / p`` (``p = 1`` is the point mass at 0). It is a Poisson whose rate is
@@ -37,8 +50,10 @@ class NegativeBinomialDistribution(Distribution, SeedsFromPoints):
     dtype('int64')
     """
 
+    domain = "count"
     parameter_coordinates = {"r": "positive", "p": "unit"}
     estimated_jointly = ("r", "p")
+    Statistics = NegativeBinomialStatistics
 
     def __init__(self, r: float, p: float):
         self.r = float(r)
@@ -52,9 +67,8 @@ class NegativeBinomialDistribution(Distribution, SeedsFromPoints):
     def mean(self) -> float:
         return self.r * (1.0 - self.p) / self.p
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        x = enc.values
-        # the two log-gammas first: they nearly cancel when r is large
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        """In float64 in every band: the two log-gammas nearly cancel when r is large."""
         out = gammaln(x + self.r) - gammaln(self.r)
         out += xlog1py(x, -self.p)  # 0 * log(0) = 0: p = 1 is the point mass at 0
         out += self.r * np.log(self.p)
@@ -67,41 +81,18 @@ class NegativeBinomialDistribution(Distribution, SeedsFromPoints):
         (over-dispersed counts spread over orders of magnitude)."""
         return np.log1p(enc.values)[:, None]
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("count")
-
-    def estimator(self, **options: Any) -> NegativeBinomialEstimator:
-        return NegativeBinomialEstimator(**options)
-
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.negative_binomial(self.r, self.p, size=n).astype(np.int64)
-
-    def n_parameters(self) -> int:
-        return 2
-
-    def _params(self) -> dict[str, Any]:
-        return {"r": self.r, "p": self.p}
-
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> NegativeBinomialDistribution:
-        return cls(p["r"], p["p"])
 
     def decomposition(self) -> Decomposition:
         """Atomic: two log-gammas per row, about four scalar leaves' work."""
         return Decomposition.atomic(row_work=4.0, param_bytes=16)
 
 
-class NegativeBinomialAccumulator(ModelStatsAccumulator):
-    """Statistics: ``[sum w, sum w x, sum w x^2]`` (the moments a start is taken from), then the
-    E-step's ``[sum w, sum w E[lam | x], sum w E[log lam | x]]`` of the latent Gamma rate ``lam``
-    in units of its posterior scale ``1 - p`` (the Gamma shape does not depend on the unit)."""
+class NegativeBinomialAccumulator(ModelStatsAccumulator, NamedSums):
+    """Statistics: :class:`NegativeBinomialStatistics`, in one array ``sums``."""
 
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(6)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
+    family = NegativeBinomialDistribution
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         # einsum, not BLAS: a dot product per call would wake the BLAS threads
@@ -146,23 +137,20 @@ class NegativeBinomialEstimator(LeafEstimator):
         self.max_r = float(max_r)
         self.min_mean = float(min_mean)
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("count")
-
-    def estimate(self, nobs: float, stats: Any) -> NegativeBinomialDistribution:
-        (sums,), _ = stats
-        s0, s1, s2, m0, m1, m2 = sums
+    def from_statistics(self, stats: NegativeBinomialStatistics) -> NegativeBinomialDistribution:
+        s0, m0 = stats.weight, stats.latent_weight
         if s0 <= 0:
             return NegativeBinomialDistribution(1.0, 0.5)
-        mean = max(s1 / s0, self.min_mean)
+        mean = max(stats.total / s0, self.min_mean)
         if m0 > 0:
-            r = gamma_shape_mle(np.log(m1 / m0) - m2 / m0, self.max_r)
+            r = gamma_shape_mle(np.log(stats.latent_rate / m0) - stats.latent_log_rate / m0,
+                                self.max_r)
         else:  # the start: variance = mean + mean^2 / r
-            extra = s2 / s0 - mean * mean - mean
+            extra = stats.squares / s0 - mean * mean - mean
             r = mean * mean / extra if extra > 0 else self.max_r
         r = min(r, self.max_r)
-        if r >= self.max_r and m0 > 0:
+        if r >= self.max_r and m0 > 0:  # (stacklevel: the caller of estimate)
             warnings.warn(f"a negative binomial r reached its cap max_r={self.max_r:g}: counts "
                           f"of total weight {s0:.6g} spread no more than a Poisson's",
-                          DegenerateFitWarning, stacklevel=2)
+                          DegenerateFitWarning, stacklevel=3)
         return NegativeBinomialDistribution(r, r / (r + mean))

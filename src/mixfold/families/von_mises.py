@@ -4,23 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 import warnings
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
 from mixfold.compute.logspace import LOG_2PI
-from mixfold.capabilities import SeedsFromPoints, StackedScoring, StackedUpdate
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import ScalarReference
-from mixfold.families._encoders import NumericEncoder
-from mixfold.families.contract import LeafAccumulator, LeafEstimator
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families._vector_leaf import ColumnwiseUpdate, NamedSums
+from mixfold.families.contract import (Encoded, LeafEstimator, LinearForm,
+                                       LinearLeafDistribution, SeedsFromPoints, family)
 from mixfold.families._scipy import i0e, i1e
-from mixfold.precision import native_dtype
 from mixfold.options import number
 
 __all__ = ["VonMisesDistribution", "VonMisesEstimator", "VonMisesAccumulator",
-           "von_mises_kappa_mle"]
+           "VonMisesStatistics", "von_mises_kappa_mle"]
 
 
 #: From this concentration on, ``log I0(kappa) - kappa`` is its asymptotic series (the first
@@ -54,8 +52,20 @@ def _log_norm(kappa: np.ndarray | float) -> np.ndarray:
     return log_norm_excess(kappa) + kappa
 
 
-@family("VonMises", kind="von_mises")
-class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
+class VonMisesStatistics(NamedTuple):
+    """A von Mises's statistics of weighted rows about a reference direction ``c`` (the
+    model's mean direction when rows are added under a model, else the rows' circular mean).
+    The resultant's shortfall ``1 - rbar``, which sets a large concentration, is then a sum of
+    small terms, not ``1`` less a sum of cosines."""
+
+    weight: float  #: the sum of the weights
+    sines: float  #: the weighted sum of ``sin(x - c)``
+    half_versines: float  #: the weighted sum of ``2 sin^2((x - c) / 2)`` (= ``1 - cos(x - c)``)
+    reference_mass: float  #: the weighted sum of ``c``
+
+
+@family("VonMises")
+class VonMisesDistribution(LinearLeafDistribution, SeedsFromPoints):
     """Von Mises with density ``exp(kappa cos(x - mu)) / (2 pi I0(kappa))``.
 
     Angles are any finite reals in radians, read modulo 2 pi; ``kappa = 0`` is the uniform
@@ -70,8 +80,10 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
     (3,)
     """
 
+    domain = "real"
     parameter_coordinates = {"mu": "real", "kappa": "positive"}
     estimated_jointly = ("mu", "kappa")
+    Statistics = VonMisesStatistics
 
     def __init__(self, mu: float, kappa: float):
         self.mu = float(mu)
@@ -81,74 +93,38 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
         if not (np.isfinite(self.kappa) and self.kappa >= 0):
             raise ParameterError(f"kappa must be finite and >= 0, got {kappa!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        dt = native_dtype(precision)
-        x = enc.values.astype(dt, copy=False)
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        x = x.astype(dt, copy=False)
         # kappa (cos d - 1) as -2 kappa sin(d/2)^2: no cancellation for concentrated laws
         half = np.sin((x - dt.type(self.mu)) * dt.type(0.5))
-        out = dt.type(-2.0 * self.kappa) * half * half - dt.type(log_norm_excess(self.kappa))
-        return out.astype(np.float64, copy=False)
+        return dt.type(-2.0 * self.kappa) * half * half - dt.type(log_norm_excess(self.kappa))
 
-    @classmethod
-    def stack_log_density(cls, components: Sequence[VonMisesDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
-        """Log-densities of all components at once, array of shape (n_rows, K).
+    @staticmethod
+    def features(x: np.ndarray) -> tuple[np.ndarray, ...]:
+        return np.cos(x), np.sin(x)
 
-        ``kappa cos(x - mu) = cos x kappa cos mu + sin x kappa sin mu``, for all K at once, each
-        column on its own (a GEMM would round a column differently with other columns beside it,
-        and model-parallel workers score ranges of components apart).
-        """
-        dt = native_dtype(precision)
-        mu = np.array([c.mu for c in components])
-        kappa = np.array([c.kappa for c in components])
-        coef = (kappa * np.stack([np.cos(mu), np.sin(mu)])).astype(dt)
-        points = cls.stack_points(enc).astype(dt, copy=False)
-        out = np.multiply.outer(points[:, 0], coef[0])
-        out += np.multiply.outer(points[:, 1], coef[1])
-        out -= _log_norm(kappa).astype(dt)
-        for k in np.flatnonzero(kappa >= SERIES_KAPPA):  # kappa cos - kappa would cancel
-            half = np.sin((enc.values.astype(dt, copy=False) - dt.type(mu[k])) * dt.type(0.5))
-            out[:, k] = dt.type(-2.0 * kappa[k]) * half * half - dt.type(log_norm_excess(kappa[k]))
-        return out
+    def natural(self) -> LinearForm | None:
+        """``kappa cos(x - mu) = cos x kappa cos mu + sin x kappa sin mu``, less the log of the
+        normaliser; none from :data:`SERIES_KAPPA` on (``kappa cos - kappa`` would cancel)."""
+        if self.kappa >= SERIES_KAPPA:
+            return None
+        return LinearForm((self.kappa * np.cos(self.mu), self.kappa * np.sin(self.mu)),
+                          -float(_log_norm(self.kappa)))
 
     @staticmethod
     def stack_points(enc: Encoded) -> np.ndarray:
         """The angles as points on the unit circle (n_rows, 2), for k-means++ seeding."""
         return np.column_stack([np.cos(enc.values), np.sin(enc.values)])
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("real")
-
-    def estimator(self, **options: Any) -> VonMisesEstimator:
-        return VonMisesEstimator(**options)
-
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.vonmises(self.mu, self.kappa, size=n)
 
-    def n_parameters(self) -> int:
-        return 2
 
-    def _params(self) -> dict[str, Any]:
-        return {"mu": self.mu, "kappa": self.kappa}
+class VonMisesAccumulator(NamedSums, ColumnwiseUpdate, ScalarReference):
+    """Statistics: :class:`VonMisesStatistics`, in one array ``sums``; K components are added
+    column by column, each about its own direction."""
 
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> VonMisesDistribution:
-        return cls(p["mu"], p["kappa"])
-
-
-class VonMisesAccumulator(LeafAccumulator, StackedUpdate, ScalarReference):
-    """Statistics about a reference direction ``c`` (the model's mean direction when rows are
-    added under a model, else the rows' circular mean): the sums of ``w``, ``w sin(x - c)``,
-    ``w 2 sin^2((x - c) / 2)`` (= ``w (1 - cos(x - c))``, without its cancellation) and
-    ``w c``. The resultant's shortfall ``1 - rbar``, which sets a large concentration, is then a
-    sum of small terms, not ``1`` less a sum of cosines."""
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(4)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
+    family = VonMisesDistribution
 
     @staticmethod
     def stack_reference(components: Sequence[VonMisesDistribution]) -> np.ndarray:
@@ -172,16 +148,6 @@ class VonMisesAccumulator(LeafAccumulator, StackedUpdate, ScalarReference):
         half = np.sin(0.5 * (x - c))
         s0 = w.sum()
         self.sums += (s0, w @ np.sin(x - c), 2.0 * (w @ (half * half)), s0 * c)
-
-    @staticmethod
-    def stack_update(accs: Sequence[VonMisesAccumulator], enc: Encoded, resp: np.ndarray) -> None:
-        """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
-
-        Column by column (each about its own direction), so any range of components can be
-        added apart with the same bits.
-        """
-        for k, acc in enumerate(accs):
-            acc._add(enc.values, resp[:, k])
 
 
 def _mean_resultant(kappa: float) -> float:
@@ -278,12 +244,8 @@ class VonMisesEstimator(LeafEstimator):
         self.check_options(max_kappa=max_kappa)
         self.max_kappa = float(max_kappa)
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("real")
-
-    def estimate(self, nobs: float, stats: Any) -> VonMisesDistribution:
-        (sums,), _ = stats
-        s0, s, half, ref_mass = sums
+    def from_statistics(self, stats: VonMisesStatistics) -> VonMisesDistribution:
+        s0, s, half = stats.weight, stats.sines, stats.half_versines
         if not s0 > 0:
             return VonMisesDistribution(0.0, 0.0)
         c = s0 - half  # the resultant about the reference direction: (c, s)
@@ -295,6 +257,7 @@ class VonMisesEstimator(LeafEstimator):
         if kappa >= self.max_kappa:
             warnings.warn(f"a von Mises concentration reached its cap max_kappa="
                           f"{self.max_kappa:g}; rows of total weight {s0:.6g} sit on (nearly) "
-                          f"one angle", DegenerateFitWarning, stacklevel=2)
-        mu = float(np.angle(np.exp(1j * (ref_mass / s0 + np.arctan2(s, c)))))  # in (-pi, pi]
+                          f"one angle", DegenerateFitWarning, stacklevel=3)  # estimate's caller
+        turn = stats.reference_mass / s0 + np.arctan2(s, c)
+        mu = float(np.angle(np.exp(1j * turn)))  # in (-pi, pi]
         return VonMisesDistribution(mu, kappa)

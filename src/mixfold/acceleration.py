@@ -8,13 +8,14 @@ Each cycle takes two plain EM steps from ``theta0`` (``theta1 = M(theta0)``,
     ``v = theta2 - 2 theta1 + theta0``
 
 with the S3 step length ``a = |r| / |v|`` (``a = 1`` gives ``theta2``), in the coordinates of
-:mod:`mixfold.families._flat`; a point outside the parameter space (a probability below zero)
-backs the step off halfway toward 1 until it is inside. That fold also makes the cycle's
-stabilising EM step ``M(theta')``, where the next cycle starts. The safeguard: an extrapolated
-point that scores below ``theta1`` is dropped and the cycle goes on from ``theta2``, so the
-log-likelihoods the loop records never fall. The step length is capped, the cap starting at
-4, growing fourfold each time a step reaches it and shrinking fourfold each time one is
-dropped (the SQUAREM package's factor; its first cap, 1, spends the first cycle on plain EM).
+:mod:`mixfold.families._flat` (every parameter as the M-step writes it); a point outside the
+parameter space (a probability or a variance below zero, a covariance that is not positive
+definite) backs the step off halfway toward 1 until it is inside. That fold also makes the
+cycle's stabilising EM step ``M(theta')``, where the next cycle starts. The safeguard: an
+extrapolated point that scores below ``theta1`` is dropped and the cycle goes on from
+``theta2``, so the log-likelihoods the loop records never fall. The step length is capped, the
+cap starting at 4, growing fourfold each time a step reaches it and shrinking fourfold each time
+one is dropped (the SQUAREM package's factor; its first cap, 1, spends the first cycle on plain EM).
 
 The fit converges when an EM step changes the log-likelihood by at most ``tol`` (relative, as
 plain EM) and EM's remaining climb from there is at most ``tol`` too. Plain EM's error shrinks

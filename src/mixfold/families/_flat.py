@@ -21,7 +21,7 @@ Every parameter stays as the M-step writes it, a weighted mean of the rows' stat
 extrapolation backs off when it leaves the parameter space): EM's map is closer to linear in
 these coordinates than in logs, log-ratios or Cholesky factors, where a weight on its way down
 extrapolates to zero in one step (its component lost for good) and a variance's curved path
-leaves SQUAREM's steps short (``benchmarks/README.md``, SQUAREM: fewer folds on every case).
+leaves SQUAREM's steps short (``benchmarks/README.md``, SQUAREM: P1, P2 and P4 in fewer folds).
 
 >>> from mixfold import GaussianDistribution, MixtureDistribution
 >>> m = MixtureDistribution([GaussianDistribution(0.0, 1.0), GaussianDistribution(5.0, 4.0)],

@@ -6,9 +6,12 @@ The oracle knows, for free, EM's Jacobian ``J`` at the fixed point (by finite di
 the EM map there, folds not counted) and extrapolates every fold's EM step through it,
 ``theta + (I - J)^+ (M(theta) - theta)``: the step that SQUAREM, Anderson acceleration and
 quasi-Newton methods approximate from secants. Each such step costs one fold (the fold that
-gives ``M(theta)`` also scores ``theta``). The table gives, per fold, the relative distance of
-the log-likelihood below the optimum for plain EM and for the oracle, and the fold at which
-each would stop under the loop's test (two consecutive folds within ``tol``, relative).
+gives ``M(theta)`` also scores ``theta``), unless that step leaves the parameter space or scores
+below EM's own step ``M(theta)`` (far from the optimum, where the linearisation does not hold:
+the oracle scores both for free), where it takes ``M(theta)``. The table gives, per fold, the
+relative distance of the log-likelihood below the optimum for plain EM and for the oracle, and
+the fold at which each would stop under the loop's test (two consecutive folds within ``tol``,
+relative).
 """
 
 from __future__ import annotations
@@ -52,13 +55,13 @@ def oracle_path(rows, est, init, jac, folds: int) -> list[float]:
         lls.append(ll)
         x, gx = to_flat(model), to_flat(produced)
         step = np.linalg.lstsq(eye - jac, gx - x, rcond=1e-10)[0]
-        t = 1.0
-        while True:  # the oracle, too, stays in the parameter space
-            try:
-                model = from_flat(model, x + t * step)
-                break
-            except (mf.ParameterError, ValueError, np.linalg.LinAlgError):
-                t /= 2.0
+        model = produced  # the oracle stays in the parameter space and never falls below EM
+        try:  # (scoring its candidate and EM's step is free: folds not counted)
+            jump = from_flat(model, x + step)
+            if em_step(rows, est, jump)[1] >= em_step(rows, est, produced)[1]:
+                model = jump
+        except (mf.ParameterError, ValueError, np.linalg.LinAlgError):
+            pass
     return lls
 
 

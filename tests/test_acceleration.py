@@ -125,17 +125,72 @@ def test_where_em_contracts_fast_squarem_stops_no_later_than_plain_em():
 
 def test_convergence_waits_for_the_climb_that_em_has_left():
     """An EM step that changed the log-likelihood by ``d`` leaves about
-    ``d lam^2 / (1 - lam^2)``, ``lam = 1 - 1 / a`` from the longest of the last four step
+    ``d lam^2 / (1 - lam^2)``, ``lam = 1 - 1 / a`` from the longer of the last two step
     lengths ``a``."""
     squarem = Squarem()
     tol = 1e-8
     assert squarem.settled(tol, tol)  # no cycle yet: plain EM's test
     squarem._lengths = [1.25]  # lam = 0.2: a step's gain exceeds what is left
     assert squarem.settled(tol, tol) and not squarem.settled(tol, 30 * tol)
-    squarem._lengths = [50.0, 1.25, 1.1, 1.0]  # lam = 0.98 from four cycles back
+    squarem._lengths = [50.0, 1.25]  # lam = 0.98 from the cycle before the last
     left = (0.98 ** 2) / (1 - 0.98 ** 2)
     assert not squarem.settled(tol, tol) and not squarem.settled(tol, 1.01 * tol / left)
     assert squarem.settled(tol, 0.99 * tol / left)
+
+
+def linear_em_path(rate: float, start: float, steps: int) -> list[mf.GaussianDistribution]:
+    """Models on the path of an EM map that is linear with one rate: the mean's error from
+    the fixed point 2.0 shrinks by ``rate`` a step (the variance holds still)."""
+    return [mf.GaussianDistribution(2.0 + start * rate ** k, 1.0) for k in range(steps)]
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.6, 0.7])
+def test_on_a_linear_em_map_the_cycle_lands_on_the_fixed_point_and_reads_the_rate(rate):
+    theta0, theta1, theta2 = linear_em_path(rate, 1.5, 3)
+    squarem = Squarem()
+    assert squarem.after_fold(theta0, theta1, -3.0) is theta1
+    jump = squarem.after_fold(theta1, theta2, -2.0)
+    # the step length is 1 / (1 - rate) (below the first cap, 4), the extrapolation exact
+    assert squarem._lengths == [pytest.approx(1.0 / (1.0 - rate), rel=1e-12)]
+    assert jump.mu == pytest.approx(2.0, abs=1e-12) and jump.sigma2 == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("rate", [0.6, 0.8, 0.9])
+def test_on_a_quadratic_log_likelihood_the_stopping_test_is_exact(rate):
+    """Where EM's map is linear with one rate and the log-likelihood quadratic around its
+    fixed point, ``ll = top - c e^2``, the remaining-climb test holds exactly when the climb
+    EM has left after the step is at most ``tol``: no earlier (a stop below the optimum by
+    more than tol), no later."""
+    top, c, tol = -10.0, 3.0, 1e-8
+    squarem = Squarem()
+    theta0, theta1, theta2 = linear_em_path(rate, 1.5, 3)
+    squarem.after_fold(theta0, theta1, -3.0)
+    squarem.after_fold(theta1, theta2, -2.0)  # one cycle: the rate is known
+    outcomes = set()
+    for error in np.geomspace(1e-6, 1e-3, 200):  # the mean's error before an EM step
+        gained = c * error ** 2 * (1.0 - rate ** 2)
+        before = top - c * error ** 2
+        left = c * (rate * error) ** 2  # the climb that remains after the step
+        settled = squarem.settled(tol, gained / abs(before))
+        # the loop judges the step relative to the log-likelihood before it, as plain EM
+        assert settled == (left <= tol * abs(before)) or \
+            abs(left / (tol * abs(before)) - 1) < 1e-9
+        outcomes.add(settled)
+    assert outcomes == {True, False}  # the sweep crosses the boundary
+
+
+def test_flat_coordinates_are_the_parameters_as_the_m_step_writes_them():
+    model = mf.MixtureDistribution(
+        [mf.MultivariateGaussianDistribution([0.0, 1.0], [[2.0, 0.3], [0.3, 1.0]]),
+         mf.MultivariateGaussianDistribution([1.0, 0.0], [[1.0, 0.0], [0.0, 4.0]])],
+        [0.25, 0.75])
+    np.testing.assert_allclose(to_flat(model), [0.25, 0.75, 0.0, 1.0, 2.0, 0.3, 1.0,
+                                                1.0, 0.0, 1.0, 0.0, 4.0])
+    # a covariance that is not positive definite, a variance below zero: no model
+    with pytest.raises(mf.ParameterError, match="not positive definite"):
+        from_flat(model, [0.25, 0.75, 0.0, 1.0, 2.0, 3.0, 1.0, 1.0, 0.0, 1.0, 0.0, 4.0])
+    with pytest.raises(mf.ParameterError, match="below zero"):
+        from_flat(mf.GaussianDistribution(0.0, 1.0), [0.0, -0.5])
 
 
 def test_folds_count_the_initialisation_fold():
@@ -175,12 +230,12 @@ def test_an_extrapolated_point_that_scores_lower_is_dropped_for_theta2():
     assert squarem.after_fold(models[0], models[1], -3.0) is models[1]
     jump = squarem.after_fold(models[1], models[2], -2.0)
     assert squarem.extrapolating and jump.mu > 1.5
-    # r = (1, log 1.5), v = (-0.5, log 1.7 - 2 log 1.5): the S3 step |r| / |v|
-    r = np.array([1.0, np.log(1.5)])
-    v = np.array([-0.5, np.log(1.7) - 2 * np.log(1.5)])
+    # r = (1, 0.5), v = (-0.5, -0.3) in (mu, sigma2): the S3 step |r| / |v|
+    r = np.array([1.0, 0.5])
+    v = np.array([-0.5, -0.3])
     step = np.linalg.norm(r) / np.linalg.norm(v)
-    point = np.array([0.0, 0.0]) + 2 * step * r + step ** 2 * v
-    np.testing.assert_allclose([jump.mu, np.log(jump.sigma2)], point, rtol=1e-12)
+    point = np.array([0.0, 1.0]) + 2 * step * r + step ** 2 * v
+    np.testing.assert_allclose([jump.mu, jump.sigma2], point, rtol=1e-12)
     assert squarem.rejected() is models[2]
     assert not squarem.extrapolating and squarem.step_cap == 4.0 and squarem.dropped == 1
 

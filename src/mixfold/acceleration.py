@@ -8,23 +8,24 @@ Each cycle takes two plain EM steps from ``theta0`` (``theta1 = M(theta0)``,
     ``v = theta2 - 2 theta1 + theta0``
 
 with the S3 step length ``a = |r| / |v|`` (``a = 1`` gives ``theta2``), in the coordinates of
-:mod:`mixfold.families._flat`; a point outside the parameter space (a probability below zero)
-backs the step off halfway toward 1 until it is inside. That fold also makes the cycle's
-stabilising EM step ``M(theta')``, where the next cycle starts. The safeguard: an extrapolated
-point that scores below ``theta1`` is dropped and the cycle goes on from ``theta2``, so the
-log-likelihoods the loop records never fall. The step length is capped, the cap starting at
-4, growing fourfold each time a step reaches it and shrinking fourfold each time one is
-dropped (the SQUAREM package's factor; its first cap, 1, spends the first cycle on plain EM).
+:mod:`mixfold.families._flat` (every parameter as the M-step writes it); a point outside the
+parameter space (a probability or a variance below zero, a covariance that is not positive
+definite) backs the step off halfway toward 1 until it is inside. That fold also makes the
+cycle's stabilising EM step ``M(theta')``, where the next cycle starts. The safeguard: an
+extrapolated point that scores below ``theta1`` is dropped and the cycle goes on from
+``theta2``, so the log-likelihoods the loop records never fall. The step length is capped, the
+cap starting at 4, growing fourfold each time a step reaches it and shrinking fourfold each time
+one is dropped (the SQUAREM package's factor; its first cap, 1, spends the first cycle on plain EM).
 
 The fit converges when an EM step changes the log-likelihood by at most ``tol`` (relative, as
 plain EM) and EM's remaining climb from there is at most ``tol`` too. Plain EM's error shrinks
 by its slowest rate ``lam`` per step, and a cycle's step length estimates ``1 / (1 - lam)``
-(exactly so for a linear map with one slow direction), so a step that gained ``d`` leaves
-about ``d lam**2 / (1 - lam**2)`` to climb; ``lam`` comes from the longest of the last four
+(exactly so for a linear map: ``r = (lam - 1) e``, ``v = (lam - 1)**2 e``), so a step that
+gained ``d`` leaves about ``d lam**2 / (1 - lam**2)`` to climb (exactly so where the
+log-likelihood is quadratic in that direction); ``lam`` comes from the longer of the last two
 cycles' step lengths, which swing from cycle to cycle where EM crawls.
 Where EM contracts fast the test is plain EM's (``lam**2 / (1 - lam**2) < 1``); where it crawls,
-extrapolation leaves the error in the slowest direction, whose EM steps gain little for the
-climb that remains, and the test waits for it (``benchmarks/README.md``, SQUAREM).
+the test waits for the climb that a step's small gain hides (``benchmarks/README.md``, SQUAREM).
 
 A cycle costs three folds and moves as far as several plain EM steps where EM crawls:
 
@@ -56,7 +57,7 @@ STEP_FACTOR = 4.0
 #: The first cap: the first cycle may extrapolate (a cap of 1 spends it on plain EM).
 FIRST_STEP_CAP = 4.0
 #: EM's slowest rate is read from the longest step length of this many last cycles.
-RATE_MEMORY = 4
+RATE_MEMORY = 2
 #: Backing off from a step outside the parameter space ends within this of a plain step.
 BACKTRACK_FLOOR = 0.01
 

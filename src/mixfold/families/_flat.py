@@ -6,9 +6,9 @@ in :attr:`~mixfold.families.Distribution.parameter_coordinates`, how every entry
 
 ================ ==========================================================================
 ``"real"``       as it is (means, locations)
-``"positive"``   log (variances, scales, rates, shapes): unconstrained
-``"covariance"`` a Cholesky factor, its diagonal as logs, the strict lower triangle as it
-                 is: unconstrained
+``"positive"``   as it is (variances, scales, rates, shapes); below zero maps to no model
+``"covariance"`` its lower triangle, diagonal included, as it is; a matrix that is not
+                 positive definite maps to no model
 ``"unit"``       as it is (a probability of one event); outside [0, 1] maps to no model
 ``"simplex"``    as they are (probability vectors along the last axis); a point with a
                  negative entry maps to no model, others are renormalised
@@ -17,17 +17,18 @@ in :attr:`~mixfold.families.Distribution.parameter_coordinates`, how every entry
 ``"parts"``      child distributions: a list, or names to distributions
 ================ ==========================================================================
 
-Probabilities stay as they are (the extrapolation backs off when it leaves the simplex): in
-log or log-ratio coordinates a weight on its way down extrapolates to zero in one step, and
-the component it belonged to is lost for good (``benchmarks/README.md``, SQUAREM). A scale at
-exactly zero maps to :data:`ZERO_LOG`, whose exponential is zero.
+Every parameter stays as the M-step writes it, a weighted mean of the rows' statistics (the
+extrapolation backs off when it leaves the parameter space): EM's map is closer to linear in
+these coordinates than in logs, log-ratios or Cholesky factors, where a weight on its way down
+extrapolates to zero in one step (its component lost for good) and a variance's curved path
+leaves SQUAREM's steps short (``benchmarks/README.md``, SQUAREM: P1, P2 and P4 in fewer folds).
 
 >>> from mixfold import GaussianDistribution, MixtureDistribution
 >>> m = MixtureDistribution([GaussianDistribution(0.0, 1.0), GaussianDistribution(5.0, 4.0)],
 ...                         [0.25, 0.75])
 >>> v = to_flat(m)
 >>> v.round(4).tolist()
-[0.25, 0.75, 0.0, 0.0, 5.0, 1.3863]
+[0.25, 0.75, 0.0, 1.0, 5.0, 4.0]
 >>> back = from_flat(m, v)
 >>> round(back.components[1].sigma2, 12), back.weights.round(12).tolist()
 (4.0, [0.25, 0.75])
@@ -43,10 +44,8 @@ import numpy as np
 from mixfold.errors import ParameterError
 from mixfold.families._protocol import Distribution, family_class
 
-__all__ = ["COORDINATES", "ZERO_LOG", "to_flat", "from_flat", "undeclared_families"]
+__all__ = ["COORDINATES", "to_flat", "from_flat", "undeclared_families"]
 
-#: The log a zero scale maps to: far enough below any float64 that its exp gives 0.
-ZERO_LOG = -800.0
 #: The coordinate kinds a family may declare for a parameter.
 COORDINATES = ("real", "positive", "unit", "simplex", "covariance", "fixed", "part", "parts")
 
@@ -79,8 +78,8 @@ def _children(kind: str, value: Any) -> list[dict[str, Any]]:
 
 
 def to_flat(model: Distribution) -> np.ndarray:
-    """Every free parameter of ``model``'s tree as one float64 vector of unconstrained
-    coordinates, in ``to_dict`` order (the layout depends only on the tree's structure)."""
+    """Every free parameter of ``model``'s tree as one float64 vector of coordinates, in
+    ``to_dict`` order (the layout depends only on the tree's structure)."""
     parts: list[np.ndarray] = []
     _encode(model.to_dict(), parts, _TO)
     return np.concatenate(parts) if parts else np.zeros(0)
@@ -155,9 +154,10 @@ def _declared(d: dict[str, Any]) -> dict[str, str]:
 
 # --- the maps, one pair per kind (arrays of the parameter's shape <-> flat coordinates) ---
 
-def _log(x: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), ZERO_LOG)
+def _nonnegative(v: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if not (v >= 0).all():  # a zero (a degenerate scale) stays as the model had it
+        raise ParameterError("an extrapolated positive parameter fell below zero")
+    return v.reshape(shape)
 
 
 def _probability(v: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -173,26 +173,26 @@ def _probabilities(v: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return p / p.sum(axis=-1, keepdims=True)
 
 
-def _cholesky(cov: np.ndarray) -> np.ndarray:
-    low = np.linalg.cholesky(cov)
-    rows, cols = np.tril_indices(cov.shape[0], -1)
-    return np.concatenate([np.log(np.diag(low)), low[rows, cols]])
+def _lower_triangle(cov: np.ndarray) -> np.ndarray:
+    return cov[np.tril_indices(cov.shape[0])]
 
 
 def _covariance(v: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    d = shape[0]
-    low = np.diag(np.exp(v[:d]))
-    low[np.tril_indices(d, -1)] = v[d:]
-    return low @ low.T
+    low = np.zeros(shape)
+    low[np.tril_indices(shape[0])] = v
+    cov = low + np.tril(low, -1).T
+    if np.linalg.eigvalsh(cov)[0] <= 0:
+        raise ParameterError("an extrapolated covariance is not positive definite")
+    return cov
 
 
 _TO: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "real": lambda x: x.ravel(), "positive": lambda x: _log(x).ravel(),
+    "real": lambda x: x.ravel(), "positive": lambda x: x.ravel(),
     "unit": lambda x: x.ravel(), "simplex": lambda x: x.ravel(),
-    "covariance": _cholesky,
+    "covariance": _lower_triangle,
 }
 _FROM: dict[str, Callable[[np.ndarray, tuple[int, ...]], np.ndarray]] = {
     "real": lambda v, shape: v.reshape(shape),
-    "positive": lambda v, shape: np.exp(v).reshape(shape),
+    "positive": _nonnegative,
     "unit": _probability, "simplex": _probabilities, "covariance": _covariance,
 }

@@ -486,7 +486,7 @@ class Distribution(ABC):
     spec_kind: ClassVar[str | None] = None
     #: The estimator class that declares this one its ``distribution_class``.
     estimator_class: ClassVar[type[Estimator]]
-    #: How each parameter of ``to_dict`` maps to unconstrained coordinates (``"real"``,
+    #: How each parameter of ``to_dict`` maps to flat coordinates (``"real"``,
     #: ``"positive"``, ``"unit"``, ``"simplex"``, ``"covariance"``, ``"fixed"``, ``"part"``,
     #: ``"parts"``: :mod:`mixfold.families._flat`), for accelerated EM; None: not declared,
     #: and a fit of a tree holding the family runs plain EM.

@@ -38,9 +38,17 @@ and declares ``domain`` (the values its encoder accepts: ``DOMAINS``),
 ``parameter_coordinates`` (its parameters in its constructor's order, and how accelerated EM
 moves each: :mod:`mixfold.families._flat`) and ``Statistics``. The encoder, the estimator's
 accumulator (with the seeded start and the ``dd`` refusal), the dict form, ``n_parameters``,
-``repr``, ``keys=`` and ``frozen=`` follow. A leaf whose statistics are not plain feature sums
-(summed about a reference point, or depending on the current parameters) names an
-``accumulator_class`` of its own (a :class:`LeafAccumulator` or :class:`ModelStatsAccumulator`).
+``repr``, ``keys=`` and ``frozen=`` follow, and so do the planner's cost (``row_work``,
+``param_bytes``: declared where a row costs more than a few flops) and, for a family declaring
+``SeedsFromValues`` or ``SeedsFromLogs``, the points a mixture seeds from.
+
+A leaf whose statistics are not plain feature sums (summed about a reference point, or
+depending on the current parameters: an iterative M-step) names an ``accumulator_class`` of its
+own, a :class:`RecordSums`: it names its ``family`` (whose ``Statistics`` it holds, in one
+float64 array) and writes how a batch adds to them, ``_add(values, weights)``; as a
+:class:`ModelStatsAccumulator` also ``_add_model(values, weights, model)``, what the E-step adds
+under the current parameters (``_add`` is then the seeded start's). The estimator still reads
+a ``Statistics`` record.
 
 **4. Linear terms, once.** A leaf whose log-density is ``coef . phi(x) + const + base(x)``
 subclasses :class:`LinearLeafDistribution` and adds ``natural`` (the :class:`LinearForm` of its
@@ -97,6 +105,7 @@ from mixfold.capabilities import (
     VariationalBound,
 )
 from mixfold.compute.linear import LinearTerms
+from mixfold.decomposition import Decomposition, declared_param_bytes
 from mixfold.families._encoders import DOMAINS, NumericEncoder, VectorEncoder
 from mixfold.families._hooks import (
     FoldsChildren,
@@ -128,8 +137,9 @@ __all__ = [
     # 2. registration
     "family",
     # 3. a leaf
-    "LeafDistribution", "LeafEstimator", "LeafAccumulator", "ModelStatsAccumulator",
+    "LeafDistribution", "LeafEstimator", "LeafAccumulator", "RecordSums", "ModelStatsAccumulator",
     "FeatureSums", "accumulator_for", "NumericEncoder", "VectorEncoder", "DOMAINS",
+    "SeedsFromValues", "SeedsFromLogs",
     # 4. linear terms
     "LinearLeafDistribution", "LinearForm", "LinearFeatureSums",
     # 5. capabilities
@@ -157,6 +167,10 @@ class LeafDistribution(Distribution):
     domain: ClassVar[str]
     #: A NamedTuple naming its statistics, in payload order.
     Statistics: ClassVar[type[tuple[Any, ...]]]
+    #: The planner's work to score and add a row, in scalar leaves (a few flops each).
+    row_work: ClassVar[float] = 1.0
+    #: The bytes its parameters hold; None: 8 a parameter (more where it caches a normaliser).
+    param_bytes: ClassVar[int | None] = None
 
     @abstractmethod
     def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
@@ -188,6 +202,30 @@ class LeafDistribution(Distribution):
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> Distribution:
         return cls(*(p[name] for name in cls.parameter_coordinates))
+
+    def decomposition(self) -> Decomposition:
+        """Atomic: one unit of per-row work, replicated whole."""
+        param_bytes = declared_param_bytes(self) if self.param_bytes is None else self.param_bytes
+        return Decomposition.atomic(row_work=self.row_work, param_bytes=param_bytes)
+
+
+class SeedsFromValues(SeedsFromPoints):
+    """A leaf whose values are points k-means++ can seed a mixture from, as they are."""
+
+    @staticmethod
+    def stack_points(enc: Encoded) -> np.ndarray:
+        """The rows as points (n_rows, 1)."""
+        return enc.values[:, None]
+
+
+class SeedsFromLogs(SeedsFromPoints):
+    """A leaf of positive values spread over orders of magnitude: seeded on their logs
+    (without, k-means++ on the values leaves the small ones' components too alike to part)."""
+
+    @staticmethod
+    def stack_points(enc: Encoded) -> np.ndarray:
+        """The rows' logs as points (n_rows, 1)."""
+        return np.log(enc.values)[:, None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,10 +288,9 @@ class ModelStatsAccumulator(LeafAccumulator):
         return None
 
 
-class FeatureSums(LeafAccumulator):
-    """The statistics of a leaf that declares ``features``: the weights' sum and the weighted
-    sum of each feature, one float64 array in the order of the family's ``Statistics``. One
-    class per family (:func:`accumulator_for`), so a mixture stacks only its own kind."""
+class RecordSums(LeafAccumulator):
+    """A leaf's statistics as one float64 array ``sums``, entry by entry the fields of its
+    ``family``'s ``Statistics`` (the payload shards add up); a subclass writes ``_add``."""
 
     family: ClassVar[type[LeafDistribution]]
 
@@ -263,6 +300,12 @@ class FeatureSums(LeafAccumulator):
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.sums]
+
+
+class FeatureSums(RecordSums):
+    """The statistics of a leaf that declares ``features``: the weights' sum and the weighted
+    sum of each feature, one float64 array in the order of the family's ``Statistics``. One
+    class per family (:func:`accumulator_for`), so a mixture stacks only its own kind."""
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         self.sums += (w.sum(), *(w @ f for f in self.family.features(x)))
@@ -354,8 +397,9 @@ class LeafEstimator(Estimator):
         return NumericEncoder(self.distribution_class.domain)
 
     def estimate(self, nobs: float, stats: Any) -> Distribution:
-        (sums,), _ = stats
-        return self.from_statistics(self.distribution_class.Statistics(*sums))
+        own, _ = stats  # one array of the fields (RecordSums), or one array a field
+        return self.from_statistics(self.distribution_class.Statistics(*(
+            own[0] if len(own) == 1 else own)))
 
     def from_statistics(self, stats: Any) -> Distribution:
         """The M-step of a leaf: its distribution's ``Statistics`` -> a distribution,

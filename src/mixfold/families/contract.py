@@ -45,7 +45,8 @@ accumulator (with the seeded start and the ``dd`` refusal), the dict form, ``n_p
 A leaf whose statistics are not plain feature sums (summed about a reference point, or
 depending on the current parameters: an iterative M-step) names an ``accumulator_class`` of its
 own, a :class:`RecordSums`: it names its ``family`` (whose ``Statistics`` it holds, in one
-float64 array) and writes how a batch adds to them, ``_add(values, weights)``; as a
+float64 array; a :class:`FieldSums`: one array a field) and writes how a batch adds to them,
+``_add(values, weights)``; as a
 :class:`ModelStatsAccumulator` also ``_add_model(values, weights, model)``, what the E-step adds
 under the current parameters (``_add`` is then the seeded start's). The estimator still reads
 a ``Statistics`` record.
@@ -107,6 +108,7 @@ from mixfold.capabilities import (
 from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition, declared_param_bytes
 from mixfold.families._encoders import DOMAINS, NumericEncoder, VectorEncoder
+from mixfold.families._frozen import recentred_spread
 from mixfold.families._hooks import (
     FoldsChildren,
     FoldsColumns,
@@ -137,7 +139,8 @@ __all__ = [
     # 2. registration
     "family",
     # 3. a leaf
-    "LeafDistribution", "LeafEstimator", "LeafAccumulator", "RecordSums", "ModelStatsAccumulator",
+    "LeafDistribution", "LeafEstimator", "LeafAccumulator", "RecordSums", "FieldSums",
+    "ModelStatsAccumulator",
     "FeatureSums", "accumulator_for", "NumericEncoder", "VectorEncoder", "DOMAINS",
     "SeedsFromValues", "SeedsFromLogs",
     # 4. linear terms
@@ -171,6 +174,9 @@ class LeafDistribution(Distribution):
     row_work: ClassVar[float] = 1.0
     #: The bytes its parameters hold; None: 8 a parameter (more where it caches a normaliser).
     param_bytes: ClassVar[int | None] = None
+    #: Its (location, spread) parameters where a held location re-centres the estimated spread
+    #: on it (``frozen=``: the spread about the held location, not about the estimated one).
+    location_spread: ClassVar[tuple[str, str] | None] = None
 
     @abstractmethod
     def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
@@ -202,6 +208,12 @@ class LeafDistribution(Distribution):
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> Distribution:
         return cls(*(p[name] for name in cls.parameter_coordinates))
+
+    @classmethod
+    def hold_parameters(cls, estimated: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
+        if cls.location_spread is None:
+            return super().hold_parameters(estimated, held)
+        return recentred_spread(estimated, held, *cls.location_spread)
 
     def decomposition(self) -> Decomposition:
         """Atomic: one unit of per-row work, replicated whole."""
@@ -302,6 +314,22 @@ class RecordSums(LeafAccumulator):
         return [self.sums]
 
 
+class FieldSums(LeafAccumulator):
+    """A leaf's statistics as one float64 array (1,) a field of its ``family``'s
+    ``Statistics``, held as attributes named as the fields (what
+    :class:`~mixfold.families._centred.CentredMoments` reads); a subclass writes ``_add``."""
+
+    family: ClassVar[type[LeafDistribution]]
+
+    def __init__(self, keys: str | None = None):
+        super().__init__(keys)
+        for name in self.family.Statistics._fields:
+            setattr(self, name, np.zeros(1))
+
+    def own_arrays(self) -> list[np.ndarray]:
+        return [getattr(self, name) for name in self.family.Statistics._fields]
+
+
 class FeatureSums(RecordSums):
     """The statistics of a leaf that declares ``features``: the weights' sum and the weighted
     sum of each feature, one float64 array in the order of the family's ``Statistics``. One
@@ -397,7 +425,7 @@ class LeafEstimator(Estimator):
         return NumericEncoder(self.distribution_class.domain)
 
     def estimate(self, nobs: float, stats: Any) -> Distribution:
-        own, _ = stats  # one array of the fields (RecordSums), or one array a field
+        own, _ = stats  # one array of the fields (RecordSums), or one array a field (FieldSums)
         return self.from_statistics(self.distribution_class.Statistics(*(
             own[0] if len(own) == 1 else own)))
 

@@ -13,9 +13,8 @@ from mixfold.compute.logspace import LOG_2PI, far_rows
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_moments,
                                        variance_floor)
-from mixfold.families._frozen import recentred_spread
 from mixfold.families._intervals import IntervalLaw, scipy_stats, truncated_normal_moments
-from mixfold.families.contract import (CompensatedAccumulation, Encoded, LeafAccumulator,
+from mixfold.families.contract import (CompensatedAccumulation, Encoded, FieldSums,
                                        LeafDistribution, LeafEstimator, LinearInFeatures,
                                        RelativeScoring, RunsInBands, SeedsFromValues,
                                        StackedScoring, StackedUpdate, family)
@@ -51,6 +50,7 @@ class GaussianDistribution(LeafDistribution, StackedScoring, SeedsFromValues, Ru
 
     domain = "real"
     parameter_coordinates = {"mu": "real", "sigma2": "positive"}
+    location_spread = ("mu", "sigma2")  # a held mean re-centres the estimated variance
     Statistics = GaussianStatistics
 
     def __init__(self, mu: float, sigma2: float):
@@ -153,23 +153,13 @@ class GaussianDistribution(LeafDistribution, StackedScoring, SeedsFromValues, Ru
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.normal(self.mu, np.sqrt(self.sigma2), size=n)
 
-    @classmethod
-    def hold_parameters(cls, estimated: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
-        """A held mean re-centres the estimated variance on it."""
-        return recentred_spread(estimated, held, "mu", "sigma2")
 
-
-class GaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate, LinearInFeatures,
+class GaussianAccumulator(CentredMoments, FieldSums, StackedUpdate, LinearInFeatures,
                           CompensatedAccumulation):
     """:class:`GaussianStatistics` about a reference point ``c``
     (:class:`~mixfold.families._centred.CentredMoments`), one array a field."""
 
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.weight, self.sum_x, self.sum_xx, self.ref_mass = (np.zeros(1) for _ in range(4))
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
+    family = GaussianDistribution
 
     @staticmethod
     def stack_reference(components: Sequence[GaussianDistribution]) -> np.ndarray:

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from mixfold.compute.linear import LinearTerms
-from mixfold.families._frozen import recentred_spread
 from mixfold.families._intervals import IntervalLaw, scipy_stats, truncated_normal_moments
 from mixfold.families.contract import (ArrayEncoded, Encoded, LeafDistribution, RelativeScoring,
                                        SeedsFromLogs, StackedScoring, family)
@@ -35,6 +34,7 @@ class LogGaussianDistribution(LeafDistribution, StackedScoring, SeedsFromLogs, R
 
     domain = "positive"
     parameter_coordinates = {"mu": "real", "sigma2": "positive"}
+    location_spread = ("mu", "sigma2")  # a held mean re-centres the estimated variance
     Statistics = GaussianStatistics  # those of log x
 
     def __init__(self, mu: float, sigma2: float):
@@ -86,11 +86,6 @@ class LogGaussianDistribution(LeafDistribution, StackedScoring, SeedsFromLogs, R
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.lognormal(self.mu, np.sqrt(self.sigma2), size=n)
-
-    @classmethod
-    def hold_parameters(cls, estimated: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
-        """A held mean re-centres the estimated variance on it."""
-        return recentred_spread(estimated, held, "mu", "sigma2")
 
 
 class LogGaussianAccumulator(GaussianAccumulator):

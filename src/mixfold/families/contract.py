@@ -44,12 +44,12 @@ accumulator (with the seeded start and the ``dd`` refusal), the dict form, ``n_p
 
 A leaf whose statistics are not plain feature sums (summed about a reference point, or
 depending on the current parameters: an iterative M-step) names an ``accumulator_class`` of its
-own, a :class:`RecordSums`: it names its ``family`` (whose ``Statistics`` it holds, in one
-float64 array; a :class:`FieldSums`: one array a field) and writes how a batch adds to them,
-``_add(values, weights)``; as a
-:class:`ModelStatsAccumulator` also ``_add_model(values, weights, model)``, what the E-step adds
-under the current parameters (``_add`` is then the seeded start's). The estimator still reads
-a ``Statistics`` record.
+own, a :class:`RecordSums` (its ``Statistics`` in one float64 array; a :class:`FieldSums`: one
+array a field) that names its ``family`` and writes how a batch adds to them, ``_add(values,
+weights)``; a :class:`ModelStatsAccumulator` also writes ``_add_model(values, weights, model)``,
+what the E-step adds under the current parameters (``_add`` is then the seeded start's). Its
+estimator's ``from_statistics`` still reads a ``Statistics`` record. A family whose held
+location re-centres its estimated spread (``frozen=``) names the two in ``location_spread``.
 
 **4. Linear terms, once.** A leaf whose log-density is ``coef . phi(x) + const + base(x)``
 subclasses :class:`LinearLeafDistribution` and adds ``natural`` (the :class:`LinearForm` of its

@@ -37,7 +37,7 @@ def _features(x: np.ndarray) -> np.ndarray:
     return np.stack([np.log(x), np.log1p(-x), x, x * x], axis=1)
 
 
-@family("Beta", kind="beta")
+@family("Beta")
 class BetaDistribution(LeafDistribution, StackedScoring, SeedsFromPoints):
     """Beta with shapes ``a`` > 0 and ``b`` > 0: density
     ``x**(a-1) (1-x)**(b-1) / B(a, b)`` on (0, 1); a Dirichlet with two parts.

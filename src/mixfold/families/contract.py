@@ -410,6 +410,9 @@ class LeafEstimator(Estimator):
     (:func:`accumulator_for`) unless ``accumulator_class`` names another."""
 
     accumulator_class: ClassVar[type[LeafAccumulator] | None] = None
+    #: The parameters of the estimate when no row carries weight, given before the statistics
+    #: are read; None: ``from_statistics`` answers for itself (as a prior does).
+    empty_parameters: ClassVar[tuple[Any, ...] | None] = None
 
     def __init__(self, keys: str | None = None):
         self.keys = keys
@@ -426,6 +429,8 @@ class LeafEstimator(Estimator):
 
     def estimate(self, nobs: float, stats: Any) -> Distribution:
         own, _ = stats  # one array of the fields (RecordSums), or one array a field (FieldSums)
+        if self.empty_parameters is not None and not np.ravel(own[0])[0] > 0:  # the weight
+            return self.distribution_class(*self.empty_parameters)
         return self.from_statistics(self.distribution_class.Statistics(*(
             own[0] if len(own) == 1 else own)))
 

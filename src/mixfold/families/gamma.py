@@ -34,7 +34,7 @@ class GammaStatistics(NamedTuple):
     reference_mass: float  #: the weighted sum of ``r``
 
 
-@family("Gamma", kind="gamma")
+@family("Gamma")
 class GammaDistribution(LeafDistribution, SeedsFromLogs, IntervalLaw):
     """Gamma with density ``x**(k-1) exp(-x/theta) / (Gamma(k) theta**k)`` for x > 0.
 

@@ -36,7 +36,7 @@ class GaussianStatistics(NamedTuple):
     ref_mass: np.ndarray  #: the weighted sum of ``c``
 
 
-@family("Gaussian", kind="gaussian")
+@family("Gaussian")
 class GaussianDistribution(LeafDistribution, StackedScoring, SeedsFromValues, RunsInBands,
                            IntervalLaw, RelativeScoring):
     """Gaussian with mean ``mu`` and variance ``sigma2``.
@@ -252,6 +252,7 @@ class GaussianEstimator(LeafEstimator):
 
     distribution_class = GaussianDistribution
     accumulator_class = GaussianAccumulator
+    empty_parameters = (0.0, 1.0)
 
     option_rules = {"reg_covar": number(0), "min_variance": number(0, above=True),
                     "reg_covar_mode": one_of(*FLOOR_MODES)}
@@ -266,8 +267,6 @@ class GaussianEstimator(LeafEstimator):
         self.reg_covar_mode = reg_covar_mode
 
     def from_statistics(self, stats: GaussianStatistics) -> GaussianDistribution:
-        if not stats.weight[0] > 0:
-            return GaussianDistribution(0.0, 1.0)
         s0, mean, second = central_moments(*stats)
         mu, raw = float(mean[0]), float(second[0])
         floor = float(variance_floor(np.array(raw), self.reg_covar, self.reg_covar_mode))

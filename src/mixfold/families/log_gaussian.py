@@ -18,7 +18,7 @@ from mixfold.families.gaussian import (GaussianAccumulator, GaussianDistribution
 __all__ = ["LogGaussianDistribution", "LogGaussianEstimator", "LogGaussianAccumulator"]
 
 
-@family("LogGaussian", kind="log_gaussian")
+@family("LogGaussian")
 class LogGaussianDistribution(LeafDistribution, StackedScoring, SeedsFromLogs, RelativeScoring,
                               IntervalLaw):
     """Log-normal: ``log x`` is Gaussian with mean ``mu`` and variance ``sigma2``, for x > 0.

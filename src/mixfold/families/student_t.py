@@ -33,7 +33,7 @@ class StudentTStatistics(NamedTuple):
     model_weight: float  #: the sum of the weights added under a model
 
 
-@family("StudentT", kind="student_t")
+@family("StudentT")
 class StudentTDistribution(LeafDistribution, SeedsFromValues):
     """Student's t with location ``mu``, squared scale ``sigma2`` > 0 and ``nu`` > 0 degrees of
     freedom: a Gaussian ``N(mu, sigma2 / u)`` whose precision scale ``u`` is

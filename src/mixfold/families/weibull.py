@@ -42,7 +42,7 @@ class WeibullStatistics(NamedTuple):
     log_scale_mass: float  #: the weighted sum of the current ``log lam``
 
 
-@family("Weibull", kind="weibull")
+@family("Weibull")
 class WeibullDistribution(LeafDistribution, SeedsFromLogs, IntervalLaw):
     """Weibull with density ``k / lam (x / lam)**(k-1) exp(-(x / lam)**k)`` for x > 0.
 

@@ -84,6 +84,7 @@ PoissonDistribution(lam=2.0)
 from __future__ import annotations
 
 import functools
+import operator
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -320,6 +321,14 @@ class FieldSums(LeafAccumulator):
     :class:`~mixfold.families._centred.CentredMoments` reads); a subclass writes ``_add``."""
 
     family: ClassVar[type[LeafDistribution]]
+    _fields: ClassVar[Any]  # its arrays as a tuple, read at the speed of a written list
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if hasattr(cls, "family"):
+            names = cls.family.Statistics._fields
+            cls._fields = operator.attrgetter(*names) if len(names) > 1 else \
+                staticmethod(lambda acc: (getattr(acc, names[0]),))
 
     def __init__(self, keys: str | None = None):
         super().__init__(keys)
@@ -327,7 +336,7 @@ class FieldSums(LeafAccumulator):
             setattr(self, name, np.zeros(1))
 
     def own_arrays(self) -> list[np.ndarray]:
-        return [getattr(self, name) for name in self.family.Statistics._fields]
+        return list(self._fields(self))
 
 
 class FeatureSums(RecordSums):

@@ -64,7 +64,8 @@ class GaussianDistribution(LeafDistribution, StackedScoring, SeedsFromValues, Ru
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         if not resolve_precision(precision).native:
             return log_density_in_band(self, enc, precision)
-        return super().seq_log_density(enc, precision)
+        return self.log_densities(enc.values, native_dtype(precision)).astype(np.float64,
+                                                                              copy=False)
 
     def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
         z = (x.astype(dt, copy=False) - dt.type(self.mu)) ** 2

@@ -26,7 +26,8 @@ from enum import Enum
 from typing import Any, TypeVar
 
 __all__ = ["DecompAxis", "ReductionOp", "Decomposition", "decomposition_for",
-           "register_decomposition", "TreeDeclarations", "subtree_work"]
+           "register_decomposition", "TreeDeclarations", "subtree_work",
+           "declared_param_bytes"]
 
 
 class DecompAxis(str, Enum):
@@ -212,7 +213,7 @@ def decomposition_for(node: Any) -> Decomposition:
         fn = _REGISTRY.get(cls)
         if fn is not None:
             return _checked(fn(node), node)
-    return Decomposition.atomic(param_bytes=_declared_param_bytes(node))
+    return Decomposition.atomic(param_bytes=declared_param_bytes(node))
 
 
 def _checked(dc: Any, node: Any) -> Decomposition:
@@ -222,7 +223,7 @@ def _checked(dc: Any, node: Any) -> Decomposition:
     return dc
 
 
-def _declared_param_bytes(node: Any) -> int:
+def declared_param_bytes(node: Any) -> int:
     """8 bytes per number in ``node.to_dict()``, not counting nested distributions (children)."""
     to_dict = getattr(node, "to_dict", None)
     if not callable(to_dict):

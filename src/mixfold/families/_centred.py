@@ -100,8 +100,8 @@ class CentredMoments(CentredStatistics):
 class ScalarReference(CentredStatistics):
     """Statistics ``sums`` summed about a reference that is one number ``c`` (a log scale, a
     direction): the weight first, ``sum w c`` last, the family's own sums between. Subclasses
-    say how those move when the reference does (:meth:`_moved`) and which point their rows give
-    (:meth:`_rows_point`)."""
+    say how those move when the reference does (:meth:`_moved`) and, where it is not the rows'
+    weighted mean, which point their rows give (:meth:`_rows_point`)."""
 
     sums: np.ndarray
     _point: float | None = None
@@ -134,9 +134,10 @@ class ScalarReference(CentredStatistics):
     def _moved(self, shift: float) -> None:
         """Move the family's sums from the old reference to the new, ``shift`` = old - new."""
 
-    @abstractmethod
     def _rows_point(self, x: np.ndarray, w: np.ndarray) -> float:
-        """The reference the rows ``x`` of weights ``w`` give when nothing else does."""
+        """The reference the rows ``x`` of weights ``w`` give when nothing else does: their
+        weighted mean."""
+        return float(weighted_centre(x, w)[0])
 
 
 #: How a variance floor ``reg_covar`` is read: as is, or times the variance it floors.

@@ -4,26 +4,41 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
-from mixfold.capabilities import LinearInFeatures, SeedsFromPoints, StackedScoring, StackedUpdate
 from mixfold.compute.linear import LinearTerms
-from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._encoders import NumericEncoder
-from mixfold.families.contract import LeafAccumulator, LeafEstimator
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln
+from mixfold.families.contract import (Encoded, LeafDistribution, LeafEstimator,
+                                       LinearInFeatures, RecordSums, SeedsFromPoints,
+                                       StackedScoring, StackedUpdate, family)
 from mixfold.families.dirichlet import dirichlet_mle, moment_start, transposed_features
 from mixfold.options import number
 
-__all__ = ["BetaDistribution", "BetaEstimator", "BetaAccumulator"]
+__all__ = ["BetaDistribution", "BetaEstimator", "BetaAccumulator", "BetaStatistics"]
 
 
-@family("Beta", kind="beta")
-class BetaDistribution(Distribution, StackedScoring, SeedsFromPoints):
+class BetaStatistics(NamedTuple):
+    """A Beta's statistics of weighted rows (the logs are sufficient; the moments give Newton
+    its start)."""
+
+    weight: float  #: the sum of the weights
+    log_sum: float  #: the weighted sum of ``log x``
+    log1m_sum: float  #: the weighted sum of ``log(1 - x)``
+    total: float  #: the weighted sum of ``x``
+    square_sum: float  #: the weighted sum of ``x^2``
+
+
+def _features(x: np.ndarray) -> np.ndarray:
+    """``[log x, log(1-x), x, x^2]`` of every row, (n_rows, 4): the weighted sums of a
+    statistics record but the first, taken as one matrix product."""
+    return np.stack([np.log(x), np.log1p(-x), x, x * x], axis=1)
+
+
+@family("Beta")
+class BetaDistribution(LeafDistribution, StackedScoring, SeedsFromPoints):
     """Beta with shapes ``a`` > 0 and ``b`` > 0: density
     ``x**(a-1) (1-x)**(b-1) / B(a, b)`` on (0, 1); a Dirichlet with two parts.
 
@@ -34,8 +49,12 @@ class BetaDistribution(Distribution, StackedScoring, SeedsFromPoints):
     True
     """
 
+    domain = "unit_interval"
     parameter_coordinates = {"a": "positive", "b": "positive"}
     estimated_jointly = ("a", "b")
+    Statistics = BetaStatistics
+    row_work = 2.0  # two logs and two multiply-adds a row
+    param_bytes = 24  # and its normaliser
 
     def __init__(self, a: float, b: float):
         self.a = float(a)
@@ -49,14 +68,14 @@ class BetaDistribution(Distribution, StackedScoring, SeedsFromPoints):
     def mean(self) -> float:
         return self.a / (self.a + self.b)
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        x = enc.values
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
         return (self.a - 1.0) * np.log(x) + (self.b - 1.0) * np.log1p(-x) + self.log_norm
 
     @classmethod
     def stack_log_density(cls, components: Sequence[BetaDistribution], enc: Encoded,
                           precision: str = "float64") -> np.ndarray:
-        """Log-densities of all K components at once, (n_rows, K)."""
+        """Log-densities of all K components at once, (n_rows, K), in float64 (one matrix
+        product: the contract's linear derivation would sum the two terms in another order)."""
         logs = np.stack([np.log(enc.values), np.log1p(-enc.values)], axis=1)  # (n, 2)
         coef = np.array([[c.a - 1.0 for c in components], [c.b - 1.0 for c in components]])
         return logs @ coef + np.array([c.log_norm for c in components])
@@ -68,56 +87,27 @@ class BetaDistribution(Distribution, StackedScoring, SeedsFromPoints):
         x = enc.values
         return (np.log(x) - np.log1p(-x))[:, None]
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("unit_interval")
-
-    def estimator(self, **options: Any) -> BetaEstimator:
-        return BetaEstimator(**options)
-
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         # small shapes put real mass within a rounding of 0 or 1: keep draws inside (0, 1)
         x = rng.beta(self.a, self.b, size=n)
         tiny = np.finfo(np.float64).tiny
         return np.clip(x, tiny, np.nextafter(1.0, 0.0))
 
-    def n_parameters(self) -> int:
-        return 2
 
-    def _params(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b}
+class BetaAccumulator(RecordSums, StackedUpdate, LinearInFeatures):
+    """:class:`BetaStatistics`, the weighted sums of the features as one matrix product (for
+    K components too, and by the fused E-step)."""
 
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> BetaDistribution:
-        return cls(p["a"], p["b"])
-
-    def decomposition(self) -> Decomposition:
-        """Atomic: two logs and two multiply-adds per row, about two scalar leaves' work."""
-        return Decomposition.atomic(row_work=2.0, param_bytes=24)
-
-
-class BetaAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures):
-    """Statistics: ``[sum w, sum w log x, sum w log(1-x), sum w x, sum w x^2]`` (the logs are
-    sufficient; the moments give Newton its start)."""
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(5)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
-
-    @staticmethod
-    def _features(x: np.ndarray) -> np.ndarray:
-        return np.stack([np.log(x), np.log1p(-x), x, x * x], axis=1)
+    family = BetaDistribution
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         self.sums[0] += w.sum()
-        self.sums[1:] += w @ self._features(x)
+        self.sums[1:] += w @ _features(x)
 
     @staticmethod
     def stack_update(accs: Sequence[BetaAccumulator], enc: Encoded, resp: np.ndarray) -> None:
         """Add rows to K accumulators; ``resp`` (n_rows, K) already includes row weights."""
-        phi = BetaAccumulator._features(enc.values)
+        phi = _features(enc.values)
         for k, acc in enumerate(accs):
             acc.sums[0] += resp[:, k].sum()
             acc.sums[1:] += resp[:, k] @ phi
@@ -135,7 +125,7 @@ class BetaAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures):
         const = np.array([c.log_norm for c in components])
 
         def features(lo: int, hi: int, out: np.ndarray) -> None:
-            transposed_features(BetaAccumulator._features(x[lo:hi]), out)
+            transposed_features(_features(x[lo:hi]), out)
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
             for acc, m, s in zip(accs, mass, sums):
@@ -168,8 +158,8 @@ class BetaEstimator(LeafEstimator):
     (2.0, 5.0)
     """
 
-    accumulator_class = BetaAccumulator
     distribution_class = BetaDistribution
+    accumulator_class = BetaAccumulator
 
     option_rules = {"max_concentration": number(0, above=True)}
 
@@ -178,12 +168,8 @@ class BetaEstimator(LeafEstimator):
         self.check_options(max_concentration=max_concentration)
         self.max_concentration = float(max_concentration)
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("unit_interval")
-
-    def estimate(self, nobs: float, stats: Any) -> BetaDistribution:
-        (sums,), _ = stats
-        w, log_x, log_1mx, s1, s2 = sums
+    def from_statistics(self, stats: BetaStatistics) -> BetaDistribution:
+        w, log_x, log_1mx, s1, s2 = stats
         if w <= 0:
             return BetaDistribution(1.0, 1.0)
         mean, mean_sq = s1 / w, s2 / w
@@ -194,5 +180,5 @@ class BetaEstimator(LeafEstimator):
         if capped:
             warnings.warn(f"a Beta's a + b reached its cap max_concentration="
                           f"{self.max_concentration:g}; rows of total weight {w:.6g} sit on "
-                          f"(nearly) one value, {mean:.6g}", DegenerateFitWarning, stacklevel=2)
+                          f"(nearly) one value, {mean:.6g}", DegenerateFitWarning, stacklevel=3)
         return BetaDistribution(a, b)

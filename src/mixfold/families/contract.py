@@ -38,9 +38,18 @@ and declares ``domain`` (the values its encoder accepts: ``DOMAINS``),
 ``parameter_coordinates`` (its parameters in its constructor's order, and how accelerated EM
 moves each: :mod:`mixfold.families._flat`) and ``Statistics``. The encoder, the estimator's
 accumulator (with the seeded start and the ``dd`` refusal), the dict form, ``n_parameters``,
-``repr``, ``keys=`` and ``frozen=`` follow. A leaf whose statistics are not plain feature sums
-(summed about a reference point, or depending on the current parameters) names an
-``accumulator_class`` of its own (a :class:`LeafAccumulator` or :class:`ModelStatsAccumulator`).
+``repr``, ``keys=`` and ``frozen=`` follow, and so do the planner's cost (``row_work``,
+``param_bytes``: declared where a row costs more than a few flops) and, for a family declaring
+``SeedsFromValues`` or ``SeedsFromLogs``, the points a mixture seeds from.
+
+A leaf whose statistics are not plain feature sums (summed about a reference point, or
+depending on the current parameters: an iterative M-step) names an ``accumulator_class`` of its
+own, a :class:`RecordSums` (its ``Statistics`` in one float64 array; a :class:`FieldSums`: one
+array a field) that names its ``family`` and writes how a batch adds to them, ``_add(values,
+weights)``; a :class:`ModelStatsAccumulator` also writes ``_add_model(values, weights, model)``,
+what the E-step adds under the current parameters (``_add`` is then the seeded start's). Its
+estimator's ``from_statistics`` still reads a ``Statistics`` record. A family whose held
+location re-centres its estimated spread (``frozen=``) names the two in ``location_spread``.
 
 **4. Linear terms, once.** A leaf whose log-density is ``coef . phi(x) + const + base(x)``
 subclasses :class:`LinearLeafDistribution` and adds ``natural`` (the :class:`LinearForm` of its
@@ -75,6 +84,7 @@ PoissonDistribution(lam=2.0)
 from __future__ import annotations
 
 import functools
+import operator
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -97,7 +107,9 @@ from mixfold.capabilities import (
     VariationalBound,
 )
 from mixfold.compute.linear import LinearTerms
+from mixfold.decomposition import Decomposition, declared_param_bytes
 from mixfold.families._encoders import DOMAINS, NumericEncoder, VectorEncoder
+from mixfold.families._frozen import recentred_spread
 from mixfold.families._hooks import (
     FoldsChildren,
     FoldsColumns,
@@ -128,8 +140,10 @@ __all__ = [
     # 2. registration
     "family",
     # 3. a leaf
-    "LeafDistribution", "LeafEstimator", "LeafAccumulator", "ModelStatsAccumulator",
+    "LeafDistribution", "LeafEstimator", "LeafAccumulator", "RecordSums", "FieldSums",
+    "ModelStatsAccumulator",
     "FeatureSums", "accumulator_for", "NumericEncoder", "VectorEncoder", "DOMAINS",
+    "SeedsFromValues", "SeedsFromLogs",
     # 4. linear terms
     "LinearLeafDistribution", "LinearForm", "LinearFeatureSums",
     # 5. capabilities
@@ -157,6 +171,13 @@ class LeafDistribution(Distribution):
     domain: ClassVar[str]
     #: A NamedTuple naming its statistics, in payload order.
     Statistics: ClassVar[type[tuple[Any, ...]]]
+    #: The planner's work to score and add a row, in scalar leaves (a few flops each).
+    row_work: ClassVar[float] = 1.0
+    #: The bytes its parameters hold; None: 8 a parameter (more where it caches a normaliser).
+    param_bytes: ClassVar[int | None] = None
+    #: Its (location, spread) parameters where a held location re-centres the estimated spread
+    #: on it (``frozen=``: the spread about the held location, not about the estimated one).
+    location_spread: ClassVar[tuple[str, str] | None] = None
 
     @abstractmethod
     def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
@@ -188,6 +209,36 @@ class LeafDistribution(Distribution):
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> Distribution:
         return cls(*(p[name] for name in cls.parameter_coordinates))
+
+    @classmethod
+    def hold_parameters(cls, estimated: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
+        if cls.location_spread is None:
+            return super().hold_parameters(estimated, held)
+        return recentred_spread(estimated, held, *cls.location_spread)
+
+    def decomposition(self) -> Decomposition:
+        """Atomic: one unit of per-row work, replicated whole."""
+        param_bytes = declared_param_bytes(self) if self.param_bytes is None else self.param_bytes
+        return Decomposition.atomic(row_work=self.row_work, param_bytes=param_bytes)
+
+
+class SeedsFromValues(SeedsFromPoints):
+    """A leaf whose values are points k-means++ can seed a mixture from, as they are."""
+
+    @staticmethod
+    def stack_points(enc: Encoded) -> np.ndarray:
+        """The rows as points (n_rows, 1)."""
+        return enc.values[:, None]
+
+
+class SeedsFromLogs(SeedsFromPoints):
+    """A leaf of positive values spread over orders of magnitude: seeded on their logs
+    (without, k-means++ on the values leaves the small ones' components too alike to part)."""
+
+    @staticmethod
+    def stack_points(enc: Encoded) -> np.ndarray:
+        """The rows' logs as points (n_rows, 1)."""
+        return np.log(enc.values)[:, None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,10 +301,9 @@ class ModelStatsAccumulator(LeafAccumulator):
         return None
 
 
-class FeatureSums(LeafAccumulator):
-    """The statistics of a leaf that declares ``features``: the weights' sum and the weighted
-    sum of each feature, one float64 array in the order of the family's ``Statistics``. One
-    class per family (:func:`accumulator_for`), so a mixture stacks only its own kind."""
+class RecordSums(LeafAccumulator):
+    """A leaf's statistics as one float64 array ``sums``, entry by entry the fields of its
+    ``family``'s ``Statistics`` (the payload shards add up); a subclass writes ``_add``."""
 
     family: ClassVar[type[LeafDistribution]]
 
@@ -263,6 +313,36 @@ class FeatureSums(LeafAccumulator):
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.sums]
+
+
+class FieldSums(LeafAccumulator):
+    """A leaf's statistics as one float64 array (1,) a field of its ``family``'s
+    ``Statistics``, held as attributes named as the fields (what
+    :class:`~mixfold.families._centred.CentredMoments` reads); a subclass writes ``_add``."""
+
+    family: ClassVar[type[LeafDistribution]]
+    _fields: ClassVar[Any]  # its arrays as a tuple, read at the speed of a written list
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if hasattr(cls, "family"):
+            names = cls.family.Statistics._fields
+            cls._fields = operator.attrgetter(*names) if len(names) > 1 else \
+                staticmethod(lambda acc: (getattr(acc, names[0]),))
+
+    def __init__(self, keys: str | None = None):
+        super().__init__(keys)
+        for name in self.family.Statistics._fields:
+            setattr(self, name, np.zeros(1))
+
+    def own_arrays(self) -> list[np.ndarray]:
+        return list(self._fields(self))
+
+
+class FeatureSums(RecordSums):
+    """The statistics of a leaf that declares ``features``: the weights' sum and the weighted
+    sum of each feature, one float64 array in the order of the family's ``Statistics``. One
+    class per family (:func:`accumulator_for`), so a mixture stacks only its own kind."""
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         self.sums += (w.sum(), *(w @ f for f in self.family.features(x)))
@@ -339,6 +419,9 @@ class LeafEstimator(Estimator):
     (:func:`accumulator_for`) unless ``accumulator_class`` names another."""
 
     accumulator_class: ClassVar[type[LeafAccumulator] | None] = None
+    #: The parameters of the estimate when no row carries weight, given before the statistics
+    #: are read; None: ``from_statistics`` answers for itself (as a prior does).
+    empty_parameters: ClassVar[tuple[Any, ...] | None] = None
 
     def __init__(self, keys: str | None = None):
         self.keys = keys
@@ -354,8 +437,11 @@ class LeafEstimator(Estimator):
         return NumericEncoder(self.distribution_class.domain)
 
     def estimate(self, nobs: float, stats: Any) -> Distribution:
-        (sums,), _ = stats
-        return self.from_statistics(self.distribution_class.Statistics(*sums))
+        own, _ = stats  # one array of the fields (RecordSums), or one array a field (FieldSums)
+        if self.empty_parameters is not None and not np.ravel(own[0])[0] > 0:  # the weight
+            return self.distribution_class(*self.empty_parameters)
+        return self.from_statistics(self.distribution_class.Statistics(*(
+            own[0] if len(own) == 1 else own)))
 
     def from_statistics(self, stats: Any) -> Distribution:
         """The M-step of a leaf: its distribution's ``Statistics`` -> a distribution,

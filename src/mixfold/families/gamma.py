@@ -4,30 +4,38 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from mixfold.capabilities import SeedsFromPoints
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._centred import ScalarReference, weighted_centre
+from mixfold.families._centred import ScalarReference
 from mixfold.families._intervals import IntervalLaw, scipy_stats
-from mixfold.families._encoders import NumericEncoder
-from mixfold.families.contract import LeafAccumulator, LeafEstimator
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
-from mixfold.precision import native_dtype
+from mixfold.families.contract import (LeafDistribution, LeafEstimator, RecordSums,
+                                       SeedsFromLogs, family)
 from mixfold.options import number
 
-__all__ = ["GammaDistribution", "GammaEstimator", "GammaAccumulator", "gamma_shape_mle"]
+__all__ = ["GammaDistribution", "GammaEstimator", "GammaAccumulator", "GammaStatistics",
+           "gamma_shape_mle"]
 
 #: log of the smallest scale a fit may give: a subnormal with 10 significant bits.
 SMALLEST_LOG_SCALE = float(np.log(2.0 ** -1064))
 
 
-@family("Gamma", kind="gamma")
-class GammaDistribution(Distribution, SeedsFromPoints, IntervalLaw):
+class GammaStatistics(NamedTuple):
+    """A Gamma's statistics of weighted rows, about a reference log scale ``r``
+    (:class:`GammaAccumulator`)."""
+
+    weight: float  #: the sum of the weights
+    ratio: float  #: the weighted sum of ``x / exp(r)``
+    log_ratio: float  #: the weighted sum of ``log x - r``
+    reference_mass: float  #: the weighted sum of ``r``
+
+
+@family("Gamma")
+class GammaDistribution(LeafDistribution, SeedsFromLogs, IntervalLaw):
     """Gamma with density ``x**(k-1) exp(-x/theta) / (Gamma(k) theta**k)`` for x > 0.
 
     >>> d = GammaDistribution(2.0, 3.0)
@@ -37,8 +45,10 @@ class GammaDistribution(Distribution, SeedsFromPoints, IntervalLaw):
     (3,)
     """
 
+    domain = "positive"
     parameter_coordinates = {"shape": "positive", "scale": "positive"}
     estimated_jointly = ("shape", "scale")
+    Statistics = GammaStatistics
 
     def __init__(self, shape: float, scale: float):
         self.shape = float(shape)
@@ -48,48 +58,21 @@ class GammaDistribution(Distribution, SeedsFromPoints, IntervalLaw):
         if not (np.isfinite(self.scale) and self.scale > 0):
             raise ParameterError(f"scale must be finite and > 0, got {scale!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
         if self.shape >= LARGE_SHAPE:
-            return _large_shape_log_density(enc.values, self.shape, self.scale, precision)
-        dt = native_dtype(precision)
-        x = enc.values.astype(dt, copy=False)
+            return _large_shape_log_density(x, self.shape, self.scale, dt)
+        x = x.astype(dt, copy=False)
         norm = dt.type(gammaln(self.shape) + self.shape * np.log(self.scale))
-        out = dt.type(self.shape - 1.0) * np.log(x) - x / dt.type(self.scale) - norm
-        return out.astype(np.float64, copy=False)
-
-    @staticmethod
-    def stack_points(enc: Encoded) -> np.ndarray:
-        """The rows as points (n_rows, 1) for k-means++ seeding of mixtures, on the log scale.
-
-        Without it a mixture starts Gamma components from a random partition of the rows, which
-        leaves them too alike for EM to pull apart.
-        """
-        return np.log(enc.values)[:, None]
+        return dt.type(self.shape - 1.0) * np.log(x) - x / dt.type(self.scale) - norm
 
     def scipy_law(self) -> Any:
         """``scipy.stats.gamma(shape, scale=scale)``."""
         return scipy_stats().gamma(self.shape, scale=self.scale)
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("positive")
-
-    def estimator(self, **options: Any) -> GammaEstimator:
-        return GammaEstimator(**options)
-
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         # Small shapes put real mass below the smallest float; keep draws inside the support x > 0.
         x = rng.gamma(self.shape, self.scale, size=n)
         return np.maximum(x, np.finfo(np.float64).smallest_subnormal)
-
-    def n_parameters(self) -> int:
-        return 2
-
-    def _params(self) -> dict[str, Any]:
-        return {"shape": self.shape, "scale": self.scale}
-
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> GammaDistribution:
-        return cls(p["shape"], p["scale"])
 
 
 #: From this shape on, the log-density is taken in Stirling's form: ``(k - 1) log x``,
@@ -110,14 +93,15 @@ def _log1p_minus(t: np.ndarray, log_ratio: np.ndarray, k: float) -> np.ndarray:
     return np.where(small, k * series - np.log1p(ts), (k - 1.0) * log_ratio - k * t)
 
 
-def _large_shape_log_density(x: np.ndarray, k: float, theta: float,
-                             precision: str) -> np.ndarray:
+def _large_shape_log_density(x: np.ndarray, k: float, theta: float, dt: np.dtype) -> np.ndarray:
     """``log p(x)`` for shape ``k >= LARGE_SHAPE``: with ``y = x / theta = k (1 + t)``,
     ``k (log(1+t) - t) - log(1+t) - log(2 pi k) / 2 - stirlerr(k) - log theta``, where
-    ``stirlerr(k) = log Gamma(k) - (k - 1/2) log k + k - log(2 pi) / 2``; each term is small.
+    ``stirlerr(k) = log Gamma(k) - (k - 1/2) log k + k - log(2 pi) / 2``; each term is small
+    (in float64, rounded to ``dt`` at the end).
 
     >>> d = GammaDistribution(1e8, 1e-8)
-    >>> round(float(_large_shape_log_density(np.array([1.0]), d.shape, d.scale, "float64")[0]), 9)
+    >>> out = _large_shape_log_density(np.array([1.0]), d.shape, d.scale, np.dtype(float))
+    >>> round(float(out[0]), 9)
     8.291401838
     """
     x = np.asarray(x, dtype=np.float64)
@@ -126,22 +110,17 @@ def _large_shape_log_density(x: np.ndarray, k: float, theta: float,
     with np.errstate(divide="ignore"):
         log_ratio = np.log(x) - np.log(theta) - np.log(k)
         out = _log1p_minus(t, log_ratio, k) - 0.5 * (LOG_2PI + np.log(k)) - stirlerr - np.log(theta)
-    return out.astype(native_dtype(precision)).astype(np.float64, copy=False)
+    return out.astype(dt).astype(np.float64, copy=False)
 
 
-class GammaAccumulator(LeafAccumulator, ScalarReference):
-    """Statistics about a reference scale ``c`` (the model's mean when rows are added under a
-    model, else the rows' geometric mean): the sums of ``w``, ``w x / c``, ``w log(x / c)`` and
-    ``w log c``. The values enter as ratios to ``c``, so no product ``w x`` underflows for
-    values near the smallest float (nor overflows near the largest), and the log gap the shape
-    is read from is not a difference of two large logs."""
+class GammaAccumulator(RecordSums, ScalarReference):
+    """:class:`GammaStatistics` about a reference scale ``c = exp(r)`` (the model's mean when
+    rows are added under a model, else the rows' geometric mean). The values enter as ratios to
+    ``c``, so no product ``w x`` underflows for values near the smallest float (nor overflows
+    near the largest), and the log gap the shape is read from is not a difference of two large
+    logs."""
 
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(4)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
+    family = GammaDistribution
 
     @staticmethod
     def stack_reference(components: Sequence[GammaDistribution]) -> np.ndarray:
@@ -153,12 +132,9 @@ class GammaAccumulator(LeafAccumulator, ScalarReference):
         self.sums[1] *= np.exp(shift)
         self.sums[2] += self.sums[0] * shift
 
-    def _rows_point(self, x: np.ndarray, w: np.ndarray) -> float:
-        return float(weighted_centre(x, w)[0])  # (x: the logs of the rows)
-
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         logs = np.log(x)
-        r = self.point_for(logs, w)
+        r = self.point_for(logs, w)  # without a model: the logs' weighted mean
         s0 = w.sum()
         self.sums += (s0, w @ np.exp(logs - r), w @ (logs - r), s0 * r)
 
@@ -208,8 +184,8 @@ class GammaEstimator(LeafEstimator):
     (2.5, 1.5)
     """
 
-    accumulator_class = GammaAccumulator
     distribution_class = GammaDistribution
+    accumulator_class = GammaAccumulator
 
     option_rules = {"max_shape": number(0, above=True)}
 
@@ -218,12 +194,8 @@ class GammaEstimator(LeafEstimator):
         self.check_options(max_shape=max_shape)
         self.max_shape = float(max_shape)
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("positive")
-
-    def estimate(self, nobs: float, stats: Any) -> GammaDistribution:
-        (sums,), _ = stats
-        s0, ratio, log_ratio, ref_mass = sums
+    def from_statistics(self, stats: GammaStatistics) -> GammaDistribution:
+        s0, ratio, log_ratio, ref_mass = stats
         if not s0 > 0:
             return GammaDistribution(1.0, 1.0)
         log_ref = ref_mass / s0
@@ -240,5 +212,5 @@ class GammaEstimator(LeafEstimator):
             warnings.warn(f"a Gamma shape reached its cap {cap:g} (max_shape={self.max_shape:g}"
                           f" or a scale at the smallest float); rows of total weight {s0:.6g} sit"
                           f" on (nearly) one value, {mean:.6g}", DegenerateFitWarning,
-                          stacklevel=2)
+                          stacklevel=3)  # the caller of estimate
         return GammaDistribution(shape, float(np.exp(log_mean - np.log(shape))))

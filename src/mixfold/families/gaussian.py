@@ -4,40 +4,41 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from mixfold.compute.linear import LinearTerms, centred_gaussian, gaussian_centre
 from mixfold.compute.logspace import LOG_2PI, far_rows
-from mixfold.capabilities import (
-    CompensatedAccumulation,
-    LinearInFeatures,
-    RelativeScoring,
-    RunsInBands,
-    SeedsFromPoints,
-    StackedScoring,
-    StackedUpdate,
-)
-from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_moments,
                                        variance_floor)
 from mixfold.families._intervals import IntervalLaw, scipy_stats, truncated_normal_moments
-from mixfold.families._encoders import NumericEncoder
-from mixfold.families.contract import LeafAccumulator, LeafEstimator
-from mixfold.compute.linear import LinearTerms, centred_gaussian, gaussian_centre
-from mixfold.families._frozen import recentred_spread
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families.contract import (CompensatedAccumulation, Encoded, FieldSums,
+                                       LeafDistribution, LeafEstimator, LinearInFeatures,
+                                       RelativeScoring, RunsInBands, SeedsFromValues,
+                                       StackedScoring, StackedUpdate, family)
 from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.options import number, one_of
 
-__all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator"]
+__all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator",
+           "GaussianStatistics"]
 
 
-@family("Gaussian", kind="gaussian")
-class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsInBands, IntervalLaw,
-                           RelativeScoring):
+class GaussianStatistics(NamedTuple):
+    """A Gaussian's statistics of weighted rows about a reference point ``c``
+    (:class:`~mixfold.families._centred.CentredMoments`), one float64 array (1,) each."""
+
+    weight: np.ndarray  #: the sum of the weights
+    sum_x: np.ndarray  #: the weighted sum of ``x - c``
+    sum_xx: np.ndarray  #: the weighted sum of ``(x - c)^2``
+    ref_mass: np.ndarray  #: the weighted sum of ``c``
+
+
+@family("Gaussian")
+class GaussianDistribution(LeafDistribution, StackedScoring, SeedsFromValues, RunsInBands,
+                           IntervalLaw, RelativeScoring):
     """Gaussian with mean ``mu`` and variance ``sigma2``.
 
     >>> d = GaussianDistribution(1.0, 4.0)
@@ -47,7 +48,10 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
     (3,)
     """
 
+    domain = "real"
     parameter_coordinates = {"mu": "real", "sigma2": "positive"}
+    location_spread = ("mu", "sigma2")  # a held mean re-centres the estimated variance
+    Statistics = GaussianStatistics
 
     def __init__(self, mu: float, sigma2: float):
         self.mu = float(mu)
@@ -60,12 +64,13 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
     def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
         if not resolve_precision(precision).native:
             return log_density_in_band(self, enc, precision)
-        dt = native_dtype(precision)
-        x = enc.values.astype(dt, copy=False)
-        z = (x - dt.type(self.mu)) ** 2
+        return self.log_densities(enc.values, native_dtype(precision)).astype(np.float64,
+                                                                              copy=False)
+
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        z = (x.astype(dt, copy=False) - dt.type(self.mu)) ** 2
         norm = dt.type(0.5 * (LOG_2PI + np.log(self.sigma2)))
-        out = dt.type(-0.5) * z / dt.type(self.sigma2) - norm
-        return out.astype(np.float64, copy=False)
+        return dt.type(-0.5) * z / dt.type(self.sigma2) - norm
 
     def band_log_density(self, enc: Encoded, ops: Any) -> Any:
         """``-(z^2 / s2 + log 2 pi + log s2) / 2`` with every operation in the band of ``ops``
@@ -133,11 +138,6 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
         return far_rows(enc.values[:, None], np.array([c.mu for c in components]),
                         np.sqrt([c.sigma2 for c in components]))
 
-    @staticmethod
-    def stack_points(enc: Encoded) -> np.ndarray:
-        """The rows as points (n_rows, 1) for k-means++ seeding."""
-        return enc.values[:, None]
-
     def scipy_law(self) -> Any:
         """``scipy.stats.norm(mu, sqrt(sigma2))``."""
         return scipy_stats().norm(self.mu, np.sqrt(self.sigma2))
@@ -151,47 +151,16 @@ class GaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RunsIn
         m, s = self.mu + sd * mean, sd * np.sqrt(var)
         return np.stack([m - s, m + s], axis=1), np.full((len(m), 2), 0.5)
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("real")
-
-    def estimator(self, **options: Any) -> GaussianEstimator:
-        return GaussianEstimator(**options)
-
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.normal(self.mu, np.sqrt(self.sigma2), size=n)
 
-    def n_parameters(self) -> int:
-        return 2
 
-    def _params(self) -> dict[str, Any]:
-        return {"mu": self.mu, "sigma2": self.sigma2}
-
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> GaussianDistribution:
-        return cls(p["mu"], p["sigma2"])
-
-    @classmethod
-    def hold_parameters(cls, estimated: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
-        """A held mean re-centres the estimated variance on it."""
-        return recentred_spread(estimated, held, "mu", "sigma2")
-
-    def decomposition(self) -> Decomposition:
-        """Atomic: the unit of per-row work (a few flops to score and accumulate a row)."""
-        return Decomposition.atomic(row_work=1.0, param_bytes=16)
-
-
-class GaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate, LinearInFeatures,
+class GaussianAccumulator(CentredMoments, FieldSums, StackedUpdate, LinearInFeatures,
                           CompensatedAccumulation):
-    """Statistics about a reference point ``c``
-    (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, of ``w (x-c)``, of
-    ``w (x-c)^2`` and of ``w c``, one float each."""
+    """:class:`GaussianStatistics` about a reference point ``c``
+    (:class:`~mixfold.families._centred.CentredMoments`), one array a field."""
 
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.weight, self.sum_x, self.sum_xx, self.ref_mass = (np.zeros(1) for _ in range(4))
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
+    family = GaussianDistribution
 
     @staticmethod
     def stack_reference(components: Sequence[GaussianDistribution]) -> np.ndarray:
@@ -282,8 +251,9 @@ class GaussianEstimator(LeafEstimator):
     (2.0, 9.0)
     """
 
-    accumulator_class = GaussianAccumulator
     distribution_class = GaussianDistribution
+    accumulator_class = GaussianAccumulator
+    empty_parameters = (0.0, 1.0)
 
     option_rules = {"reg_covar": number(0), "min_variance": number(0, above=True),
                     "reg_covar_mode": one_of(*FLOOR_MODES)}
@@ -297,25 +267,20 @@ class GaussianEstimator(LeafEstimator):
         self.min_variance = float(min_variance)
         self.reg_covar_mode = reg_covar_mode
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("real")
-
-    def estimate(self, nobs: float, stats: Any) -> GaussianDistribution:
-        own, _ = stats
-        if not own[0][0] > 0:
-            return GaussianDistribution(0.0, 1.0)
-        s0, mean, second = central_moments(*own)
+    def from_statistics(self, stats: GaussianStatistics) -> GaussianDistribution:
+        s0, mean, second = central_moments(*stats)
         mu, raw = float(mean[0]), float(second[0])
         floor = float(variance_floor(np.array(raw), self.reg_covar, self.reg_covar_mode))
         var = max(max(raw, 0.0) + floor, self.min_variance)
         if raw <= max(floor, self.min_variance):
-            warn_collapsed_variance(raw, var, s0, mu)
+            warn_collapsed_variance(raw, var, s0, mu, stacklevel=4)
         return GaussianDistribution(mu, var)
 
 
 def warn_collapsed_variance(raw: Any, floored: Any, weight: float, mu: Any,
-                            where: str = "") -> None:
-    """Warn that an estimated variance collapsed onto the floor (rows on one value)."""
+                            where: str = "", stacklevel: int = 3) -> None:
+    """Warn that an estimated variance collapsed onto the floor (rows on one value), at the
+    line ``stacklevel`` frames up (3: the caller of the ``estimate`` that calls this)."""
     warnings.warn(f"a Gaussian variance collapsed{where}; {float(raw):.3g} from rows of total "
                   f"weight {weight:.6g} at mean {float(mu):.6g}; floored to {float(floored):.3g}"
-                  f" (reg_covar / min_variance)", DegenerateFitWarning, stacklevel=3)
+                  f" (reg_covar / min_variance)", DegenerateFitWarning, stacklevel=stacklevel)

@@ -8,18 +8,18 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import RelativeScoring, SeedsFromPoints, StackedScoring
-from mixfold.families._intervals import IntervalLaw, scipy_stats, truncated_normal_moments
-from mixfold.families._encoders import NumericEncoder
 from mixfold.compute.linear import LinearTerms
-from mixfold.families._frozen import recentred_spread
-from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
-from mixfold.families.gaussian import GaussianAccumulator, GaussianDistribution, GaussianEstimator
+from mixfold.families._intervals import IntervalLaw, scipy_stats, truncated_normal_moments
+from mixfold.families.contract import (ArrayEncoded, Encoded, LeafDistribution, RelativeScoring,
+                                       SeedsFromLogs, StackedScoring, family)
+from mixfold.families.gaussian import (GaussianAccumulator, GaussianDistribution,
+                                       GaussianEstimator, GaussianStatistics)
 
 __all__ = ["LogGaussianDistribution", "LogGaussianEstimator", "LogGaussianAccumulator"]
 
-@family("LogGaussian", kind="log_gaussian")
-class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, RelativeScoring,
+
+@family("LogGaussian")
+class LogGaussianDistribution(LeafDistribution, StackedScoring, SeedsFromLogs, RelativeScoring,
                               IntervalLaw):
     """Log-normal: ``log x`` is Gaussian with mean ``mu`` and variance ``sigma2``, for x > 0.
 
@@ -32,15 +32,18 @@ class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, Rel
     (3,)
     """
 
+    domain = "positive"
     parameter_coordinates = {"mu": "real", "sigma2": "positive"}
+    location_spread = ("mu", "sigma2")  # a held mean re-centres the estimated variance
+    Statistics = GaussianStatistics  # those of log x
 
     def __init__(self, mu: float, sigma2: float):
         self.log_law = GaussianDistribution(mu, sigma2)  # validates the parameters
         self.mu, self.sigma2 = self.log_law.mu, self.log_law.sigma2
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        y = _log_encoded(enc)
-        return self.log_law.seq_log_density(y, precision) - y.values
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        y = np.log(x)  # the Jacobian -log x in float64
+        return self.log_law.log_densities(y, dt).astype(np.float64, copy=False) - y
 
     @classmethod
     def stack_log_density(cls, components: Sequence[LogGaussianDistribution], enc: Encoded,
@@ -66,11 +69,6 @@ class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, Rel
         return GaussianDistribution.stack_far_rows([c.log_law for c in components],
                                                    _log_encoded(enc))
 
-    @staticmethod
-    def stack_points(enc: Encoded) -> np.ndarray:
-        """The rows as points (n_rows, 1) on the log scale, for k-means++ seeding."""
-        return np.log(enc.values)[:, None]
-
     def scipy_law(self) -> Any:
         """``scipy.stats.lognorm(sqrt(sigma2), scale=exp(mu))``."""
         return scipy_stats().lognorm(np.sqrt(self.sigma2), scale=np.exp(self.mu))
@@ -86,29 +84,8 @@ class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, Rel
         m, s = self.mu + sd * mean, sd * np.sqrt(var)
         return np.exp(np.stack([m - s, m + s], axis=1)), np.full((len(m), 2), 0.5)
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("positive")
-
-    def estimator(self, **options: Any) -> LogGaussianEstimator:
-        return LogGaussianEstimator(**options)
-
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.lognormal(self.mu, np.sqrt(self.sigma2), size=n)
-
-    def n_parameters(self) -> int:
-        return 2
-
-    def _params(self) -> dict[str, Any]:
-        return {"mu": self.mu, "sigma2": self.sigma2}
-
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> LogGaussianDistribution:
-        return cls(p["mu"], p["sigma2"])
-
-    @classmethod
-    def hold_parameters(cls, estimated: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
-        """A held mean re-centres the estimated variance on it."""
-        return recentred_spread(estimated, held, "mu", "sigma2")
 
 
 class LogGaussianAccumulator(GaussianAccumulator):
@@ -147,14 +124,11 @@ class LogGaussianEstimator(GaussianEstimator):
     (1.0, 0.5)
     """
 
-    accumulator_class = LogGaussianAccumulator
     distribution_class = LogGaussianDistribution
+    accumulator_class = LogGaussianAccumulator
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("positive")
-
-    def estimate(self, nobs: float, stats: Any) -> LogGaussianDistribution:
-        log_law = super().estimate(nobs, stats)
+    def from_statistics(self, stats: GaussianStatistics) -> LogGaussianDistribution:
+        log_law = super().from_statistics(stats)
         return LogGaussianDistribution(log_law.mu, log_law.sigma2)
 
 

@@ -3,25 +3,38 @@ degrees of freedom (scipy's ``t(nu, loc=mu, scale=sqrt(sigma2))``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
-from mixfold.capabilities import SeedsFromPoints
-from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
-from mixfold.families._encoders import NumericEncoder
-from mixfold.families.contract import LeafEstimator, ModelStatsAccumulator
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln
+from mixfold.families.contract import (LeafDistribution, LeafEstimator, ModelStatsAccumulator,
+                                       RecordSums, SeedsFromValues, family)
 from mixfold.families.gamma import gamma_shape_mle
 from mixfold.options import none_or, number
 
-__all__ = ["StudentTDistribution", "StudentTEstimator", "StudentTAccumulator"]
+__all__ = ["StudentTDistribution", "StudentTEstimator", "StudentTAccumulator",
+           "StudentTStatistics"]
 
 
-@family("StudentT", kind="student_t")
-class StudentTDistribution(Distribution, SeedsFromPoints):
+class StudentTStatistics(NamedTuple):
+    """A Student's t's statistics of weighted rows, with ``u`` the posterior mean of each row's
+    precision scale and ``z = x - c`` centred on the current location ``c`` (so the variance
+    does not come from a difference of large sums). The start (no model) has ``u = 1`` and
+    ``c = 0``."""
+
+    weight: float  #: the sum of the weights
+    u_sum: float  #: the weighted sum of ``u``
+    uz_sum: float  #: the weighted sum of ``u z``
+    uzz_sum: float  #: the weighted sum of ``u z^2``
+    log_u_gap: float  #: the weighted sum of ``E[log u] - u``
+    centre_mass: float  #: the weighted sum of ``c``
+    model_weight: float  #: the sum of the weights added under a model
+
+
+@family("StudentT")
+class StudentTDistribution(LeafDistribution, SeedsFromValues):
     """Student's t with location ``mu``, squared scale ``sigma2`` > 0 and ``nu`` > 0 degrees of
     freedom: a Gaussian ``N(mu, sigma2 / u)`` whose precision scale ``u`` is
     Gamma(``nu / 2``, rate ``nu / 2``), which is how its estimator fits it.
@@ -31,8 +44,12 @@ class StudentTDistribution(Distribution, SeedsFromPoints):
     -2.037737
     """
 
+    domain = "real"
     parameter_coordinates = {"mu": "real", "sigma2": "positive", "nu": "positive"}
     estimated_jointly = ("mu", "sigma2", "nu")
+    Statistics = StudentTStatistics
+    row_work = 3.0  # a log a row to score, a digamma-free log more to accumulate
+    param_bytes = 32  # and its normaliser
 
     def __init__(self, mu: float, sigma2: float, nu: float):
         self.mu = float(mu)
@@ -53,51 +70,19 @@ class StudentTDistribution(Distribution, SeedsFromPoints):
         z = x - self.mu
         return z * z / self.sigma2
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        return self.log_norm - 0.5 * (self.nu + 1.0) * np.log1p(
-            self.scaled_squares(enc.values) / self.nu)
-
-    @staticmethod
-    def stack_points(enc: Encoded) -> np.ndarray:
-        """The rows as points (n_rows, 1) for k-means++ seeding of mixtures."""
-        return enc.values[:, None]
-
-    def encoder(self) -> Encoder:
-        return NumericEncoder("real")
-
-    def estimator(self, **options: Any) -> StudentTEstimator:
-        return StudentTEstimator(**options)
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        return self.log_norm - 0.5 * (self.nu + 1.0) * np.log1p(  # in float64 in every band
+            self.scaled_squares(x) / self.nu)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.mu + np.sqrt(self.sigma2) * rng.standard_t(self.nu, size=n)
 
-    def n_parameters(self) -> int:
-        return 3
 
-    def _params(self) -> dict[str, Any]:
-        return {"mu": self.mu, "sigma2": self.sigma2, "nu": self.nu}
+class StudentTAccumulator(ModelStatsAccumulator, RecordSums):
+    """:class:`StudentTStatistics`: the start's plain sums, then the E-step's under the
+    current model."""
 
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> StudentTDistribution:
-        return cls(p["mu"], p["sigma2"], p["nu"])
-
-    def decomposition(self) -> Decomposition:
-        """Atomic: a log per row to score, a digamma-free log more to accumulate."""
-        return Decomposition.atomic(row_work=3.0, param_bytes=32)
-
-
-class StudentTAccumulator(ModelStatsAccumulator):
-    """Statistics: ``[sum w, sum w u, sum w u z, sum w u z^2, sum w (E[log u] - u), sum w c,
-    model weight]`` with ``u`` the posterior mean of each row's precision scale and
-    ``z = x - c`` centred on the current location ``c`` (so the variance does not come from a
-    difference of large sums). The start (no model) has ``u = 1`` and ``c = 0``."""
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(7)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
+    family = StudentTDistribution
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         s0 = w.sum()
@@ -134,8 +119,8 @@ class StudentTEstimator(LeafEstimator):
     (2.0, 0.25, 4)
     """
 
-    accumulator_class = StudentTAccumulator
     distribution_class = StudentTDistribution
+    accumulator_class = StudentTAccumulator
 
     option_rules = {"nu": none_or(number(0, above=True)), "start_nu": number(0, above=True),
                     "max_nu": number(0, above=True), "min_sigma2": number(0, above=True)}
@@ -149,12 +134,8 @@ class StudentTEstimator(LeafEstimator):
         self.min_sigma2 = float(min_sigma2)
         self.nu = None if nu is None else float(nu)
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("real")
-
-    def estimate(self, nobs: float, stats: Any) -> StudentTDistribution:
-        (sums,), _ = stats
-        s0, su, suz, suzz, slog, sc, m0 = sums
+    def from_statistics(self, stats: StudentTStatistics) -> StudentTDistribution:
+        s0, su, suz, suzz, slog, sc, m0 = stats
         nu = self.start_nu if self.nu is None else self.nu
         if s0 <= 0 or su <= 0:
             return StudentTDistribution(0.0, 1.0, nu)

@@ -3,20 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from mixfold.capabilities import SeedsFromPoints
-from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._intervals import IntervalLaw, scipy_stats
-from mixfold.families._encoders import NumericEncoder
-from mixfold.families.contract import LeafEstimator, ModelStatsAccumulator
-from mixfold.families._protocol import Distribution, Encoded, Encoder, family
+from mixfold.families.contract import (LeafDistribution, LeafEstimator, ModelStatsAccumulator,
+                                       RecordSums, SeedsFromLogs, family)
 from mixfold.options import number
 
-__all__ = ["WeibullDistribution", "WeibullEstimator", "WeibullAccumulator", "MAX_SHAPE_STEP"]
+__all__ = ["WeibullDistribution", "WeibullEstimator", "WeibullAccumulator", "WeibullStatistics",
+           "MAX_SHAPE_STEP"]
 
 #: A shape update moves the shape by at most this factor (a Newton step far from the maximum
 #: can overshoot; the profile likelihood is concave in the shape, so steps only shrink near it).
@@ -27,8 +25,25 @@ LOG_SCALE_LIMIT = 700.0
 EULER_GAMMA = 0.5772156649015329
 
 
-@family("Weibull", kind="weibull")
-class WeibullDistribution(Distribution, SeedsFromPoints, IntervalLaw):
+class WeibullStatistics(NamedTuple):
+    """A Weibull's statistics of weighted rows: the start's (``log x`` is Gumbel), then those
+    under the current ``(k, lam)``, with ``L = log(x / lam)`` and ``y = exp(k L)`` (the profile
+    likelihood of the shape, its slope and its curvature at the current shape, and where that
+    is)."""
+
+    weight: float  #: the sum of the weights
+    log_sum: float  #: the weighted sum of ``log x``
+    log_square_sum: float  #: the weighted sum of ``(log x)^2``
+    model_weight: float  #: the sum of the weights added under a model
+    y_sum: float  #: the weighted sum of ``y``
+    y_log_sum: float  #: the weighted sum of ``y L``
+    y_log_square_sum: float  #: the weighted sum of ``y L^2``
+    shape_mass: float  #: the weighted sum of the current shape ``k``
+    log_scale_mass: float  #: the weighted sum of the current ``log lam``
+
+
+@family("Weibull")
+class WeibullDistribution(LeafDistribution, SeedsFromLogs, IntervalLaw):
     """Weibull with density ``k / lam (x / lam)**(k-1) exp(-(x / lam)**k)`` for x > 0.
 
     >>> d = WeibullDistribution(1.5, 2.0)
@@ -36,8 +51,11 @@ class WeibullDistribution(Distribution, SeedsFromPoints, IntervalLaw):
     -0.987809
     """
 
+    domain = "positive"
     parameter_coordinates = {"shape": "positive", "scale": "positive"}
     estimated_jointly = ("shape", "scale")
+    Statistics = WeibullStatistics
+    row_work = 3.0  # a log and an exp a row
 
     def __init__(self, shape: float, scale: float):
         self.shape = float(shape)
@@ -47,58 +65,25 @@ class WeibullDistribution(Distribution, SeedsFromPoints, IntervalLaw):
         if not (np.isfinite(self.scale) and self.scale > 0):
             raise ParameterError(f"scale must be finite and > 0, got {scale!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        log_z = np.log(enc.values) - np.log(self.scale)
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        log_z = np.log(x) - np.log(self.scale)  # in float64 in every band
         return np.log(self.shape / self.scale) + (self.shape - 1.0) * log_z \
             - np.exp(self.shape * log_z)
-
-    @staticmethod
-    def stack_points(enc: Encoded) -> np.ndarray:
-        """The rows as points (n_rows, 1) for k-means++ seeding of mixtures, on the log scale."""
-        return np.log(enc.values)[:, None]
 
     def scipy_law(self) -> Any:
         """``scipy.stats.weibull_min(shape, scale=scale)``."""
         return scipy_stats().weibull_min(self.shape, scale=self.scale)
-
-    def encoder(self) -> Encoder:
-        return NumericEncoder("positive")
-
-    def estimator(self, **options: Any) -> WeibullEstimator:
-        return WeibullEstimator(**options)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         # small shapes put real mass below the smallest float: keep draws inside x > 0
         x = self.scale * rng.weibull(self.shape, size=n)
         return np.maximum(x, np.finfo(np.float64).smallest_subnormal)
 
-    def n_parameters(self) -> int:
-        return 2
 
-    def _params(self) -> dict[str, Any]:
-        return {"shape": self.shape, "scale": self.scale}
+class WeibullAccumulator(ModelStatsAccumulator, RecordSums):
+    """:class:`WeibullStatistics`: the start's three sums, then the E-step's six."""
 
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> WeibullDistribution:
-        return cls(p["shape"], p["scale"])
-
-    def decomposition(self) -> Decomposition:
-        """Atomic: a log and an exp per row, about three scalar leaves' work."""
-        return Decomposition.atomic(row_work=3.0, param_bytes=16)
-
-
-class WeibullAccumulator(ModelStatsAccumulator):
-    """Statistics: ``[sum w, sum w log x, sum w (log x)^2]`` (the start: log x is Gumbel), then
-    under the current ``(k, lam)``, with ``L = log(x / lam)`` and ``y = exp(k L)``:
-    ``[sum w, sum w y, sum w y L, sum w y L^2, sum w k, sum w log lam]`` (the profile likelihood
-    of the shape, its slope and its curvature at the current shape, and where that is)."""
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(9)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
+    family = WeibullDistribution
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
         log_x = np.log(x)
@@ -137,8 +122,8 @@ class WeibullEstimator(LeafEstimator):
     (1.5, 2.0)
     """
 
-    accumulator_class = WeibullAccumulator
     distribution_class = WeibullDistribution
+    accumulator_class = WeibullAccumulator
 
     option_rules = {"max_shape": number(0, above=True)}
 
@@ -147,17 +132,13 @@ class WeibullEstimator(LeafEstimator):
         self.check_options(max_shape=max_shape)
         self.max_shape = float(max_shape)
 
-    def encoder(self) -> Encoder:
-        return NumericEncoder("positive")
-
-    def estimate(self, nobs: float, stats: Any) -> WeibullDistribution:
-        (sums,), _ = stats
-        s0, s_log, s_log2, m0, sy, syl, syll, sk, s_log_scale = sums
+    def from_statistics(self, stats: WeibullStatistics) -> WeibullDistribution:
+        s0, s_log, s_log2, m0, sy, syl, syll, sk, s_log_scale = stats
         if s0 <= 0:
             return WeibullDistribution(1.0, 1.0)
         mean_log = s_log / s0
         if m0 <= 0 or not 0 < sy < np.inf:
-            return self._start(s0, mean_log, s_log2)
+            return _gumbel_start(s0, mean_log, s_log2, self.max_shape)
         k0, log_scale0 = sk / m0, s_log_scale / m0
         mean_log_z = mean_log - log_scale0
         d1, d2 = syl / sy, syll / sy - (syl / sy) ** 2  # log S(k) slope and curvature
@@ -169,13 +150,16 @@ class WeibullEstimator(LeafEstimator):
         log_mean_y = np.log(sy / m0) + step * d1 + 0.5 * step * step * d2
         log_scale = log_scale0 + log_mean_y / k
         if not (np.isfinite(k) and k > 0 and abs(log_scale) < LOG_SCALE_LIMIT):
-            return self._start(s0, mean_log, s_log2)  # a step from a fit gone degenerate
+            # a step from a fit gone degenerate
+            return _gumbel_start(s0, mean_log, s_log2, self.max_shape)
         return WeibullDistribution(k, np.exp(log_scale))
 
-    def _start(self, s0: float, mean_log: float, s_log2: float) -> WeibullDistribution:
-        """The method of moments on ``log x``: ``var = pi^2 / (6 k^2)``, ``mean = log(lam) -
-        EULER_GAMMA / k``."""
-        var = max(s_log2 / s0 - mean_log * mean_log, 0.0)
-        k = min(np.pi / np.sqrt(6.0 * var), self.max_shape) if var > 0 else self.max_shape
-        log_scale = np.clip(mean_log + EULER_GAMMA / k, -LOG_SCALE_LIMIT, LOG_SCALE_LIMIT)
-        return WeibullDistribution(k, np.exp(log_scale))
+
+def _gumbel_start(s0: float, mean_log: float, s_log2: float,
+                  max_shape: float) -> WeibullDistribution:
+    """The method of moments on ``log x``: ``var = pi^2 / (6 k^2)``, ``mean = log(lam) -
+    EULER_GAMMA / k``."""
+    var = max(s_log2 / s0 - mean_log * mean_log, 0.0)
+    k = min(np.pi / np.sqrt(6.0 * var), max_shape) if var > 0 else max_shape
+    log_scale = np.clip(mean_log + EULER_GAMMA / k, -LOG_SCALE_LIMIT, LOG_SCALE_LIMIT)
+    return WeibullDistribution(k, np.exp(log_scale))

@@ -9,7 +9,7 @@ from mixfold.compute.encoded import Encoded, as_weights
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, FoldResult, fold_rows, init_sample_mask
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.precision import resolve_precision
+from mixfold.precision.bands import FLOAT64, Precision
 from mixfold.precision.doubledouble import DD, dd_sum_rows
 
 __all__ = ["LocalEncodedData", "DEFAULT_CHUNK_ROWS"]
@@ -42,16 +42,17 @@ class LocalEncodedData(EncodedDataHandle):
         self.features = FeatureCache.for_rows(enc.nbytes)
 
     def fold(self, estimator: Estimator, model: Distribution,
-             precision: str = "float64") -> FoldResult:
+             precision: Precision = FLOAT64) -> FoldResult:
         acc = estimator.accumulator_factory().make()
         with self.features.active():
             total = fold_rows(acc, self.enc, self.weights, model, precision, self.chunk_rows)
         weight = self.total_weight
-        if resolve_precision(precision).compensated:
+        if precision.compensated:
             weight = float(dd_sum_rows(DD(self.weights, np.zeros_like(self.weights))).hi)
         return FoldResult(self.n_rows, weight, total, acc)
 
-    def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
+    def log_density_sum(self, model: Distribution,
+                        precision: Precision = FLOAT64) -> tuple[int, float]:
         return self.n_rows, fold_rows(None, self.enc, self.weights, model, precision,
                                       self.chunk_rows)
 

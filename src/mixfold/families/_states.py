@@ -14,6 +14,7 @@ from mixfold.families._hooks import ScoreChildren
 from mixfold.families._protocol import Encoded
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
 from mixfold.families.units import Units, bind_units, shared_encoder
+from mixfold.precision.bands import Precision
 
 __all__ = ["EmissionStates", "emissions_encoder", "bind_emissions"]
 
@@ -29,7 +30,7 @@ class EmissionStates:
     def num_states(self) -> int:
         return len(self.emissions)
 
-    def emission_columns(self, items: Encoded, precision: str, start: int, stop: int,
+    def emission_columns(self, items: Encoded, precision: Precision, start: int, stop: int,
                          scores: np.ndarray) -> None:
         """Write log e_s(x) of states ``[start, stop)`` into their columns of ``scores``
         (n_items, S); any range gets the bits the full set gets."""
@@ -38,7 +39,7 @@ class EmissionStates:
     def unit_rows(self, enc: SequenceEncoded) -> Encoded:
         return enc.items
 
-    def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
+    def score_columns(self, rows: Encoded, precision: Precision, start: int, stop: int,
                       out: np.ndarray, score: ScoreChildren | None = None) -> None:
         """:meth:`emission_columns`; with ``score``, the emissions' log-densities come from
         it."""

@@ -18,6 +18,7 @@ from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import gammaln
 from mixfold.families.dirichlet import dirichlet_mle, moment_start, transposed_features
 from mixfold.options import number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["BetaDistribution", "BetaEstimator", "BetaAccumulator"]
 
@@ -49,13 +50,13 @@ class BetaDistribution(Distribution, StackedScoring, SeedsFromPoints):
     def mean(self) -> float:
         return self.a / (self.a + self.b)
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         x = enc.values
         return (self.a - 1.0) * np.log(x) + (self.b - 1.0) * np.log1p(-x) + self.log_norm
 
     @classmethod
     def stack_log_density(cls, components: Sequence[BetaDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-densities of all K components at once, (n_rows, K)."""
         logs = np.stack([np.log(enc.values), np.log1p(-enc.values)], axis=1)  # (n, 2)
         coef = np.array([[c.a - 1.0 for c in components], [c.b - 1.0 for c in components]])

@@ -24,6 +24,7 @@ from mixfold.families._protocol import (
     is_na,
 )
 from mixfold.options import number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["CategoricalDistribution", "CategoricalEstimator", "CategoricalAccumulator",
            "CategoricalEncoder", "level_to_json", "level_from_json"]
@@ -236,12 +237,12 @@ class CategoricalDistribution(Distribution, StackedScoring):
     def prob(self, level: Hashable) -> float:
         return float(self.probs[self.levels.index(level)])
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         return self.log_probs[enc.values]
 
     @classmethod
     def stack_log_density(cls, components: Sequence[CategoricalDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-probabilities of all K components at once: one gather, (n_rows, K) in F order."""
         table = np.stack([c.log_probs for c in components])  # (K, L)
         # np.take lays the gather out (K, n); table[:, codes] would lay it out (n, K), and its

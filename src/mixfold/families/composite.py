@@ -26,6 +26,7 @@ from mixfold.families._protocol import (
     InitRandom,
     family,
 )
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["CompositeDistribution", "CompositeEstimator", "RecordDistribution", "RecordEstimator",
            "FactorAccumulator", "FactorEncoded", "CompositeEncoder", "RecordEncoder",
@@ -196,10 +197,11 @@ class _FactorDistribution(ScoresChildren, Distribution, StackedScoring):
 
     factors: tuple[Distribution, ...]
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         return self.score_children(enc, precision, score_serially)
 
-    def score_children(self, enc: Encoded, precision: str, score: ScoreChildren) -> np.ndarray:
+    def score_children(self, enc: Encoded, precision: Precision,
+                       score: ScoreChildren) -> np.ndarray:
         """The factors' log-densities (from ``score``) added in factor order."""
         out = np.zeros(enc.n_rows)
         for ll in score([ChildScore(i, dist, part)
@@ -227,7 +229,7 @@ class _FactorDistribution(ScoresChildren, Distribution, StackedScoring):
 
     @classmethod
     def stack_log_density(cls, components: Sequence[_FactorDistribution], enc: Encoded,
-                          precision: str = "float64",
+                          precision: Precision = FLOAT64,
                           units: tuple[int, int] | None = None) -> np.ndarray:
         """Sum over factors of each factor family's stacked scores, (n_rows, K) in F order
         (only the columns ``units=(start, stop)`` when given, with the same bits)."""
@@ -341,11 +343,11 @@ class FactorAccumulator(FoldsChildren, Accumulator, StackedUpdate, FusedFold):
         return self.factors
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: _FactorDistribution,
-                   precision: str = "float64") -> np.ndarray | None:
+                   precision: Precision = FLOAT64) -> np.ndarray | None:
         return self.fold_children(enc, weights, model, precision, fold_serially)
 
     def fold_children(self, enc: Encoded, weights: np.ndarray, model: _FactorDistribution,
-                      precision: str, fold: FoldChildren) -> np.ndarray | None:
+                      precision: Precision, fold: FoldChildren) -> np.ndarray | None:
         """The factors folded by ``fold``, their log-densities added in factor order (``None``
         when a factor returns none)."""
         total: np.ndarray | None = np.zeros(enc.n_rows)
@@ -364,7 +366,7 @@ class FactorAccumulator(FoldsChildren, Accumulator, StackedUpdate, FusedFold):
     @staticmethod
     def stack_fold(accs: Sequence[FactorAccumulator], components: Sequence[_FactorDistribution],
                    log_weights: np.ndarray, enc: Encoded, weights: np.ndarray,
-                   precision: str = "float64") -> tuple[np.ndarray, np.ndarray] | None:
+                   precision: Precision = FLOAT64) -> tuple[np.ndarray, np.ndarray] | None:
         """The whole E-step of a mixture of K records (or composites) in one fused pass when
         every field's family is linear in its features (Gaussian, Poisson, categorical,
         diagonal Gaussian): :func:`~mixfold.compute.linear.linear_fold` on the fields'

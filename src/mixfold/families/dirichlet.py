@@ -17,6 +17,7 @@ from mixfold.families.contract import LeafAccumulator, LeafEstimator
 from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
 from mixfold.options import integer, none_or, number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["DirichletDistribution", "DirichletEstimator", "DirichletAccumulator",
            "SimplexEncoder", "dirichlet_mle", "moment_start", "transposed_features",
@@ -164,12 +165,12 @@ class DirichletDistribution(Distribution, StackedScoring):
     def dim(self) -> int:
         return int(self.alpha.size)
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         return np.log(enc.values) @ (self.alpha - 1.0) + self.log_norm
 
     @classmethod
     def stack_log_density(cls, components: Sequence[DirichletDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-densities of all K components at once, (n_rows, K)."""
         coef = np.stack([c.alpha - 1.0 for c in components], axis=1)  # (D, K)
         return np.log(enc.values) @ coef + np.array([c.log_norm for c in components])

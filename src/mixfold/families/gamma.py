@@ -19,6 +19,7 @@ from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
 from mixfold.precision import native_dtype
 from mixfold.options import number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["GammaDistribution", "GammaEstimator", "GammaAccumulator", "gamma_shape_mle"]
 
@@ -48,7 +49,7 @@ class GammaDistribution(Distribution, SeedsFromPoints, IntervalLaw):
         if not (np.isfinite(self.scale) and self.scale > 0):
             raise ParameterError(f"scale must be finite and > 0, got {scale!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         if self.shape >= LARGE_SHAPE:
             return _large_shape_log_density(enc.values, self.shape, self.scale, precision)
         dt = native_dtype(precision)
@@ -111,7 +112,7 @@ def _log1p_minus(t: np.ndarray, log_ratio: np.ndarray, k: float) -> np.ndarray:
 
 
 def _large_shape_log_density(x: np.ndarray, k: float, theta: float,
-                             precision: str) -> np.ndarray:
+                             precision: Precision) -> np.ndarray:
     """``log p(x)`` for shape ``k >= LARGE_SHAPE``: with ``y = x / theta = k (1 + t)``,
     ``k (log(1+t) - t) - log(1+t) - log(2 pi k) / 2 - stirlerr(k) - log theta``, where
     ``stirlerr(k) = log Gamma(k) - (k - 1/2) log k + k - log(2 pi) / 2``; each term is small.

@@ -42,6 +42,7 @@ from mixfold.families.mixture import MixtureEstimator
 from mixfold.families.units import UnitAccumulators, Units, encoding_slots, seeded_posteriors
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
 from mixfold.options import flag, number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["HiddenMarkovDistribution", "HiddenMarkovEstimator", "HiddenMarkovAccumulator"]
 
@@ -300,7 +301,7 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         self._continue_matrix = keep[:, None] * self.transitions
         self.units = Units(self.emissions)
 
-    def emission_log_densities(self, items: Encoded, precision: str = "float64") -> np.ndarray:
+    def emission_log_densities(self, items: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         """log e_s(x) of every flat item under every state, array of shape (n_items, S).
 
         The per-state step of the E-step (one column per state, independent of the others);
@@ -311,12 +312,12 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
     def log_density_from_columns(self, enc: SequenceEncoded, scores: np.ndarray) -> np.ndarray:
         return _Lattice(self, scores, enc.offsets).log_likelihood
 
-    def _lattice(self, enc: SequenceEncoded, precision: str) -> _Lattice:
+    def _lattice(self, enc: SequenceEncoded, precision: Precision) -> _Lattice:
         enc, scores = self.labelled_scores(enc, precision)
         return _Lattice(self, scores, enc.offsets)
 
     def labelled_scores(self, enc: SequenceEncoded | Labelled,
-                        precision: str) -> tuple[SequenceEncoded, np.ndarray]:
+                        precision: Precision) -> tuple[SequenceEncoded, np.ndarray]:
         """(the sequences, :meth:`emission_log_densities` of their items): with state labels
         riding along, each item's log prior added to its scores."""
         if not isinstance(enc, Labelled):
@@ -325,10 +326,10 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         scores += enc.log_prior()
         return enc.inner, scores
 
-    def seq_log_density(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         return self._lattice(enc, precision).log_likelihood
 
-    def seq_posterior(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_posterior(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         """Posterior state probabilities of every flat item, array of shape (n_items, S).
 
         Row ``j`` belongs to item ``j`` of ``enc.items``; sequence ``i`` holds the items
@@ -337,7 +338,7 @@ class HiddenMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         lattice = self._lattice(enc, precision)
         return lattice.flat(lattice.posteriors())
 
-    def seq_viterbi(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_viterbi(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         """The most probable state path, as the state of every flat item: int64 (n_items,)."""
         return _viterbi_paths(self, self.emission_log_densities(enc.items, precision),
                               enc.offsets)
@@ -494,7 +495,7 @@ class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
         return self.emissions
 
     def seq_update(self, enc: SequenceEncoded, weights: np.ndarray,
-                   model: HiddenMarkovDistribution, precision: str = "float64") -> np.ndarray:
+                   model: HiddenMarkovDistribution, precision: Precision = FLOAT64) -> np.ndarray:
         enc, scores = model.labelled_scores(enc, precision)
         resp, ll = self.chain_update(enc, weights, model, scores)
         self.units.add(enc.items, resp, model.units, precision)
@@ -529,7 +530,7 @@ class HiddenMarkovAccumulator(FoldsColumns, Accumulator):
         return self.chain_update(enc, weights, model, scores)
 
     def add_columns(self, rows: Encoded, resp: np.ndarray, model: HiddenMarkovDistribution,
-                    precision: str, start: int, stop: int,
+                    precision: Precision, start: int, stop: int,
                     fold: FoldChildren | None = None) -> None:
         self.units.add(rows, resp, model.units, precision, start, stop, fold)
 

@@ -15,6 +15,7 @@ from mixfold.compute.linear import LinearTerms
 from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import ArrayEncoded, Distribution, Encoded, Encoder, family
 from mixfold.families.gaussian import GaussianAccumulator, GaussianDistribution, GaussianEstimator
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["LogGaussianDistribution", "LogGaussianEstimator", "LogGaussianAccumulator"]
 
@@ -38,13 +39,13 @@ class LogGaussianDistribution(Distribution, StackedScoring, SeedsFromPoints, Rel
         self.log_law = GaussianDistribution(mu, sigma2)  # validates the parameters
         self.mu, self.sigma2 = self.log_law.mu, self.log_law.sigma2
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         y = _log_encoded(enc)
         return self.log_law.seq_log_density(y, precision) - y.values
 
     @classmethod
     def stack_log_density(cls, components: Sequence[LogGaussianDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-densities of all components at once, array of shape (n_rows, K)."""
         y = _log_encoded(enc)
         out = GaussianDistribution.stack_log_density([c.log_law for c in components], y, precision)

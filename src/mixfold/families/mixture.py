@@ -33,7 +33,8 @@ from mixfold.families.units import (UnitAccumulators, Units, band_matrix, band_p
                                     bind_units, child_rows, encoding_slots, seeded_posteriors,
                                     shared_encoder)
 from mixfold.options import number
-from mixfold.precision import band_ops, log_density_in_band, require_band, resolve_precision
+from mixfold.precision import band_ops, log_density_in_band, require_band
+from mixfold.precision.bands import DOUBLE_DOUBLE, FLOAT64, Precision
 from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD
 
@@ -75,10 +76,10 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
     def num_components(self) -> int:
         return len(self.components)
 
-    def component_log_densities(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def component_log_densities(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         """log w_k + log p_k(x) for every row and component, array of shape (n_rows, K) in
         Fortran order."""
-        if not resolve_precision(precision).native:
+        if not precision.native:
             require_band(self, precision)
             ops = band_ops(precision)
             return band_matrix(self.band_scores(enc, ops), ops, enc.n_rows, -np.inf)
@@ -87,7 +88,7 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
     def unit_rows(self, enc: Encoded) -> Encoded:
         return enc
 
-    def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
+    def score_columns(self, rows: Encoded, precision: Precision, start: int, stop: int,
                       out: np.ndarray, score: ScoreChildren | None = None) -> None:
         """Write log w_k + log p_k(x) of components ``[start, stop)`` into their columns of
         ``out`` (n_rows, K) with the bits the E-step gives them; with ``score``, the
@@ -97,16 +98,16 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
     def log_density_from_columns(self, enc: Encoded, scores: np.ndarray) -> np.ndarray:
         return self.units.log_sum_exp(scores)
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         if isinstance(enc, Labelled):  # the log-density of the rows and their labels
             return logsumexp_rows(self.component_log_densities(enc.inner, precision)
                                   + enc.log_prior())
-        if not resolve_precision(precision).native:
+        if not precision.native:
             return log_density_in_band(self, enc, precision)
         return self.units.log_density(enc, precision, self.log_weights)
 
     def weighted_posteriors(self, enc: Encoded, weights: np.ndarray,
-                            precision: str = "float64") -> tuple[np.ndarray, np.ndarray]:
+                            precision: Precision = FLOAT64) -> tuple[np.ndarray, np.ndarray]:
         """(posteriors times row weights, shape (n_rows, K) in Fortran order; log-density):
         with labels riding along, each row's posterior times its labels' prior. Stacked
         components are scored and normalised block by block of rows on all cores, with the
@@ -116,12 +117,12 @@ class MixtureDistribution(ScoresColumns, Distribution, RunsInBands):
                                       + enc.log_prior(), weights)
         return self.units.posteriors(enc, precision, self.log_weights, weights)
 
-    def seq_posterior(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_posterior(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         """Posterior component probabilities of every row, array of shape (n_rows, K)."""
         if isinstance(enc, Labelled):  # given each row's labels too
             return log_normalize_rows(self.component_log_densities(enc.inner, precision)
                                       + enc.log_prior())[0]
-        if not resolve_precision(precision).native:
+        if not precision.native:
             require_band(self, precision)
             return self.band_posterior_matrix(enc, band_ops(precision))[0]
         post, lse = log_normalize_rows(self.component_log_densities(enc, precision))
@@ -229,7 +230,7 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
     def folds_on_torch(self, model: MixtureDistribution) -> bool:
         return self.fusion(model) is not Fusion.NONE
 
-    def rows_per_chunk(self, model: MixtureDistribution, precision: str,
+    def rows_per_chunk(self, model: MixtureDistribution, precision: Precision,
                        chunk_rows: int) -> int:
         """Plan the fold's E-step (:func:`~mixfold.compute.estep_plan.plan_estep`): a fused
         pass takes large chunks; should it decline (a Poisson of rate 0), the rows go through
@@ -238,7 +239,7 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
         return self._plan.chunk_rows
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
-                   precision: str = "float64") -> np.ndarray:
+                   precision: Precision = FLOAT64) -> np.ndarray:
         if isinstance(enc, Labelled):  # each row's posterior times its labels' prior
             return self._three_steps(enc, weights, model, precision)
         plan = self._plan
@@ -281,14 +282,14 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
         return lse
 
     def _three_steps(self, enc: Encoded, weights: np.ndarray, model: MixtureDistribution,
-                     precision: str) -> np.ndarray:
+                     precision: Precision) -> np.ndarray:
         """Score, normalise, add: a (rows, K) posterior matrix."""
         resp, lse = model.weighted_posteriors(enc, weights, precision)
         self._add(enc.inner if isinstance(enc, Labelled) else enc, resp, model, precision)
         return lse
 
     def _add(self, enc: Encoded, resp: np.ndarray, model: MixtureDistribution,
-             precision: str) -> None:
+             precision: Precision) -> None:
         self.counts += resp.sum(axis=0)
         self.units.add(enc, resp, model.units, precision)
 
@@ -298,7 +299,7 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
         weights, posterior masses and every component's statistics summed in double-double,
         about the points a stacked or fused fold sums about. Returns the per-row log-density
         (float64)."""
-        ops = band_ops("dd") if ops is None else ops
+        ops = band_ops(DOUBLE_DOUBLE) if ops is None else ops
         about_stack = model.units.stack is not None and (self.units.stack_update is not None
                                                           or self._stack_fold is not None)
         resp, lse = model.band_posterior(enc, ops)
@@ -317,7 +318,7 @@ class MixtureAccumulator(FoldsColumns, Accumulator, FoldsOnTorch):
         return scores, lse
 
     def add_columns(self, rows: Encoded, resp: np.ndarray, model: MixtureDistribution,
-                    precision: str, start: int, stop: int,
+                    precision: Precision, start: int, stop: int,
                     fold: FoldChildren | None = None) -> None:
         self.units.add(rows, resp, model.units, precision, start, stop, fold)
 
@@ -466,7 +467,7 @@ class MixtureEstimator(Estimator):
         for _ in range(self.init_em_iterations):
             acc = self.accumulator_factory().make()
             try:
-                fold_rows(acc, sample, weights, guess, "float64", DEFAULT_CHUNK_ROWS)
+                fold_rows(acc, sample, weights, guess, FLOAT64, DEFAULT_CHUNK_ROWS)
                 acc.tie_keys()
                 guess = self.estimate(total_weight, acc.value())
             except (NumericalError, ParameterError):

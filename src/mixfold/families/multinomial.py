@@ -25,6 +25,7 @@ from mixfold.families.dirichlet import transposed_features
 from mixfold.families.lda import BagOfWordsEncoded
 from mixfold.families.poisson import log_factorial
 from mixfold.options import integer, number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["MultinomialDistribution", "MultinomialEstimator", "MultinomialAccumulator",
            "MultinomialEncoder"]
@@ -162,7 +163,7 @@ class MultinomialDistribution(Distribution, StackedScoring):
     def log_probs(self) -> np.ndarray:
         return self.categorical.log_probs
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         if isinstance(enc, BagOfWordsEncoded):
             return self.stack_log_density([self], enc, precision)[:, 0]
         x = enc.values
@@ -170,7 +171,7 @@ class MultinomialDistribution(Distribution, StackedScoring):
 
     @classmethod
     def stack_log_density(cls, components: Sequence[MultinomialDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-probabilities of all K components at once, (n_rows, K); sparse rows by one
         sparse product with the log-probabilities (V, K)."""
         if isinstance(enc, BagOfWordsEncoded):
@@ -250,7 +251,7 @@ class MultinomialAccumulator(LeafAccumulator, StackedUpdate, LinearInFeatures):
         self.counts += w @ x
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
-                   precision: str = "float64") -> None:
+                   precision: Precision = FLOAT64) -> None:
         if not isinstance(enc, BagOfWordsEncoded):
             return super().seq_update(enc, weights, model, precision)
         self.counts += np.bincount(enc.words, weights=enc.counts * weights[enc.doc_of_nonzero()],

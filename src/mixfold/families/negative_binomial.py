@@ -18,6 +18,7 @@ from mixfold.families._scipy import digamma, gammaln, xlog1py
 from mixfold.families.gamma import gamma_shape_mle
 from mixfold.families.poisson import log_factorial
 from mixfold.options import number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["NegativeBinomialDistribution", "NegativeBinomialEstimator",
            "NegativeBinomialAccumulator"]
@@ -52,7 +53,7 @@ class NegativeBinomialDistribution(Distribution, SeedsFromPoints):
     def mean(self) -> float:
         return self.r * (1.0 - self.p) / self.p
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         x = enc.values
         # the two log-gammas first: they nearly cancel when r is large
         out = gammaln(x + self.r) - gammaln(self.r)

@@ -42,7 +42,6 @@ from mixfold.compute.logspace import LOG_2PI, log_normalize_rows
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
 from mixfold.families._missing import has_missing
 from mixfold.families.gaussian import warn_collapsed_variance
-from mixfold.precision import resolve_precision
 
 __all__ = ["diagonal_fold", "diagonal_estimate", "full_estimate",
            "STACKED_ROWS", "STACKED_VALUES"]
@@ -60,7 +59,7 @@ STACKED_VALUES = 1 << 21
 def _small_float64(enc: Any, precision: Any, width: int) -> bool:
     """Whether the stacked fold takes this chunk: complete rows, float64, few enough rows and
     values."""
-    p = resolve_precision(precision)
+    p = precision
     return (p.native and p.dtype == np.float64 and not has_missing(enc)
             and enc.n_rows <= STACKED_ROWS and enc.n_rows * width <= STACKED_VALUES)
 

@@ -16,6 +16,7 @@ from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln
 from mixfold.families.gamma import gamma_shape_mle
 from mixfold.options import none_or, number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["StudentTDistribution", "StudentTEstimator", "StudentTAccumulator"]
 
@@ -53,7 +54,7 @@ class StudentTDistribution(Distribution, SeedsFromPoints):
         z = x - self.mu
         return z * z / self.sigma2
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         return self.log_norm - 0.5 * (self.nu + 1.0) * np.log1p(
             self.scaled_squares(enc.values) / self.nu)
 

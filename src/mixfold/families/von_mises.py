@@ -18,6 +18,7 @@ from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import i0e, i1e
 from mixfold.precision import native_dtype
 from mixfold.options import number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["VonMisesDistribution", "VonMisesEstimator", "VonMisesAccumulator",
            "von_mises_kappa_mle"]
@@ -81,7 +82,7 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
         if not (np.isfinite(self.kappa) and self.kappa >= 0):
             raise ParameterError(f"kappa must be finite and >= 0, got {kappa!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
         # kappa (cos d - 1) as -2 kappa sin(d/2)^2: no cancellation for concentrated laws
@@ -91,7 +92,7 @@ class VonMisesDistribution(Distribution, StackedScoring, SeedsFromPoints):
 
     @classmethod
     def stack_log_density(cls, components: Sequence[VonMisesDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-densities of all components at once, array of shape (n_rows, K).
 
         ``kappa cos(x - mu) = cos x kappa cos mu + sin x kappa sin mu``, for all K at once, each

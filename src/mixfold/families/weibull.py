@@ -15,6 +15,7 @@ from mixfold.families._encoders import NumericEncoder
 from mixfold.families.contract import LeafEstimator, ModelStatsAccumulator
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.options import number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["WeibullDistribution", "WeibullEstimator", "WeibullAccumulator", "MAX_SHAPE_STEP"]
 
@@ -47,7 +48,7 @@ class WeibullDistribution(Distribution, SeedsFromPoints, IntervalLaw):
         if not (np.isfinite(self.scale) and self.scale > 0):
             raise ParameterError(f"scale must be finite and > 0, got {scale!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         log_z = np.log(enc.values) - np.log(self.scale)
         return np.log(self.shape / self.scale) + (self.shape - 1.0) * log_z \
             - np.exp(self.shape * log_z)

@@ -12,7 +12,8 @@ from mixfold import GaussianDistribution, GaussianEstimator, MixtureEstimator
 from mixfold.backends import local
 from mixfold.compute.fold import fold_rows
 from mixfold.fit import fit as fit_em
-from mixfold.parallel.heterogeneous import HeterogeneousPlan, WorkerAssignment
+from mixfold.parallel.heterogeneous import (HeterogeneousPlan, PlannedLocalEncodedData, Worker,
+                                            WorkerAssignment, plan_heterogeneous)
 from mixfold.precision import (BANDS, FLOAT64, UNIT_ROUNDOFF, Precision, bands,
                                resolve_precision)
 
@@ -119,3 +120,15 @@ def test_a_plans_workers_run_values_resolved_as_the_plan_is_built():
     again = pickle.loads(pickle.dumps(plan))  # a plan travels to remote workers
     assert again == plan and again.execution_precisions()[1] is got[1]
     assert replace(b, precision="float64").execution_precision is FLOAT64
+
+
+def test_a_sharded_handle_refuses_a_name_before_any_shard_runs():
+    model = GaussianDistribution(0.0, 1.0)
+    enc = model.encoder().encode([0.0, 1.0, 2.0, 3.0])
+    plan = plan_heterogeneous([Worker("a"), Worker("b")], enc.n_rows)
+    with PlannedLocalEncodedData(enc, None, 1000, plan) as handle:
+        with pytest.raises(TypeError, match="got the name 'float64'"):
+            handle.fold(model.estimator(), model, "float64")
+        got = handle.fold(model.estimator(), model, FLOAT64)
+    assert got.n_rows == 4
+    assert got.log_density == pytest.approx(float(model.seq_log_density(enc).sum()), rel=1e-14)

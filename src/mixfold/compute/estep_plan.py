@@ -39,7 +39,7 @@ from typing import Any
 from mixfold.capabilities import FusedFold, LinearInFeatures, LinearInFeaturesInBands
 from mixfold.compute.band_engines import fused_linear_mixture
 from mixfold.compute.linear_torch import GPU_CHUNK_ROWS
-from mixfold.precision.bands import Engine, Precision
+from mixfold.precision.bands import FLOAT64, Engine, Precision
 
 __all__ = ["Fusion", "EStep", "EStepPlan", "plan_estep", "fusion_of", "fused_pass_of",
            "FUSED_CHUNK_ROWS"]
@@ -82,7 +82,7 @@ class EStepPlan:
     def scores_in(self) -> str:
         """The precision the three steps score in: the fold's own where the families run it
         natively, else float64 (a band checks the model runs in it first)."""
-        return self.precision if self.precision.native else "float64"
+        return self.precision if self.precision.native else FLOAT64
 
     def made_for(self, fusion: Fusion, precision: Precision) -> bool:
         """Whether this plan is the one :func:`plan_estep` makes for ``fusion`` and

@@ -32,6 +32,7 @@ sys.path.insert(0, {here!r})
 from precision import p1_mixture, unscreened
 from mixfold.compute.fold import fold_rows
 from mixfold.compute.feature_cache import FeatureCache
+from mixfold.precision import resolve_precision
 
 model = p1_mixture()
 enc = model.encoder().encode(model.sampler(1).sample({rows}))
@@ -40,7 +41,7 @@ factory = model.estimator().accumulator_factory()
 out = {{}}
 for band in {bands!r}:
     cache = FeatureCache.for_rows(enc.nbytes)
-    precision = "float32" if band == "float32u" else band
+    precision = resolve_precision("float32" if band == "float32u" else band)
     best = float("inf")
     for i in range({folds} + 1):  # the first fold lays the features out
         acc = factory.make()

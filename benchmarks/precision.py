@@ -83,7 +83,7 @@ def time_estep(model, enc, precision: str, repeats: int = 3) -> float:
     for _ in range(repeats):
         acc = factory.make()
         t = time.perf_counter()
-        fold_rows(acc, enc, weights, model, precision, 65536)
+        fold_rows(acc, enc, weights, model, resolve_precision(precision), 65536)
         best = min(best, time.perf_counter() - t)
     return best
 
@@ -157,7 +157,7 @@ def time_fold(model, enc, precision: str, repeats: int = 5) -> float:
         with cache.active():
             _sync(precision)
             t = time.perf_counter()
-            fold_rows(acc, enc, weights, model, precision, 1 << 20)
+            fold_rows(acc, enc, weights, model, resolve_precision(precision), 1 << 20)
             _sync(precision)
             if i:
                 best = min(best, time.perf_counter() - t)

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+
+if TYPE_CHECKING:  # the precision package imports these capabilities
+    from mixfold.precision.bands import Precision
 
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
            "LinearInFeatures", "LinearInFeaturesInBands", "CompensatedAccumulation",
@@ -71,7 +74,7 @@ class StackedScoring(ABC):
     @classmethod
     @abstractmethod
     def stack_log_density(cls, components: Sequence[Any], enc: Any,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = ...) -> np.ndarray:
         """log p_k(x) of every row under every component, array of shape (n_rows, K) (with
         ``stack_units``, also a keyword ``units=(start, stop)``: those columns only)."""
 
@@ -139,7 +142,7 @@ class FusedFold(ABC):
     @staticmethod
     @abstractmethod
     def stack_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
-                   enc: Any, weights: np.ndarray, precision: str = "float64"
+                   enc: Any, weights: np.ndarray, precision: Precision = ...
                    ) -> tuple[np.ndarray, np.ndarray] | None:
         """(posterior mass per component, per-row log-density), or ``None`` when these
         parameters fall outside the fused form (the mixture then runs its three steps)."""

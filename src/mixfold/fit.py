@@ -37,7 +37,7 @@ from mixfold.options import (Rule, check_options, flag, integer, none_or, number
 from mixfold.parallel.executor import fit_pools
 from mixfold.parallel.heterogeneous import HeterogeneousPlan, PlanRequest
 from mixfold.parallel.model_parallel import placed_estimator
-from mixfold.precision import (BANDS, Precision, check_precision,
+from mixfold.precision import (BANDS, DOUBLE_DOUBLE, FLOAT64, Precision, check_precision,
                                log_likelihood_resolution, resolve_precision)
 
 __all__ = ["optimize", "fit", "FitResult", "IterationInfo", "encode_data"]
@@ -458,7 +458,7 @@ def _em_loop(handle: EncodedDataHandle, estimator: Estimator, model: Distributio
     if resumed is not None:  # the state after the last checkpointed iteration
         model = resumed.model
     elif model is None:  # a dd fit starts from a dd step: its start does not depend on sharding
-        start_band = "dd" if bands == {"dd"} else "float64"
+        start_band = DOUBLE_DOUBLE if bands == {"dd"} else FLOAT64
         model = _checked_m_step("initialisation", notes, handle.initialize, estimator, seed,
                                 start_band)
     estimator = placed_estimator(estimator, model)  # a model-parallel cut, planned once

@@ -45,7 +45,7 @@ def _fused_precisions():
 @pytest.mark.parametrize("precision", list(_fused_precisions()))
 def test_engine_for_follows_the_docstring(precision):
     part, _ = screened_problem(4)
-    assert engine_for([part.terms], precision) is _documented(precision)
+    assert engine_for([part.terms], resolve_precision(precision)) is _documented(precision)
 
 
 def test_every_band_is_covered():
@@ -59,13 +59,15 @@ def test_every_band_is_covered():
 def test_a_precision_no_fused_engine_runs_raises_clearly(precision):
     part, lw = screened_problem(8)
     with pytest.raises(ValueError, match=f"precision '{precision}' has no native CPU"):
-        fused_linear_fold([part.terms], lw, ArrayEncoded(np.zeros(8)), np.ones(8), precision)
+        fused_linear_fold([part.terms], lw, ArrayEncoded(np.zeros(8)), np.ones(8),
+                          resolve_precision(precision))
 
 
 @pytest.mark.parametrize("precision, tol", [("float64", 1e-10), ("float32", 1e-4),
                                             ("bfloat16", 1e-4), ("float16", 1e-4),
                                             ("float64@cpu", 1e-10)])
 def test_the_fused_fold_runs_the_chosen_engine(precision, tol):
+    precision = resolve_precision(precision)
     n = 3000
     part, lw = screened_problem(n, k=4, f=2, far=2.0, seed=31)
     w = np.random.default_rng(32).uniform(0, 2, n)
@@ -93,7 +95,7 @@ def test_fused_linear_mixture_of_poissons_and_one_outside_the_form():
     lw = np.log([0.3, 0.3, 0.4])
     s = poisson.logpmf(x[:, None], lam[None, :]) + lw
     want = logsumexp(s, axis=1)
-    for precision in ("float64", "bfloat16", "float32"):
+    for precision in map(resolve_precision, ("float64", "bfloat16", "float32")):
         accs = [PoissonAccumulator() for _ in lam]
         mass, lse = fused_linear_mixture(accs, [PoissonDistribution(v) for v in lam], lw, enc,
                                          np.ones(6), precision)
@@ -101,4 +103,4 @@ def test_fused_linear_mixture_of_poissons_and_one_outside_the_form():
         np.testing.assert_allclose(mass, np.exp(s - want[:, None]).sum(axis=0), atol=1e-6)
     accs = [PoissonAccumulator() for _ in range(2)]
     assert fused_linear_mixture(accs, [PoissonDistribution(0.0), PoissonDistribution(1.0)],
-                                lw[:2], enc, np.ones(6), "bfloat16") is None
+                                lw[:2], enc, np.ones(6), resolve_precision("bfloat16")) is None

@@ -8,6 +8,7 @@ from mixfold.compute.band_engines import fused_linear_mixture
 from mixfold.compute.estep_plan import (FUSED_CHUNK_ROWS, EStep, Fusion, fused_pass_of,
                                         fusion_of, plan_estep)
 from mixfold.compute.linear_torch import GPU_CHUNK_ROWS
+from mixfold.precision import FLOAT64, resolve_precision
 
 NONE, IN_BANDS, EVERYWHERE = Fusion.NONE, Fusion.IN_BANDS, Fusion.EVERYWHERE
 
@@ -30,7 +31,7 @@ NONE, IN_BANDS, EVERYWHERE = Fusion.NONE, Fusion.IN_BANDS, Fusion.EVERYWHERE
 ])
 def test_the_plan_of_each_fusion_and_precision(fusion, precision, path, chunk, three_step_rows,
                                                scores_in):
-    plan = plan_estep(fusion, precision, 1000)
+    plan = plan_estep(fusion, resolve_precision(precision), 1000)
     assert (plan.path, plan.chunk_rows, plan.three_step_rows, plan.scores_in) == \
         (path, chunk, three_step_rows, scores_in)
     assert plan.made_for(fusion, precision)
@@ -39,8 +40,8 @@ def test_the_plan_of_each_fusion_and_precision(fusion, precision, path, chunk, t
 
 
 def test_a_chunk_larger_than_the_fused_one_is_kept_and_a_nested_node_takes_its_rows():
-    assert plan_estep(EVERYWHERE, "float64", 1 << 22).chunk_rows == 1 << 22
-    nested = plan_estep(EVERYWHERE, "float64")
+    assert plan_estep(EVERYWHERE, FLOAT64, 1 << 22).chunk_rows == 1 << 22
+    nested = plan_estep(EVERYWHERE, FLOAT64)
     assert (nested.path, nested.chunk_rows, nested.three_step_rows) == (EStep.FUSED, None, None)
 
 

@@ -13,6 +13,7 @@ from mixfold import (CategoricalDistribution, DiagonalGaussianDistribution, Gaus
 from mixfold.compute.feature_cache import DEFAULT_RATIO, FeatureCache, cache_ratio, rows_identity
 from mixfold.backends.local import LocalEncodedData
 from mixfold.compute.linear import centred_gaussian
+from mixfold.precision import resolve_precision
 
 
 def record_mixture():
@@ -33,7 +34,7 @@ def diagonal_mixture():
 
 def folded(model, enc, weights, precision):
     acc = model.estimator().accumulator_factory().make()
-    lse = acc.seq_update(enc, weights, model, precision)
+    lse = acc.seq_update(enc, weights, model, resolve_precision(precision))
     return np.concatenate([acc.to_array(), lse])
 
 

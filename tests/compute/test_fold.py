@@ -12,7 +12,7 @@ from mixfold.compute.encoded import ArrayEncoded, InitRandom
 from mixfold.compute.fold import (INIT_SAMPLE_ROWS, FoldResult, fold_rows, fold_rows_total,
                                   init_sample_mask)
 from mixfold.errors import NumericalError
-from mixfold.precision import BandSupportError
+from mixfold.precision import DOUBLE_DOUBLE, FLOAT64, BandSupportError, resolve_precision
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_fold_equals_brute_force_at_any_chunk_size(gaussian_mixture, precision, 
     model, x, w = gaussian_mixture
     enc = model.encoder().encode(list(x))
     acc = model.estimator().accumulator_factory().make()
-    ll = fold_rows(acc, enc, w, model, precision, chunk_rows)
+    ll = fold_rows(acc, enc, w, model, resolve_precision(precision), chunk_rows)
     want_ll, mass, sx, sxx = _brute(model, x, w)
     assert ll == pytest.approx(want_ll, rel=1e-12)
     for k in range(3):
@@ -65,7 +65,7 @@ def test_dd_fold_does_not_depend_on_the_chunking(gaussian_mixture):
     totals, arrays = [], []
     for chunk in (61, 256, 1401):
         acc = model.estimator().accumulator_factory().make()
-        totals.append(fold_rows_total(acc, enc, w, model, "dd", chunk))
+        totals.append(fold_rows_total(acc, enc, w, model, DOUBLE_DOUBLE, chunk))
         arrays.append([a.copy() for a in acc.arrays()])
     assert all(t.hi == totals[0].hi for t in totals)
     assert all(abs(t.lo - totals[0].lo) <= 2 ** -100 * abs(t.hi) for t in totals)
@@ -77,8 +77,8 @@ def test_dd_fold_does_not_depend_on_the_chunking(gaussian_mixture):
 def test_float64_fold_total_is_a_plain_pair(gaussian_mixture):
     model, x, w = gaussian_mixture
     enc = model.encoder().encode(list(x))
-    got = fold_rows_total(None, enc, w, model, "float64", 500)
-    assert got.lo == 0.0 and got.hi == fold_rows(None, enc, w, model, "float64", 500)
+    got = fold_rows_total(None, enc, w, model, FLOAT64, 500)
+    assert got.lo == 0.0 and got.hi == fold_rows(None, enc, w, model, FLOAT64, 500)
 
 
 def test_scoring_only_folds_nothing_and_matches_scipy():
@@ -88,7 +88,7 @@ def test_scoring_only_folds_nothing_and_matches_scipy():
     enc = model.encoder().encode(list(x))
     w = np.array([1.0, 2.0, 0.5, 1.0, 3.0, 1.0])
     s = np.stack([poisson.logpmf(x, 0.5), poisson.logpmf(x, 300.0)], axis=1) + np.log([.9, .1])
-    got = fold_rows(None, enc, w, model, "float64", 4)
+    got = fold_rows(None, enc, w, model, FLOAT64, 4)
     assert got == pytest.approx(float(w @ logsumexp(s, axis=1)), rel=1e-13)
 
 
@@ -96,10 +96,10 @@ def test_empty_and_single_row_folds():
     model = GaussianDistribution(3.0, 2.0)
     empty = ArrayEncoded(np.empty(0))
     acc = model.estimator().accumulator_factory().make()
-    assert fold_rows(acc, empty, np.empty(0), model, "float64", 16) == 0.0
+    assert fold_rows(acc, empty, np.empty(0), model, FLOAT64, 16) == 0.0
     assert all((a == 0).all() for a in acc.arrays())
     one = ArrayEncoded(np.array([-1e8]))
-    got = fold_rows(None, one, np.array([2.0]), model, "float64", 16)
+    got = fold_rows(None, one, np.array([2.0]), model, FLOAT64, 16)
     assert got == pytest.approx(2.0 * norm.logpdf(-1e8, 3.0, np.sqrt(2.0)), rel=1e-15)
 
 
@@ -109,9 +109,9 @@ def test_a_row_the_model_rules_out_is_named_by_its_global_index():
     w = np.ones(6)
     for chunk in (1, 2, 6):
         with pytest.raises(NumericalError, match="row 4 has log-density -inf"):
-            fold_rows(None, enc, w, model, "float64", chunk)
+            fold_rows(None, enc, w, model, FLOAT64, chunk)
     w[4] = 0.0  # a zero-weight row adds nothing, even ruled out
-    assert fold_rows(None, enc, w, model, "float64", 2) == pytest.approx(5 * np.log(0.5))
+    assert fold_rows(None, enc, w, model, FLOAT64, 2) == pytest.approx(5 * np.log(0.5))
 
 
 def test_the_dd_fold_names_a_ruled_out_row_too():
@@ -119,11 +119,11 @@ def test_the_dd_fold_names_a_ruled_out_row_too():
     enc = ArrayEncoded(np.array([0.0, 1.0, 1e200, 2.0]))  # its log-density is -inf in float64
     w = np.ones(4)
     with pytest.raises(NumericalError, match="row 2 has log-density"), np.errstate(all="ignore"):
-        fold_rows_total(None, enc, w, model, "dd", 3)
+        fold_rows_total(None, enc, w, model, DOUBLE_DOUBLE, 3)
     w[2] = 0.0
     want = float(norm.logpdf([0.0, 1.0, 2.0]).sum())
     with np.errstate(all="ignore"):
-        got = fold_rows_total(None, enc, w, model, "dd", 3).hi
+        got = fold_rows_total(None, enc, w, model, DOUBLE_DOUBLE, 3).hi
     assert got == pytest.approx(want, rel=1e-15)
 
 
@@ -132,7 +132,7 @@ def test_a_band_the_model_cannot_run_raises_before_folding():
     enc = model.encoder().encode([0, 1])
     acc = model.estimator().accumulator_factory().make()
     with pytest.raises(BandSupportError):
-        fold_rows(acc, enc, np.ones(2), model, "bfloat16@emulated", 16)
+        fold_rows(acc, enc, np.ones(2), model, resolve_precision("bfloat16@emulated"), 16)
     assert all((a == 0).all() for a in acc.arrays())
 
 
@@ -140,9 +140,9 @@ def test_a_band_the_model_cannot_run_raises_before_folding():
 def test_the_dd_log_density_of_a_far_row_agrees_with_float64(x):
     model = GaussianDistribution(0.0, 1.0)
     enc = ArrayEncoded(np.array([x]))
-    want = fold_rows(None, enc, np.ones(1), model, "float64", 4) if x < 1e155 else -np.inf
+    want = fold_rows(None, enc, np.ones(1), model, FLOAT64, 4) if x < 1e155 else -np.inf
     with np.errstate(all="ignore"):
-        got = model.seq_log_density(enc, "dd")[0]
+        got = model.seq_log_density(enc, DOUBLE_DOUBLE)[0]
     assert got == want
 
 

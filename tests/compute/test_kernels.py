@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import mixfold.compute.kernels as kernels
+from mixfold.precision import FLOAT64
 
 pytestmark = pytest.mark.skipif(not kernels.kernels_available(), reason="numba not installed")
 
@@ -131,7 +132,7 @@ def test_lda_kernels_equal_the_numpy_fixed_point(monkeypatch, cut):
 
     def update():
         acc = est.accumulator_factory().make()
-        ll = acc.fold_ranges(enc, w, truth, "float64", run)
+        ll = acc.fold_ranges(enc, w, truth, FLOAT64, run)
         return ll, acc.to_array()
 
     assert_compiled_equals_numpy(monkeypatch, update)

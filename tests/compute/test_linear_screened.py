@@ -12,6 +12,7 @@ from mixfold.compute.linear import MAX_FUSED_BLOCK_ROWS
 from mixfold.compute.linear_screened import (GemmScreener, ScreenedEStep, TileScreener,
                                              screener_for, statistics)
 from mixfold.compute.screened import SCREEN_CUTOFF
+from mixfold.precision import resolve_precision
 from tests.compute.terms import MatrixTerms, brute_estep, screened_problem
 
 #: float32 features summed in float32 partials of the statistics GEMM; float32 exp and log of a
@@ -25,7 +26,7 @@ def _fold(parts, lw, w, band):
         if p.counts is not None:
             p.counts[:] = 0.0
     mass, lse = ScreenedEStep([p.terms for p in parts], lw, ArrayEncoded(np.zeros(len(w))), w,
-                              band).run()
+                              resolve_precision(band)).run()
     return mass, lse.copy()
 
 
@@ -91,7 +92,7 @@ def test_numpy_rescoring_where_the_kernels_are_missing(monkeypatch):
     compiled = _fold([part], lw, w, "float16")
     monkeypatch.setattr(linear_screened, "band_kernels", lambda: None)
     assert ScreenedEStep([part.terms], lw, ArrayEncoded(np.zeros(3000)), w,
-                         "float16").compiled is None
+                         resolve_precision("float16")).compiled is None
     plain = _check([part], lw, w, "float16")
     np.testing.assert_allclose(plain[1], compiled[1], rtol=0, atol=1e-6)
 

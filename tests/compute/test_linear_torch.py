@@ -54,7 +54,8 @@ def test_every_band_on_the_cpu_is_within_float32s_bound_of_double_double(band):
     if band != "float64":  # a bare band is the same screened engine, the same bits
         accs = [c.estimator().accumulator_factory().make() for c in model.components]
         terms = type(accs[0]).linear_terms(accs, model.components, enc)
-        assert engine_for([terms], band) is ScreenedEStep is engine_for([terms], f"{band}@cpu")
+        assert engine_for([terms], resolve_precision(band)) is ScreenedEStep is \
+            engine_for([terms], resolve_precision(f"{band}@cpu"))
         assert fold_statistics(model, enc, band)[0].tolist() == \
             fold_statistics(model, enc, f"{band}@cpu")[0].tolist()
 
@@ -109,7 +110,7 @@ def test_a_row_far_below_the_peak_keeps_its_log_density_and_posteriors(band):
     assert np.isfinite(got[0]).all()
     assert max(relative_error(g, r) for g, r in zip(got, ref)) <= fused_statistics_bound(
         band, estep_op_count(model), enc.n_rows, block_rows(4, np.float32))
-    lse = model.seq_log_density(enc, f"{band}@cpu")
+    lse = model.seq_log_density(enc, resolve_precision(f"{band}@cpu"))
     want = model.seq_log_density(enc)
     assert np.isfinite(lse).all()
     assert abs(lse[1234] - want[1234]) <= 1e-3 * abs(want[1234])
@@ -125,7 +126,7 @@ def test_features_are_kept_between_folds():
     for _ in range(2):
         acc = factory.make()
         with cache.active():
-            ll = fold_rows(acc, enc, weights, model, "bfloat16", 1 << 18)
+            ll = fold_rows(acc, enc, weights, model, resolve_precision("bfloat16"), 1 << 18)
         results.append((ll, [a.copy() for a in acc.arrays()]))
         assert cache.kept_bytes > 0  # the exact features (and the tiles' layout) kept
     (ll0, s0), (ll1, s1) = results
@@ -142,7 +143,7 @@ def test_features_are_kept_between_folds():
     # a cache with no room keeps nothing: the same bits
     acc = factory.make()
     with FeatureCache(1, ratio=0.0).active():
-        assert fold_rows(acc, enc, weights, model, "bfloat16", 1 << 18) == ll0
+        assert fold_rows(acc, enc, weights, model, resolve_precision("bfloat16"), 1 << 18) == ll0
     assert all(np.array_equal(a, b) for a, b in zip(acc.arrays(), s0))
 
 
@@ -292,7 +293,7 @@ def test_an_impossible_level_gets_no_posterior_and_a_dead_row_is_named():
              mixfold.CategoricalDistribution({"a": 0.5, "b": 0.5, "c": 0.0})]
     mix = mixfold.MixtureDistribution(comps, [0.5, 0.5])
     enc = mix.encoder().encode(["a", "b", "b", "a"])
-    for precision in ("bfloat16", "float32@cpu"):
+    for precision in map(resolve_precision, ("bfloat16", "float32@cpu")):
         acc = mix.estimator().accumulator_factory().make()
         fold_rows(acc, enc, np.ones(4), mix, precision, 1 << 18)
         assert acc.components[0].counts.tolist()[1] == 0.0  # exactly: no mass where p = 0
@@ -300,7 +301,7 @@ def test_an_impossible_level_gets_no_posterior_and_a_dead_row_is_named():
     dead = mix.encoder().encode(["a", "c"])
     with pytest.raises(mixfold.errors.NumericalError, match="row 1"):
         fold_rows(mix.estimator().accumulator_factory().make(), dead, np.ones(2), mix,
-                  "bfloat16", 1 << 18)
+                  resolve_precision("bfloat16"), 1 << 18)
 
 
 def test_the_command_line_takes_an_engine_in_the_precision(tmp_path):
@@ -354,7 +355,7 @@ def test_the_compiled_rescoring_equals_numpys(band, case, monkeypatch):
 
     def fold():
         acc = model.estimator().accumulator_factory().make()
-        lse = acc.seq_update(enc, np.ones(enc.n_rows), model, f"{band}@cpu")
+        lse = acc.seq_update(enc, np.ones(enc.n_rows), model, resolve_precision(f"{band}@cpu"))
         return fold_statistics(model, enc, f"{band}@cpu", raw=True), lse
 
     compiled, lse = fold()
@@ -412,12 +413,13 @@ def test_the_gpu_steps_run_on_the_cpu_within_the_bands_bound(band, monkeypatch):
         accs = [c.estimator().accumulator_factory().make() for c in model.components]
         terms = type(accs[0]).linear_terms(accs, model.components, enc)
         mass, lse = cls([terms], model.log_weights, enc, np.ones(enc.n_rows),
-                        f"{band}@cpu").run()
+                        resolve_precision(f"{band}@cpu")).run()
         return mass, lse, [np.concatenate([a.ravel() for a in acc.arrays()]) for acc in accs]
 
     cpu = fold(ScreenedEStep)
     monkeypatch.setattr(engine, "runs_as_gpu", lambda device: True)
-    step = engine.TorchFusedEStep([], np.zeros(1), enc, np.ones(enc.n_rows), f"{band}@cpu")
+    step = engine.TorchFusedEStep([], np.zeros(1), enc, np.ones(enc.n_rows),
+                                  resolve_precision(f"{band}@cpu"))
     assert step.on_gpu and step.block == engine.GPU_BLOCK_ROWS and step.screen is not None
     gpu = fold(engine.TorchFusedEStep)
     # both screen and rescore in float64 from float32 features: float32's statistics

@@ -14,6 +14,7 @@ from mixfold.compute.fold import fold_rows
 from mixfold.compute.payload import (HEADER, add_payloads, fold_shard, payload_combiner,
                                      run_task, score_shard, shard_task_args, unpack_fold)
 from mixfold.compute.tree import shard_bounds, tree_reduce
+from mixfold.precision import DOUBLE_DOUBLE, FLOAT64
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def problem():
 
 
 def _reduced(model, enc, w, n_shards, compensated, fanout=2):
-    precision = "dd" if compensated else "float64"
+    precision = DOUBLE_DOUBLE if compensated else FLOAT64
     est = model.estimator()
     payloads = [fold_shard(enc.rows(a, b), w[a:b], est, model, precision, 128, compensated)
                 for a, b in shard_bounds(enc.n_rows, n_shards)]
@@ -46,7 +47,7 @@ def test_reduced_float64_payloads_equal_brute_force(problem, n_shards):
     assert got.log_density == pytest.approx(float(w @ logsumexp(s, axis=1)), rel=1e-12)
     assert got.mean_log_density == pytest.approx(got.log_density / w.sum(), rel=1e-15)
     one = model.estimator().accumulator_factory().make()
-    fold_rows(one, enc, w, model, "float64", 10_000)
+    fold_rows(one, enc, w, model, FLOAT64, 10_000)
     for a, b in zip(got.stats.arrays(), one.arrays()):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9 * np.abs(b).max())
 
@@ -66,8 +67,8 @@ def test_dd_payloads_give_the_same_bits_for_any_shard_count(problem):
 def test_compensated_payload_is_hi_then_lo(problem):
     model, enc, _, w = problem
     est = model.estimator()
-    plain = fold_shard(enc, w, est, model, "float64", 128)
-    dd = fold_shard(enc, w, est, model, "dd", 128, compensated=True)
+    plain = fold_shard(enc, w, est, model, FLOAT64, 128)
+    dd = fold_shard(enc, w, est, model, DOUBLE_DOUBLE, 128, compensated=True)
     assert dd.size == 2 * plain.size
     assert dd[0] == 999 and dd[plain.size] == 0.0  # the row count has no low part
     exact = sum(Fraction(float(v)) for v in w)
@@ -77,21 +78,21 @@ def test_compensated_payload_is_hi_then_lo(problem):
 
 def test_score_shard_is_the_header_alone(problem):
     model, enc, x, w = problem
-    got = score_shard(enc, w, model, "float64", 100)
+    got = score_shard(enc, w, model, FLOAT64, 100)
     assert got.size == HEADER and got[0] == 999 and got[1] == pytest.approx(w.sum(), rel=1e-15)
-    assert got[2] == pytest.approx(fold_rows(None, enc, w, model, "float64", 999), rel=1e-13)
-    dd = score_shard(enc, w, model, "dd", 100, compensated=True)
+    assert got[2] == pytest.approx(fold_rows(None, enc, w, model, FLOAT64, 999), rel=1e-13)
+    dd = score_shard(enc, w, model, DOUBLE_DOUBLE, 100, compensated=True)
     assert dd.size == 2 * HEADER and dd[2] == pytest.approx(got[2], rel=1e-13)
-    assert np.array_equal(run_task("score", enc, w, (model, "float64", 100, False)), got)
+    assert np.array_equal(run_task("score", enc, w, (model, FLOAT64, 100, False)), got)
 
 
 def test_a_ruled_out_row_makes_the_shard_log_density_nan():
     model = CategoricalDistribution([1.0, 0.0])
     enc = model.encoder().encode([0, 0, 1])
     est = model.estimator()
-    got = fold_shard(enc, np.ones(3), est, model, "float64", 2)
+    got = fold_shard(enc, np.ones(3), est, model, FLOAT64, 2)
     assert got[0] == 3 and got[1] == 3.0 and np.isnan(got[2])
-    assert np.isnan(score_shard(enc, np.ones(3), model, "float64", 2)[2])
+    assert np.isnan(score_shard(enc, np.ones(3), model, FLOAT64, 2)[2])
 
 
 def test_add_payloads_leaves_its_inputs():

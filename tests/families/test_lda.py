@@ -5,6 +5,7 @@ from scipy.sparse import csr_matrix
 from scipy.special import digamma, gammaln, logsumexp
 
 import mixfold
+from mixfold.precision import resolve_precision
 from mixfold import (CategoricalEstimator, DataError, DataTypeError, LDADistribution, LDAEstimator,
                      MixtureEstimator, ModelFileError, ParameterError, RecordEstimator)
 from mixfold.checkpoint import _digest
@@ -258,7 +259,7 @@ def test_bad_parameters_raise():
         LDAEstimator(0)
     with pytest.raises(mixfold.precision.BandSupportError, match="float64 only"):
         m = LDADistribution([[1.0, 2.0]], 0.5)
-        m.seq_log_density(m.encoder().encode([[0]]), "bfloat16")
+        m.seq_log_density(m.encoder().encode([[0]]), resolve_precision("bfloat16"))
 
 
 def test_top_words_and_parameters():

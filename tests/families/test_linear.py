@@ -12,6 +12,7 @@ from mixfold import (CategoricalDistribution, DiagonalGaussianDistribution, Gaus
                      RecordDistribution, VonMisesDistribution)
 from mixfold.compute.row_blocks import row_threads
 from mixfold.compute.linear import ONE_HOT_LEVELS, PARTIAL_ROWS, MAX_FUSED_BLOCK_ROWS
+from mixfold.precision import DOUBLE_DOUBLE, FLOAT64, resolve_precision
 
 
 def component(i, lam=None):
@@ -53,7 +54,7 @@ def brute_force(model, rows, weights):
 def fold(model, rows, weights, precision="float64"):
     enc = model.encoder().fit(rows).encode(rows)
     acc = model.estimator().bind(model.encoder().fit(rows)).accumulator_factory().make()
-    lse = acc.seq_update(enc, weights, model, precision)
+    lse = acc.seq_update(enc, weights, model, resolve_precision(precision))
     return acc, lse
 
 
@@ -104,7 +105,7 @@ def test_fused_fold_does_not_depend_on_the_thread_count(problem, monkeypatch):
 def test_float32_fold_stays_close_to_float64(problem):
     model, rows, weights = problem
     a64, lse64 = fold(model, rows, weights)
-    a32, lse32 = fold(model, rows, weights, "float32")
+    a32, lse32 = fold(model, rows, weights, resolve_precision("float32"))
     np.testing.assert_allclose(lse32, lse64, rtol=1e-5)
     # float32 partial sums of 2,048 rows: a sum that cancels (a first moment about the centre,
     # -8.8 out of terms totalling thousands) is off by ~1e-7 of its terms' total
@@ -128,7 +129,7 @@ def test_a_field_outside_the_form_falls_back_to_the_three_steps(problem, change)
     three = model.estimator().bind(model.encoder().fit(rows)).accumulator_factory().make()
     resp, want_lse = model.weighted_posteriors(enc, weights)
     three.counts += resp.sum(axis=0)
-    three.units.add(enc, resp, model.units, "float64")
+    three.units.add(enc, resp, model.units, FLOAT64)
     assert np.array_equal(acc.to_array(), three.to_array())  # the same calls, the same bits
     assert np.array_equal(lse, want_lse, equal_nan=True)
 
@@ -283,7 +284,7 @@ def test_float64_scores_that_would_underflow_are_floored_to_the_same_sums():
     model = MixtureDistribution(comps, [0.3, 0.3, 0.4])
     x = np.asarray(model.sampler(2).sample(20000))
     weights = np.random.default_rng(3).uniform(0, 2, len(x))
-    acc, lse = fold(model, x, weights, "float64")
+    acc, lse = fold(model, x, weights, FLOAT64)
     joint = np.stack([np.log(w) + norm.logpdf(x, c.mu, 1.0)
                       for w, c in zip(model.weights, comps)], axis=1)
     want_lse = logsumexp(joint, axis=1)
@@ -331,7 +332,7 @@ def test_a_float64_fold_floors_its_scores_when_its_first_block_finds_them_far_be
     x = np.concatenate([far, between] if order == "far apart first" else [between, far])
     counting = _CountingMaximum()
     monkeypatch.setattr(linear, "np", counting)
-    acc, lse = fold(model, x, np.ones(len(x)), "float64")
+    acc, lse = fold(model, x, np.ones(len(x)), FLOAT64)
     monkeypatch.undo()
     assert (counting.maximum_calls > 0) == floored
     joint = np.stack([np.log(w) + norm.logpdf(x, c.mu, 1.0)
@@ -347,8 +348,8 @@ def test_a_fused_mixture_takes_large_chunks_and_a_declined_one_the_asked_rows():
     # fused: one chunk of up to FUSED_CHUNK_ROWS rows whatever chunk_rows asks
     fused = MixtureDistribution([GaussianDistribution(i, 1.0) for i in range(3)], [0.3] * 2 + [0.4])
     acc = fused.estimator().accumulator_factory().make()
-    assert acc.rows_per_chunk(fused, "float64", 1000) == FUSED_CHUNK_ROWS
-    assert acc.rows_per_chunk(fused, "dd", 1000) == 1000  # the dd band is never fused
+    assert acc.rows_per_chunk(fused, FLOAT64, 1000) == FUSED_CHUNK_ROWS
+    assert acc.rows_per_chunk(fused, DOUBLE_DOUBLE, 1000) == 1000  # the dd band is never fused
     # declined (a rate of 0): the three steps run 1,000 rows at a time, as the fold asked
     model = MixtureDistribution([PoissonDistribution(lam) for lam in (0.0, 2.0, 7.0)],
                                 [0.2, 0.3, 0.5])
@@ -357,14 +358,14 @@ def test_a_fused_mixture_takes_large_chunks_and_a_declined_one_the_asked_rows():
     est = model.estimator().bind(model.encoder().fit(x))
     weights = np.random.default_rng(2).uniform(0, 2, len(x))
     acc = est.accumulator_factory().make()
-    total = fold_rows(acc, enc, weights, model, "float64", 1000)
+    total = fold_rows(acc, enc, weights, model, FLOAT64, 1000)
     want = est.accumulator_factory().make()
     want_total = 0.0
     for lo in range(0, len(x), 1000):
         part, w = enc.rows(lo, min(len(x), lo + 1000)), weights[lo:lo + 1000]
         resp, lse = model.weighted_posteriors(part, w)
         want.counts += resp.sum(axis=0)
-        want.units.add(part, resp, model.units, "float64")
+        want.units.add(part, resp, model.units, FLOAT64)
         want_total += float(np.einsum("i,i->", w, lse))
     assert np.array_equal(acc.to_array(), want.to_array())
     assert total == pytest.approx(want_total, rel=1e-14)  # one sum of 4,500 terms, not five
@@ -400,7 +401,7 @@ def test_a_first_block_that_fails_does_not_leave_the_other_blocks_waiting(monkey
     signal.alarm(60)  # from the main thread, whose blocks run on the pool
     try:
         with pytest.raises(RuntimeError, match="first block's features failed"):
-            linear_fold([failing], np.log([0.5, 0.5]), enc, np.ones(n), "float64")
+            linear_fold([failing], np.log([0.5, 0.5]), enc, np.ones(n), FLOAT64)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)

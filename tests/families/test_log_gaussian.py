@@ -3,6 +3,7 @@ import pytest
 from scipy import stats
 
 import mixfold
+from mixfold.precision import resolve_precision
 from mixfold import DataError, DataTypeError, MixtureDistribution, MixtureEstimator, ParameterError
 from mixfold.families.log_gaussian import (LogGaussianAccumulator, LogGaussianDistribution,
                                            LogGaussianEstimator)
@@ -24,7 +25,8 @@ def test_log_density_matches_scipy(mu, s2, rng):
 def test_float32_band_is_close_to_float64(rng):
     d = LogGaussianDistribution(0.5, 2.0)
     enc = d.encoder().encode(rng.lognormal(0.5, 1.4, size=1000))
-    np.testing.assert_allclose(d.seq_log_density(enc, "float32"), d.seq_log_density(enc),
+    np.testing.assert_allclose(d.seq_log_density(
+        enc, resolve_precision("float32")), d.seq_log_density(enc),
                                rtol=1e-5, atol=1e-5)
 
 

@@ -22,7 +22,7 @@ from mixfold.families.multivariate_gaussian import (MultivariateGaussianAccumula
                                                     MultivariateGaussianDistribution,
                                                     MultivariateGaussianEstimator)
 from mixfold.parallel.model_parallel import ModelParallelEstimator
-from mixfold.precision import BandSupportError
+from mixfold.precision import BandSupportError, resolve_precision
 from mixfold.spec import estimator_from_spec, spec_from_estimator
 
 NAN = float("nan")
@@ -323,7 +323,7 @@ def test_bands_refuse_rows_with_missing_entries(rng):
     for dist in (MultivariateGaussianDistribution([0, 0], np.eye(2), missing=True),
                  DiagonalGaussianDistribution([0, 0], [1, 1], missing=True)):
         with pytest.raises(BandSupportError, match="missing entries"):
-            dist.seq_log_density(x, "float16")
+            dist.seq_log_density(x, resolve_precision("float16"))
 
 
 @pytest.mark.parametrize("dist", [

@@ -3,6 +3,7 @@ import pytest
 from scipy import stats
 
 import mixfold
+from mixfold.precision import resolve_precision
 from mixfold import DataError, DataTypeError, MixtureDistribution, MixtureEstimator, ParameterError
 from mixfold.families._encoders import VectorEncoder
 from mixfold.families.multivariate_gaussian import (MultivariateGaussianAccumulator,
@@ -46,9 +47,10 @@ def test_float32_band_is_close_to_float64(rng):
     m = three_components(rng)
     enc = m.encoder().encode(rng.normal(0, 2, size=(1000, 3)))
     c = m.components[2]
-    np.testing.assert_allclose(c.seq_log_density(enc, "float32"), c.seq_log_density(enc),
+    np.testing.assert_allclose(c.seq_log_density(
+        enc, resolve_precision("float32")), c.seq_log_density(enc),
                                rtol=1e-5)
-    np.testing.assert_allclose(m.component_log_densities(enc, "float32"),
+    np.testing.assert_allclose(m.component_log_densities(enc, resolve_precision("float32")),
                                m.component_log_densities(enc), rtol=1e-5)
     assert MultivariateGaussianDistribution.stack_log_density(m.components, enc,
                                                               "float32").dtype == np.float32

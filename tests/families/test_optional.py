@@ -7,6 +7,7 @@ import pytest
 from scipy import stats
 
 import mixfold
+from mixfold.precision import resolve_precision
 from mixfold import (CategoricalDistribution, CategoricalEstimator, DataError, DataTypeError,
                      Distribution, GaussianDistribution, GaussianEstimator, MixtureDistribution,
                      MixtureEstimator, ParameterError, RecordEstimator)
@@ -61,7 +62,8 @@ def test_log_density_matches_per_row_brute_force(rng):
     expected = [np.log(0.3) if v is None or v != v else
                 np.log(0.7) + stats.norm(50, 4).logpdf(v) for v in rows]
     np.testing.assert_allclose(d.seq_log_density(d.encoder().encode(rows)), expected, rtol=1e-13)
-    np.testing.assert_allclose(d.seq_log_density(d.encoder().encode(rows), "float32"), expected,
+    np.testing.assert_allclose(d.seq_log_density(
+        d.encoder().encode(rows), resolve_precision("float32")), expected,
                                rtol=1e-5)
 
 

@@ -6,6 +6,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 import mixfold
+from mixfold.precision import resolve_precision
 from mixfold import (CategoricalDistribution, CategoricalEstimator, CompositeDistribution,
                      CompositeEstimator, DataError, DataTypeError, Distribution,
                      GaussianDistribution, GaussianEstimator, MixtureDistribution,
@@ -85,7 +86,8 @@ def test_leaf_items_update_returns_none_and_precision_is_passed_down(rng):
     assert acc.seq_update(enc, np.ones(100), d) is None
     expected = [stats.norm(1.0, np.sqrt(2.0)).logpdf(r).sum() for r in rows]
     np.testing.assert_allclose(d.seq_log_density(enc), expected, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(d.seq_log_density(enc, "float32"), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(d.seq_log_density(
+        enc, resolve_precision("float32")), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_empty_sequences_score_the_length_law_only():

@@ -13,7 +13,7 @@ from mixfold.compute.encoded import InitRandom
 from mixfold.families.units import (STACK_BLOCK_ROWS, SharedEncoder, UnitAccumulators, Units,
                                     band_matrix, band_posteriors, seeded_posteriors,
                                     shared_encoder)
-from mixfold.precision import band_ops
+from mixfold.precision import DOUBLE_DOUBLE, FLOAT64, band_ops
 
 GAUSSIANS = [GaussianDistribution(m, s) for m, s in [(-2.0, 1.0), (0.5, 0.25), (3.0, 2.0)]]
 MIXED = [GaussianDistribution(0.0, 1.0), PoissonDistribution(2.0), GaussianDistribution(3.0, 1.0)]
@@ -34,11 +34,11 @@ def test_posteriors_and_log_density_equal_scipys(children, row_normalised):
     enc = units.encoder.encode(x)
     offsets, w = np.log([0.2, 0.5, 0.3]), np.random.default_rng(1).uniform(0, 2, len(x))
     joint = reference_scores(children, x) + offsets
-    np.testing.assert_allclose(units.scores(enc, "float64"), joint - offsets, rtol=1e-12)
-    resp, lse = units.posteriors(enc, "float64", offsets, w)
+    np.testing.assert_allclose(units.scores(enc, FLOAT64), joint - offsets, rtol=1e-12)
+    resp, lse = units.posteriors(enc, FLOAT64, offsets, w)
     np.testing.assert_allclose(lse, logsumexp(joint, axis=1), rtol=1e-13)
     np.testing.assert_allclose(resp, softmax(joint, axis=1) * w[:, None], rtol=1e-12)
-    assert np.array_equal(units.log_density(enc, "float64", offsets), lse)
+    assert np.array_equal(units.log_density(enc, FLOAT64, offsets), lse)
 
 
 def test_any_range_of_units_and_any_block_of_rows_gets_the_bits_of_the_whole():
@@ -48,12 +48,12 @@ def test_any_range_of_units_and_any_block_of_rows_gets_the_bits_of_the_whole():
     enc = units.encoder.encode(x)
     offsets, w = np.log([0.2, 0.5, 0.3]), np.ones(n)
     whole = np.empty((n, 3), order="F")
-    units.score_columns(enc, "float64", 0, 3, whole, offsets=offsets)
+    units.score_columns(enc, FLOAT64, 0, 3, whole, offsets=offsets)
     apart = np.empty((n, 3), order="F")
-    units.score_columns(enc, "float64", 0, 1, apart, offsets=offsets)
-    units.score_columns(enc, "float64", 1, 3, apart, offsets=offsets)
+    units.score_columns(enc, FLOAT64, 0, 1, apart, offsets=offsets)
+    units.score_columns(enc, FLOAT64, 1, 3, apart, offsets=offsets)
     assert np.array_equal(whole, apart)
-    resp, lse = units.posteriors(enc, "float64", offsets, w)
+    resp, lse = units.posteriors(enc, FLOAT64, offsets, w)
     log_sum_exp = units.log_sum_exp(whole)
     assert np.array_equal(units.normalise(whole, w), lse)  # the gathered columns, in place
     assert np.array_equal(whole, resp) and np.array_equal(log_sum_exp, lse)
@@ -69,7 +69,7 @@ def test_scores_through_a_callback_come_from_it():
         return [np.full(c.rows.n_rows, float(c.index)) for c in children]
 
     out = np.zeros((3, 3))
-    units.score_columns(enc, "float64", 1, 3, out, score=score, offsets=np.array([0, 10, 20.0]))
+    units.score_columns(enc, FLOAT64, 1, 3, out, score=score, offsets=np.array([0, 10, 20.0]))
     assert seen == [(1, MIXED[1]), (2, MIXED[2])]
     assert out.tolist() == [[0.0, 11.0, 22.0]] * 3
 
@@ -83,8 +83,8 @@ def test_units_hand_their_columns_down_as_each_accumulator_would_add_them():
     units = Units(GAUSSIANS, row_normalised=True)
     enc = units.encoder.encode(rows)
     resp = np.random.default_rng(4).dirichlet(np.ones(3), len(rows))
-    handed.add(enc, resp, units, "float64", 0, 2)
-    handed.add(enc, resp, units, "float64", 2, 3)
+    handed.add(enc, resp, units, FLOAT64, 0, 2)
+    handed.add(enc, resp, units, FLOAT64, 2, 3)
     for k, acc in enumerate(accs):  # the stacked update against each unit's own
         ref = est.accumulator_factory().make()
         ref.seq_update(enc, np.ascontiguousarray(resp[:, k]), GAUSSIANS[k])
@@ -103,7 +103,7 @@ def test_units_of_different_families_read_their_part_of_the_shared_encoding():
     handed = UnitAccumulators(accs, units.slots)
     assert handed.stack_class is None and handed.stack_update is None
     resp = np.full((4, 3), 1.0 / 3)
-    handed.add(enc, resp, units, "float64")
+    handed.add(enc, resp, units, FLOAT64)
     ref = PoissonEstimator().accumulator_factory().make()
     ref.seq_update(PoissonDistribution(2.0).encoder().encode(x), resp[:, 1], MIXED[1])
     assert np.array_equal(accs[1].to_array(), ref.to_array())
@@ -117,7 +117,7 @@ def test_draw_puts_each_units_values_back_in_order():
 
 
 def test_band_posteriors_equal_softmax_and_leave_absent_units_out():
-    ops = band_ops("dd")
+    ops = band_ops(DOUBLE_DOUBLE)
     rng = np.random.default_rng(5)
     scores = rng.normal(-3.0, 2.0, (40, 3))
     resp, lse = band_posteriors([ops.array(scores[:, 0]), None, ops.array(scores[:, 2])], ops)

@@ -15,7 +15,7 @@ from mixfold.parallel.heterogeneous import (NOMINAL_SPEEDUP, HeterogeneousPlan,
                                             reduce_depth_for, split_rows, workers_from)
 from mixfold.parallel.simulation import plot_finish_times, simulate_plan
 from mixfold.parallel.resources import DeviceSpec, Resources, measure_rows_per_second
-from mixfold.precision import BANDS, UNIT_ROUNDOFF
+from mixfold.precision import BANDS, FLOAT64, UNIT_ROUNDOFF, resolve_precision
 from tests.backends.cases import CASES
 
 # -- planning -------------------------------------------------------------------------------
@@ -170,8 +170,9 @@ def test_each_worker_runs_exactly_its_rows_in_exactly_its_band():
         planned = handle.fold(est, model, plan)
         payload = planned.stats.to_array()
     # the same payload, built by hand: each block of rows folded alone in its own band
-    parts = [fold_shard(enc.rows(lo, hi), np.ones(hi - lo), est, model, band, 1000)
-             for (lo, hi), band in zip(plan.row_bounds(), ["float32", "float64", "float16"])]
+    parts = [fold_shard(enc.rows(lo, hi), np.ones(hi - lo), est, model, p, 1000)
+             for (lo, hi), p in zip(plan.row_bounds(),
+                                    map(resolve_precision, ["float32", "float64", "float16"]))]
     np.testing.assert_array_equal(payload, (parts[0] + parts[1] + parts[2])[3:])
 
 
@@ -190,7 +191,7 @@ def test_a_mixed_plan_really_runs_float32_on_one_worker():
     diff = np.abs(stats[0] - stats[1]).max() / np.abs(stats[1]).max()
     assert 1e-9 < diff < 1e-6  # float32 round-off averaged over rows; float64's would be 1e-15
     lo, hi = mixed.row_bounds()[0]
-    per_row = model.seq_log_density(enc.rows(lo, hi), "float32")
+    per_row = model.seq_log_density(enc.rows(lo, hi), resolve_precision("float32"))
     exact = model.seq_log_density(enc.rows(lo, hi))
     assert 1e-8 < (np.abs(per_row - exact) / np.abs(exact)).max() < 1e-5
 
@@ -220,7 +221,7 @@ def test_a_plan_is_a_value_the_handle_built_from_it_runs():
         with pytest.raises(ValueError, match="a plan runs on the handle built from it"):
             handle.fold(est, model, other)
         # one precision runs on every shard; the promoted plan is that too, here
-        uniform = handle.fold(est, model, "float64").stats.to_array()
+        uniform = handle.fold(est, model, FLOAT64).stats.to_array()
         np.testing.assert_array_equal(handle.fold(est, model, up).stats.to_array(), uniform)
         assert not np.array_equal(handle.fold(est, model, plan).stats.to_array(), uniform)
 

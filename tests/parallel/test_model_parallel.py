@@ -21,6 +21,7 @@ from mixfold.parallel.model_parallel import (ModelParallelEncodedData, ModelPara
                                              WorkerPool, auto_parallel_estimator, check_plan,
                                              model_parallel_fold, plan_for)
 from mixfold.parallel.resources import DeviceSpec, Resources
+from mixfold.precision import resolve_precision
 
 
 def cut_plan(model, path, stops, names=None):
@@ -36,6 +37,7 @@ def cut_plan(model, path, stops, names=None):
 
 def serial_and_threaded(model, rows, plan, weights=None, precision="float64"):
     """(serial accumulator, its return), (threaded accumulator, its return) over ``rows``."""
+    precision = resolve_precision(precision)
     enc = model.encoder().fit(rows).encode(rows)
     est = model.estimator().bind(model.encoder().fit(rows))
     w = np.ones(enc.n_rows) if weights is None else weights

@@ -7,7 +7,7 @@ import pytest
 import mixfold
 from mixfold import (CompositeDistribution, GaussianDistribution, MixtureDistribution,
                      PoissonDistribution)
-from mixfold.precision import BandSupportError, band_ops, require_band
+from mixfold.precision import BandSupportError, band_ops, require_band, resolve_precision
 from mixfold.precision.emulation import RoundedOps, round_to_band
 
 DTYPES = {"fp8": ml_dtypes.float8_e4m3fn, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
@@ -15,7 +15,7 @@ DTYPES = {"fp8": ml_dtypes.float8_e4m3fn, "bfloat16": ml_dtypes.bfloat16, "float
 
 @pytest.mark.parametrize("band", ["fp8", "bfloat16", "float16"])
 def test_each_operation_is_the_bands_correctly_rounded_result(band, rng):
-    ops, dt = band_ops(f"{band}@emulated"), DTYPES[band]
+    ops, dt = band_ops(resolve_precision(f"{band}@emulated")), DTYPES[band]
     a = rng.uniform(-20, 20, 500).astype(dt).astype(np.float64)
     b = rng.uniform(0.5, 20, 500).astype(dt).astype(np.float64)
     for got, exact in ((ops.add(a, b), a + b), (ops.sub(a, b), a - b), (ops.mul(a, b), a * b),
@@ -33,7 +33,7 @@ def test_fp8_saturates_instead_of_overflowing_to_nan():
 def test_gaussian_log_density_runs_every_step_in_float16(rng):
     d = GaussianDistribution(0.3, 2.5)
     x = rng.normal(0, 2, 1000)
-    got = d.seq_log_density(d.encoder().encode(x), "float16@emulated")
+    got = d.seq_log_density(d.encoder().encode(x), resolve_precision("float16@emulated"))
     # independent reference: NumPy's own float16 arithmetic, step by step
     h = np.float16
     # (the deviation enters the band rounded once: rows far from 0 are scored like rows near it)
@@ -51,7 +51,7 @@ def test_bands_that_a_family_cannot_run_are_refused_by_name():
                          progress=False)
     mix = MixtureDistribution([PoissonDistribution(1.0), PoissonDistribution(4.0)], [0.5, 0.5])
     with pytest.raises(BandSupportError, match="'fp8' cannot run the Poisson family"):
-        mix.seq_log_density(mix.encoder().encode([1, 2]), "fp8")
+        mix.seq_log_density(mix.encoder().encode([1, 2]), resolve_precision("fp8"))
     comp = CompositeDistribution([GaussianDistribution(0, 1), GaussianDistribution(0, 1)])
     with pytest.raises(BandSupportError, match="Composite"):
         require_band(comp, "dd")
@@ -59,7 +59,7 @@ def test_bands_that_a_family_cannot_run_are_refused_by_name():
     with pytest.raises(BandSupportError, match="LogGaussianAccumulator"):
         acc = mixfold.LogGaussianEstimator().accumulator_factory().make()
         enc = mixfold.LogGaussianDistribution(0, 1).encoder().encode([1.0, 2.0])
-        acc.seq_update(enc, np.ones(2), None, "dd")
+        acc.seq_update(enc, np.ones(2), None, resolve_precision("dd"))
 
 
 def test_unknown_precisions_are_refused():
@@ -67,7 +67,7 @@ def test_unknown_precisions_are_refused():
         mixfold.optimize([1.0, 2.0], mixfold.GaussianEstimator(), precision="float12",
                          progress=False)
     with pytest.raises(ValueError, match="runs natively"):
-        band_ops("float64")
+        band_ops(resolve_precision("float64"))
     with pytest.raises(ValueError, match="fp8, bfloat16 or float16"):
         RoundedOps("dd")
 
@@ -83,8 +83,8 @@ def test_torch_runs_the_same_band_arithmetic_on_its_cpu_device(band, rng):
     m = _mixture()
     enc = m.encoder().encode(m.sampler(1).sample(2000))
     reference = f"{band}@emulated" if band in DTYPES else band
-    got = m.seq_log_density(enc, f"{band}@cpu")
-    want = m.seq_log_density(enc, reference)
+    got = m.seq_log_density(enc, resolve_precision(f"{band}@cpu"))
+    want = m.seq_log_density(enc, resolve_precision(reference))
     u = mixfold.precision.UNIT_ROUNDOFF[band]
     np.testing.assert_allclose(got, want, rtol=max(64 * u, 1e-28), atol=max(64 * u, 1e-28))
     exact = m.seq_log_density(enc)
@@ -97,7 +97,7 @@ def test_a_missing_device_is_refused_clearly():
         pytest.skip("this machine has CUDA")
     m = _mixture()
     with pytest.raises(RuntimeError, match="does not have"):
-        m.seq_log_density(m.encoder().encode([0.0]), "float16@cuda")
+        m.seq_log_density(m.encoder().encode([0.0]), resolve_precision("float16@cuda"))
 
 
 @pytest.mark.skipif(not __import__("mixfold.precision.gpu", fromlist=["x"])
@@ -108,8 +108,8 @@ def test_gpu_bands_match_the_cpu_emulation(band):
     x = m.sampler(2).sample(20000)
     enc = m.encoder().encode(x)
     u = mixfold.precision.UNIT_ROUNDOFF[band]
-    got = m.seq_log_density(enc, f"{band}@cuda")
-    want = m.seq_log_density(enc, f"{band}@emulated" if band in DTYPES else band)
+    got = m.seq_log_density(enc, resolve_precision(f"{band}@cuda"))
+    want = m.seq_log_density(enc, resolve_precision(f"{band}@emulated" if band in DTYPES else band))
     np.testing.assert_allclose(got, want, rtol=max(64 * u, 1e-28), atol=max(64 * u, 1e-28))
     fit = mixfold.optimize(x, mixfold.MixtureEstimator([mixfold.GaussianEstimator()] * 3),
                            precision=f"{band}@cuda", max_iter=5, seed=0, progress=False)

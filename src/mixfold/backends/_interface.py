@@ -19,6 +19,7 @@ from mixfold.errors import DegenerateFitWarning
 from mixfold.compute.encoded import Encoded, InitRandom
 from mixfold.compute.fold import FoldResult
 from mixfold.families._protocol import Accumulator, Distribution, Estimator
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["EncodedDataHandle", "FoldResult"]
 
@@ -32,7 +33,7 @@ class EncodedDataHandle(ABC):
 
     @abstractmethod
     def fold(self, estimator: Estimator, model: Distribution,
-             precision: str = "float64") -> FoldResult:
+             precision: Precision = FLOAT64) -> FoldResult:
         """E-step of ``model`` over all resident rows into ``estimator``'s accumulators, reduced.
 
         ``precision``: what every row runs in (a name or a resolved
@@ -54,14 +55,14 @@ class EncodedDataHandle(ABC):
         """Release what the backend holds (processes, cached partitions); idempotent."""
 
     def estimate(self, estimator: Estimator, model: Distribution,
-                 precision: str = "float64") -> tuple[Distribution, FoldResult]:
+                 precision: Precision = FLOAT64) -> tuple[Distribution, FoldResult]:
         """One EM iteration: fold (E-step + reduce), tie keys, M-step in float64."""
         result = self.fold(estimator, model, precision)
         result.stats.tie_keys()
         return estimator.estimate(result.weight, result.stats.value()), result
 
     def initialize(self, estimator: Estimator, seed: int,
-                   precision: str = "float64") -> Distribution:
+                   precision: Precision = FLOAT64) -> Distribution:
         """The seeded starting model: a guess from the sample, then one full EM step (in
         ``precision``: a ``dd`` fit starts from a ``dd`` step, so that its start, too, does not
         depend on the sharding)."""
@@ -73,11 +74,12 @@ class EncodedDataHandle(ABC):
         return self.estimate(estimator, guess, precision)[0]
 
     @abstractmethod
-    def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
+    def log_density_sum(self, model: Distribution,
+                        precision: Precision = FLOAT64) -> tuple[int, float]:
         """(number of rows, total weighted log-density of the rows under ``model``)."""
 
     def stream_accumulate(self, estimator: Estimator, model: Distribution,
-                          precision: str = "float64") -> tuple[float, Accumulator]:
+                          precision: Precision = FLOAT64) -> tuple[float, Accumulator]:
         """(total row weight, folded statistics) for streaming or incremental EM."""
         result = self.fold(estimator, model, precision)
         return result.weight, result.stats

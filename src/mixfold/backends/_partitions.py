@@ -25,6 +25,7 @@ from mixfold.compute.tree import tree_reduce
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoder
 from mixfold.io.readers import reads_named_fields, table_rows
+from mixfold.precision.bands import Precision
 
 __all__ = ["RemoteCalls", "PartitionEncoding", "EncodedOnWorkers", "encode_partitions",
            "row_starts", "sample_shard", "first_bad_row"]
@@ -164,7 +165,7 @@ def sample_shard(shard: tuple[Encoded, np.ndarray], seed: int,
 
 
 def first_bad_row(shard: tuple[Encoded, np.ndarray], model: Distribution,
-                  precision: str, chunk_rows: int) -> str | None:
+                  precision: Precision, chunk_rows: int) -> str | None:
     """The message naming the first row of ``shard`` whose log-density is not finite."""
     try:
         fold_rows(None, shard[0], shard[1], model, precision, chunk_rows)

@@ -26,7 +26,8 @@ from mixfold.compute.payload import payload_combiner, shard_task_args, unpack_fo
 from mixfold.compute.tree import fanout_for_depth, shard_bounds, tree_levels, tree_reduce
 from mixfold.errors import NumericalError
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.precision import Precision, resolve_precision
+from mixfold.precision import Precision
+from mixfold.precision.bands import FLOAT64, require_resolved
 
 __all__ = ["ShardedEncodedData", "RowPlan", "MissingEngineError", "require",
            "checked_num_workers", "capped_at_cores"]
@@ -144,11 +145,12 @@ class ShardedEncodedData(EncodedDataHandle):
         a, b = self.bounds[i]
         return self.enc.rows(a, b), self.weights[a:b]
 
-    def shard_precisions(self, precision: str | RowPlan) -> list[Precision]:
+    def shard_precisions(self, precision: Precision | RowPlan) -> list[Precision]:
         """The precision every shard runs, resolved: the one given, or -- given a plan of this
         handle's rows -- each shard its worker's."""
         if isinstance(precision, str):
-            return [resolve_precision(precision)] * len(self.bounds)
+            require_resolved(precision)  # refused here, not in a remote worker
+            return [precision] * len(self.bounds)
         if self.plan is None or precision.row_bounds(self.n_rows) != self.bounds:
             raise ValueError("a plan runs on the handle built from it: its rows are placed as "
                              "planned when the handle opens")
@@ -169,7 +171,7 @@ class ShardedEncodedData(EncodedDataHandle):
         return tree_reduce(payloads, combine, self.fanout)
 
     def _run(self, task: str, common: tuple,
-             precision: str | RowPlan) -> tuple[np.ndarray, list[Precision], bool]:
+             precision: Precision | RowPlan) -> tuple[np.ndarray, list[Precision], bool]:
         precisions = self.shard_precisions(precision)
         compensated = any(p.compensated for p in precisions)
         args = shard_task_args(task, precisions, common, compensated)
@@ -190,7 +192,7 @@ class ShardedEncodedData(EncodedDataHandle):
         return self.fold_times.records(self.bounds, self.executors(), devices)
 
     def fold(self, estimator: Estimator, model: Distribution,
-             precision: str | RowPlan = "float64") -> FoldResult:
+             precision: Precision | RowPlan = FLOAT64) -> FoldResult:
         flat, precisions, compensated = self._run("fold", (estimator, model, self.chunk_rows),
                                                   precision)
         self.last_payload_size = flat.size
@@ -199,7 +201,7 @@ class ShardedEncodedData(EncodedDataHandle):
         return unpack_fold(flat, estimator, compensated)
 
     def log_density_sum(self, model: Distribution,
-                        precision: str | RowPlan = "float64") -> tuple[int, float]:
+                        precision: Precision | RowPlan = FLOAT64) -> tuple[int, float]:
         flat, precisions, _ = self._run("score", (model, self.chunk_rows), precision)
         if not np.isfinite(flat[2]):
             self._name_bad_row(model, precisions)

@@ -12,8 +12,8 @@ from mixfold.compute.encoded import Encoded, as_weights
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, FoldResult, fold_rows, init_sample_mask
 from mixfold.families._protocol import Distribution, Estimator
-from mixfold.precision import resolve_precision
 from mixfold.precision.doubledouble import DD, dd_sum_rows
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["LocalEncodedData", "DEFAULT_CHUNK_ROWS"]
 
@@ -46,22 +46,23 @@ class LocalEncodedData(EncodedDataHandle):
         self.fold_times = FoldTimes(1)
 
     def fold(self, estimator: Estimator, model: Distribution,
-             precision: str = "float64") -> FoldResult:
+             precision: Precision = FLOAT64) -> FoldResult:
         acc = estimator.accumulator_factory().make()
         start = time.perf_counter()
         with self.features.active():
             total = fold_rows(acc, self.enc, self.weights, model, precision, self.chunk_rows)
         self.fold_times.add(np.array([time.perf_counter() - start]),
-                            [resolve_precision(precision)])
+                            [precision])
         weight = self.total_weight
-        if resolve_precision(precision).compensated:
+        if precision.compensated:
             weight = float(dd_sum_rows(DD(self.weights, np.zeros_like(self.weights))).hi)
         return FoldResult(self.n_rows, weight, total, acc)
 
     def worker_records(self) -> tuple[WorkerRecord, ...]:
         return self.fold_times.records([(0, self.n_rows)], [this_process()], ["cpu"])
 
-    def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
+    def log_density_sum(self, model: Distribution,
+                        precision: Precision = FLOAT64) -> tuple[int, float]:
         return self.n_rows, fold_rows(None, self.enc, self.weights, model, precision,
                                       self.chunk_rows)
 

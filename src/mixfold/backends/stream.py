@@ -27,6 +27,7 @@ from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, FoldResult, fold_rows, init
 from mixfold.errors import DataError
 from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator
 from mixfold.io.readers import RowBlocks
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["StreamEncodedData", "GlobalRows", "learn_encoder", "sized_blocks"]
 
@@ -149,7 +150,7 @@ class StreamEncodedData(EncodedDataHandle):
         return self._ones[:n]
 
     def fold(self, estimator: Estimator, model: Distribution,
-             precision: str = "float64") -> FoldResult:
+             precision: Precision = FLOAT64) -> FoldResult:
         acc = estimator.accumulator_factory().make()
         total = 0.0
         for enc in self.encoded_blocks():
@@ -158,7 +159,8 @@ class StreamEncodedData(EncodedDataHandle):
             del enc
         return FoldResult(self.n_rows, self.total_weight, total, acc)
 
-    def log_density_sum(self, model: Distribution, precision: str = "float64") -> tuple[int, float]:
+    def log_density_sum(self, model: Distribution,
+                        precision: Precision = FLOAT64) -> tuple[int, float]:
         total = 0.0
         for enc in self.encoded_blocks():
             total += fold_rows(None, enc, self._weights(enc.n_rows), model, precision,

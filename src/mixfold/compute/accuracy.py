@@ -1,5 +1,7 @@
 """Measured accuracy of a band: one E-step of a model over a sample in the band and in a
 reference band, statistics compared (the a-priori bounds are in :mod:`mixfold.precision.error`).
+Its functions are entry points: they take precision names, as a user measuring a band writes
+them, and resolve each once.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import numpy as np
 from mixfold.capabilities import CentredStatistics
 from mixfold.compute.fold import fold_rows
 from mixfold.decomposition import decomposition_for
-from mixfold.precision.bands import resolve_precision
+from mixfold.precision.bands import Precision, resolve_precision
 from mixfold.precision.compensated import tree_low_parts
 from mixfold.precision.error import relative_error
 
@@ -26,17 +28,17 @@ def fold_statistics(model: Any, enc: Any, precision: str, weights: np.ndarray | 
     accumulator's buffers (float64; for ``dd`` each is ``hi + lo``, exact to 2^-106). ``raw``:
     sums kept about a reference point moved to the origin, so that folds which summed about
     different points compare."""
-    acc = _folded(model, enc, precision, weights, chunk_rows)
+    acc = _folded(model, enc, resolve_precision(precision), weights, chunk_rows)
     return [a.copy() for a in (_about_the_origin(acc) if raw else acc).arrays()]
 
 
-def _folded(model: Any, enc: Any, precision: str, weights: np.ndarray | None,
+def _folded(model: Any, enc: Any, precision: Precision, weights: np.ndarray | None,
             chunk_rows: int = 65536) -> Any:
     """The accumulator of one E-step of ``model`` over ``enc`` (``dd``: ``hi + lo`` in it)."""
     acc = model.estimator().accumulator_factory().make()
     w = np.ones(enc.n_rows) if weights is None else weights
     fold_rows(acc, enc, w, model, precision, chunk_rows)
-    if resolve_precision(precision).compensated:
+    if precision.compensated:
         for a, lo in zip(acc.arrays(), tree_low_parts(acc)):
             a += lo
     return acc
@@ -66,8 +68,8 @@ def statistics_relative_error(model: Any, enc: Any, precision: str, reference: s
     >>> statistics_relative_error(m, enc, "float32") < 1e-5
     True
     """
-    got = _about_the_origin(_folded(model, enc, precision, weights)).arrays()
-    ref = _about_the_origin(_folded(model, enc, reference, weights)).arrays()
+    got = _about_the_origin(_folded(model, enc, resolve_precision(precision), weights)).arrays()
+    ref = _about_the_origin(_folded(model, enc, resolve_precision(reference), weights)).arrays()
     return max(relative_error(np.asarray(g, dtype=np.float64), np.asarray(r, dtype=np.float64))
                for g, r in zip(got, ref))
 
@@ -102,19 +104,19 @@ def step_error(model: Any, enc: Any, precision: str, reference: str = "float64",
     """
     w = np.ones(enc.n_rows) if weights is None else np.asarray(weights, dtype=np.float64)
     estimator = model.estimator() if estimator is None else estimator
-    band_ll, band_model = _one_step(model, estimator, enc, w, precision)
-    ref_ll, ref_model = _one_step(model, estimator, enc, w, reference)
+    band_ll, band_model = _one_step(model, estimator, enc, w, resolve_precision(precision))
+    ref_ll, ref_model = _one_step(model, estimator, enc, w, resolve_precision(reference))
     scale = max(abs(ref_ll), 1e-300)
     return StepError(abs(band_ll - ref_ll) / scale,
                      density_distance(band_model, ref_model, enc, w) / scale)
 
 
 def _one_step(model: Any, estimator: Any, enc: Any, w: np.ndarray,
-              precision: str) -> tuple[float, Any]:
+              precision: Precision) -> tuple[float, Any]:
     """(the E-step's mean log-likelihood, the M-step's model) of one EM step in ``precision``."""
     acc = estimator.accumulator_factory().make()
     total = fold_rows(acc, enc, w, model, precision, 65536)
-    if resolve_precision(precision).compensated:
+    if precision.compensated:
         for a, lo in zip(acc.arrays(), tree_low_parts(acc)):
             a += lo
     acc.tie_keys()

@@ -11,7 +11,9 @@ float64 named on a torch device.
 >>> accs = [PoissonAccumulator() for _ in range(2)]
 >>> comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
 >>> enc = ArrayEncoded(np.array([0, 1, 7, 9]))
->>> mass, lse = fused_linear_mixture(accs, comps, np.log([.5, .5]), enc, np.ones(4), "float32")
+>>> from mixfold.precision import resolve_precision
+>>> mass, lse = fused_linear_mixture(accs, comps, np.log([.5, .5]), enc, np.ones(4),
+...                                  resolve_precision("float32"))
 >>> mass.round(3).tolist()
 [1.955, 2.045]
 """
@@ -28,15 +30,16 @@ from mixfold.compute.linear import LinearTerms, linear_fold
 from mixfold.compute.linear_screened import ScreenedEStep
 from mixfold.compute.linear_torch import TorchFusedEStep
 from mixfold.compute.screened import screens
-from mixfold.precision.bands import Engine, resolve_precision
+from mixfold.precision.bands import Engine
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["fused_linear_fold", "fused_linear_mixture", "engine_for"]
 
 
-def engine_for(terms: Sequence[LinearTerms], precision: str) -> type | None:
+def engine_for(terms: Sequence[LinearTerms], precision: Precision) -> type | None:
     """The engine class that runs ``precision`` for these terms; ``None`` for NumPy's float64
     fold."""
-    p = resolve_precision(precision)
+    p = precision
     on_cpu = p.engine is Engine.NUMPY or p.device == "cpu"
     if on_cpu and screens(p.band) and p.band != "fp8":
         return ScreenedEStep
@@ -44,7 +47,7 @@ def engine_for(terms: Sequence[LinearTerms], precision: str) -> type | None:
 
 
 def fused_linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
-                      weights: np.ndarray, precision: str = "float64"
+                      weights: np.ndarray, precision: Precision = FLOAT64
                       ) -> tuple[np.ndarray, np.ndarray]:
     """The fused mixture E-step on the engine ``precision`` names (:func:`engine_for`).
     Returns (posterior mass per component, per-row log-density)."""
@@ -55,7 +58,7 @@ def fused_linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc
 
 
 def fused_linear_mixture(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
-                         enc: Encoded, weights: np.ndarray, precision: str = "float64"
+                         enc: Encoded, weights: np.ndarray, precision: Precision = FLOAT64
                          ) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`~mixfold.compute.linear.fold_linear_mixture` on the engine ``precision`` names;
     ``None`` when the components' parameters fall outside the form."""

@@ -18,12 +18,14 @@ float32 only. :func:`plan_estep` then picks one of four paths:
 - ``IN_BAND``: every step in the band's element-by-element operations (``<band>@emulated``);
 - ``DOUBLE_DOUBLE``: posteriors in double-double, statistics summed in double-double (``dd``).
 
->>> plan = plan_estep(Fusion.EVERYWHERE, "float64", 1000)
+>>> from mixfold.precision import FLOAT64, resolve_precision
+>>> plan = plan_estep(Fusion.EVERYWHERE, FLOAT64, 1000)
 >>> plan.path.name, plan.chunk_rows, plan.three_step_rows
 ('FUSED', 1048576, 1000)
->>> plan_estep(Fusion.IN_BANDS, "float64", 1000).path.name
+>>> plan_estep(Fusion.IN_BANDS, FLOAT64, 1000).path.name
 'THREE_STEPS'
->>> [plan_estep(Fusion.NONE, p).path.name for p in ("dd", "bfloat16@emulated", "float32")]
+>>> names = ("dd", "bfloat16@emulated", "float32")
+>>> [plan_estep(Fusion.NONE, resolve_precision(p)).path.name for p in names]
 ['DOUBLE_DOUBLE', 'IN_BAND', 'THREE_STEPS']
 """
 
@@ -37,7 +39,7 @@ from typing import Any
 from mixfold.capabilities import FusedFold, LinearInFeatures, LinearInFeaturesInBands
 from mixfold.compute.band_engines import fused_linear_mixture
 from mixfold.compute.linear_torch import GPU_CHUNK_ROWS
-from mixfold.precision.bands import Engine, Precision, resolve_precision
+from mixfold.precision.bands import FLOAT64, Engine, Precision
 
 __all__ = ["Fusion", "EStep", "EStepPlan", "plan_estep", "fusion_of", "fused_pass_of",
            "FUSED_CHUNK_ROWS"]
@@ -80,9 +82,9 @@ class EStepPlan:
     def scores_in(self) -> str:
         """The precision the three steps score in: the fold's own where the families run it
         natively, else float64 (a band checks the model runs in it first)."""
-        return self.precision if self.precision.native else "float64"
+        return self.precision if self.precision.native else FLOAT64
 
-    def made_for(self, fusion: Fusion, precision: str) -> bool:
+    def made_for(self, fusion: Fusion, precision: Precision) -> bool:
         """Whether this plan is the one :func:`plan_estep` makes for ``fusion`` and
         ``precision`` (a fold's plan serves each of its chunks)."""
         return fusion is self.fusion and precision == self.precision
@@ -110,10 +112,10 @@ def fusion_of(accumulator_class: type) -> Fusion:
     return Fusion.EVERYWHERE
 
 
-def plan_estep(fusion: Fusion, precision: str, chunk_rows: int | None = None) -> EStepPlan:
+def plan_estep(fusion: Fusion, precision: Precision, chunk_rows: int | None = None) -> EStepPlan:
     """The E-step of units that fuse as ``fusion`` in ``precision``, for a fold that asks for
     ``chunk_rows`` per call (``None``: the rows each call is given, as a nested node)."""
-    p = resolve_precision(precision)
+    p = precision
     on_torch = p.engine is Engine.TORCH
     if fusion is not Fusion.NONE and (on_torch or p.native and fusion is Fusion.EVERYWHERE):
         path = EStep.FUSED

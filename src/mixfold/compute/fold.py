@@ -18,7 +18,7 @@ import numpy as np
 from mixfold.capabilities import FoldsOnTorch
 from mixfold.compute.encoded import Encoded, InitRandom
 from mixfold.errors import NumericalError
-from mixfold.precision.bands import Engine, resolve_precision
+from mixfold.precision.bands import Engine, Precision, require_resolved
 from mixfold.precision.doubledouble import DD, dd_add, dd_sum_rows, two_prod
 from mixfold.precision.support import require_band
 
@@ -29,16 +29,16 @@ __all__ = ["DEFAULT_CHUNK_ROWS", "FoldResult", "Folds", "Scores", "MakesAccumula
 class Scores(Protocol):
     """A model as the fold sees it: per-row log-densities of encoded rows."""
 
-    def seq_log_density(self, enc: Encoded, precision: str = ...) -> np.ndarray: ...
+    def seq_log_density(self, enc: Encoded, precision: Precision = ...) -> np.ndarray: ...
 
 
 class Folds(Protocol):
     """An accumulator as the fold sees it (:class:`mixfold.families.Accumulator`)."""
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
-                   precision: str = ...) -> np.ndarray | None: ...
+                   precision: Precision = ...) -> np.ndarray | None: ...
 
-    def rows_per_chunk(self, model: Any, precision: str, chunk_rows: int) -> int: ...
+    def rows_per_chunk(self, model: Any, precision: Precision, chunk_rows: int) -> int: ...
 
 
 class MakesAccumulators(Protocol):
@@ -53,13 +53,13 @@ DEFAULT_CHUNK_ROWS = 262144
 
 
 def fold_rows(acc: Folds | None, enc: Encoded, weights: np.ndarray, model: Scores,
-              precision: str, chunk_rows: int) -> float:
+              precision: Precision, chunk_rows: int) -> float:
     """Fold ``enc`` into ``acc`` chunk by chunk; return the weighted log-density of the rows.
 
     With ``acc=None`` the rows are only scored. A precision the model cannot run raises
     :class:`~mixfold.precision.BandSupportError` before any row is folded.
     """
-    precision = resolve_precision(precision)
+    require_resolved(precision)
     if not precision.native:
         if not (precision.engine is Engine.TORCH and isinstance(acc, FoldsOnTorch)
                 and acc.folds_on_torch(model)):
@@ -77,7 +77,7 @@ def fold_rows(acc: Folds | None, enc: Encoded, weights: np.ndarray, model: Score
 
 
 def _folded_chunks(acc: Folds | None, enc: Encoded, weights: np.ndarray,
-                   model: Scores, precision: str, chunk_rows: int
+                   model: Scores, precision: Precision, chunk_rows: int
                    ) -> Iterator[tuple[Encoded, np.ndarray, np.ndarray]]:
     """Fold ``enc`` into ``acc`` (or only score it) chunk by chunk; yield each chunk's rows,
     weights and per-row log-densities."""
@@ -91,13 +91,13 @@ def _folded_chunks(acc: Folds | None, enc: Encoded, weights: np.ndarray,
 
 
 def fold_rows_total(acc: Folds | None, enc: Encoded, weights: np.ndarray,
-                    model: Scores, precision: str, chunk_rows: int) -> DD:
+                    model: Scores, precision: Precision, chunk_rows: int) -> DD:
     """:func:`fold_rows` with the weighted log-density summed in double-double, as a pair.
 
     The ``dd`` band's fold: with it, the log-likelihood, like the statistics, does not depend on
     how the rows are chunked or sharded. Other precisions give ``DD(total, 0.0)``.
     """
-    precision = resolve_precision(precision)
+    require_resolved(precision)
     if not precision.compensated:
         return DD(fold_rows(acc, enc, weights, model, precision, chunk_rows), 0.0)
     require_band(model, precision)

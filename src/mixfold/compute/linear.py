@@ -49,6 +49,7 @@ from mixfold.compute.scratch import scratch
 from mixfold.compute.encoded import Encoded
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, native_dtype
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["LinearTerms", "linear_fold", "fold_linear_mixture", "block_rows",
            "feature_offsets", "peak_shift", "score_coefficients", "host_features", "hand_sums",
@@ -255,7 +256,7 @@ def reduce_components(op: np.ufunc, a: np.ndarray, name: str) -> np.ndarray:
 
 
 def linear_fold(terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
-                weights: np.ndarray, precision: str = "float64"
+                weights: np.ndarray, precision: Precision = FLOAT64
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The whole mixture E-step of a chunk for the families of ``terms`` (the fields of a
     record, or one family), block by block of rows on all cores; the sums go into the
@@ -301,7 +302,7 @@ class FusedEStep:
     ``lse``."""
 
     def __init__(self, terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
-                 weights: np.ndarray, precision: str) -> None:
+                 weights: np.ndarray, precision: Precision) -> None:
         dt = self.dt = native_dtype(precision)
         self.terms, self.weights = terms, weights
         k = self.k = len(log_weights)
@@ -601,7 +602,7 @@ def _kept_features(terms: Sequence[LinearTerms], enc: Encoded, dt: np.dtype, blo
 
 
 def fold_linear_mixture(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
-                        enc: Encoded, weights: np.ndarray, precision: str = "float64"
+                        enc: Encoded, weights: np.ndarray, precision: Precision = FLOAT64
                         ) -> tuple[np.ndarray, np.ndarray] | None:
     """The fused E-step of a mixture of K components of one family with ``linear_terms``
     (:func:`linear_fold` on its terms); ``None`` when its parameters fall outside the form.

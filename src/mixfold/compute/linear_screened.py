@@ -29,7 +29,8 @@ of threads.
 >>> comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
 >>> enc = ArrayEncoded(np.array([0, 1, 7, 9]))
 >>> terms = PoissonAccumulator.linear_terms(accs, comps, enc)
->>> step = ScreenedEStep([terms], np.log([.5, .5]), enc, np.ones(4), "bfloat16")
+>>> from mixfold.precision import resolve_precision
+>>> step = ScreenedEStep([terms], np.log([.5, .5]), enc, np.ones(4), resolve_precision("bfloat16"))
 >>> mass, lse = step.run()
 >>> mass.round(3).tolist(), round(float(mass.sum()), 6)
 ([1.955, 2.045], 4.0)
@@ -52,7 +53,8 @@ from mixfold.compute.linear import (LinearTerms, block_rows, feature_offsets, ha
                                     host_features, peak_shift)
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.screened import Screen, round_to_band
-from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, resolve_precision
+from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS
+from mixfold.precision.bands import Precision
 
 __all__ = ["ScreenedEStep", "GemmScreener", "TileScreener", "screener_for", "PARTIAL_ROWS"]
 
@@ -165,8 +167,8 @@ class ScreenedEStep:
     mass per component, per-row log-density), as :func:`~mixfold.compute.linear.linear_fold`."""
 
     def __init__(self, terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
-                 weights: np.ndarray, precision: str) -> None:
-        band = self.band = resolve_precision(precision).band
+                 weights: np.ndarray, precision: Precision) -> None:
+        band = self.band = precision.band
         self.terms, self.weights, self.n_rows = terms, weights, enc.n_rows
         self.k = len(log_weights)
         self.offsets = feature_offsets(terms)

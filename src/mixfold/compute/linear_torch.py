@@ -30,7 +30,9 @@ CPU's bands run :class:`~mixfold.compute.linear_screened.ScreenedEStep`).
 >>> comps = [PoissonDistribution(1.0), PoissonDistribution(6.0)]
 >>> enc = ArrayEncoded(np.array([0, 1, 7, 9]))
 >>> terms = PoissonAccumulator.linear_terms(accs, comps, enc)
->>> step = TorchFusedEStep([terms], np.log([0.5, 0.5]), enc, np.ones(4), "float64@cpu")
+>>> from mixfold.precision import resolve_precision
+>>> step = TorchFusedEStep([terms], np.log([0.5, 0.5]), enc, np.ones(4),
+...                        resolve_precision("float64@cpu"))
 >>> mass, lse = step.run()
 >>> mass.round(3).tolist(), round(float(mass.sum()), 12)
 ([1.955, 2.045], 4.0)
@@ -53,7 +55,7 @@ from mixfold.compute.linear import (FLOAT32_SCORE_FLOOR, FLOAT64_SCORE_FLOOR, Li
                                     peak_shift, score_coefficients)
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.screened import Screen, screens
-from mixfold.precision.bands import resolve_precision
+from mixfold.precision.bands import Precision
 from mixfold.precision.gpu import torch_device_available
 from mixfold.precision.support import BandSupportError
 
@@ -130,8 +132,8 @@ class TorchFusedEStep:
     Returns from :meth:`run` are as :func:`~mixfold.compute.linear.linear_fold`'s."""
 
     def __init__(self, terms: Sequence[LinearTerms], log_weights: np.ndarray, enc: Encoded,
-                 weights: np.ndarray, precision: str) -> None:
-        p = resolve_precision(precision)
+                 weights: np.ndarray, precision: Precision) -> None:
+        p = precision
         torch = self.torch = _torch()
         if not torch_device_available(p.device):
             raise RuntimeError(f"precision {str(p)!r} runs through torch on {p.device!r}, which "

@@ -19,6 +19,7 @@ import numpy as np
 from mixfold.compute.encoded import Encoded
 from mixfold.compute.fold import FoldResult, MakesAccumulators, Scores, fold_rows_total
 from mixfold.errors import NumericalError
+from mixfold.precision.bands import Precision
 from mixfold.precision.compensated import (add_dd_payloads, load_dd_payload, split_dd_payload,
                                            tree_low_parts)
 from mixfold.precision.doubledouble import DD, dd_sum_rows
@@ -31,7 +32,7 @@ HEADER = 3
 
 
 def fold_shard(shard: Encoded, weights: np.ndarray, estimator: MakesAccumulators, model: Scores,
-               precision: str, chunk_rows: int, compensated: bool = False) -> np.ndarray:
+               precision: Precision, chunk_rows: int, compensated: bool = False) -> np.ndarray:
     """The E-step of one shard as a flat payload (a non-finite row makes the log-density NaN);
     ``compensated``: the ``[high..., low...]`` layout of the ``dd`` reduce."""
     acc = estimator.accumulator_factory().make()
@@ -47,7 +48,7 @@ def fold_shard(shard: Encoded, weights: np.ndarray, estimator: MakesAccumulators
                            [0.0, weight.lo, total.lo], *lows])
 
 
-def score_shard(shard: Encoded, weights: np.ndarray, model: Scores, precision: str,
+def score_shard(shard: Encoded, weights: np.ndarray, model: Scores, precision: Precision,
                 chunk_rows: int, compensated: bool = False) -> np.ndarray:
     """``[rows, weight, weighted log-density]`` of one shard under ``model`` (followed by the
     low parts of the weight and log-density when ``compensated``)."""

@@ -25,6 +25,7 @@ from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
 from mixfold.compute.kmeans import kmeans_labels
 from mixfold.compute.labelled import Labelled
 from mixfold.errors import NumericalError, ParameterError
+from mixfold.precision.bands import FLOAT64
 
 __all__ = ["SeededNode", "seeded_start", "seed_points", "seed_rows", "refine",
            "indistinct_units", "LLOYD_ITERATIONS", "KMEANS_RUNS", "SEED_ROWS", "EM_ITERATIONS"]
@@ -103,7 +104,7 @@ def refine(node: SeededNode, sample: Any, weights: np.ndarray, guess: Any) -> An
     for _ in range(EM_ITERATIONS):
         acc = node.accumulator_factory().make()
         try:
-            fold_rows(acc, sample, weights, guess, "float64", DEFAULT_CHUNK_ROWS)
+            fold_rows(acc, sample, weights, guess, FLOAT64, DEFAULT_CHUNK_ROWS)
             acc.tie_keys()
             guess = node.estimate(total_weight, acc.value())
         except (NumericalError, ParameterError):

@@ -23,7 +23,8 @@ work plus its own arithmetic around it. Two shapes cover every combinator:
 >>> from mixfold import GaussianDistribution, CompositeDistribution
 >>> d = CompositeDistribution([GaussianDistribution(0, 1), GaussianDistribution(1, 1)])
 >>> enc = d.encoder().encode([(0.0, 1.0), (1.0, 2.0)])
->>> bool(np.array_equal(d.score_children(enc, "float64", score_serially),
+>>> from mixfold.precision import FLOAT64
+>>> bool(np.array_equal(d.score_children(enc, FLOAT64, score_serially),
 ...                     d.seq_log_density(enc)))
 True
 """
@@ -37,6 +38,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mixfold.families._protocol import Accumulator, Distribution, Encoded
+from mixfold.precision.bands import Precision
 
 
 class ChildFold(NamedTuple):
@@ -65,12 +67,12 @@ FoldChildren = Callable[[Sequence[ChildFold], str], list["np.ndarray | None"]]
 ScoreChildren = Callable[[Sequence[ChildScore], str], list[np.ndarray]]
 
 
-def fold_serially(children: Sequence[ChildFold], precision: str) -> list[np.ndarray | None]:
+def fold_serially(children: Sequence[ChildFold], precision: Precision) -> list[np.ndarray | None]:
     """The serial :data:`FoldChildren`: every child's ``seq_update``, in order."""
     return [c.acc.seq_update(c.rows, c.weights, c.dist, precision) for c in children]
 
 
-def score_serially(children: Sequence[ChildScore], precision: str) -> list[np.ndarray]:
+def score_serially(children: Sequence[ChildScore], precision: Precision) -> list[np.ndarray]:
     """The serial :data:`ScoreChildren`: every child's ``seq_log_density``, in order."""
     return [c.dist.seq_log_density(c.rows, precision) for c in children]
 
@@ -86,7 +88,7 @@ class FoldsChildren(ABC):
     """An accumulator whose ``seq_update`` folds each child once and combines their results."""
 
     @abstractmethod
-    def fold_children(self, enc: Encoded, weights: np.ndarray, model: Any, precision: str,
+    def fold_children(self, enc: Encoded, weights: np.ndarray, model: Any, precision: Precision,
                       fold: FoldChildren) -> np.ndarray | None:
         """``seq_update``, the children's folds run by ``fold`` (``seq_update`` passes
         :func:`fold_serially`)."""
@@ -96,7 +98,8 @@ class ScoresChildren(ABC):
     """A distribution whose ``seq_log_density`` scores each child once and combines them."""
 
     @abstractmethod
-    def score_children(self, enc: Encoded, precision: str, score: ScoreChildren) -> np.ndarray:
+    def score_children(self, enc: Encoded, precision: Precision,
+                       score: ScoreChildren) -> np.ndarray:
         """``seq_log_density``, the children's scores run by ``score``."""
 
 
@@ -108,7 +111,7 @@ class ScoresColumns(ABC):
         """The rows the units read (the node's rows, or a sequence's flat items)."""
 
     @abstractmethod
-    def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
+    def score_columns(self, rows: Encoded, precision: Precision, start: int, stop: int,
                       out: np.ndarray, score: ScoreChildren | None = None) -> None:
         """Write the columns of units ``[start, stop)`` into ``out`` (rows.n_rows, K) with the
         bits the whole range gets; with ``score``, the units' log-densities come from it."""
@@ -131,7 +134,7 @@ class FoldsColumns(ABC):
         it may be turned into the posteriors in place and returned."""
 
     @abstractmethod
-    def add_columns(self, rows: Encoded, resp: np.ndarray, model: Any, precision: str,
+    def add_columns(self, rows: Encoded, resp: np.ndarray, model: Any, precision: Precision,
                     start: int, stop: int, fold: FoldChildren | None = None) -> None:
         """Add ``rows`` to units ``[start, stop)`` with posteriors ``resp``; any range gets the
         bits the whole gets; with ``fold``, the units' folds run through it."""
@@ -142,7 +145,7 @@ class ScoresRanges(ABC):
     steps (a topic model's topics)."""
 
     @abstractmethod
-    def score_ranges(self, enc: Encoded, precision: str, run: RunRanges) -> np.ndarray:
+    def score_ranges(self, enc: Encoded, precision: Precision, run: RunRanges) -> np.ndarray:
         """``seq_log_density``, each step over units run by ``run`` (``seq_log_density`` passes
         :func:`whole_range`)."""
 
@@ -152,6 +155,6 @@ class FoldsRanges(ABC):
     central steps, each range adding to its own units' statistics."""
 
     @abstractmethod
-    def fold_ranges(self, enc: Encoded, weights: np.ndarray, model: Any, precision: str,
+    def fold_ranges(self, enc: Encoded, weights: np.ndarray, model: Any, precision: Precision,
                     run: RunRanges) -> np.ndarray | None:
         """``seq_update``, each step over units run by ``run``."""

@@ -19,7 +19,8 @@ from mixfold.compute.encoded import ArrayEncoded, Encoded
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.errors import ParameterError
-from mixfold.precision import BandSupportError, resolve_precision
+from mixfold.precision import BandSupportError
+from mixfold.precision.bands import is_native
 
 __all__ = ["MaskedRows", "MissingPatterns", "MissingGroup", "has_missing", "Conditionals",
            "gaussian_conditionals", "add_weighted_outer", "fill_for_points", "require_native",
@@ -251,7 +252,8 @@ def check_missing_flag(missing: Any) -> bool:
 
 def require_native(precision: str, family: str) -> None:
     """Rows with missing entries are scored in float64 / float32 only: a band (fp8, bfloat16,
-    float16, dd) raises rather than scoring them otherwise."""
-    if not resolve_precision(precision).native:
+    float16, dd) raises rather than scoring them otherwise (``precision``: a resolved value, or
+    the band name a band engine carries)."""
+    if not is_native(precision):
         raise BandSupportError(f"precision {precision!r} cannot run {family} rows with missing "
                                f"entries: they are scored and accumulated in float64")

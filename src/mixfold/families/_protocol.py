@@ -38,6 +38,7 @@ from mixfold.capabilities import (
 from mixfold.compute.encoded import ArrayEncoded, Encoded, InitRandom, as_weights
 from mixfold.errors import ParameterError
 from mixfold.options import Rule, check_options
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = [
     "Encoded", "ArrayEncoded", "Encoder", "Accumulator", "AccumulatorFactory", "Estimator",
@@ -120,7 +121,7 @@ class Accumulator(ABC):
 
     @abstractmethod
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Distribution,
-                   precision: str = "float64") -> np.ndarray | None:
+                   precision: Precision = FLOAT64) -> np.ndarray | None:
         """E-step: add the rows of ``enc`` with row weights under ``model``.
 
         Returns the per-row log-density under ``model`` when the update computed it anyway (a
@@ -131,7 +132,7 @@ class Accumulator(ABC):
     def seq_initialize(self, enc: Encoded, weights: np.ndarray, rng: InitRandom) -> None:
         """Add the rows with seeded random posteriors for latent nodes (no model yet)."""
 
-    def rows_per_chunk(self, model: Distribution, precision: str, chunk_rows: int) -> int:
+    def rows_per_chunk(self, model: Distribution, precision: Precision, chunk_rows: int) -> int:
         """Rows :meth:`seq_update` takes per call when the fold asks for ``chunk_rows`` (which
         bounds a chunk's rows-by-components temporaries). An update whose temporaries do not
         grow with the rows may take more: fewer chunks, fewer waits for the last row block."""
@@ -502,7 +503,7 @@ class Distribution(ABC):
                 setattr(cls, name, _taking_raw_rows(method))
 
     @abstractmethod
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         """Log-density of every encoded row, array of shape (n_rows,), vectorized over rows."""
 
     @abstractmethod

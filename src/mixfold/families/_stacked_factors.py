@@ -26,6 +26,7 @@ from mixfold.compute.band_engines import fused_linear_fold
 from mixfold.compute.row_blocks import run_each
 from mixfold.families._protocol import Encoded
 from mixfold.families.units import stack_columns, stackable
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["StackedFactorScoring", "StackedFactorFolds"]
 
@@ -46,7 +47,7 @@ class StackedFactorScoring(StackedScoring):
 
     @classmethod
     def stack_log_density(cls, components: Sequence[Any], enc: Encoded,
-                          precision: str = "float64",
+                          precision: Precision = FLOAT64,
                           units: tuple[int, int] | None = None) -> np.ndarray:
         """Sum over factors of each factor family's stacked scores, (n_rows, K) in F order
         (only the columns ``units=(start, stop)`` when given, with the same bits)."""
@@ -68,7 +69,7 @@ class StackedFactorFolds(StackedUpdate, FusedFold):
     @staticmethod
     def stack_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
                    enc: Encoded, weights: np.ndarray,
-                   precision: str = "float64") -> tuple[np.ndarray, np.ndarray] | None:
+                   precision: Precision = FLOAT64) -> tuple[np.ndarray, np.ndarray] | None:
         """The whole E-step of a mixture of K records (or composites) in one fused pass when
         every field's family is linear in its features (Gaussian, Poisson, categorical,
         diagonal Gaussian): :func:`~mixfold.compute.linear.linear_fold` on the fields'

@@ -16,6 +16,7 @@ from mixfold.compute.labelled import Labelled
 from mixfold.families._protocol import Encoded, Estimator, Sampler
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
 from mixfold.families.units import UnitColumns, Units, bind_units, shared_encoder
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["EmissionStates", "EmissionEstimators", "FixedLength", "emissions_encoder",
            "bind_emissions"]
@@ -33,13 +34,13 @@ class EmissionStates(UnitColumns):
     def num_states(self) -> int:
         return len(self.emissions)
 
-    def emission_columns(self, items: Encoded, precision: str, start: int, stop: int,
+    def emission_columns(self, items: Encoded, precision: Precision, start: int, stop: int,
                          scores: np.ndarray) -> None:
         """Write log e_s(x) of states ``[start, stop)`` into their columns of ``scores``
         (n_items, S); any range gets the bits the full set gets."""
         self.units.score_range(items, precision, start, stop, scores)
 
-    def emission_log_densities(self, items: Encoded, precision: str = "float64") -> np.ndarray:
+    def emission_log_densities(self, items: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         """log e_s(x) of every flat item under every state, array of shape (n_items, S).
 
         The per-state step of the E-step (one column per state, independent of the others);
@@ -48,7 +49,7 @@ class EmissionStates(UnitColumns):
         return self.units.scores(items, precision)
 
     def labelled_scores(self, enc: SequenceEncoded | Labelled,
-                        precision: str) -> tuple[SequenceEncoded, np.ndarray]:
+                        precision: Precision) -> tuple[SequenceEncoded, np.ndarray]:
         """(the sequences, :meth:`emission_log_densities` of their items): with state labels
         riding along, each item's log prior added to its scores."""
         if not isinstance(enc, Labelled):

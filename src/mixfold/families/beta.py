@@ -16,6 +16,7 @@ from mixfold.families.contract import (Encoded, LeafDistribution, LeafEstimator,
                                        StackedScoring, StackedUpdate, family)
 from mixfold.families.dirichlet import dirichlet_mle, moment_start, transposed_features
 from mixfold.options import number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["BetaDistribution", "BetaEstimator", "BetaAccumulator", "BetaStatistics"]
 
@@ -73,7 +74,7 @@ class BetaDistribution(LeafDistribution, StackedScoring, SeedsFromPoints):
 
     @classmethod
     def stack_log_density(cls, components: Sequence[BetaDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-densities of all K components at once, (n_rows, K), in float64 (one matrix
         product: the contract's linear derivation would sum the two terms in another order)."""
         logs = np.stack([np.log(enc.values), np.log1p(-enc.values)], axis=1)  # (n, 2)

@@ -20,6 +20,7 @@ from mixfold.families._vector_leaf import (ColumnwiseUpdate, FieldSums, ShapedLe
                                            ShapedLeafEstimator)
 from mixfold.families.contract import Encoded, InitRandom, StackedScoring, family
 from mixfold.options import number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["CategoricalDistribution", "CategoricalEstimator", "CategoricalAccumulator",
            "CategoricalEncoder", "CategoricalStatistics", "level_to_json", "level_from_json"]
@@ -78,7 +79,7 @@ class CategoricalDistribution(ShapedLeafDistribution, StackedScoring):
 
     @classmethod
     def stack_log_density(cls, components: Sequence[CategoricalDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-probabilities of all K components at once: one gather, (n_rows, K) in F order."""
         table = np.stack([c.log_probs for c in components])  # (K, L)
         # np.take lays the gather out (K, n); table[:, codes] would lay it out (n, K), and its

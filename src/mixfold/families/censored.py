@@ -47,6 +47,7 @@ from mixfold.families._protocol import (Accumulator, AccumulatorFactory, ArrayEn
                                         Distribution, Encoded, Encoder, Estimator, InitRandom,
                                         family)
 from mixfold.options import rule
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["CensoredDistribution", "CensoredEstimator", "CensoredEncoder", "CensoredAccumulator",
            "survival_rows"]
@@ -207,7 +208,7 @@ class CensoredDistribution(Distribution):
         if not np.isfinite(self.log_window):
             raise ParameterError(f"the window {self.truncate} holds no mass of {base!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         low, high = enc.values[:, 0], enc.values[:, 1]
         exact = low == high
         out = np.empty(len(low))
@@ -276,7 +277,7 @@ class CensoredAccumulator(Accumulator):
         return (self.base,)
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: CensoredDistribution,
-                   precision: str = "float64") -> None:
+                   precision: Precision = FLOAT64) -> None:
         values, w = self.completed_rows(enc, weights, model)
         self.base.seq_update(ArrayEncoded(values), w, model.base, precision)
         return None

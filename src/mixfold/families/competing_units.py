@@ -39,9 +39,10 @@ from mixfold.families._missing import has_missing, require_native
 from mixfold.families._protocol import Accumulator, Distribution, Encoded, InitRandom
 from mixfold.families.units import (UnitColumns, UnitsFold, band_matrix, band_posterior_matrix,
                                     band_posteriors, seeded_posteriors)
-from mixfold.precision import band_ops, log_density_in_band, require_band, resolve_precision
+from mixfold.precision import band_ops, log_density_in_band, require_band
 from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD
+from mixfold.precision.bands import DOUBLE_DOUBLE, FLOAT64, Precision
 
 __all__ = ["CompetingUnits", "CompetingUnitsFold", "unit_weights", "EMPTY_MASS"]
 
@@ -57,10 +58,10 @@ class CompetingUnits(UnitColumns, Distribution, RunsInBands):
     components: tuple[Distribution, ...]
     weights: np.ndarray
 
-    def component_log_densities(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def component_log_densities(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         """log w_k + log p_k(x) for every row and component, array of shape (n_rows, K) in
         Fortran order."""
-        if not resolve_precision(precision).native:
+        if not precision.native:
             require_band(self, precision)
             ops = band_ops(precision)
             return band_matrix(self.band_scores(enc, ops), ops, enc.n_rows, -np.inf)
@@ -69,16 +70,16 @@ class CompetingUnits(UnitColumns, Distribution, RunsInBands):
     def log_density_from_columns(self, enc: Encoded, scores: np.ndarray) -> np.ndarray:
         return self.units.log_sum_exp(scores)
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         if isinstance(enc, Labelled):  # the log-density of the rows and their labels
             return logsumexp_rows(self.component_log_densities(enc.inner, precision)
                                   + enc.log_prior())
-        if not resolve_precision(precision).native:
+        if not precision.native:
             return log_density_in_band(self, enc, precision)
         return self.units.log_density(enc, precision, self.log_weights)
 
     def weighted_posteriors(self, enc: Encoded, weights: np.ndarray,
-                            precision: str = "float64") -> tuple[np.ndarray, np.ndarray]:
+                            precision: Precision = FLOAT64) -> tuple[np.ndarray, np.ndarray]:
         """(posteriors times row weights, shape (n_rows, K) in Fortran order; log-density):
         with labels riding along, each row's posterior times its labels' prior. Stacked
         components are scored and normalised block by block of rows on all cores, with the
@@ -88,12 +89,12 @@ class CompetingUnits(UnitColumns, Distribution, RunsInBands):
                                       + enc.log_prior(), weights)
         return self.units.posteriors(enc, precision, self.log_weights, weights)
 
-    def seq_posterior(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_posterior(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         """Posterior component probabilities of every row, array of shape (n_rows, K)."""
         if isinstance(enc, Labelled):  # given each row's labels too
             return log_normalize_rows(self.component_log_densities(enc.inner, precision)
                                       + enc.log_prior())[0]
-        if not resolve_precision(precision).native:
+        if not precision.native:
             require_band(self, precision)
             ops = band_ops(precision)
             return band_posterior_matrix(self.band_scores(enc, ops), ops, enc.n_rows)[0]
@@ -130,7 +131,7 @@ class CompetingUnitsFold(UnitsFold, Accumulator, FoldsOnTorch):
     def folds_on_torch(self, model: CompetingUnits) -> bool:
         return self._fusion(model) is not Fusion.NONE
 
-    def rows_per_chunk(self, model: CompetingUnits, precision: str, chunk_rows: int) -> int:
+    def rows_per_chunk(self, model: CompetingUnits, precision: Precision, chunk_rows: int) -> int:
         """Plan the fold's E-step (:func:`~mixfold.compute.estep_plan.plan_estep`): a fused
         pass takes large chunks; should it decline (a Poisson of rate 0), the rows go through
         the three steps ``chunk_rows`` at a time."""
@@ -138,7 +139,7 @@ class CompetingUnitsFold(UnitsFold, Accumulator, FoldsOnTorch):
         return self._plan.chunk_rows
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: CompetingUnits,
-                   precision: str = "float64") -> np.ndarray:
+                   precision: Precision = FLOAT64) -> np.ndarray:
         if isinstance(enc, Labelled):  # each row's posterior times its labels' prior
             return self._three_steps(enc, weights, model, precision)
         plan = self._plan
@@ -182,14 +183,14 @@ class CompetingUnitsFold(UnitsFold, Accumulator, FoldsOnTorch):
         return lse
 
     def _three_steps(self, enc: Encoded, weights: np.ndarray, model: CompetingUnits,
-                     precision: str) -> np.ndarray:
+                     precision: Precision) -> np.ndarray:
         """Score, normalise, add: a (rows, K) posterior matrix."""
         resp, lse = model.weighted_posteriors(enc, weights, precision)
         self._add(enc.inner if isinstance(enc, Labelled) else enc, resp, model, precision)
         return lse
 
     def _add(self, enc: Encoded, resp: np.ndarray, model: CompetingUnits,
-             precision: str) -> None:
+             precision: Precision) -> None:
         self.counts += resp.sum(axis=0)
         self.units.add(enc, resp, model.units, precision)
 
@@ -199,7 +200,7 @@ class CompetingUnitsFold(UnitsFold, Accumulator, FoldsOnTorch):
         weights, posterior masses and every component's statistics summed in double-double,
         about the points a stacked or fused fold sums about. Returns the per-row log-density
         (float64)."""
-        ops = band_ops("dd") if ops is None else ops
+        ops = band_ops(DOUBLE_DOUBLE) if ops is None else ops
         about_stack = model.units.stack is not None and (self.units.stack_update is not None
                                                           or self.units.fused_pass is not None)
         resp, lse = band_posteriors(model.band_scores(enc, ops), ops)

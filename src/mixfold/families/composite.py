@@ -24,6 +24,7 @@ from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distrib
 from mixfold.families._record_encoding import CompositeEncoder, FactorEncoded, RecordEncoder
 from mixfold.families._record_scoring import records_log_densities
 from mixfold.families._stacked_factors import StackedFactorFolds, StackedFactorScoring
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["CompositeDistribution", "CompositeEstimator", "RecordDistribution", "RecordEstimator",
            "FactorAccumulator", "FactorEncoded", "CompositeEncoder", "RecordEncoder",
@@ -60,10 +61,11 @@ class _FactorDistribution(_Factors, ScoresChildren, Distribution, StackedFactorS
     parts_key: ClassVar[str]
     factors: tuple[Distribution, ...]
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         return self.score_children(enc, precision, score_serially)
 
-    def score_children(self, enc: Encoded, precision: str, score: ScoreChildren) -> np.ndarray:
+    def score_children(self, enc: Encoded, precision: Precision,
+                       score: ScoreChildren) -> np.ndarray:
         """The factors' log-densities (from ``score``) added in factor order."""
         out = np.zeros(enc.n_rows)
         for ll in score([ChildScore(i, dist, part)
@@ -158,11 +160,11 @@ class FactorAccumulator(FoldsChildren, Accumulator, StackedFactorFolds):
         return self.factors
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: _FactorDistribution,
-                   precision: str = "float64") -> np.ndarray | None:
+                   precision: Precision = FLOAT64) -> np.ndarray | None:
         return self.fold_children(enc, weights, model, precision, fold_serially)
 
     def fold_children(self, enc: Encoded, weights: np.ndarray, model: _FactorDistribution,
-                      precision: str, fold: FoldChildren) -> np.ndarray | None:
+                      precision: Precision, fold: FoldChildren) -> np.ndarray | None:
         """The factors folded by ``fold``, their log-densities added in factor order (``None``
         when a factor returns none)."""
         total: np.ndarray | None = np.zeros(enc.n_rows)

@@ -131,7 +131,8 @@ from mixfold.families._protocol import (
     Sampler,
     family,
 )
-from mixfold.precision import BandSupportError, native_dtype, resolve_precision
+from mixfold.precision import BandSupportError, native_dtype
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = [
     # 1. the roles
@@ -190,7 +191,7 @@ class LeafDistribution(Distribution):
         follow the weights' sum in ``Statistics``."""
         raise NotImplementedError("a leaf without features names its own accumulator_class")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         return self.log_densities(enc.values, native_dtype(precision)).astype(np.float64,
                                                                                copy=False)
 
@@ -259,8 +260,8 @@ class LeafAccumulator(Accumulator):
         """Add weighted statistics of the encoded values (array with rows on axis 0)."""
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
-                   precision: str = "float64") -> None:
-        if resolve_precision(precision).compensated:
+                   precision: Precision = FLOAT64) -> None:
+        if precision.compensated:
             self.seq_update_dd(enc, weights, np.zeros_like(weights), model)
             return None
         if isinstance(self, CentredStatistics) and model is not None and not self.has_point():
@@ -294,8 +295,8 @@ class ModelStatsAccumulator(LeafAccumulator):
         """Add weighted statistics of the encoded values under ``model``."""
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
-                   precision: str = "float64") -> None:
-        if resolve_precision(precision).compensated:
+                   precision: Precision = FLOAT64) -> None:
+        if precision.compensated:
             self.seq_update_dd(enc, weights, np.zeros_like(weights), model)  # raises: no dd sums
         self._add_model(enc.values, weights, model)
         return None
@@ -482,7 +483,7 @@ class LinearLeafDistribution(LeafDistribution, StackedScoring):
 
     @classmethod
     def stack_log_density(cls, components: Sequence[LinearLeafDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-densities of all K components at once, (n_rows, K) in Fortran order; a
         component outside the form is scored by its own ``seq_log_density``."""
         dt = native_dtype(precision)

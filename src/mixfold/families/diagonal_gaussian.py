@@ -34,9 +34,10 @@ from mixfold.families._frozen import recentred_spread
 from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families.stacked_gaussian import diagonal_estimate, diagonal_fold
 from mixfold.families.gaussian import warn_collapsed_variance
-from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
+from mixfold.precision import log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.options import flag, instance_of, integer, none_or, number, one_of
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
            "DiagonalGaussianAccumulator", "MissingDiagonalGaussianAccumulator"]
@@ -155,11 +156,11 @@ class DiagonalGaussianDistribution(VectorFamily, Distribution, StackedScoring, S
         """The length D of the vectors."""
         return self.mu.size
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         if has_missing(enc):
             require_native(precision, "DiagonalGaussian")
             return self.observed_log_density(enc.patterns)
-        if not resolve_precision(precision).native:
+        if not precision.native:
             return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
@@ -193,7 +194,7 @@ class DiagonalGaussianDistribution(VectorFamily, Distribution, StackedScoring, S
 
     @classmethod
     def stack_log_density(cls, components: Sequence[DiagonalGaussianDistribution], enc: Encoded,
-                          precision: str = "float64",
+                          precision: Precision = FLOAT64,
                           units: tuple[int, int] | None = None) -> np.ndarray:
         """Log-densities of all components at once, array of shape (n_rows, K).
 
@@ -279,7 +280,7 @@ def _centred_features(x: np.ndarray, center: np.ndarray,
 
 
 def _centred_scores(components: Sequence[DiagonalGaussianDistribution], log_weights: np.ndarray,
-                    x: np.ndarray, precision: str, start: int, stop: int,
+                    x: np.ndarray, precision: Precision, start: int, stop: int,
                     out: np.ndarray) -> None:
     """Weighted log-densities of components ``[start, stop)`` into the rows of ``out``
     ((stop - start, n_rows)), one matrix-vector product per component and feature block."""
@@ -403,7 +404,7 @@ class MissingDiagonalGaussianAccumulator(DiagonalGaussianAccumulator):
         self.ref_mass += mass * c
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
-                   precision: str = "float64") -> None:
+                   precision: Precision = FLOAT64) -> None:
         if has_missing(enc):
             require_native(precision, "DiagonalGaussian")
         return super().seq_update(enc, weights, model, precision)

@@ -19,6 +19,7 @@ from mixfold.families._vector_leaf import (FieldSums, ShapedLeafDistribution,
 from mixfold.families.contract import Encoded, LinearInFeatures, StackedUpdate, family
 from mixfold.families._scipy import digamma, gammaln, polygamma
 from mixfold.options import integer, none_or, number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["DirichletDistribution", "DirichletEstimator", "DirichletAccumulator",
            "DirichletStatistics", "SimplexEncoder", "dirichlet_mle", "moment_start",
@@ -130,7 +131,7 @@ class DirichletDistribution(ShapedLeafDistribution, StacksOneShape):
 
     @classmethod
     def stack_log_density(cls, components: Sequence[DirichletDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-densities of all K components at once, (n_rows, K)."""
         coef = np.stack([c.alpha - 1.0 for c in components], axis=1)  # (D, K)
         return np.log(enc.values) @ coef + np.array([c.log_norm for c in components])

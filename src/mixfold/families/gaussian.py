@@ -18,9 +18,10 @@ from mixfold.families.contract import (CompensatedAccumulation, Encoded, FieldSu
                                        LeafDistribution, LeafEstimator, LinearInFeatures,
                                        RelativeScoring, RunsInBands, SeedsFromValues,
                                        StackedScoring, StackedUpdate, family)
-from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
+from mixfold.precision import log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.options import number, one_of
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator",
            "GaussianStatistics"]
@@ -61,8 +62,8 @@ class GaussianDistribution(LeafDistribution, StackedScoring, SeedsFromValues, Ru
         if not (np.isfinite(self.sigma2) and self.sigma2 > 0):
             raise ParameterError(f"sigma2 must be finite and > 0, got {sigma2!r}")
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
-        if not resolve_precision(precision).native:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
+        if not precision.native:
             return log_density_in_band(self, enc, precision)
         return self.log_densities(enc.values, native_dtype(precision)).astype(np.float64,
                                                                               copy=False)
@@ -84,7 +85,7 @@ class GaussianDistribution(LeafDistribution, StackedScoring, SeedsFromValues, Ru
 
     @classmethod
     def stack_log_density(cls, components: Sequence[GaussianDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-densities of all components at once, array of shape (n_rows, K)."""
         dt = native_dtype(precision)
         mu = np.array([c.mu for c in components], dtype=dt)

@@ -37,6 +37,7 @@ from mixfold.families.sequence import SequenceEncoded
 from mixfold.families.units import (UnitAccumulators, Units, UnitsFold, encoding_slots,
                                     seeded_posteriors)
 from mixfold.options import flag, number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["HiddenMarkovDistribution", "HiddenMarkovEstimator", "HiddenMarkovAccumulator"]
 
@@ -116,11 +117,11 @@ class HiddenMarkovDistribution(EmissionStates, Distribution):
     def log_density_from_columns(self, enc: SequenceEncoded, scores: np.ndarray) -> np.ndarray:
         return Lattice(self.chain, scores, enc.offsets).log_likelihood
 
-    def seq_log_density(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         enc, scores = self.labelled_scores(enc, precision)
         return self.log_density_from_columns(enc, scores)
 
-    def seq_posterior(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_posterior(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         """Posterior state probabilities of every flat item, array of shape (n_items, S).
 
         Row ``j`` belongs to item ``j`` of ``enc.items``; sequence ``i`` holds the items
@@ -130,7 +131,7 @@ class HiddenMarkovDistribution(EmissionStates, Distribution):
         lattice = Lattice(self.chain, scores, enc.offsets)
         return lattice.tm.flat(lattice.posteriors())
 
-    def seq_viterbi(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_viterbi(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         """The most probable state path, as the state of every flat item: int64 (n_items,)."""
         return viterbi_paths(self.chain, self.emission_log_densities(enc.items, precision),
                              enc.offsets)
@@ -222,7 +223,7 @@ class HiddenMarkovAccumulator(UnitsFold, Accumulator):
         return counts if self.terminal is None else counts + [self.terminal]
 
     def seq_update(self, enc: SequenceEncoded, weights: np.ndarray,
-                   model: HiddenMarkovDistribution, precision: str = "float64") -> np.ndarray:
+                   model: HiddenMarkovDistribution, precision: Precision = FLOAT64) -> np.ndarray:
         enc, scores = model.labelled_scores(enc, precision)
         resp, ll = self.posteriors_from_columns(enc, weights, model, scores)
         self.units.add(enc.items, resp, model.units, precision)

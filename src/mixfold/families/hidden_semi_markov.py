@@ -42,6 +42,7 @@ from mixfold.families.mixture import MixtureEstimator
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
 from mixfold.families.units import UnitAccumulators, Units, encoding_slots, seeded_posteriors
 from mixfold.options import integer, number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["HiddenSemiMarkovDistribution", "HiddenSemiMarkovEstimator",
            "HiddenSemiMarkovAccumulator", "duration_log_probabilities"]
@@ -139,7 +140,7 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         self._laws = _laws(self.initial, self.transitions, self.duration_table)
         self.units = Units(self.emissions)
 
-    def emission_log_densities(self, items: Encoded, precision: str = "float64") -> np.ndarray:
+    def emission_log_densities(self, items: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         """log e_s(x) of every flat item under every state, array of shape (n_items, S)."""
         scores = np.empty((items.n_rows, self.num_states))
         self.emission_columns(items, precision, 0, self.num_states, scores)
@@ -159,16 +160,16 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
             return hsmm_forward_backward(scores, offsets, self._laws, weights)
         return segment_forward_backward(scores, offsets, self._laws, weights)
 
-    def seq_log_density(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         return self.log_density_from_columns(enc, self.emission_log_densities(enc.items,
                                                                               precision))
 
-    def seq_posterior(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_posterior(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         """Posterior state probabilities of every flat item, array of shape (n_items, S)."""
         return self.lattice(self.emission_log_densities(enc.items, precision), enc.offsets,
                             np.ones(enc.n_rows)).gamma
 
-    def seq_viterbi(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_viterbi(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         """The state of every flat item in the most probable segmentation: int64 (n_items,)."""
         return segment_viterbi(self.emission_log_densities(enc.items, precision), enc.offsets,
                                self._laws)
@@ -278,7 +279,8 @@ class HiddenSemiMarkovAccumulator(FoldsColumns, Accumulator):
         return self.emissions + self.durations
 
     def seq_update(self, enc: SequenceEncoded, weights: np.ndarray,
-                   model: HiddenSemiMarkovDistribution, precision: str = "float64") -> np.ndarray:
+                   model: HiddenSemiMarkovDistribution,
+                   precision: Precision = FLOAT64) -> np.ndarray:
         scores = model.emission_log_densities(enc.items, precision)
         resp, ll = self.posteriors_from_columns(enc, weights, model, scores)
         self.add_columns(enc.items, resp, model, precision, 0, len(self.emissions))
@@ -298,7 +300,7 @@ class HiddenSemiMarkovAccumulator(FoldsColumns, Accumulator):
         return stats.gamma, stats.log_likelihood
 
     def add_columns(self, rows: Encoded, resp: np.ndarray, model: HiddenSemiMarkovDistribution,
-                    precision: str, start: int, stop: int,
+                    precision: Precision, start: int, stop: int,
                     fold: FoldChildren | None = None) -> None:
         self.units.add(rows, resp, model.units, precision, start, stop, fold)
 

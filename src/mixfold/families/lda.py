@@ -50,8 +50,9 @@ from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distrib
                                         Encoder, Estimator, InitRandom, family)
 from mixfold.families._scipy import digamma
 from mixfold.families._topic_queries import TopicQueries
-from mixfold.precision import BandSupportError, resolve_precision
+from mixfold.precision import BandSupportError
 from mixfold.options import integer, none_or, number, one_of
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["LDADistribution", "LDAEstimator", "LDAAccumulator", "BagOfWordsEncoder",
            "BagOfWordsEncoded", "TopicUnit", "learn_alpha"]
@@ -60,8 +61,8 @@ __all__ = ["LDADistribution", "LDAEstimator", "LDAAccumulator", "BagOfWordsEncod
 PLANNED_DOC_ITERATIONS = 20
 
 
-def _native(precision: str) -> None:
-    if resolve_precision(precision).dtype != np.float64:
+def _native(precision: Precision) -> None:
+    if precision.dtype != np.float64:
         raise BandSupportError(f"precision {precision!r} cannot run LDA: its variational E-step "
                                f"runs in float64 only")
 
@@ -154,10 +155,10 @@ class LDADistribution(TopicQueries, Distribution, ScoresRanges):
 
     # --- scoring ---
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         return self.score_ranges(enc, precision, whole_range(self.n_topics))
 
-    def score_ranges(self, enc: Encoded, precision: str, run: RunRanges) -> np.ndarray:
+    def score_ranges(self, enc: Encoded, precision: Precision, run: RunRanges) -> np.ndarray:
         """Each document's ELBO plus its words' share of the topics' term, shape (n_rows,)."""
         _native(precision)
         out = np.empty(enc.n_rows)
@@ -239,11 +240,11 @@ class LDAAccumulator(Accumulator, FoldsRanges):
         return [self.topic_words, self.log_theta, self.sums]
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: LDADistribution,
-                   precision: str = "float64") -> np.ndarray:
+                   precision: Precision = FLOAT64) -> np.ndarray:
         return self.fold_ranges(enc, weights, model, precision, whole_range(model.n_topics))
 
     def fold_ranges(self, enc: Encoded, weights: np.ndarray, model: LDADistribution,
-                    precision: str, run: RunRanges) -> np.ndarray:
+                    precision: Precision, run: RunRanges) -> np.ndarray:
         _native(precision)
         out = np.empty(enc.n_rows)
         for lo, hi, piece, post in model._solved(enc, run):

@@ -14,6 +14,7 @@ from mixfold.families.contract import (ArrayEncoded, Encoded, LeafDistribution, 
                                        SeedsFromLogs, StackedScoring, family)
 from mixfold.families.gaussian import (GaussianAccumulator, GaussianDistribution,
                                        GaussianEstimator, GaussianStatistics)
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["LogGaussianDistribution", "LogGaussianEstimator", "LogGaussianAccumulator"]
 
@@ -47,7 +48,7 @@ class LogGaussianDistribution(LeafDistribution, StackedScoring, SeedsFromLogs, R
 
     @classmethod
     def stack_log_density(cls, components: Sequence[LogGaussianDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-densities of all components at once, array of shape (n_rows, K)."""
         y = _log_encoded(enc)
         out = GaussianDistribution.stack_log_density([c.log_law for c in components], y, precision)

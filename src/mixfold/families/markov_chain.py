@@ -26,6 +26,7 @@ from mixfold.families.categorical import (CategoricalDistribution, CategoricalEn
                                           level_from_json, level_to_json)
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
 from mixfold.options import number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["MarkovChainDistribution", "MarkovChainEstimator", "MarkovChainAccumulator",
            "chain_counts"]
@@ -116,7 +117,7 @@ class MarkovChainDistribution(Distribution):
     def num_levels(self) -> int:
         return len(self.levels)
 
-    def seq_log_density(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         codes, offsets = enc.items.values, enc.offsets
         out = np.zeros(enc.n_rows)
         running = offsets[1:] > offsets[:-1]
@@ -219,7 +220,7 @@ class MarkovChainAccumulator(Accumulator):
         return () if self.length is None else (self.length,)
 
     def seq_update(self, enc: SequenceEncoded, weights: np.ndarray,
-                   model: MarkovChainDistribution, precision: str = "float64") -> np.ndarray:
+                   model: MarkovChainDistribution, precision: Precision = FLOAT64) -> np.ndarray:
         self._add(enc, weights)
         if self.length is not None:
             self.length.seq_update(enc.lengths, weights, model.length, precision)

@@ -24,6 +24,7 @@ from mixfold.families.contract import (Encoded, InitRandom, LinearInFeatures, St
 from mixfold.families.lda import BagOfWordsEncoded
 from mixfold.families.poisson import log_factorial
 from mixfold.options import integer, number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["MultinomialDistribution", "MultinomialEstimator", "MultinomialAccumulator",
            "MultinomialEncoder", "MultinomialStatistics"]
@@ -79,14 +80,14 @@ class MultinomialDistribution(ShapedLeafDistribution, StacksOneShape):
     def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
         return _log_coefficients(x) + xlogy(x, self.probs).sum(axis=1)  # float64 in any band
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         if isinstance(enc, BagOfWordsEncoded):
             return self.stack_log_density([self], enc, precision)[:, 0]
         return super().seq_log_density(enc, precision)
 
     @classmethod
     def stack_log_density(cls, components: Sequence[MultinomialDistribution], enc: Encoded,
-                          precision: str = "float64") -> np.ndarray:
+                          precision: Precision = FLOAT64) -> np.ndarray:
         """Log-probabilities of all K components at once, (n_rows, K); sparse rows by one
         sparse product with the log-probabilities (V, K)."""
         if isinstance(enc, BagOfWordsEncoded):
@@ -134,7 +135,7 @@ class MultinomialAccumulator(FieldSums, StackedUpdate, LinearInFeatures):
         self.counts += w @ x
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Any,
-                   precision: str = "float64") -> None:
+                   precision: Precision = FLOAT64) -> None:
         if not isinstance(enc, BagOfWordsEncoded):
             return super().seq_update(enc, weights, model, precision)
         self.counts += np.bincount(enc.words, weights=enc.counts * weights[enc.doc_of_nonzero()],

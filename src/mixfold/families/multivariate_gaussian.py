@@ -37,11 +37,12 @@ from mixfold.families._scipy import dpotrf, dtrtrs
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.families.stacked_gaussian import (add_outer_sums, full_estimate, full_fold,
                                                update_block_rows)
-from mixfold.precision import resolve_precision, log_density_in_band, native_dtype
+from mixfold.precision import log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.scratch import scratch
 from mixfold.options import flag, instance_of, integer, none_or, number, one_of
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
            "MultivariateGaussianAccumulator", "MissingMultivariateGaussianAccumulator"]
@@ -211,11 +212,11 @@ class MultivariateGaussianDistribution(VectorFamily, Distribution, StackedScorin
         """The length D of the vectors."""
         return self.mu.size
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         if has_missing(enc):
             require_native(precision, "MultivariateGaussian")
             return self.conditionals(enc.patterns).log_density
-        if not resolve_precision(precision).native:
+        if not precision.native:
             return log_density_in_band(self, enc, precision)
         dt = native_dtype(precision)
         x = enc.values.astype(dt, copy=False)
@@ -261,7 +262,7 @@ class MultivariateGaussianDistribution(VectorFamily, Distribution, StackedScorin
 
     @classmethod
     def stack_log_density(cls, components: Sequence[MultivariateGaussianDistribution],
-                          enc: Encoded, precision: str = "float64",
+                          enc: Encoded, precision: Precision = FLOAT64,
                           units: tuple[int, int] | None = None) -> np.ndarray:
         """Log-densities of all components at once, array of shape (n_rows, K).
 
@@ -530,7 +531,7 @@ class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray,
                    model: MultivariateGaussianDistribution,
-                   precision: str = "float64") -> np.ndarray | None:
+                   precision: Precision = FLOAT64) -> np.ndarray | None:
         if not has_missing(enc):
             return super().seq_update(enc, weights, model, precision)
         require_native(precision, "MultivariateGaussian")

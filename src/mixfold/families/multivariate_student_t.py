@@ -21,8 +21,8 @@ from mixfold.families._protocol import Distribution, Encoded, Encoder, family
 from mixfold.families._scipy import digamma, gammaln
 from mixfold.families.gamma import gamma_shape_mle
 from mixfold.families.multivariate_gaussian import MultivariateGaussianDistribution
-from mixfold.precision import resolve_precision
 from mixfold.options import flag, integer, none_or, number, one_of
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["MultivariateStudentTDistribution", "MultivariateStudentTEstimator",
            "MultivariateStudentTAccumulator"]
@@ -139,7 +139,7 @@ class MultivariateStudentTDistribution(VectorFamily, Distribution, SeedsFromPoin
         """Each row's Mahalanobis distance and what its latent scale's posterior needs."""
         return _RowScales(self, enc)
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         if has_missing(enc):
             require_native(precision, "MultivariateStudentT")
         return self.row_scales(enc).log_density(self.nu)
@@ -209,8 +209,8 @@ class MultivariateStudentTAccumulator(CentredMoments, LeafAccumulator):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray,
                    model: MultivariateStudentTDistribution,
-                   precision: str = "float64") -> np.ndarray:
-        if resolve_precision(precision).compensated:
+                   precision: Precision = FLOAT64) -> np.ndarray:
+        if precision.compensated:
             self.seq_update_dd(enc, weights, np.zeros_like(weights), model)  # raises: no dd sums
         if has_missing(enc):
             require_native(precision, "MultivariateStudentT")

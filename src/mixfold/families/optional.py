@@ -18,6 +18,7 @@ from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distrib
                                         Encoder, Estimator, InitRandom, family, is_na)
 from mixfold.families.categorical import level_from_json, level_to_json
 from mixfold.options import number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["OptionalDistribution", "OptionalEstimator", "OptionalAccumulator", "OptionalEncoder",
            "OptionalEncoded", "MissingMarkers"]
@@ -272,10 +273,10 @@ class OptionalDistribution(ScoresChildren, Distribution):
             self.log_p_missing = float(np.log(p))
             self.log_p_present = float(np.log1p(-p))
 
-    def seq_log_density(self, enc: OptionalEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: OptionalEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         return self.score_children(enc, precision, score_serially)
 
-    def score_children(self, enc: OptionalEncoded, precision: str,
+    def score_children(self, enc: OptionalEncoded, precision: Precision,
                        score: ScoreChildren) -> np.ndarray:
         """The present values' log-densities (from ``score``) scattered among the missing."""
         return self._scatter(enc, score([ChildScore(0, self.inner, enc.inner)], precision)[0])
@@ -357,11 +358,11 @@ class OptionalAccumulator(FoldsChildren, Accumulator):
         return present_w
 
     def seq_update(self, enc: OptionalEncoded, weights: np.ndarray, model: OptionalDistribution,
-                   precision: str = "float64") -> np.ndarray | None:
+                   precision: Precision = FLOAT64) -> np.ndarray | None:
         return self.fold_children(enc, weights, model, precision, fold_serially)
 
     def fold_children(self, enc: OptionalEncoded, weights: np.ndarray,
-                      model: OptionalDistribution, precision: str,
+                      model: OptionalDistribution, precision: Precision,
                       fold: FoldChildren) -> np.ndarray | None:
         """The present values folded by ``fold``; their log-densities scattered."""
         inner_ll = fold([ChildFold(0, self.inner, enc.inner, self._present_weights(enc, weights),

@@ -17,6 +17,7 @@ from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distrib
                                         Encoder, Estimator, InitRandom, Sampler,
                                         family)
 from mixfold.families.categorical import CategoricalDistribution
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["SequenceDistribution", "SequenceEstimator", "SequenceAccumulator", "SequenceEncoder",
            "SequenceEncoded", "flatten_rows"]
@@ -249,10 +250,10 @@ class SequenceDistribution(ScoresChildren, Distribution):
         self.item = item
         self.length = length
 
-    def seq_log_density(self, enc: SequenceEncoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
         return self.score_children(enc, precision, score_serially)
 
-    def score_children(self, enc: SequenceEncoded, precision: str,
+    def score_children(self, enc: SequenceEncoded, precision: Precision,
                        score: ScoreChildren) -> np.ndarray:
         """The items' log-densities (from ``score``) summed per row, plus the length's."""
         out = _row_sums(enc, score([ChildScore(0, self.item, enc.items)], precision)[0])
@@ -362,11 +363,11 @@ class SequenceAccumulator(FoldsChildren, Accumulator):
         return (self.items,) if self.length is None else (self.items, self.length)
 
     def seq_update(self, enc: SequenceEncoded, weights: np.ndarray, model: SequenceDistribution,
-                   precision: str = "float64") -> np.ndarray | None:
+                   precision: Precision = FLOAT64) -> np.ndarray | None:
         return self.fold_children(enc, weights, model, precision, fold_serially)
 
     def fold_children(self, enc: SequenceEncoded, weights: np.ndarray,
-                      model: SequenceDistribution, precision: str,
+                      model: SequenceDistribution, precision: Precision,
                       fold: FoldChildren) -> np.ndarray | None:
         """The items folded by ``fold`` (each with its row's weight), the length law serially;
         the items' log-densities summed per row plus the length's."""

@@ -44,7 +44,8 @@ from mixfold.families._missing import has_missing
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.families.units import STACK_BLOCK_ROWS
-from mixfold.precision import Engine, resolve_precision
+from mixfold.precision import Engine
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["diagonal_fold", "full_fold", "diagonal_estimate", "full_estimate",
            "update_block_rows", "add_outer_sums",
@@ -63,7 +64,7 @@ STACKED_VALUES = 1 << 21
 def _small_float64(enc: Any, precision: Any, width: int) -> bool:
     """Whether the stacked fold takes this chunk: complete rows, float64, few enough rows and
     values."""
-    p = resolve_precision(precision)
+    p = precision
     return (p.native and p.dtype == np.float64 and not has_missing(enc)
             and enc.n_rows <= STACKED_ROWS and enc.n_rows * width <= STACKED_VALUES)
 
@@ -95,7 +96,7 @@ def _hand_over(accs: Sequence[Any], center: np.ndarray, mass: np.ndarray, sum_x:
 
 
 def diagonal_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
-                  enc: Any, weights: np.ndarray, precision: Any = "float64"
+                  enc: Any, weights: np.ndarray, precision: Precision = FLOAT64
                   ) -> tuple[np.ndarray, np.ndarray] | None:
     """A mixture of diagonal (or spherical) Gaussians' E-step in one pass: scores
     ``[(x-c)^2, x-c] @ coef^T`` (the fused E-step's terms,
@@ -133,7 +134,7 @@ def diagonal_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: n
 
 
 def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
-              enc: Any, weights: np.ndarray, precision: Any = "float64"
+              enc: Any, weights: np.ndarray, precision: Precision = FLOAT64
               ) -> tuple[np.ndarray, np.ndarray] | None:
     """A mixture of full-covariance (or tied) Gaussians' E-step on a small chunk: the three
     steps' own calls -- the stack's scores, the log-sum-exp, the stacked update's sums about
@@ -141,7 +142,7 @@ def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
     steps (and of the model-parallel column fold, which gives those). Returns (posterior mass
     per component, per-row log-density); the torch engine's fused E-step; ``None`` outside the
     form (the mixture runs its three steps)."""
-    if resolve_precision(precision).engine is Engine.TORCH:
+    if precision.engine is Engine.TORCH:
         return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
     x = enc.values
     if not _small_float64(enc, precision, len(components) * x.shape[1]) \

@@ -42,6 +42,7 @@ from mixfold.decomposition import decomposition_for
 from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsColumns,
                                      ScoreChildren, ScoresColumns)
 from mixfold.families._protocol import Accumulator, Distribution, Encoded, Encoder, Estimator
+from mixfold.precision.bands import Precision
 from mixfold.precision.doubledouble import DD, dd_mul, dd_sum_rows
 
 __all__ = ["Units", "UnitAccumulators", "SharedEncoder", "SharedEncoded", "shared_encoder",
@@ -162,7 +163,7 @@ def stackable(children: Sequence[Any]) -> type | None:
     return cls if cls.can_stack(children) else None
 
 
-def stack_columns(cls: type, components: Sequence[Any], enc: Encoded, precision: str,
+def stack_columns(cls: type, components: Sequence[Any], enc: Encoded, precision: Precision,
                   units: tuple[int, int] | None = None) -> np.ndarray:
     """Columns ``units=(start, stop)`` of ``cls.stack_log_density(components, enc)`` (all when
     ``None``), (n_rows, stop - start), with the same bits as in the full call.
@@ -225,7 +226,7 @@ class Units:
         """The encoding unit ``k`` reads."""
         return child_rows(enc, k, self.slots)
 
-    def score_range(self, enc: Encoded, precision: str, start: int, stop: int,
+    def score_range(self, enc: Encoded, precision: Precision, start: int, stop: int,
                     out: np.ndarray) -> None:
         """Write log p_k(x) of units ``[start, stop)`` into ``out[:, start:stop]`` (float64):
         each column gets the same bits whatever range it is scored in."""
@@ -236,7 +237,7 @@ class Units:
         for k in range(start, stop):
             out[:, k] = self.children[k].seq_log_density(self.rows(enc, k), precision)
 
-    def scores(self, enc: Encoded, precision: str,
+    def scores(self, enc: Encoded, precision: Precision,
                offsets: np.ndarray | None = None) -> np.ndarray:
         """``log p_k(x) (+ offsets[k])`` of every row and unit, float64 (n_rows, K)."""
         if self.stack is not None:  # the stack's own block, no copy where it is in float64
@@ -250,7 +251,7 @@ class Units:
             scores += offsets
         return scores
 
-    def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
+    def score_columns(self, rows: Encoded, precision: Precision, start: int, stop: int,
                       out: np.ndarray, score: ScoreChildren | None = None,
                       offsets: np.ndarray | None = None) -> None:
         """:meth:`score_range` as the serial E-step scores the units (a row-normalised stack
@@ -278,7 +279,7 @@ class Units:
         else:
             map_row_blocks(n, STACK_BLOCK_ROWS, each)
 
-    def log_density(self, enc: Encoded, precision: str, offsets: np.ndarray) -> np.ndarray:
+    def log_density(self, enc: Encoded, precision: Precision, offsets: np.ndarray) -> np.ndarray:
         """``log sum_k exp(offsets[k] + log p_k(x))`` of every row, (n_rows,)."""
         if self.stack is None:
             return logsumexp_rows(self.scores(enc, precision, offsets))
@@ -290,7 +291,7 @@ class Units:
         self.each_block(enc.n_rows, score_block)
         return lse
 
-    def posteriors(self, enc: Encoded, precision: str, offsets: np.ndarray,
+    def posteriors(self, enc: Encoded, precision: Precision, offsets: np.ndarray,
                    weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(posteriors of the scores plus ``offsets`` times the row ``weights``, (n_rows, K);
         log-density (n_rows,)). Every row's arithmetic is the same however the rows are split
@@ -442,7 +443,7 @@ class UnitAccumulators:
         """The encoding unit ``k``'s accumulator reads."""
         return child_rows(enc, k, self.slots)
 
-    def add(self, enc: Encoded, resp: np.ndarray, units: Units, precision: str,
+    def add(self, enc: Encoded, resp: np.ndarray, units: Units, precision: Precision,
             start: int = 0, stop: int | None = None, fold: FoldChildren | None = None) -> None:
         """Add the rows to the accumulators of units ``[start, stop)`` weighted by ``resp``
         (n_rows, K); any range gets the bits the whole gets (a stacked update goes column by
@@ -499,7 +500,7 @@ class UnitColumns(ScoresColumns):
     def unit_rows(self, enc: Encoded) -> Encoded:
         return enc
 
-    def score_columns(self, rows: Encoded, precision: str, start: int, stop: int,
+    def score_columns(self, rows: Encoded, precision: Precision, start: int, stop: int,
                       out: np.ndarray, score: ScoreChildren | None = None) -> None:
         """Write the columns of units ``[start, stop)`` (plus their offsets) into ``out``
         (n_rows, K) with the bits the serial E-step gives them; with ``score``, the units'
@@ -523,6 +524,6 @@ class UnitsFold(FoldsColumns):
     def children(self) -> Sequence[Accumulator]:
         return self.units.accs
 
-    def add_columns(self, rows: Encoded, resp: np.ndarray, model: Any, precision: str,
+    def add_columns(self, rows: Encoded, resp: np.ndarray, model: Any, precision: Precision,
                     start: int, stop: int, fold: FoldChildren | None = None) -> None:
         self.units.add(rows, resp, model.units, precision, start, stop, fold)

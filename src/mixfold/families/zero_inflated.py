@@ -13,6 +13,7 @@ from mixfold.families._encoders import NumericEncoder
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family)
 from mixfold.options import number
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["ZeroInflatedDistribution", "ZeroInflatedEstimator", "ZeroInflatedAccumulator"]
 
@@ -59,7 +60,7 @@ class ZeroInflatedDistribution(Distribution):
         out[zero] = np.logaddexp(self.log_p_zero, out[zero])
         return out
 
-    def seq_log_density(self, enc: Encoded, precision: str = "float64") -> np.ndarray:
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         return self.log_density_from_inner(enc, self.inner.seq_log_density(enc, precision))
 
     def encoder(self) -> Encoder:
@@ -120,7 +121,7 @@ class ZeroInflatedAccumulator(Accumulator):
         return inner_w
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: ZeroInflatedDistribution,
-                   precision: str = "float64") -> np.ndarray:
+                   precision: Precision = FLOAT64) -> np.ndarray:
         inner_ll = model.inner.seq_log_density(enc, precision)
         ll = model.log_density_from_inner(enc, inner_ll)
         zero = enc.values == 0

@@ -33,7 +33,7 @@ from mixfold.families._hooks import (ChildFold, ChildScore, FoldChildren, FoldsC
                                      score_serially)
 from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
 from mixfold.parallel.resources import DeviceSpec, Resources
-from mixfold.precision import resolve_precision
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["WorkerPool", "plan_for", "check_plan", "model_parallel_fold", "fit_pools",
            "pool_for", "new_pool", "plan_devices", "score_threaded", "in_worker"]
@@ -249,7 +249,7 @@ class _Cut:
 
 
 def model_parallel_fold(acc: Accumulator, model: Distribution, enc: Encoded, weights: np.ndarray,
-                        plan: ModelDecomposition, precision: str = "float64",
+                        plan: ModelDecomposition, precision: Precision = FLOAT64,
                         pool: WorkerPool | None = None) -> np.ndarray | None:
     """E-step of ``model`` over ``enc`` into ``acc`` (in place), the node ``plan`` cuts threaded
     over ``pool`` (one thread per cut; a pool of the plan's devices for this call when
@@ -274,7 +274,7 @@ def model_parallel_fold(acc: Accumulator, model: Distribution, enc: Encoded, wei
     >>> bool(np.array_equal(serial.to_array(), threaded.to_array()))
     True
     """
-    if not plan.is_model_parallel or in_worker() or not resolve_precision(precision).native:
+    if not plan.is_model_parallel or in_worker() or not precision.native:
         return acc.seq_update(enc, weights, model, precision)
     cut = _Cut(plan)
     owned = pool is None
@@ -314,7 +314,7 @@ def _locate(model: Any, rest: str, cut: _Cut) -> tuple[int, int | None, str]:
 
 
 def _fold(acc: Accumulator, model: Distribution, enc: Encoded, weights: np.ndarray,
-          precision: str, rest: str, cut: _Cut, pool: WorkerPool) -> np.ndarray | None:
+          precision: Precision, rest: str, cut: _Cut, pool: WorkerPool) -> np.ndarray | None:
     """``acc.seq_update`` with the cut ``rest`` below this node threaded: the node's own hook
     runs its serial arithmetic, its units' folds run by :func:`_child_folds`."""
     k, index, below = _locate(model, rest, cut)
@@ -336,7 +336,7 @@ def _fold(acc: Accumulator, model: Distribution, enc: Encoded, weights: np.ndarr
     raise ValueError(f"cannot thread through a {type(acc).__name__} on path {cut.path!r}")
 
 
-def _score(model: Distribution, enc: Encoded, precision: str, rest: str, cut: _Cut,
+def _score(model: Distribution, enc: Encoded, precision: Precision, rest: str, cut: _Cut,
            pool: WorkerPool) -> np.ndarray:
     """``model.seq_log_density(enc, precision)`` with the cut ``rest`` below this node threaded
     (what the fit computes for rows whose fold returned no log-densities, and what a mixture or
@@ -352,7 +352,7 @@ def _score(model: Distribution, enc: Encoded, precision: str, rest: str, cut: _C
     raise ValueError(f"cannot thread through a {type(model).__name__} on path {cut.path!r}")
 
 
-def _columns(model: ScoresColumns, rows: Encoded, precision: str, k: int, index: int | None,
+def _columns(model: ScoresColumns, rows: Encoded, precision: Precision, k: int, index: int | None,
              rest: str, cut: _Cut, pool: WorkerPool) -> np.ndarray:
     """The (rows, K) score matrix: each worker its range of columns at the cut node; above it,
     every column serially but the one on the path, scored threaded."""
@@ -377,7 +377,7 @@ def _range_runner(cut: _Cut, pool: WorkerPool) -> RunRanges:
 def _child_folds(index: int | None, rest: str, cut: _Cut, pool: WorkerPool) -> FoldChildren:
     """The units' folds: a range per worker at the cut node; above it, the unit on the path
     through :func:`_fold`, the others serially."""
-    def fold(children: Sequence[ChildFold], precision: str) -> list[np.ndarray | None]:
+    def fold(children: Sequence[ChildFold], precision: Precision) -> list[np.ndarray | None]:
         if index is None:
             return _on_workers(fold_serially, children, precision, cut, pool)
         return [_fold(c.acc, c.dist, c.rows, c.weights, precision, rest, cut, pool)
@@ -388,7 +388,7 @@ def _child_folds(index: int | None, rest: str, cut: _Cut, pool: WorkerPool) -> F
 
 def _child_scores(index: int | None, rest: str, cut: _Cut, pool: WorkerPool) -> ScoreChildren:
     """As :func:`_child_folds`, for the units' log-densities."""
-    def score(children: Sequence[ChildScore], precision: str) -> list[np.ndarray]:
+    def score(children: Sequence[ChildScore], precision: Precision) -> list[np.ndarray]:
         if index is None:
             return _on_workers(score_serially, children, precision, cut, pool)
         return [_score(c.dist, c.rows, precision, rest, cut, pool) if c.index == index
@@ -397,7 +397,7 @@ def _child_scores(index: int | None, rest: str, cut: _Cut, pool: WorkerPool) -> 
 
 
 def _on_workers(run: Callable[[Sequence[Any], str], list[Any]], children: Sequence[Any],
-                precision: str, cut: _Cut, pool: WorkerPool) -> list[Any]:
+                precision: Precision, cut: _Cut, pool: WorkerPool) -> list[Any]:
     """``run`` over each worker's range of ``children``; the results in the children's order."""
     if len(children) != cut.num_units:
         raise ValueError(f"the plan cuts {cut.num_units} units at {cut.path!r}, the node "
@@ -417,7 +417,7 @@ def plan_devices(plan: ModelDecomposition) -> tuple[str, ...]:
     return _Cut(plan).devices
 
 
-def score_threaded(model: Distribution, enc: Encoded, precision: str, plan: ModelDecomposition,
-                   pool: WorkerPool) -> np.ndarray:
+def score_threaded(model: Distribution, enc: Encoded, precision: Precision,
+                   plan: ModelDecomposition, pool: WorkerPool) -> np.ndarray:
     """``model.seq_log_density(enc, precision)`` with the cut of ``plan`` threaded, same bits."""
     return _score(model, enc, precision, plan.path, _Cut(plan), pool)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -153,12 +153,14 @@ class WorkerAssignment:
     predicted_error: float = 0.0
     measured_error: float | None = None
     measured_throughput: bool = False
+    #: The precision the executor runs: the band, on the worker's torch device for a GPU.
+    execution_precision: Precision = field(init=False, repr=False, compare=False)
 
-    @property
-    def execution_precision(self) -> str:
-        """The precision the executor runs: the band, on the worker's torch device for a GPU."""
+    def __post_init__(self) -> None:
+        # resolved once, as the plan is built: the folds below read it and never resolve
         torch_device = Worker(self.name, self.device).torch_device
-        return self.precision if torch_device is None else f"{self.precision}@{torch_device}"
+        name = self.precision if torch_device is None else f"{self.precision}@{torch_device}"
+        object.__setattr__(self, "execution_precision", resolve_precision(name))
 
     @property
     def seconds(self) -> float:
@@ -197,7 +199,7 @@ class HeterogeneousPlan:
 
     def execution_precisions(self) -> list[Precision]:
         """The precision each worker runs (``"<band>@cuda"`` on GPU workers), resolved."""
-        return [resolve_precision(a.execution_precision) for a in self.assignments]
+        return [a.execution_precision for a in self.assignments]
 
     def promoted(self) -> HeterogeneousPlan | None:
         """This plan with the least accurate band that holds rows promoted (every worker in it:
@@ -231,7 +233,8 @@ class HeterogeneousPlan:
         True
         """
         return {"reduce_depth": self.reduce_depth,
-                "assignments": [dict(vars(a)) for a in self.assignments]}
+                "assignments": [{f.name: getattr(a, f.name) for f in fields(a) if f.init}
+                                for a in self.assignments]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> HeterogeneousPlan:

@@ -88,6 +88,7 @@ from mixfold.parallel.placement import Placement
 from mixfold.parallel.model_decomposition import ModelDecomposition, decompose_model
 from mixfold.parallel.resources import Resources
 from mixfold.options import instance_of, integer, none_or
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["model_parallel_fold", "ModelParallelAccumulator", "ModelParallelAccumulatorFactory",
            "ModelParallelEstimator", "ModelParallelEncodedData", "auto_parallel_estimator",
@@ -137,7 +138,7 @@ class ModelParallelAccumulator(Accumulator):
         return self
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: Distribution,
-                   precision: str = "float64") -> np.ndarray | None:
+                   precision: Precision = FLOAT64) -> np.ndarray | None:
         if self.placement.plan is None:  # kept: every later fold of this accumulator cuts alike
             self.placement = self.placement.resolved(model)
         return self.placement.fold(self.inner, enc, weights, model, precision, self.pool)
@@ -302,7 +303,7 @@ class ModelParallelEncodedData(LocalEncodedData):
         self.pool: WorkerPool | None = None
 
     def fold(self, estimator: Estimator, model: Distribution,
-             precision: str = "float64") -> FoldResult:
+             precision: Precision = FLOAT64) -> FoldResult:
         if isinstance(estimator, ModelParallelEstimator):  # its plan, this handle's pool
             self.plan = self.plan or estimator.plan
             estimator = estimator.inner

@@ -34,7 +34,7 @@ from mixfold.families._protocol import Accumulator, Distribution, Encoded
 from mixfold.parallel.executor import (WorkerPool, check_plan, in_worker, model_parallel_fold,
                                         plan_devices, plan_for, pool_for, score_threaded)
 from mixfold.parallel.model_decomposition import ModelDecomposition
-from mixfold.precision import resolve_precision
+from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["Placement"]
 
@@ -61,7 +61,7 @@ class Placement:
         return self.plan is not None and self.plan.is_model_parallel
 
     def fold(self, acc: Accumulator, enc: Encoded, weights: np.ndarray, model: Distribution,
-             precision: str = "float64", pool: WorkerPool | None = None) -> np.ndarray | None:
+             precision: Precision = FLOAT64, pool: WorkerPool | None = None) -> np.ndarray | None:
         """``acc.seq_update(enc, weights, model, precision)`` with the cut threaded, the same
         bits (:func:`~mixfold.parallel.executor.model_parallel_fold`), on ``pool`` (default:
         :func:`~mixfold.parallel.executor.pool_for` the plan's workers). Rows the fold returns
@@ -71,6 +71,6 @@ class Placement:
             return acc.seq_update(enc, weights, model, precision)
         pool = pool or pool_for(plan_devices(placed.plan))
         ll = model_parallel_fold(acc, model, enc, weights, placed.plan, precision, pool)
-        if ll is None and not in_worker() and resolve_precision(precision).native:
+        if ll is None and not in_worker() and precision.native:
             ll = score_threaded(model, enc, precision, placed.plan, pool)
         return ll

@@ -25,9 +25,9 @@ dtype('float32')
 ['float32', 'float64', 'dd']
 """
 
-from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, UNIT_ROUNDOFF, Engine,
-                                     Precision,
-                                     band_of, resolve_precision,
+from mixfold.precision.bands import (BANDS, DEFAULT_PRECISION, DOUBLE_DOUBLE, FLOAT64,
+                                     UNIT_ROUNDOFF, Engine, Precision,
+                                     band_of, resolve_precision, require_resolved,
                                      check_bands, check_precision, is_native, most_accurate,
                                      native_dtype, parse_precision, promoted, FIT_DISTANCE,
                                      PARAMETER_DISTANCE, log_likelihood_resolution)
@@ -36,8 +36,9 @@ from mixfold.precision.error import (fused_statistics_bound, predicted_relative_
                                      relative_error, statistics_error_bound)
 from mixfold.precision.support import BandSupportError, log_density_in_band, require_band
 
-__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "Engine", "Precision",
-           "resolve_precision", "check_precision",
+__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "FLOAT64", "DOUBLE_DOUBLE", "Engine",
+           "Precision",
+           "resolve_precision", "require_resolved", "check_precision",
            "check_bands", "native_dtype", "parse_precision", "band_of", "is_native",
            "most_accurate",
            "predicted_relative_error", "statistics_error_bound", "fused_statistics_bound",

@@ -23,8 +23,8 @@ from enum import Enum
 
 import numpy as np
 
-__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "Precision",
-           "resolve_precision", "check_precision",
+__all__ = ["BANDS", "UNIT_ROUNDOFF", "DEFAULT_PRECISION", "Precision", "FLOAT64", "DOUBLE_DOUBLE",
+           "resolve_precision", "require_resolved", "check_precision",
            "native_dtype", "parse_precision", "band_of", "is_native", "most_accurate",
            "check_bands", "Engine", "ENGINES", "EMULATED", "FIT_DISTANCE",
            "PARAMETER_DISTANCE", "promoted", "log_likelihood_resolution"]
@@ -243,6 +243,24 @@ def resolve_precision(precision: str | None) -> Precision:
     return value
 
 
+def require_resolved(precision: object) -> None:
+    """Raise unless ``precision`` is a :class:`Precision`: a name is resolved where a call
+    enters the library (the fit, the CLI, a plan), never again below it.
+
+    >>> require_resolved(resolve_precision("float32"))
+    >>> require_resolved("float32")
+    Traceback (most recent call last):
+    ...
+    TypeError: precision must be resolved where the call enters mixfold \
+(mixfold.precision.resolve_precision('float32')), got the name 'float32'
+    """
+    if not isinstance(precision, Precision):
+        raise TypeError(f"precision must be resolved where the call enters mixfold "
+                        f"(mixfold.precision.resolve_precision({str(precision)!r})), got the "
+                        f"name {precision!r}")
+
+
+
 def _engine_for(band: str, device: str | None) -> Engine:
     """The engine of ``band`` named with ``device``."""
     if device == EMULATED:
@@ -272,15 +290,20 @@ def promoted(precision: str) -> str | None:
     return up[band] + sep + device
 
 
-def log_likelihood_resolution(precision: str) -> float:
+def log_likelihood_resolution(precision: Precision) -> float:
     """The relative resolution of the log-likelihood a fold in ``precision`` reports: the
     band's unit roundoff where every step runs in it (the emulator), float32's for the bands
     below it (their rows are rescored from float32 features), the band's own above.
 
-    >>> log_likelihood_resolution("bfloat16") == UNIT_ROUNDOFF["float32"]
+    >>> log_likelihood_resolution(resolve_precision("bfloat16")) == UNIT_ROUNDOFF["float32"]
     True
     """
-    p = resolve_precision(precision)
-    if p.engine is Engine.EMULATED:
-        return p.unit_roundoff
-    return min(p.unit_roundoff, UNIT_ROUNDOFF["float32"])
+    if precision.engine is Engine.EMULATED:
+        return precision.unit_roundoff
+    return min(precision.unit_roundoff, UNIT_ROUNDOFF["float32"])
+
+
+#: float64 resolved: the default of every method below the fit that takes a ``precision``.
+FLOAT64 = resolve_precision(DEFAULT_PRECISION)
+#: dd resolved: the reference the accuracy measurements compare a band's statistics with.
+DOUBLE_DOUBLE = resolve_precision("dd")

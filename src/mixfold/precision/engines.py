@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import functools
 
-from mixfold.precision.bands import Engine, resolve_precision
+from mixfold.precision.bands import Engine
+from mixfold.precision.bands import Precision
 from mixfold.precision.emulation import BandOps, DoubleDoubleOps, RoundedOps
 from mixfold.precision.gpu import TorchOps
 
@@ -14,7 +15,7 @@ __all__ = ["band_ops"]
 
 
 @functools.cache
-def band_ops(precision: str) -> BandOps:
+def band_ops(precision: Precision) -> BandOps:
     """The arithmetic namespace that runs ``precision`` (a band, ``"<band>@<device>"`` or
     ``"<band>@emulated"``), element by element: the torch engine's dtypes on its device, the
     emulator's rounding, or double-double.
@@ -22,7 +23,7 @@ def band_ops(precision: str) -> BandOps:
     Plain ``float32``/``float64`` run natively in the families' own NumPy paths and have no
     namespace here on a CPU; with a device (``"float32@cuda"``) they run through torch.
     """
-    p = resolve_precision(precision)
+    p = precision
     band = p.band
     if p.engine is Engine.TORCH:
         return TorchOps(band, p.device)

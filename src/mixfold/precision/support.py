@@ -26,6 +26,7 @@ import numpy as np
 from mixfold.capabilities import RunsInBands
 from mixfold.decomposition import decomposition_for
 from mixfold.precision.bands import is_native
+from mixfold.precision.bands import Precision
 from mixfold.precision.engines import band_ops
 
 __all__ = ["BandSupportError", "require_band", "unsupported_families",
@@ -47,7 +48,7 @@ def unsupported_families(model: Any) -> list[str]:
     return out
 
 
-def require_band(model: Any, precision: str) -> None:
+def require_band(model: Any, precision: Precision) -> None:
     """Raise :class:`BandSupportError` unless every node of ``model`` can run ``precision``.
 
     Native CPU precisions (float32, float64) are run by every family's own path and pass.
@@ -64,7 +65,7 @@ def require_band(model: Any, precision: str) -> None:
             f"fold (fit) mixtures of families linear in their features)")
 
 
-def log_density_in_band(dist: Any, enc: Any, precision: str) -> np.ndarray:
+def log_density_in_band(dist: Any, enc: Any, precision: Precision) -> np.ndarray:
     """``dist``'s per-row log-density computed in ``precision``, as float64 (n_rows,)."""
     require_band(dist, precision)
     ops = band_ops(precision)

@@ -10,6 +10,7 @@ import mixfold
 from mixfold.backends.worker_records import TimedCombine, timed_task
 from mixfold.compute.payload import add_payloads, run_task
 from mixfold.parallel.heterogeneous import Worker
+from mixfold.precision import FLOAT64
 from tests.backends.cases import CASES
 
 N_ROWS = len(CASES["gmm"]()[0])
@@ -42,7 +43,7 @@ def test_the_seconds_of_each_shard_ride_behind_its_payload_and_add_up_in_the_red
     model = fit(max_iter=1).model
     enc = model.encoder().encode(rows)
     weights = np.ones(enc.n_rows)
-    args = (est, model, "float64", 1000, False)
+    args = (est, model, FLOAT64, 1000, False)
     parts = [timed_task("fold", enc.rows(a, b), weights[a:b], args, i, 2)
              for i, (a, b) in enumerate([(0, 100), (100, enc.n_rows)])]
     total = TimedCombine(add_payloads, 2)(*parts)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 
@@ -16,3 +17,12 @@ def markdown_header(columns: Sequence[str], right: Sequence[bool] | None = None)
     right = right or [False] * len(columns)
     rule = ["---:" if r else "---" for r in right]
     return markdown_row(columns) + "\n" + markdown_row(rule)
+
+
+def print_measures(rows: Sequence[tuple], first: str, ratio: str) -> None:
+    """Print ``(name, measure, value, ratio or None)`` rows as a table, flushed (a recorded
+    run's output is read while it runs)."""
+    print("\n" + markdown_header([first, "measure", "value", ratio], [False, False, True, True]))
+    for name, measure, value, r in rows:
+        print(markdown_row([name, measure, f"{value:.3f}", "" if r is None else f"{r:.2f}"]))
+    sys.stdout.flush()

@@ -46,15 +46,21 @@ def seconds_per_iteration(backend, rows, est, iterations: int, num_workers=None)
     """Median wall time of one EM iteration (fold + reduce + M-step) on ``backend``."""
     handle, bound, _ = open_backend(backend, rows, est, num_workers=num_workers)
     try:
-        model = handle.initialize(bound, 0)
-        times = []
-        for _ in range(iterations):
-            t = time.perf_counter()
-            model = handle.estimate(bound, model)[0]
-            times.append(time.perf_counter() - t)
-        return statistics.median(times)
+        return statistics.median(iteration_times(handle, bound, iterations)[0])
     finally:
         handle.close()
+
+
+def iteration_times(handle, bound, iterations: int) -> tuple[list[float], object]:
+    """Wall time of each of ``iterations`` EM iterations on an open handle from the seeded
+    start, and the last model."""
+    model = handle.initialize(bound, 0)
+    times = []
+    for _ in range(iterations):
+        t = time.perf_counter()
+        model = handle.estimate(bound, model)[0]
+        times.append(time.perf_counter() - t)
+    return times, model
 
 
 # --- raw engine round trips: broadcast a small object, run one tiny task per worker, reduce ---

@@ -16,13 +16,14 @@ ratio B / A, then per tree each band's ratio to the unscreened NumPy float32 fol
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _children import json_child, tree_arguments  # noqa: E402
+
 DEFAULT_BANDS = "float64,float32u,float32,float16@cpu,bfloat16@cpu"
 
 CHILD = r"""
@@ -60,18 +61,13 @@ print(json.dumps(out))
 
 
 def child(tree: Path, rows: int, bands: list[str], folds: int, threads: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree), MIXFOLD_NUM_THREADS=str(threads))
-    code = CHILD.format(here=str(HERE), rows=rows, bands=bands, folds=folds)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json_child(tree, CHILD.format(here=str(HERE), rows=rows, bands=bands, folds=folds),
+                      MIXFOLD_NUM_THREADS=str(threads))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline", type=Path, required=True, help="the src directory of tree A")
-    ap.add_argument("--candidate", type=Path, default=HERE.parent / "src",
-                    help="the src directory of tree B (default: this checkout)")
+    tree_arguments(ap, HERE)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3, help="children per tree")
     ap.add_argument("--folds", type=int, default=8, help="timed folds per band and child")

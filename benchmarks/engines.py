@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -33,6 +32,9 @@ import mixfold
 from mixfold.backends.spark import SparkEncodedData
 from mixfold.dispatch import open_backend
 from mixfold.io.readers import table_rows
+
+from _table import print_measures  # benchmarks/: the script's own folder is on the path
+from backends import iteration_times
 
 K, D = 4, 3
 PARTITIONS = 8
@@ -79,13 +81,7 @@ def peak_growth(run):
 
 def iterate(handle, bound, iterations: int) -> float:
     """Median seconds of one EM iteration (fold + reduce + M-step) over an open handle."""
-    model = handle.initialize(bound, 0)
-    times = []
-    for _ in range(iterations):
-        t = time.perf_counter()
-        model = handle.estimate(bound, model)[0]
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return statistics.median(iteration_times(handle, bound, iterations)[0])
 
 
 def timed(fn):
@@ -241,11 +237,7 @@ def main() -> None:
                 table += spark_table(rows, iterations, Path(folder))
         else:
             table += engine_table(name, rows, iterations)
-    print("\n| engine | measure | value | ratio |\n| --- | --- | ---: | ---: |")
-    for engine, measure, value, ratio in table:
-        shown = "" if ratio is None else f"{ratio:.2f}"
-        print(f"| {engine} | {measure} | {value:.3f} | {shown} |")
-    sys.stdout.flush()
+    print_measures(table, "engine", "ratio")
 
 
 if __name__ == "__main__":

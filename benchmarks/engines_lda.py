@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +34,9 @@ import scipy.sparse as sp
 from mixfold import LDADistribution, LDAEstimator
 from mixfold.backends.local import LocalEncodedData
 from mixfold.backends.spark import SparkEncodedData, local_spark_session, stop_spark_session
+
+from _table import print_measures  # benchmarks/: the script's own folder is on the path
+from backends import iteration_times
 
 K = 10
 ALPHA = 0.5  # the sampler's and every fit's document-topic prior
@@ -81,12 +83,7 @@ def mixfold_fit(df, iterations: int) -> dict:
     handle.close()  # the first encode starts the Python workers; the second finds them
     (handle, bound), encode = timed(lambda: SparkEncodedData.from_dataframe(df, estimator))
     try:
-        model = handle.initialize(bound, 0)
-        times = []
-        for _ in range(iterations):
-            t = time.perf_counter()
-            model = handle.estimate(bound, model)[0]
-            times.append(time.perf_counter() - t)
+        times, model = iteration_times(handle, bound, iterations)
     finally:
         handle.close()
     return {"cold": cold, "ready": encode, "iteration": statistics.median(times),
@@ -168,11 +165,7 @@ def main() -> None:
           f"{os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as folder:
         rows = table(docs, vocabulary, iterations, Path(folder))
-    print("\n| fit | measure | value | ratio to mixfold |\n| --- | --- | ---: | ---: |")
-    for fit, measure, value, ratio in rows:
-        shown = "" if ratio is None else f"{ratio:.2f}"
-        print(f"| {fit} | {measure} | {value:.3f} | {shown} |")
-    sys.stdout.flush()
+    print_measures(rows, "fit", "ratio to mixfold")
 
 
 if __name__ == "__main__":

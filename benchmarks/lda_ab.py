@@ -18,9 +18,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one core: set before NumPy starts its thread pools
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -30,6 +28,7 @@ import scipy.sparse as sp  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from _children import json_child, tree_arguments  # noqa: E402
 from sparse_lda import corpus  # noqa: E402 - the same corpus and start
 
 CHILD = """
@@ -52,18 +51,12 @@ print(json.dumps({{"seconds": list(res.seconds[1:]),
 
 def child(tree: Path, path: str, k: int, passes: int) -> dict:
     """One fit in a child process importing mixfold from ``tree``."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    code = CHILD.format(here=str(HERE), path=path, k=k, passes=passes)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json_child(tree, CHILD.format(here=str(HERE), path=path, k=k, passes=passes))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline", type=Path, required=True, help="the src directory of tree A")
-    ap.add_argument("--candidate", type=Path, default=HERE.parent / "src",
-                    help="the src directory of tree B (default: this checkout's)")
+    tree_arguments(ap, HERE)
     ap.add_argument("--docs", type=int, default=20_000)
     ap.add_argument("--words", type=int, default=5_000)
     ap.add_argument("--density", type=float, default=0.01)

@@ -16,9 +16,9 @@ from mixfold.errors import DataError, DataTypeError
 from mixfold.families._protocol import Encoded, Encoder
 from mixfold.families._sparse import (is_count_matrix, sparse_counts, spark_rows_as_mappings,
                                       spark_vector_width)
-from mixfold.families.categorical import _ordered_levels
+from mixfold.families._levels import ordered_levels
 
-__all__ = ["BagOfWordsEncoded", "BagOfWordsEncoder", "UNKNOWN"]
+__all__ = ["BagOfWordsEncoded", "BagOfWordsEncoder", "UNKNOWN", "counts_as_bags"]
 
 #: where these classes are public (and were defined before this module): pickles, reprs and a
 #: checkpoint's fingerprint name them there
@@ -90,6 +90,13 @@ class BagOfWordsEncoded(Encoded):
 
     def __repr__(self) -> str:
         return f"BagOfWordsEncoded(n_rows={self.n_rows}, nnz={self.words.shape[0]})"
+
+
+def counts_as_bags(values: Any, width: int, integral: bool, what: str) -> BagOfWordsEncoded:
+    """A matrix of counts (dense or sparse, ``width`` columns) read as CSR rows, never
+    densified; ``what`` names a column in the error a bad count raises."""
+    csr = sparse_counts(values, width, integral, what)
+    return BagOfWordsEncoded(csr.offsets, csr.columns, csr.counts)
 
 
 def _check_word(w: Any, row: int) -> Any:
@@ -180,7 +187,7 @@ class BagOfWordsEncoder(Encoder):
             _check_word(w, int(doc[i]))
         if not found:  # nothing to learn here; merging with other shards' fits supplies it
             return self
-        return BagOfWordsEncoder(_ordered_levels(list(found)), self.unknown)
+        return BagOfWordsEncoder(ordered_levels(list(found)), self.unknown)
 
     def merge(self, other: Encoder) -> BagOfWordsEncoder:
         if not isinstance(other, BagOfWordsEncoder) or other.unknown != self.unknown:
@@ -190,7 +197,7 @@ class BagOfWordsEncoder(Encoder):
         if self.vocabulary == other.vocabulary:
             return self
         return BagOfWordsEncoder(
-            _ordered_levels(list(dict.fromkeys(self.vocabulary + other.vocabulary))),
+            ordered_levels(list(dict.fromkeys(self.vocabulary + other.vocabulary))),
             self.unknown)
 
     def encode(self, values: Any) -> BagOfWordsEncoded:
@@ -198,8 +205,7 @@ class BagOfWordsEncoder(Encoder):
             raise DataError("no words to learn the vocabulary from: give vocabulary= or "
                             "documents with words")
         if is_count_matrix(values):
-            csr = sparse_counts(values, len(self.vocabulary), False, "word of the vocabulary")
-            return BagOfWordsEncoded(csr.offsets, csr.columns, csr.counts)
+            return counts_as_bags(values, len(self.vocabulary), False, "word of the vocabulary")
         values = spark_rows_as_mappings(values, self.vocabulary)
         n_rows = len(values)
         tokens, doc, counts = _bags(values)

@@ -13,9 +13,9 @@ import numpy as np
 from mixfold.errors import DataError, DataTypeError
 from mixfold.families._levels import CategoricalEncoder
 from mixfold.families._protocol import ArrayEncoded, Encoder
-from mixfold.families._sparse import (is_count_matrix, sparse_counts, spark_rows_as_mappings,
+from mixfold.families._sparse import (is_count_matrix, spark_rows_as_mappings,
                                       spark_vector_width)
-from mixfold.families.lda import BagOfWordsEncoded
+from mixfold.families._bag_of_words import BagOfWordsEncoded, counts_as_bags
 
 __all__ = ["MultinomialEncoder"]
 
@@ -97,8 +97,7 @@ class MultinomialEncoder(Encoder):
             raise DataError("no tokens to learn the multinomial levels from: give the levels "
                             "(MultinomialEstimator(levels=...)) or data with tokens")
         if is_count_matrix(values):
-            csr = sparse_counts(values, len(self.levels), True, "level")
-            return BagOfWordsEncoded(csr.offsets, csr.columns, csr.counts)
+            return counts_as_bags(values, len(self.levels), True, "level")
         values = spark_rows_as_mappings(values, self.levels)
         levels, counts, rows = _flatten(values)
         out = np.zeros((len(values), len(self.levels)))

@@ -12,8 +12,8 @@ import numpy as np
 from mixfold.errors import DataError, DataTypeError
 from mixfold.families._protocol import ArrayEncoded, Encoder, is_na
 
-__all__ = ["CategoricalEncoder", "level_to_json", "level_from_json", "checked_levels",
-           "first_repeat"]
+__all__ = ["CategoricalEncoder", "ordered_levels", "level_to_json", "level_from_json",
+           "checked_levels", "first_repeat"]
 
 
 def _plain(v: Any) -> Any:
@@ -63,7 +63,7 @@ def first_repeat(levels: Sequence[Hashable]) -> Hashable:
     return None
 
 
-def _ordered_levels(found: Sequence[Hashable]) -> tuple:
+def ordered_levels(found: Sequence[Hashable]) -> tuple:
     try:
         return tuple(sorted(found))
     except TypeError:  # mixed types that do not order: keep first-seen order
@@ -105,7 +105,7 @@ class CategoricalEncoder(Encoder):
             found = list(dict.fromkeys(_check_level(v, i) for i, v in enumerate(values)))
         if not found:  # nothing to learn here; merging with other shards' fits supplies levels
             return self
-        return CategoricalEncoder(_ordered_levels(found))
+        return CategoricalEncoder(ordered_levels(found))
 
     def merge(self, other: Encoder) -> CategoricalEncoder:
         """The union of both level sets (re-ordered as ``fit`` orders them)."""
@@ -115,7 +115,7 @@ class CategoricalEncoder(Encoder):
             return self if other.levels is None else other
         if self.levels == other.levels:
             return self
-        return CategoricalEncoder(_ordered_levels(list(dict.fromkeys(self.levels + other.levels))))
+        return CategoricalEncoder(ordered_levels(list(dict.fromkeys(self.levels + other.levels))))
 
     def encode(self, values: Any) -> ArrayEncoded:
         if self.levels is None:  # fitted on no values at all (all missing, empty sequences)

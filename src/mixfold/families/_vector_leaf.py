@@ -25,7 +25,7 @@ from mixfold.families._levels import level_from_json, level_to_json
 from mixfold.families._protocol import Distribution, Encoded, Encoder
 from mixfold.families.contract import LeafAccumulator, LeafDistribution, LeafEstimator
 
-__all__ = ["ShapedLeafDistribution", "ShapedLeafEstimator", "NamedSums", "FieldSums",
+__all__ = ["ShapedLeafDistribution", "ShapedLeafEstimator", "LevelSums",
            "ColumnwiseUpdate", "StacksOneShape", "transposed_features"]
 
 
@@ -74,22 +74,7 @@ def _default(cls: type, name: str) -> Any:
     return inspect.signature(cls).parameters[name].default
 
 
-class NamedSums(LeafAccumulator):
-    """Statistics held in one float64 array ``sums`` in the order of the family's ``Statistics``
-    (numbers): what a leaf whose statistics are not plain feature sums adds in its own
-    ``_add`` (moments about a reference point, a latent variable's posterior)."""
-
-    family: ClassVar[type[LeafDistribution]]
-
-    def __init__(self, keys: str | None = None):
-        super().__init__(keys)
-        self.sums = np.zeros(len(self.family.Statistics._fields))
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.sums]
-
-
-class FieldSums(LeafAccumulator):
+class LevelSums(LeafAccumulator):
     """Statistics held as one float64 array per field of the family's ``Statistics`` (in its
     order; so is the payload): ``weight`` the weights' sum (one number), every other field one
     number per level or part. ``value().own`` is then ``Statistics(*own)``."""

@@ -15,8 +15,7 @@ from mixfold.errors import ParameterError
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._levels import (CategoricalEncoder, checked_levels, first_repeat,
                                       level_from_json, level_to_json)
-from mixfold.families._levels import _ordered_levels  # noqa: F401 - lda.py reads it from here
-from mixfold.families._vector_leaf import (ColumnwiseUpdate, FieldSums, ShapedLeafDistribution,
+from mixfold.families._vector_leaf import (ColumnwiseUpdate, LevelSums, ShapedLeafDistribution,
                                            ShapedLeafEstimator)
 from mixfold.families.contract import Encoded, InitRandom, StackedScoring, family
 from mixfold.options import number
@@ -100,7 +99,7 @@ class CategoricalDistribution(ShapedLeafDistribution, StackedScoring):
                                     param_bytes=self.probs.nbytes + self.log_probs.nbytes)
 
 
-class CategoricalAccumulator(FieldSums, ColumnwiseUpdate, LinearInFeatures):
+class CategoricalAccumulator(LevelSums, ColumnwiseUpdate, LinearInFeatures):
     """Statistics: weighted count of each level."""
 
     family = CategoricalDistribution

@@ -13,7 +13,7 @@ from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._encoders import SUM_TOLERANCE, SimplexEncoder
-from mixfold.families._vector_leaf import (FieldSums, ShapedLeafDistribution,
+from mixfold.families._vector_leaf import (LevelSums, ShapedLeafDistribution,
                                            ShapedLeafEstimator, StacksOneShape,
                                            transposed_features)
 from mixfold.families.contract import Encoded, LinearInFeatures, StackedUpdate, family
@@ -161,7 +161,7 @@ def _add_sums(acc: DirichletAccumulator, mass: float, sums: np.ndarray) -> None:
     acc.squares += sums[2 * d:]
 
 
-class DirichletAccumulator(FieldSums, StackedUpdate, LinearInFeatures):
+class DirichletAccumulator(LevelSums, StackedUpdate, LinearInFeatures):
     """Statistics: :class:`DirichletStatistics`."""
 
     family = DirichletDistribution

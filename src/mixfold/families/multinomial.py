@@ -15,7 +15,7 @@ from mixfold.errors import ParameterError
 from mixfold.families._bags import MultinomialEncoder
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._scipy import csr_matrix, xlogy
-from mixfold.families._vector_leaf import (FieldSums, ShapedLeafDistribution,
+from mixfold.families._vector_leaf import (LevelSums, ShapedLeafDistribution,
                                            ShapedLeafEstimator, StacksOneShape,
                                            transposed_features)
 from mixfold.families.categorical import CategoricalDistribution
@@ -126,7 +126,7 @@ def _log_coefficients(x: np.ndarray) -> np.ndarray:
     return log_factorial(x.sum(axis=1)) - log_factorial(x.ravel()).reshape(x.shape).sum(axis=1)
 
 
-class MultinomialAccumulator(FieldSums, StackedUpdate, LinearInFeatures):
+class MultinomialAccumulator(LevelSums, StackedUpdate, LinearInFeatures):
     """Statistics: the weighted count of each level (sparse rows: through their nonzeros)."""
 
     family = MultinomialDistribution

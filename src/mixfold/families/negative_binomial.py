@@ -10,9 +10,9 @@ import numpy as np
 
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
-from mixfold.families._vector_leaf import NamedSums
 from mixfold.families.contract import (Encoded, LeafDistribution, LeafEstimator,
-                                       ModelStatsAccumulator, SeedsFromPoints, family)
+                                       ModelStatsAccumulator, RecordSums, SeedsFromPoints,
+                                       family)
 from mixfold.families._scipy import digamma, gammaln, xlog1py
 from mixfold.families.gamma import gamma_shape_mle
 from mixfold.families.poisson import log_factorial
@@ -89,7 +89,7 @@ class NegativeBinomialDistribution(LeafDistribution, SeedsFromPoints):
         return Decomposition.atomic(row_work=4.0, param_bytes=16)
 
 
-class NegativeBinomialAccumulator(ModelStatsAccumulator, NamedSums):
+class NegativeBinomialAccumulator(ModelStatsAccumulator, RecordSums):
     """Statistics: :class:`NegativeBinomialStatistics`, in one array ``sums``."""
 
     family = NegativeBinomialDistribution

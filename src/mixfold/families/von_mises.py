@@ -11,9 +11,10 @@ import numpy as np
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import ScalarReference
-from mixfold.families._vector_leaf import ColumnwiseUpdate, NamedSums
+from mixfold.families._vector_leaf import ColumnwiseUpdate
 from mixfold.families.contract import (Encoded, LeafEstimator, LinearForm,
-                                       LinearLeafDistribution, SeedsFromPoints, family)
+                                       LinearLeafDistribution, RecordSums, SeedsFromPoints,
+                                       family)
 from mixfold.families._scipy import i0e, i1e
 from mixfold.options import number
 
@@ -120,7 +121,7 @@ class VonMisesDistribution(LinearLeafDistribution, SeedsFromPoints):
         return rng.vonmises(self.mu, self.kappa, size=n)
 
 
-class VonMisesAccumulator(NamedSums, ColumnwiseUpdate, ScalarReference):
+class VonMisesAccumulator(RecordSums, ColumnwiseUpdate, ScalarReference):
     """Statistics: :class:`VonMisesStatistics`, in one array ``sums``; K components are added
     column by column, each about its own direction."""
 

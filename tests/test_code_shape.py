@@ -52,7 +52,7 @@ def test_the_measure_counts_code_not_the_docstring(tmp_path):
 #: The combinators' files: at most this many functions and methods written in each (their
 #: machinery shared with others lives in ``units``, ``competing_units``, ``_states`` and
 #: ``compute/``), and the mixture's file at most this many lines.
-COMBINATOR_DEFS = {"families/mixture.py": 24, "families/hidden_markov.py": 25}
+COMBINATOR_DEFS = {"families/mixture.py": 24, "families/hidden_markov.py": 24}
 MIXTURE_LINES = 220
 
 

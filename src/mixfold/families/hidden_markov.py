@@ -32,6 +32,7 @@ from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distrib
                                         Estimator, InitRandom, family)
 from mixfold.families._shared_covariance import estimate_children
 from mixfold.families._states import EmissionEstimators, EmissionStates, bind_emissions
+from mixfold.families.markov_chain import stochastic
 from mixfold.families.mixture import MixtureEstimator
 from mixfold.families.sequence import SequenceEncoded
 from mixfold.families.units import (UnitAccumulators, Units, UnitsFold, encoding_slots,
@@ -40,19 +41,6 @@ from mixfold.options import flag, number
 from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["HiddenMarkovDistribution", "HiddenMarkovEstimator", "HiddenMarkovAccumulator"]
-
-
-def _probabilities(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
-    p = np.array(value, dtype=np.float64)
-    if p.shape != shape:
-        raise ParameterError(f"{name} must have shape {shape}, got {p.shape}")
-    if not (np.isfinite(p).all() and (p >= 0).all()):
-        raise ParameterError(f"{name} must be finite and >= 0, got {p.tolist()}")
-    sums = p.sum(axis=-1)
-    if not (np.abs(sums - 1.0) < 1e-9).all():
-        raise ParameterError(f"{name} must sum to 1{' along each row' if p.ndim > 1 else ''}, "
-                             f"got sums {np.atleast_1d(sums).tolist()}")
-    return p
 
 
 @family("HiddenMarkov")
@@ -98,8 +86,8 @@ class HiddenMarkovDistribution(EmissionStates, Distribution):
         bad = [type(e).__name__ for e in self.emissions if not isinstance(e, Distribution)]
         if bad:
             raise ParameterError(f"emissions must be Distributions, got a {bad[0]}")
-        self.initial = _probabilities("initial", initial, (s,))
-        self.transitions = _probabilities("transitions", transitions, (s, s))
+        self.initial = stochastic("initial", initial, (s,))
+        self.transitions = stochastic("transitions", transitions, (s, s))
         self.terminal = None
         keep = np.ones(s)
         if terminal is not None:

@@ -37,7 +37,7 @@ from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distrib
 from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
 from mixfold.families._states import (EmissionStates, FixedLength, bind_emissions,
                                       emissions_encoder)
-from mixfold.families.markov_chain import _stochastic
+from mixfold.families.markov_chain import stochastic
 from mixfold.families.mixture import MixtureEstimator
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
 from mixfold.families.units import UnitAccumulators, Units, encoding_slots, seeded_posteriors
@@ -133,8 +133,8 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
             raise ParameterError(f"max_duration must be an integer in [1, "
                                  f"{LARGEST_MAX_DURATION}], got {max_duration!r}")
         self.max_duration = int(max_duration)
-        self.initial = _stochastic("initial", initial, (s,))
-        self.transitions = _stochastic("transitions", transitions, (s, s))
+        self.initial = stochastic("initial", initial, (s,))
+        self.transitions = stochastic("transitions", transitions, (s, s))
         self.duration_table = np.array([duration_log_probabilities(d, self.max_duration)
                                         for d in self.durations])
         self._laws = _laws(self.initial, self.transitions, self.duration_table)

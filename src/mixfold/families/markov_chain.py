@@ -29,7 +29,7 @@ from mixfold.options import number
 from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["MarkovChainDistribution", "MarkovChainEstimator", "MarkovChainAccumulator",
-           "chain_counts"]
+           "chain_counts", "stochastic"]
 
 
 def chain_counts(enc: SequenceEncoded, weights: np.ndarray,
@@ -58,7 +58,9 @@ def _pairs(enc: SequenceEncoded) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return src, src + 1, rows[src]
 
 
-def _stochastic(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+def stochastic(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` as probabilities of ``shape`` that sum to 1 (along each row of a matrix); a
+    negative, non-finite or unnormalised entry raises a ParameterError naming ``name``."""
     p = np.array(value, dtype=np.float64)
     if p.shape != shape:
         raise ParameterError(f"{name} must have shape {shape}, got {p.shape}")
@@ -103,8 +105,8 @@ class MarkovChainDistribution(Distribution):
         self.levels = tuple(range(k)) if levels is None else tuple(levels)
         if len(self.levels) != k or len(set(self.levels)) != k:
             raise ParameterError(f"levels must be {k} distinct values, got {list(self.levels)}")
-        self.initial = _stochastic("initial", initial, (k,))
-        self.transitions = _stochastic("transitions", transitions, (k, k))
+        self.initial = stochastic("initial", initial, (k,))
+        self.transitions = stochastic("transitions", transitions, (k, k))
         if length is not None and not isinstance(length, Distribution):
             raise ParameterError(f"length must be None or a Distribution over integers >= 0, "
                                  f"got {type(length).__name__}")

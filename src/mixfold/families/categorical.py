@@ -15,9 +15,9 @@ from mixfold.errors import ParameterError
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._levels import (CategoricalEncoder, checked_levels, first_repeat,
                                       level_from_json, level_to_json)
-from mixfold.families._vector_leaf import (ColumnwiseUpdate, LevelSums, ShapedLeafDistribution,
-                                           ShapedLeafEstimator)
-from mixfold.families.contract import Encoded, InitRandom, StackedScoring, family
+from mixfold.families.contract import (ColumnwiseUpdate, Encoded, InitRandom, LevelSums,
+                                       ShapedLeafDistribution, ShapedLeafEstimator, StackedScoring,
+                                       family)
 from mixfold.options import number
 from mixfold.precision.bands import FLOAT64, Precision
 

@@ -13,10 +13,9 @@ from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._encoders import SUM_TOLERANCE, SimplexEncoder
-from mixfold.families._vector_leaf import (LevelSums, ShapedLeafDistribution,
-                                           ShapedLeafEstimator, StacksOneShape,
-                                           transposed_features)
-from mixfold.families.contract import Encoded, LinearInFeatures, StackedUpdate, family
+from mixfold.families.contract import (Encoded, LevelSums, LinearInFeatures, ShapedLeafDistribution,
+                                       ShapedLeafEstimator, StackedUpdate, StacksOneShape, family,
+                                       transposed_features)
 from mixfold.families._scipy import digamma, gammaln, polygamma
 from mixfold.options import integer, none_or, number
 from mixfold.precision.bands import FLOAT64, Precision

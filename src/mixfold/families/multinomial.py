@@ -15,12 +15,10 @@ from mixfold.errors import ParameterError
 from mixfold.families._bags import MultinomialEncoder
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._scipy import csr_matrix, xlogy
-from mixfold.families._vector_leaf import (LevelSums, ShapedLeafDistribution,
-                                           ShapedLeafEstimator, StacksOneShape,
-                                           transposed_features)
+from mixfold.families.contract import (Encoded, InitRandom, LevelSums, LinearInFeatures,
+                                       ShapedLeafDistribution, ShapedLeafEstimator, StackedUpdate,
+                                       StacksOneShape, family, transposed_features)
 from mixfold.families.categorical import CategoricalDistribution
-from mixfold.families.contract import (Encoded, InitRandom, LinearInFeatures, StackedUpdate,
-                                       family)
 from mixfold.families.lda import BagOfWordsEncoded
 from mixfold.families.poisson import log_factorial
 from mixfold.options import integer, number

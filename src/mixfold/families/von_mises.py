@@ -11,10 +11,8 @@ import numpy as np
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import DegenerateFitWarning, ParameterError
 from mixfold.families._centred import ScalarReference
-from mixfold.families._vector_leaf import ColumnwiseUpdate
-from mixfold.families.contract import (Encoded, LeafEstimator, LinearForm,
-                                       LinearLeafDistribution, RecordSums, SeedsFromPoints,
-                                       family)
+from mixfold.families.contract import (ColumnwiseUpdate, Encoded, LeafEstimator, LinearForm,
+                                       LinearLeafDistribution, RecordSums, SeedsFromPoints, family)
 from mixfold.families._scipy import i0e, i1e
 from mixfold.options import number
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from mixfold.compute.encoded import Encoded
 from mixfold.compute.payload import run_task
+from mixfold.precision.bands import Precision
 
 __all__ = ["WorkerRecord", "Executor", "timed_task", "TimedCombine", "FoldTimes",
            "this_process"]
@@ -98,7 +99,7 @@ class FoldTimes:
         self.folds = 0
         self.bands = [""] * n_slots
 
-    def split(self, flat: np.ndarray, bands: Sequence[str] | None) -> np.ndarray:
+    def split(self, flat: np.ndarray, bands: Sequence[Precision] | None) -> np.ndarray:
         """``flat``'s payload; its seconds trailer added to the record when ``bands`` (each
         shard's precision) says it was a fold."""
         n = self.total.size
@@ -106,11 +107,11 @@ class FoldTimes:
             self.add(flat[-n:], bands)
         return flat[:-n]
 
-    def add(self, seconds: np.ndarray, bands: Sequence[str]) -> None:
+    def add(self, seconds: np.ndarray, bands: Sequence[Precision]) -> None:
         """One fold: each shard's seconds and precision."""
         self.total += seconds
         self.folds += 1
-        self.bands = [str(getattr(b, "band", b)) for b in bands]
+        self.bands = [b.band for b in bands]
 
     def per_fold(self) -> np.ndarray:
         return self.total / max(1, self.folds)

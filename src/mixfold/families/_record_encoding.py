@@ -62,26 +62,16 @@ class FactorEncoded(Encoded):
         return FactorEncoded(children, sum(p.n_rows for p in parts), parts[0].start)
 
 
-def _encode_columns(encoders: Sequence[Encoder], columns: Sequence[Any], names: Sequence[Any],
-                    n_rows: int) -> FactorEncoded:
-    parts = []
+def _per_column(step: str, encoders: Sequence[Encoder], columns: Sequence[Any],
+                names: Sequence[Any]) -> list[Any]:
+    """Each encoder's ``fit`` or ``encode`` of its column; a bad column's error names it."""
+    out = []
     for enc, col, name in zip(encoders, columns, names):
         try:
-            parts.append(enc.encode(col))
+            out.append(getattr(enc, step)(col))
         except DataError as err:
             raise err.within(path_prefix=(name,)) from None
-    return FactorEncoded(parts, n_rows)
-
-
-def _fit_columns(encoders: Sequence[Encoder], columns: Sequence[Any],
-                 names: Sequence[Any]) -> list[Encoder]:
-    fitted = []
-    for enc, col, name in zip(encoders, columns, names):
-        try:
-            fitted.append(enc.fit(col))
-        except DataError as err:
-            raise err.within(path_prefix=(name,)) from None
-    return fitted
+    return out
 
 
 class CompositeEncoder(Encoder):
@@ -111,11 +101,12 @@ class CompositeEncoder(Encoder):
 
     def fit(self, values: Any) -> CompositeEncoder:
         cols, _ = self.columns(values)
-        return CompositeEncoder(_fit_columns(self.encoders, cols, range(len(self.encoders))))
+        return CompositeEncoder(_per_column("fit", self.encoders, cols, range(len(self.encoders))))
 
     def encode(self, values: Any) -> FactorEncoded:
         cols, n = self.columns(values)
-        return _encode_columns(self.encoders, cols, range(len(self.encoders)), n)
+        return FactorEncoded(_per_column("encode", self.encoders, cols, range(len(self.encoders))),
+                             n)
 
     def merge(self, other: Encoder) -> CompositeEncoder:
         if not isinstance(other, CompositeEncoder) or len(other.encoders) != len(self.encoders):
@@ -175,11 +166,13 @@ class RecordEncoder(Encoder):
     def fit(self, values: Any) -> RecordEncoder:
         cols, _ = self.columns(values)
         names = list(self.encoders)
-        return RecordEncoder(dict(zip(names, _fit_columns(self.encoders.values(), cols, names))))
+        return RecordEncoder(dict(zip(names, _per_column("fit", list(self.encoders.values()), cols,
+                                                            names))))
 
     def encode(self, values: Any) -> FactorEncoded:
         cols, n = self.columns(values)
-        return _encode_columns(list(self.encoders.values()), cols, list(self.encoders), n)
+        return FactorEncoded(_per_column("encode", list(self.encoders.values()), cols,
+                                         list(self.encoders)), n)
 
     def merge(self, other: Encoder) -> RecordEncoder:
         if not isinstance(other, RecordEncoder) or list(other.encoders) != list(self.encoders):

@@ -20,6 +20,9 @@ LogGaussian and Exponential, tanh-sinh quadrature otherwise), and for truncation
 number of values outside the window, ``w (1 - P) / P`` per row, with the statistics of the law
 outside it (Dempster, Laird and Rubin 1977, section 4.4). The M-step is the family's own.
 
+How the rows are read is :mod:`mixfold.families._interval_rows`; what Censored writes like the
+other wrappers of one child (missing values, zero inflation) is :mod:`mixfold.families._wrapper`.
+
 >>> import numpy as np, mixfold
 >>> from mixfold import CensoredEstimator, ExponentialEstimator
 >>> times = mixfold.ExponentialDistribution(0.5).sampler(0).sample(20000)
@@ -33,27 +36,23 @@ True
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from mixfold.decomposition import Decomposition
-from mixfold.errors import DataError, DataTypeError, ParameterError
+from mixfold.errors import DataTypeError, ParameterError
+from mixfold.families._interval_rows import (SUPPORT_LOW, WINDOW, CensoredEncoder, as_window,
+                                             window_json)
 from mixfold.families._intervals import IntervalLaw
-from mixfold.families._encoders import NumericEncoder
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, ArrayEncoded,
-                                        Distribution, Encoded, Encoder, Estimator, InitRandom,
-                                        family)
-from mixfold.options import rule
+                                        Distribution, Encoded, Estimator, InitRandom, family)
+from mixfold.families._wrapper import WrapperAccumulator, WrapperDistribution, WrapperEstimator
 from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["CensoredDistribution", "CensoredEstimator", "CensoredEncoder", "CensoredAccumulator",
            "survival_rows"]
-
-#: Where the encoders of the families with a CDF place the lower end of their support.
-SUPPORT_LOW = {"real": -np.inf, "positive": 0.0, "nonnegative": 0.0}
 
 
 def survival_rows(durations: Any, observed: Any) -> np.ndarray:
@@ -71,117 +70,12 @@ def survival_rows(durations: Any, observed: Any) -> np.ndarray:
     return np.column_stack([t, np.where(seen, t, np.inf)])
 
 
-def _is_window(truncate: Any) -> bool:
-    """Whether ``truncate`` is a pair (low, high) of numbers or None with low < high."""
-    if not isinstance(truncate, (tuple, list)) or len(truncate) != 2:
-        return False
-    ends = [v for v in truncate if v is not None]
-    if any(isinstance(v, bool) or not isinstance(v, numbers.Real) or np.isnan(v) for v in ends):
-        return False
-    low = -np.inf if truncate[0] is None else float(truncate[0])
-    high = np.inf if truncate[1] is None else float(truncate[1])
-    return low < high
-
-
-#: What ``truncate`` accepts.
-WINDOW = rule(_is_window, "a pair (low, high) of numbers or None (open) with low < high")
-
-
-def _window(truncate: Any) -> tuple[float, float]:
-    """``truncate`` as ``(low, high)`` floats, open ends infinite."""
-    if not WINDOW.accepts(truncate):
-        raise ParameterError(f"truncate must be {WINDOW.expected}, got {truncate!r}")
-    low, high = truncate
-    return (-np.inf if low is None else float(low), np.inf if high is None else float(high))
-
-
-def _window_json(window: tuple[float, float]) -> list[float | None]:
-    return [None if np.isinf(v) else v for v in window]
-
-
-# ---------------------------------------------------------------------------------------------
-# Encoder
-
-
-def _bound(v: Any, row: int) -> float:
-    if v is None:
-        return np.nan
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.floating,
-                                                             np.integer)):
-        raise DataTypeError(f"expected a number or None as an end of an interval, got {v!r}",
-                            row=row)
-    return float(v)
-
-
-def _pairs(values: Any) -> np.ndarray:
-    """Rows as an (n, 2) float array of ``(low, high)``, NaN for an open end."""
-    if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
-        x = values.astype(np.float64)
-        if x.ndim == 1:
-            return np.column_stack([x, x])
-        if x.ndim == 2 and x.shape[1] == 2:
-            return x
-        raise DataTypeError(f"expected values (n_rows,) or intervals (n_rows, 2), got an "
-                            f"array of shape {x.shape}")
-    out = np.empty((len(values), 2))
-    for i, v in enumerate(values):
-        if isinstance(v, (tuple, list, np.ndarray)):
-            if len(v) != 2:
-                raise DataTypeError(f"expected a number or a pair (low, high), got {v!r:.80}",
-                                    row=i)
-            out[i] = _bound(v[0], i), _bound(v[1], i)
-        else:
-            out[i] = _bound(v, i)
-            if np.isnan(out[i, 0]):
-                raise DataError("expected a number or a pair (low, high), got NaN (an unknown "
-                                "value is the pair (None, None))", row=i)
-    return out
-
-
-class CensoredEncoder(Encoder):
-    """Encodes rows (numbers or ``(low, high)`` pairs, see :mod:`mixfold.families.censored`)
-    into an (n_rows, 2) array of intervals cut to the truncation window and the family's
-    support; exact values are checked by the family's own encoder."""
-
-    def __init__(self, base: NumericEncoder, truncate: tuple[float, float]):
-        self.base = base
-        self.truncate = truncate
-
-    @property
-    def window(self) -> tuple[float, float]:
-        """Where values can lie: the truncation window cut to the family's support."""
-        return max(SUPPORT_LOW[self.base.domain], self.truncate[0]), self.truncate[1]
-
-    def encode(self, values: Any) -> ArrayEncoded:
-        x = _pairs(values)
-        exact = x[:, 0] == x[:, 1]
-        if exact.any():
-            try:
-                self.base.encode(x[exact, 0])
-            except DataError as err:
-                row = int(np.flatnonzero(exact)[err.row]) if err.row is not None else None
-                raise DataError(str(err).split(": ", 1)[-1], row=row) from None
-        lowest = self.window[0]
-        low = np.fmax(np.where(np.isnan(x[:, 0]), -np.inf, x[:, 0]), lowest)
-        high = np.fmin(np.where(np.isnan(x[:, 1]), np.inf, x[:, 1]), self.truncate[1])
-        bad = (low > high) | (exact & ((x[:, 0] < lowest) | (x[:, 0] > self.truncate[1])))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise DataError(f"expected a value or an interval inside the support and the "
-                            f"window [{lowest:g}, {self.truncate[1]:g}], got "
-                            f"{tuple(x[i].tolist()) if not exact[i] else x[i, 0]!r}", row=i)
-        return ArrayEncoded(np.column_stack([low, high]))
-
-    def __repr__(self) -> str:
-        return f"CensoredEncoder({self.base!r}, truncate={self.truncate!r})"
-
-
 # ---------------------------------------------------------------------------------------------
 # Distribution
 
 
 @family("Censored")
-class CensoredDistribution(Distribution):
+class CensoredDistribution(WrapperDistribution):
     """A univariate continuous family ``base`` (one with a CDF: Gaussian, LogGaussian,
     Exponential, Gamma, Weibull) whose values may be censored, truncated to ``truncate =
     (low, high)`` (``None`` for an open end). A row's log-likelihood is the base's
@@ -194,7 +88,9 @@ class CensoredDistribution(Distribution):
     [-0.725791, -1.147874, -0.381715]
     """
 
+    child_name = "base"
     parameter_coordinates = {"base": "part", "truncate": "fixed"}
+    json_forms = {"truncate": (window_json, as_window)}
 
     def __init__(self, base: Distribution, truncate: Sequence[float | None] = (None, None)):
         if not isinstance(base, IntervalLaw):
@@ -202,7 +98,7 @@ class CensoredDistribution(Distribution):
                                  f"LogGaussian, Exponential, Gamma, Weibull), got "
                                  f"{type(base).__name__}")
         self.base = base
-        self.truncate = _window(truncate)
+        self.truncate = as_window(truncate)
         self.log_window = float(base.log_mass(np.array([self.truncate[0]]),
                                               np.array([self.truncate[1]]))[0])
         if not np.isfinite(self.log_window):
@@ -220,6 +116,7 @@ class CensoredDistribution(Distribution):
         return CensoredEncoder(self.base.encoder(), self.truncate)
 
     def estimator(self, **options: Any) -> CensoredEstimator:
+        """The refit's estimator: ``options`` are the base family's estimator's."""
         return CensoredEstimator(self.base.estimator(**options), truncate=self.truncate)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -227,19 +124,6 @@ class CensoredDistribution(Distribution):
         law = self.base.scipy_law()
         lo, hi = law.cdf(self.truncate[0]), law.cdf(self.truncate[1])
         return law.ppf(lo + (hi - lo) * rng.random(n))
-
-    def parts(self) -> tuple[Distribution, ...]:
-        return (self.base,)
-
-    def n_parameters(self) -> int:
-        return self.base.n_parameters()
-
-    def _params(self) -> dict[str, Any]:
-        return {"base": self.base.to_dict(), "truncate": _window_json(self.truncate)}
-
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> CensoredDistribution:
-        return cls(Distribution.from_dict(p["base"]), p["truncate"])
 
     def decomposition(self) -> Decomposition:
         """Atomic: an interval row costs a few CDF calls and the base's statistics of its
@@ -260,26 +144,24 @@ def _grouped(low: np.ndarray, high: np.ndarray, w: np.ndarray
                                                   minlength=len(pairs))
 
 
-class CensoredAccumulator(Accumulator):
+class CensoredAccumulator(WrapperAccumulator):
     """No statistics of its own: the base accumulator's, fed the exact values and, for every
     interval row and for the values truncation hid, the base law's representative points on
     the interval with the row's weight spread over them. ``window`` is where rows can lie
     (the truncation window cut to the family's support): a row spanning it tells nothing."""
 
+    counted = False
+
     def __init__(self, base: Accumulator, window: tuple[float, float], support_low: float,
                  keys: str | None = None):
-        self.base = base
+        super().__init__(base, keys)
         self.window = window
         self.support_low = support_low
-        self.keys = keys
-
-    def children(self) -> tuple[Accumulator, ...]:
-        return (self.base,)
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: CensoredDistribution,
                    precision: Precision = FLOAT64) -> None:
         values, w = self.completed_rows(enc, weights, model)
-        self.base.seq_update(ArrayEncoded(values), w, model.base, precision)
+        self.child.seq_update(ArrayEncoded(values), w, model.base, precision)
         return None
 
     def completed_rows(self, enc: Encoded, weights: np.ndarray, model: CensoredDistribution
@@ -322,10 +204,10 @@ class CensoredAccumulator(Accumulator):
             point = np.where(np.isfinite(low) & np.isfinite(high), 0.5 * (low + high),
                              np.where(np.isfinite(low), low, high))
         use = np.isfinite(point) & (exact | (point > self.window[0]))
-        self.base.seq_initialize(ArrayEncoded(point[use]), weights[use], rng)
+        self.child.seq_initialize(ArrayEncoded(point[use]), weights[use], rng)
 
 
-class CensoredEstimator(Estimator):
+class CensoredEstimator(WrapperEstimator):
     """Exact EM for ``base`` (an estimator of a univariate family with a CDF) from censored and
     truncated rows (the encoding and the E-step: :mod:`mixfold.families.censored`).
     ``truncate=(low, high)`` fixes the window the values were recorded in (``None``: open).
@@ -341,6 +223,9 @@ class CensoredEstimator(Estimator):
     """
 
     option_rules = {"truncate": WINDOW}
+    child_name = "base"
+    model_class = CensoredDistribution
+    accumulator_class = CensoredAccumulator
 
     def __init__(self, base: Estimator, truncate: Sequence[float | None] = (None, None),
                  keys: str | None = None):
@@ -351,11 +236,8 @@ class CensoredEstimator(Estimator):
                                  f"family with a CDF (Gaussian, LogGaussian, Exponential, "
                                  f"Gamma, Weibull), got {base!r}")
         self.base = base
-        self.truncate = _window(truncate)
+        self.truncate = as_window(truncate)
         self.keys = keys
-
-    def parts(self) -> tuple[Estimator, ...]:
-        return (self.base,)
 
     def encoder(self) -> CensoredEncoder:
         return CensoredEncoder(self.base.encoder(), self.truncate)
@@ -368,8 +250,8 @@ class CensoredEstimator(Estimator):
                                                               self.keys))
 
     def estimate(self, nobs: float, stats: Any) -> CensoredDistribution:
-        _, (base,) = stats
-        return CensoredDistribution(self.base.estimate(nobs, base), _window_json(self.truncate))
+        _, (base,) = stats  # no statistics of its own: the base family's M-step
+        return CensoredDistribution(self.base.estimate(nobs, base), window_json(self.truncate))
 
     def __repr__(self) -> str:
-        return f"CensoredEstimator({self.base!r}, truncate={_window_json(self.truncate)!r})"
+        return f"CensoredEstimator({self.base!r}, truncate={window_json(self.truncate)!r})"

@@ -1,17 +1,18 @@
 """Zero inflation: extra zeros on top of a count family (a structural zero with probability
-``p_zero``, else a draw from the inner family, which may be zero too)."""
+``p_zero``, else a draw from the inner family, which may be zero too). What it writes like the
+other wrappers of one child (missing values, censoring) is :mod:`mixfold.families._wrapper`."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._encoders import NumericEncoder
-from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        Encoder, Estimator, InitRandom, family)
+from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator, InitRandom, family
+from mixfold.families._wrapper import (WrapperAccumulator, WrapperDistribution,
+                                       WrapperEstimator, smoothed_share)
 from mixfold.options import number
 from mixfold.precision.bands import FLOAT64, Precision
 
@@ -27,7 +28,7 @@ def _check_counts(encoder: Encoder, what: str) -> None:
 
 
 @family("ZeroInflated")
-class ZeroInflatedDistribution(Distribution):
+class ZeroInflatedDistribution(WrapperDistribution):
     """A count that is a structural zero with probability ``p_zero``, else drawn from
     ``inner`` (a count family): ``p(0) = p_zero + (1 - p_zero) inner(0)``,
     ``p(x) = (1 - p_zero) inner(x)`` for x > 0.
@@ -66,25 +67,9 @@ class ZeroInflatedDistribution(Distribution):
     def encoder(self) -> Encoder:
         return self.inner.encoder()
 
-    def estimator(self, **options: Any) -> ZeroInflatedEstimator:
-        return ZeroInflatedEstimator(self.inner.estimator(), **options)
-
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         x = np.asarray(self.inner._sample(n, rng))
         return np.where(rng.random(n) < self.p_zero, 0, x).astype(x.dtype)
-
-    def parts(self) -> tuple[Distribution, ...]:
-        return (self.inner,)
-
-    def n_parameters(self) -> int:
-        return 1 + self.inner.n_parameters()
-
-    def _params(self) -> dict[str, Any]:
-        return {"inner": self.inner.to_dict(), "p_zero": self.p_zero}
-
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> ZeroInflatedDistribution:
-        return cls(Distribution.from_dict(p["inner"]), p["p_zero"])
 
     def decomposition(self) -> Decomposition:
         """Atomic: the zero rows' posteriors need the inner family's scores of the same rows,
@@ -93,20 +78,10 @@ class ZeroInflatedDistribution(Distribution):
                                     child_roles=("inner",))
 
 
-class ZeroInflatedAccumulator(Accumulator):
-    """Statistics: ``[weighted structural zeros, weighted inner draws]`` (posterior), then the
-    inner accumulator, which sees every row weighted by its posterior of being an inner draw."""
-
-    def __init__(self, inner: Accumulator, keys: str | None = None):
-        self.inner = inner
-        self.keys = keys
-        self.counts = np.zeros(2)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.counts]
-
-    def children(self) -> tuple[Accumulator, ...]:
-        return (self.inner,)
+class ZeroInflatedAccumulator(WrapperAccumulator):
+    """Statistics: the weighted structural zeros and inner draws, by their posteriors
+    (:class:`~mixfold.families._wrapper.WrapperCounts`: ``own``, ``child``), then the inner
+    accumulator's, which sees every row weighted by its posterior of being an inner draw."""
 
     def _inner_weights(self, enc: Encoded, weights: np.ndarray,
                        structural: np.ndarray) -> np.ndarray:
@@ -127,7 +102,7 @@ class ZeroInflatedAccumulator(Accumulator):
         zero = enc.values == 0
         with np.errstate(invalid="ignore"):  # a zero impossible under the model: no weight
             structural = np.nan_to_num(np.exp(model.log_p_zero - ll[zero]), nan=0.0)
-        self.inner.seq_update(enc, self._inner_weights(enc, weights, np.minimum(structural, 1.0)),
+        self.child.seq_update(enc, self._inner_weights(enc, weights, np.minimum(structural, 1.0)),
                               model.inner, precision)
         return ll
 
@@ -135,10 +110,10 @@ class ZeroInflatedAccumulator(Accumulator):
         # no model yet: every zero row is half structural, half an inner draw
         zero = enc.values == 0
         inner_w = self._inner_weights(enc, weights, np.full(int(zero.sum()), 0.5))
-        self.inner.seq_initialize(enc, inner_w, rng.child("inner"))
+        self.child.seq_initialize(enc, inner_w, rng.child("inner"))
 
 
-class ZeroInflatedEstimator(Estimator):
+class ZeroInflatedEstimator(WrapperEstimator):
     """Estimator of zero inflation over the count family ``inner`` (its estimator): EM over
     which zero rows are structural.
 
@@ -154,6 +129,8 @@ class ZeroInflatedEstimator(Estimator):
     """
 
     option_rules = {"pseudo_count": number(0)}
+    model_class = ZeroInflatedDistribution
+    accumulator_class = ZeroInflatedAccumulator
 
     def __init__(self, inner: Estimator, pseudo_count: float = 0.0, keys: str | None = None):
         if not isinstance(inner, Estimator):
@@ -164,30 +141,11 @@ class ZeroInflatedEstimator(Estimator):
         self.pseudo_count = float(pseudo_count)
         self.keys = keys
 
-    def parts(self) -> tuple[Estimator, ...]:
-        return (self.inner,)
-
     def encoder(self) -> Encoder:
         return self.inner.encoder()
 
     def bind(self, encoder: Encoder) -> ZeroInflatedEstimator:
         return ZeroInflatedEstimator(self.inner.bind(encoder), self.pseudo_count, self.keys)
-
-    def accumulator_factory(self) -> AccumulatorFactory:
-        inner = self.inner.accumulator_factory()
-        keys = self.keys
-        return AccumulatorFactory(lambda: ZeroInflatedAccumulator(inner.make(), keys))
-
-    def _p_zero(self, structural: float, drawn: float) -> float:
-        pc = self.pseudo_count
-        total = structural + drawn + 2.0 * pc
-        return (structural + pc) / total if total > 0 else 0.5
-
-    def estimate(self, nobs: float, stats: Any) -> ZeroInflatedDistribution:
-        (counts,), (inner_stats,) = stats
-        structural, drawn = (float(c) for c in counts)
-        inner = self.inner.estimate(drawn, inner_stats)
-        return ZeroInflatedDistribution(inner, self._p_zero(structural, drawn))
 
     def initial_guess(self, sample: Encoded, weights: np.ndarray,
                       rng: InitRandom) -> ZeroInflatedDistribution:
@@ -198,8 +156,7 @@ class ZeroInflatedEstimator(Estimator):
         structural, drawn = acc.counts
         # smoothed, so a sample without zeros does not start at p_zero = 0
         smoothing = 0.005 * max(structural + drawn, 1.0)
-        return ZeroInflatedDistribution(inner, (structural + smoothing)
-                                        / (structural + drawn + 2 * smoothing))
+        return ZeroInflatedDistribution(inner, smoothed_share(structural, drawn, smoothing))
 
     def __repr__(self) -> str:
         return f"ZeroInflatedEstimator({self.inner!r}, pseudo_count={self.pseudo_count!r})"

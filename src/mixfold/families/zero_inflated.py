@@ -4,7 +4,6 @@ other wrappers of one child (missing values, censoring) is :mod:`mixfold.familie
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from mixfold.decomposition import Decomposition

@@ -170,3 +170,25 @@ def test_accelerated_floor_benchmark_counts_the_oracles_folds():
     assert stops is not None, proc.stdout
     # with EM's exact Jacobian at the optimum the extrapolation stops sooner than plain EM
     assert int(stops.group(2)) < int(stops.group(1)), proc.stdout
+
+
+@pytest.mark.slow
+def test_band_steps_reports_every_band_the_probes_and_the_bound():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "band_steps.py"), "--rows",
+                           "40000", "--repeats", "1"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT / "src"),
+                                            "MIXFOLD_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folds = dict(re.findall(r"^\| (\S+) \| (\d+\.\d+) \| \d+\.\d+x \| \d+\.\d+x \|$", proc.stdout,
+                            re.MULTILINE))
+    assert set(folds) == {"float64", "float32u", "float32", "float16@cpu", "bfloat16@cpu"}, \
+        proc.stdout
+    assert all(float(v) > 0 for v in folds.values())
+    measured = dict(re.findall(r"^\| ([^|]+?) \| (-?\d[^|]*) \|$", proc.stdout, re.MULTILINE))
+    assert 0 < float(measured["rows with several candidates"]) < 1
+    # each statistics GEMM against float64's of the same posteriors and features: within the
+    # bound of float32 sums of 2048 rows (the tiles' split products add 3 * 2**-16 at most)
+    bound = 2047 * 2.0 ** -24 + 3 * 2.0 ** -16
+    errors = [float(v) for k, v in measured.items() if k.endswith("error / sum of abs(r z)")]
+    assert errors and all(0 <= e < bound for e in errors), measured
+    assert "The goal allows a bfloat16 block" in proc.stdout

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from mixfold import DiagonalGaussianDistribution, MixtureDistribution
+from mixfold.compute.accuracy import step_error
 from mixfold.parallel.model_decomposition import subtree_work
 from mixfold.parallel.resources import Resources
 from mixfold.precision import BANDS
@@ -64,6 +65,7 @@ import json, sys
 import numpy as np
 from mpi4py import MPI
 from mixfold import DiagonalGaussianDistribution, MixtureDistribution
+from mixfold.compute.accuracy import step_error
 from mixfold.parallel.resources import Resources
 comps = [DiagonalGaussianDistribution(np.full(3, float(i)), np.ones(3)) for i in range(4)]
 model = MixtureDistribution(comps, [0.25] * 4)
@@ -114,3 +116,45 @@ def test_spark_gpus_on_a_cluster_are_read_from_the_executor_resource_amount():
     devices = spark_gpu_devices("yarn", conf, [], ["3", "7"])
     assert [(d.name, d.kind) for d in devices] == [("spark:3:gpu0", "gpu"), ("spark:7:gpu0", "gpu")]
     assert spark_gpu_devices("yarn", {}, [], ["3"]) == ()
+
+
+@pytest.mark.slow
+def test_ray_nodes_are_measured_in_tasks_pinned_to_them_and_their_plan_runs(ray_started):
+    import ray
+
+    import mixfold
+
+    node = ray.get_runtime_context().get_node_id()
+    model = small_model()
+    rows = model.sampler(0).sample(4000)
+    declared = Resources.from_ray()
+    for engine in ("ray", ray):  # the name backend= takes, or the module itself
+        measured = declared.calibrate(model, rows[:2000], engine=engine, min_seconds=0.01)
+        check_measured(measured, [f"ray:{node}"], model)
+    (d,) = measured.devices
+    # each band's error of one EM step against float64, measured as on every other engine
+    assert set(d.band_error) == set(d.band_throughput)
+    assert d.band_error["float64"] == 0.0
+    sample = model.encoder().encode(rows[:2000])
+    for band, error in d.band_error.items():
+        if band != "float64":
+            assert 0 < error < 1e-2
+            assert error == pytest.approx(step_error(model, sample, band).error, rel=1e-9)
+    est = mixfold.MixtureEstimator([mixfold.DiagonalGaussianEstimator()] * 4)
+    options = {"max_iter": 5, "tol": 0.0, "seed": 0, "progress": False, "precision": "auto",
+               "resources": measured}
+    planned = mixfold.fit(rows, est, backend="ray", **options)
+    local = mixfold.fit(rows, est, **options)
+    assert [a.name for a in planned.plan.assignments] == [f"ray:{node}"]
+    assert planned.precision == local.precision
+    assert [w.executor for w in planned.workers] == [node]
+    np.testing.assert_allclose(planned.log_likelihood, local.log_likelihood, rtol=1e-12)
+
+
+def test_calibrate_names_the_engines_it_takes():
+    model = small_model()
+    res = Resources((Resources.local().devices[0],))
+    with pytest.raises(ValueError, match=r"a Spark session or 'ray', got 'dask'"):
+        res.calibrate(model, model.sampler(0).sample(50), engine="dask")
+    with pytest.raises(ValueError, match="a Spark session or 'ray', got 3"):
+        res.calibrate(model, model.sampler(0).sample(50), engine=3)

@@ -22,6 +22,7 @@ import numpy as np
 
 from mixfold.backends._partitions import EncodedOnWorkers, PartitionEncoding, encode_partitions
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
+from mixfold.backends.worker_gpus import on_cuda_device, ray_cuda_device
 from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.families._protocol import Distribution, Encoded, Estimator
 
@@ -75,12 +76,16 @@ def _remote_functions(ray: Any) -> tuple[Any, Any]:
     return _REMOTE["fold"], _REMOTE["combine"]
 
 
-def _fold_task(shard_and_weights: tuple, task: str, args: tuple, slot: int,
-               n_slots: int) -> tuple[np.ndarray, str]:
-    """(the shard's timed payload, the id of the node it was folded on)."""
+def _fold_task(shard_and_weights: tuple, task: str, args: tuple, slot: int, n_slots: int,
+               gpu: bool) -> tuple[np.ndarray, str]:
+    """(the shard's timed payload, the id of the node it was folded on); a GPU shard's task
+    (given ``num_gpus=1``) runs on the CUDA device of the GPU Ray gave it."""
     import ray
 
     shard, weights = shard_and_weights
+    if gpu:
+        args = on_cuda_device(args, ray_cuda_device(ray.get_gpu_ids(),
+                                                    os.environ.get("CUDA_VISIBLE_DEVICES")))
     return (timed_task(task, shard, weights, args, slot, n_slots),
             ray.get_runtime_context().get_node_id())
 
@@ -160,7 +165,7 @@ class RayEncodedData(ShardedEncodedData):
         put: dict[int, Any] = {}  # each distinct argument tuple (one per band) stored once
         shared = [put.setdefault(id(a), self.ray.put(a)) for a in shard_args]
         n = len(self.bounds)
-        refs = [fold.options(**o).remote(s, task, a, i, n)
+        refs = [fold.options(**o).remote(s, task, a, i, n, bool(o.get("num_gpus")))
                 for i, (s, a, o) in enumerate(zip(self.shards, shared, self.task_options))]
         self.folded_on = [node for _, node in refs]  # read once, when the records are
         root = self._tree([payload for payload, _ in refs],

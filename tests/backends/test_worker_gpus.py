@@ -10,12 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import mixfold
 from mixfold import (DiagonalGaussianDistribution, DiagonalGaussianEstimator,
                      MixtureDistribution, MixtureEstimator)
 from mixfold.backends.dask import _fold_shard_task
 from mixfold.backends.worker_gpus import (dask_cuda_device, gpu_index, on_cuda_device,
                                           ray_cuda_device, visible_cuda_devices)
 from mixfold.compute.payload import shard_task_args
+from mixfold.parallel.resources import Resources
 from mixfold.precision import resolve_precision
 from mixfold.precision.gpu import torch_device_available
 
@@ -73,20 +75,19 @@ def test_only_cuda_precisions_move_and_they_survive_pickling_to_a_worker():
     assert (back.band, back.device) == ("bfloat16", "cuda:2")
 
 
-def gpu_fold_args():
+def fold_args(precision="float32@cuda"):
     model = MixtureDistribution([DiagonalGaussianDistribution(np.zeros(2), np.ones(2))] * 2,
                                 [0.5, 0.5])
     est = MixtureEstimator([DiagonalGaussianEstimator()] * 2).bind(model.encoder())
     enc = model.encoder().encode(np.zeros((8, 2)))
-    (args,) = shard_task_args("fold", [resolve_precision("float32@cuda")], (est, model, 64),
-                              False)
+    (args,) = shard_task_args("fold", [resolve_precision(precision)], (est, model, 64), False)
     return (enc, np.ones(8)), args
 
 
 @pytest.mark.skipif(torch_device_available("cuda:1"), reason="checks the device named where "
                     "CUDA is missing")
 def test_a_dask_gpu_shard_folds_on_its_worker_cuda_device(monkeypatch):
-    shard, args = gpu_fold_args()
+    shard, args = fold_args()
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     # the fold reaches torch on the worker's GPU 1 (absent here, so torch names it)
     with pytest.raises(RuntimeError, match=r"'float32@cuda:1' runs through torch on 'cuda:1'"):
@@ -94,6 +95,39 @@ def test_a_dask_gpu_shard_folds_on_its_worker_cuda_device(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6")
     with pytest.raises(RuntimeError, match="declares GPU 1 but sees 1 CUDA device"):
         _fold_shard_task(shard, "fold", args, 0, 1, 1)
+
+
+def test_a_gpu_shard_whose_band_runs_on_the_cpu_asks_no_cuda_device(monkeypatch):
+    # a plan may give a declared GPU's rows a CPU band (no "@cuda"): nothing to map, and a
+    # worker that sees no CUDA device folds them as the local fold does
+    shard, args = fold_args("float32")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    on_gpu0 = _fold_shard_task(shard, "fold", args, 0, 1, 0)
+    unplanned = _fold_shard_task(shard, "fold", args, 0, 1, None)
+    assert on_gpu0[:-1].tolist() == unplanned[:-1].tolist()  # the last entry: its seconds
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch_device_available("cuda"), reason="declares GPUs this machine lacks")
+def test_a_planned_dask_gpu1_shard_folds_on_cuda_1_of_its_worker():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                       resources={"GPU": 2})
+    try:
+        with distributed.Client(cluster) as client:
+            (worker,) = client.scheduler_info()["workers"]
+            devices = Resources.from_dask(client).devices
+            assert [d.name for d in devices] == [worker, f"dask:{worker}:gpu0",
+                                                 f"dask:{worker}:gpu1"]
+            rows = np.random.default_rng(0).normal(size=(2000, 2))
+            est = MixtureEstimator([DiagonalGaussianEstimator()] * 2)
+            # the fold reaches torch on the worker's second GPU (absent here: torch names it)
+            with pytest.raises(RuntimeError, match=r"@cuda:1' runs through torch on 'cuda:1'"):
+                mixfold.fit(rows, est, backend=client, resources=Resources(devices[2:]),
+                            precision="auto", max_iter=2, progress=False)
+    finally:
+        cluster.close()
 
 
 RAY_GPUS_SCRIPT = """

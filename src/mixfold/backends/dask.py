@@ -28,7 +28,8 @@ import numpy as np
 from mixfold.backends._partitions import EncodedOnWorkers, PartitionEncoding, encode_partitions
 from mixfold.backends._shard import (ShardedEncodedData, capped_at_cores, checked_num_workers,
                                      require)
-from mixfold.backends.worker_gpus import dask_cuda_device, gpu_index, on_cuda_device
+from mixfold.backends.worker_gpus import (dask_cuda_device, gpu_index, on_cuda_device,
+                                          runs_on_cuda)
 from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.families._protocol import Distribution, Encoded, Estimator
 from mixfold.io.kinds import Kind, kind_of
@@ -70,7 +71,7 @@ def _fold_shard_task(shard_and_weights: tuple, task: str, args: tuple, slot: int
     """The shard's timed payload; a shard planned on the worker's GPU ``gpu`` runs on the CUDA
     device the worker has for it."""
     shard, weights = shard_and_weights
-    if gpu is not None:
+    if gpu is not None and runs_on_cuda(args):
         args = on_cuda_device(args, dask_cuda_device(gpu, os.environ.get("CUDA_VISIBLE_DEVICES")))
     return timed_task(task, shard, weights, args, slot, n_slots)
 

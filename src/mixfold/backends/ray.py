@@ -22,7 +22,7 @@ import numpy as np
 
 from mixfold.backends._partitions import EncodedOnWorkers, PartitionEncoding, encode_partitions
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
-from mixfold.backends.worker_gpus import on_cuda_device, ray_cuda_device
+from mixfold.backends.worker_gpus import on_cuda_device, ray_cuda_device, runs_on_cuda
 from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.families._protocol import Distribution, Encoded, Estimator
 
@@ -83,7 +83,7 @@ def _fold_task(shard_and_weights: tuple, task: str, args: tuple, slot: int, n_sl
     import ray
 
     shard, weights = shard_and_weights
-    if gpu:
+    if gpu and runs_on_cuda(args):
         args = on_cuda_device(args, ray_cuda_device(ray.get_gpu_ids(),
                                                     os.environ.get("CUDA_VISIBLE_DEVICES")))
     return (timed_task(task, shard, weights, args, slot, n_slots),

@@ -6,7 +6,8 @@ CUDA device that is on the worker. The task that folds the shard decides, from w
 shows it there: on Dask the worker's k-th declared GPU is the k-th CUDA device the worker sees
 (:func:`dask_cuda_device`); on Ray the task given ``num_gpus=1`` runs on the GPU Ray gave it
 (``ray.get_gpu_ids()``), at its place in the ``CUDA_VISIBLE_DEVICES`` Ray set for the task
-(:func:`ray_cuda_device`). :func:`on_cuda_device` then moves the task's precision there.
+(:func:`ray_cuda_device`). :func:`on_cuda_device` then moves the task's precision there; a
+task whose precision runs on no CUDA device (:func:`runs_on_cuda`) asks nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from mixfold.precision import Precision, resolve_precision
 
 __all__ = ["gpu_index", "visible_cuda_devices", "dask_cuda_device", "ray_cuda_device",
-           "on_cuda_device"]
+           "runs_on_cuda", "on_cuda_device"]
 
 
 def gpu_index(device: str) -> int | None:
@@ -94,6 +95,16 @@ def ray_cuda_device(gpu_ids: Sequence[object], visible: str | None) -> str:
         raise RuntimeError(f"ray: the task's GPU {mine} is not among its visible CUDA devices "
                            f"(CUDA_VISIBLE_DEVICES={visible!r})")
     return f"cuda:{seen.index(mine)}"
+
+
+def runs_on_cuda(args: tuple) -> bool:
+    """Whether a shard task's arguments hold a CUDA precision (``<band>@cuda...``).
+
+    >>> from mixfold.precision import resolve_precision
+    >>> runs_on_cuda((resolve_precision("float16@cuda"),)), runs_on_cuda((resolve_precision("dd"),))
+    (True, False)
+    """
+    return any(_on_cuda(a) for a in args)
 
 
 def on_cuda_device(args: tuple, device: str) -> tuple:

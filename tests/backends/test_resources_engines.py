@@ -152,11 +152,3 @@ def test_ray_nodes_are_measured_in_tasks_pinned_to_them_and_their_plan_runs(ray_
     assert [w.executor for w in planned.workers] == [node]
     np.testing.assert_allclose(planned.log_likelihood, local.log_likelihood, rtol=1e-12)
 
-
-def test_calibrate_names_the_engines_it_takes():
-    model = small_model()
-    res = Resources((Resources.local().devices[0],))
-    with pytest.raises(ValueError, match=r"a Spark session or 'ray', got 'dask'"):
-        res.calibrate(model, model.sampler(0).sample(50), engine="dask")
-    with pytest.raises(ValueError, match="a Spark session or 'ray', got 3"):
-        res.calibrate(model, model.sampler(0).sample(50), engine=3)

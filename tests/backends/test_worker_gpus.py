@@ -3,6 +3,7 @@
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,7 +110,7 @@ def test_a_gpu_shard_whose_band_runs_on_the_cpu_asks_no_cuda_device(monkeypatch)
 
 @pytest.mark.slow
 @pytest.mark.skipif(torch_device_available("cuda"), reason="declares GPUs this machine lacks")
-def test_a_planned_dask_gpu1_shard_folds_on_cuda_1_of_its_worker():
+def test_a_planned_dask_gpu1_shard_folds_on_cuda_1_of_its_worker_and_is_timed_there():
     distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                                        host="127.0.0.1", dashboard_address="127.0.0.1:0",
@@ -126,6 +127,13 @@ def test_a_planned_dask_gpu1_shard_folds_on_cuda_1_of_its_worker():
             with pytest.raises(RuntimeError, match=r"@cuda:1' runs through torch on 'cuda:1'"):
                 mixfold.fit(rows, est, backend=client, resources=Resources(devices[2:]),
                             precision="auto", max_iter=2, progress=False)
+            # calibration times each GPU in a task holding it on its worker: torch sees none
+            comps = [DiagonalGaussianDistribution(np.zeros(2), np.ones(2))] * 2
+            with pytest.raises(ValueError, match=re.escape(
+                    f"could not reach devices ['dask:{worker}:gpu0', 'dask:{worker}:gpu1'] "
+                    f"from the dask engine")):
+                Resources(devices).calibrate(MixtureDistribution(comps, [0.5, 0.5]), rows,
+                                             engine=client, min_seconds=0.01)
     finally:
         cluster.close()
 

@@ -33,8 +33,9 @@ import numpy as np
 
 from mixfold.backends import backend_name
 from mixfold.backends._shard import require
+from mixfold.backends.dask import DaskCalls, worker_of
 from mixfold.backends.ray import WAIT_SECONDS, node_of
-from mixfold.backends.worker_gpus import ray_cuda_device
+from mixfold.backends.worker_gpus import dask_cuda_device, gpu_index, ray_cuda_device
 from mixfold.compute.accuracy import step_error
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
@@ -284,14 +285,15 @@ class Resources:
 
         Where the timing runs: without ``engine``, devices of this machine (``cpu:<core>``, each
         timed pinned to its core; ``cpu`` for the whole machine; ``gpu:<i>`` on ``cuda:<i>``
-        when torch sees it); with a Dask ``Client``, on every
-        worker; with an MPI communicator, on every rank (call it on all ranks); with a
-        SparkSession or SparkContext, in one barrier task per slot; with ``"ray"`` (the name
-        ``backend="ray"`` takes, or the ``ray`` module itself; Ray running), in one task per
-        device of :meth:`from_ray` pinned to its node, a GPU device's task given ``num_gpus=1``
-        and timed on the CUDA device of the GPU Ray gave it -- where that GPU's bands' errors
-        are measured too. A device that cannot be reached raises, since measured and declared
-        speeds do not mix.
+        when torch sees it); with a Dask ``Client``, on every worker (a
+        ``dask:<worker>:gpu<k>`` device in a task on its worker holding one of its ``GPU``
+        resources, on its k-th CUDA device); with an MPI communicator, on every rank (call it
+        on all ranks); with a SparkSession or SparkContext, in one barrier task per slot; with
+        ``"ray"`` (the name ``backend="ray"`` takes, or the ``ray`` module itself; Ray
+        running), in one task per device of :meth:`from_ray` pinned to its node, a GPU
+        device's task given ``num_gpus=1`` and timed on the CUDA device of the GPU Ray gave it.
+        A GPU reached through an engine has its bands' errors measured on it too. A device
+        that cannot be reached raises, since measured and declared speeds do not mix.
         """
         enc = data_sample if isinstance(data_sample, Encoded) else \
             model.encoder().encode(data_sample)
@@ -316,14 +318,14 @@ class Resources:
                  min_seconds: float, engine: Any) -> tuple[dict[str, dict[str, float]],
                                                            dict[str, dict[str, float]]]:
         """Each device's rows per second per band, and the band errors of the devices whose
-        errors were measured on the device itself (a GPU reached through Ray)."""
+        errors were measured on the device itself (a GPU reached through Dask or Ray)."""
         if engine is None:
             return self._measure_here(model, enc, bands, min_seconds), {}
         kind = _engine_kind(engine)
         if kind == "ray":
             return _measure_ray(self.devices, model, enc, bands, min_seconds)
         if kind == "dask":
-            return dict(engine.run(measure_rows_per_second, model, enc, bands, min_seconds)), {}
+            return _measure_dask(engine, self.devices, model, enc, bands, min_seconds)
         if kind == "mpi":
             rates = engine.allgather(measure_rows_per_second(model, enc, bands, min_seconds))
             return {f"mpi:{r}": v for r, v in enumerate(rates)}, {}
@@ -472,6 +474,42 @@ def _engine_kind(engine: Any) -> str:
                      f"communicator, a Spark session or 'ray', got {engine!r}")
 
 
+def _measure_dask(client: Any, devices: tuple[DeviceSpec, ...], model: Distribution,
+                  enc: Encoded, bands: tuple[str, ...], min_seconds: float
+                  ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Every worker timed where it is, all at once; then each ``dask:<worker>:gpu<k>`` in a task
+    pinned to its worker holding one of its ``GPU`` resources (its bands' errors measured
+    there too); a GPU torch cannot use there is left out."""
+    rates = dict(client.run(measure_rows_per_second, model, enc, bands, min_seconds))
+    gpus = {d.name: worker_of(d.name, list(rates)) for d in devices if d.kind == "gpu"}
+    futures = {name: client.submit(_measured_on_dask_gpu, model, enc, bands, min_seconds,
+                                   gpu_index(name), workers=[named[0]], pure=False,
+                                   allow_other_workers=False, resources={"GPU": 1})
+               for name, named in gpus.items() if named is not None}
+    got = dict(zip(futures, DaskCalls(client).gather(list(futures.values()))))
+    rates.update({name: r for name, (r, _) in got.items() if r is not None})
+    return rates, {name: e for name, (_, e) in got.items() if e is not None}
+
+
+def _measured_on_dask_gpu(model: Distribution, enc: Encoded, bands: tuple[str, ...],
+                          min_seconds: float, k: int
+                          ) -> tuple[dict[str, float] | None, dict[str, float] | None]:
+    """Dask task: :func:`_measured_on_cuda` on this worker's ``k``-th GPU."""
+    device = dask_cuda_device(k, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return _measured_on_cuda(model, enc, bands, min_seconds, device)
+
+
+def _measured_on_cuda(model: Distribution, enc: Encoded, bands: tuple[str, ...],
+                      min_seconds: float, device: str
+                      ) -> tuple[dict[str, float] | None, dict[str, float] | None]:
+    """(rates, band errors) on ``device``, or (None, None) when torch cannot use it here."""
+    if not torch_device_available(device):
+        return None, None
+    measure_rows_per_second(model, enc, bands, min_seconds / 10, device)  # warm-up: CUDA context
+    rates = measure_rows_per_second(model, enc, bands, min_seconds, device)
+    return rates, _step_errors(model, _error_sample(enc), list(rates), device)
+
+
 def _measure_ray(devices: tuple[DeviceSpec, ...], model: Distribution, enc: Encoded,
                  bands: tuple[str, ...], min_seconds: float
                  ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
@@ -506,19 +544,15 @@ def _measure_ray(devices: tuple[DeviceSpec, ...], model: Distribution, enc: Enco
 
 def _measured_on_ray_node(shipped: tuple, gpu: bool
                           ) -> tuple[dict[str, float] | None, dict[str, float] | None]:
-    """Ray task: (rates, None) on this node's CPU; on a GPU task, (rates, band errors) on the
-    CUDA device of the GPU Ray gave it, or (None, None) when torch cannot use it."""
+    """Ray task: (rates, None) on this node's CPU; on a GPU task, :func:`_measured_on_cuda` on
+    the CUDA device of the GPU Ray gave it."""
     model, enc, bands, min_seconds = shipped
     if not gpu:
         return measure_rows_per_second(model, enc, bands, min_seconds), None
     import ray
 
     device = ray_cuda_device(ray.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"))
-    if not torch_device_available(device):
-        return None, None
-    measure_rows_per_second(model, enc, bands, min_seconds / 10, device)  # warm-up: CUDA context
-    rates = measure_rows_per_second(model, enc, bands, min_seconds, device)
-    return rates, _step_errors(model, _error_sample(enc), list(rates), device)
+    return _measured_on_cuda(model, enc, bands, min_seconds, device)
 
 
 def _measure_spark(engine: Any, model: Distribution, enc: Encoded, bands: tuple[str, ...],

@@ -10,6 +10,10 @@ current client) is used as it is. Each iteration scatters the estimator and mode
 base's tree (binary by default), each node a task on the workers; only the root payload comes
 back to the driver.
 
+With a plan of ``Resources.from_dask`` devices, each shard is scattered to and folded on the
+worker its device names; a ``dask:<worker>:gpu<k>`` device's fold holds one of the worker's
+``GPU`` resources and runs on its k-th CUDA device.
+
 A lost worker: a scattered shard is scattered again from the driver's encoding and the fold is
 run again (the same payloads, so the same result); a shard encoded on the workers is recomputed
 by Dask from its partition's source. Every wait is bounded by ``timeout`` seconds.

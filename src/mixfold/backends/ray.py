@@ -2,7 +2,8 @@
 
 Rows given to the fit are encoded in the driver and put once (with a plan of
 :meth:`~mixfold.parallel.resources.Resources.from_ray` devices, each shard is stored on, and
-folded on, the node its worker names); a Ray dataset is encoded block by
+folded on, the node its worker names -- a GPU device's fold given ``num_gpus=1`` and run on
+the CUDA device of the GPU Ray gave it); a Ray dataset is encoded block by
 block by Ray tasks (:mod:`mixfold.backends._partitions`) and never reaches the driver. Ray is
 started locally (``num_cpus=num_workers``, no dashboard, bound to 127.0.0.1) unless it is
 already initialised, in which case the running instance is used and left running. Per iteration

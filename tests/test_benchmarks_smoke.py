@@ -192,3 +192,20 @@ def test_band_steps_reports_every_band_the_probes_and_the_bound():
     errors = [float(v) for k, v in measured.items() if k.endswith("error / sum of abs(r z)")]
     assert errors and all(0 <= e < bound for e in errors), measured
     assert "The goal allows a bfloat16 block" in proc.stdout
+
+
+@pytest.mark.slow
+def test_calibration_benchmark_prints_every_band_per_engine():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "calibration.py"),
+                           "--quick", "--engines", "dask,ray"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [[c.strip() for c in ln.split("|")[1:-1]] for ln in proc.stdout.splitlines()
+            if re.match(r"\| (local|dask|ray) ", ln)]
+    bands = ["float32", "float64", "bfloat16", "float16", "dd"]
+    assert sorted((r[0], r[2]) for r in rows) == sorted(
+        (e, b) for e in ("local", "dask", "ray") for b in bands), proc.stdout
+    for r in rows:  # rows per second, its ratio to the local core, the band's error
+        assert float(r[3].replace(",", "")) > 0 and float(r[4]) > 0 and float(r[5]) >= 0, r
+        assert (float(r[5]) == 0) == (r[2] == "float64"), r

@@ -111,5 +111,8 @@ def test_calibrate_refuses_devices_it_cannot_reach_and_bad_samples():
         Resources.local().calibrate(model, rows[:0], min_seconds=0.001)
     with pytest.raises(ValueError, match="min_seconds must be a finite number > 0, got 0"):
         Resources.local().calibrate(model, rows, min_seconds=0)
-    with pytest.raises(ValueError, match="calibrate runs on this machine.*got a str"):
-        Resources.local().calibrate(model, rows, engine="ray", min_seconds=0.001)
+    # "ray" names Ray (tests/backends/test_resources_engines.py); other names are no engine
+    with pytest.raises(ValueError, match=r"calibrate runs on this machine.*or 'ray', got 'dask'"):
+        Resources.local().calibrate(model, rows, engine="dask", min_seconds=0.001)
+    with pytest.raises(ValueError, match=r"calibrate runs on this machine.*or 'ray', got 3"):
+        Resources.local().calibrate(model, rows, engine=3, min_seconds=0.001)

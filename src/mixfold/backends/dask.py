@@ -10,6 +10,10 @@ current client) is used as it is. Each iteration scatters the estimator and mode
 base's tree (binary by default), each node a task on the workers; only the root payload comes
 back to the driver.
 
+With a plan of ``Resources.from_dask`` devices, each shard is scattered to and folded on the
+worker its device names; a ``dask:<worker>:gpu<k>`` device's fold holds one of the worker's
+``GPU`` resources and runs on its k-th CUDA device.
+
 A lost worker: a scattered shard is scattered again from the driver's encoding and the fold is
 run again (the same payloads, so the same result); a shard encoded on the workers is recomputed
 by Dask from its partition's source. Every wait is bounded by ``timeout`` seconds.
@@ -17,6 +21,7 @@ by Dask from its partition's source. Every wait is bounded by ``timeout`` second
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +32,8 @@ import numpy as np
 from mixfold.backends._partitions import EncodedOnWorkers, PartitionEncoding, encode_partitions
 from mixfold.backends._shard import (ShardedEncodedData, capped_at_cores, checked_num_workers,
                                      require)
+from mixfold.backends.worker_gpus import (dask_cuda_device, gpu_index, on_cuda_device,
+                                          runs_on_cuda)
 from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.families._protocol import Distribution, Encoded, Estimator
 from mixfold.io.kinds import Kind, kind_of
@@ -64,8 +71,12 @@ def _lost_worker_errors(distributed: Any) -> tuple[type[BaseException], ...]:
 
 
 def _fold_shard_task(shard_and_weights: tuple, task: str, args: tuple, slot: int,
-                     n_slots: int) -> np.ndarray:
+                     n_slots: int, gpu: int | None = None) -> np.ndarray:
+    """The shard's timed payload; a shard planned on the worker's GPU ``gpu`` runs on the CUDA
+    device the worker has for it."""
     shard, weights = shard_and_weights
+    if gpu is not None and runs_on_cuda(args):
+        args = on_cuda_device(args, dask_cuda_device(gpu, os.environ.get("CUDA_VISIBLE_DEVICES")))
     return timed_task(task, shard, weights, args, slot, n_slots)
 
 
@@ -147,6 +158,7 @@ class DaskEncodedData(ShardedEncodedData):
         self.placed: dict[int, str] = {}  # shard -> the worker it was scattered to
         self.shards = [self._scatter(i, self._home(i, workers)) for i in range(len(self.bounds))]
         self.pinned = self._restrictions(workers)
+        self.gpus = self._gpus(workers)
 
     def _home(self, i: int, workers: list[str]) -> str:
         """Where shard ``i`` lives: the worker its planned device names (a plan made from
@@ -166,6 +178,15 @@ class DaskEncodedData(ShardedEncodedData):
             out.append({} if named is None else
                        {"workers": [named[0]], "allow_other_workers": False,
                         **({"resources": {"GPU": 1}} if named[1] else {})})
+        return out
+
+    def _gpus(self, workers: list[str]) -> list[int | None]:
+        """Each shard's GPU on its planned worker (the ``k`` of ``dask:<worker>:gpu<k>``); None
+        for a CPU shard, or one whose worker is gone."""
+        out: list[int | None] = []
+        for i in range(len(self.bounds)):
+            named = self._planned_worker(i, workers)
+            out.append(gpu_index(self.plan.assignments[i].name) if named and named[1] else None)
         return out
 
     def _scatter(self, i: int, worker: str) -> tuple[Any, Any]:
@@ -196,8 +217,9 @@ class DaskEncodedData(ShardedEncodedData):
         shared = [scattered.setdefault(id(a), self.client.scatter(a, broadcast=True, hash=False))
                   for a in shard_args]
         n = len(self.bounds)
-        futures = [self.client.submit(_fold_shard_task, s, task, a, i, n, pure=False, **pin)
-                   for i, (s, a, pin) in enumerate(zip(self.shards, shared, self.pinned))]
+        futures = [self.client.submit(_fold_shard_task, s, task, a, i, n, gpu, pure=False, **pin)
+                   for i, (s, a, pin, gpu) in enumerate(zip(self.shards, shared, self.pinned,
+                                                              self.gpus))]
         root = self._tree(futures, lambda *parts: self.client.submit(combine, *parts,
                                                                      pure=False))
         return self.calls.result(root, f"fold {self.folds}")
@@ -214,6 +236,7 @@ class DaskEncodedData(ShardedEncodedData):
                 lost.append((i, self.placed[i]))
                 self.shards[i] = self._scatter(i, self._home(i, workers))
         self.pinned = self._restrictions(workers)  # a lost planned worker pins nothing now
+        self.gpus = self._gpus(workers)
         return lost
 
     def executors(self) -> list[Executor]:
@@ -276,6 +299,7 @@ class DaskPartitionedData(EncodedOnWorkers, DaskEncodedData):
         self.folds = 0
         self._lay_out(bounds[-1][1], total_weight, chunk_rows, bounds, None)
         self.pinned = [{} for _ in shards]
+        self.gpus = [None for _ in shards]
         self.fanout = max(2, int(fanout))
 
     @classmethod

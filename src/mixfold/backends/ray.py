@@ -2,7 +2,8 @@
 
 Rows given to the fit are encoded in the driver and put once (with a plan of
 :meth:`~mixfold.parallel.resources.Resources.from_ray` devices, each shard is stored on, and
-folded on, the node its worker names); a Ray dataset is encoded block by
+folded on, the node its worker names -- a GPU device's fold given ``num_gpus=1`` and run on
+the CUDA device of the GPU Ray gave it); a Ray dataset is encoded block by
 block by Ray tasks (:mod:`mixfold.backends._partitions`) and never reaches the driver. Ray is
 started locally (``num_cpus=num_workers``, no dashboard, bound to 127.0.0.1) unless it is
 already initialised, in which case the running instance is used and left running. Per iteration
@@ -22,6 +23,7 @@ import numpy as np
 
 from mixfold.backends._partitions import EncodedOnWorkers, PartitionEncoding, encode_partitions
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
+from mixfold.backends.worker_gpus import on_cuda_device, ray_cuda_device, runs_on_cuda
 from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.families._protocol import Distribution, Encoded, Estimator
 
@@ -75,12 +77,16 @@ def _remote_functions(ray: Any) -> tuple[Any, Any]:
     return _REMOTE["fold"], _REMOTE["combine"]
 
 
-def _fold_task(shard_and_weights: tuple, task: str, args: tuple, slot: int,
-               n_slots: int) -> tuple[np.ndarray, str]:
-    """(the shard's timed payload, the id of the node it was folded on)."""
+def _fold_task(shard_and_weights: tuple, task: str, args: tuple, slot: int, n_slots: int,
+               gpu: bool) -> tuple[np.ndarray, str]:
+    """(the shard's timed payload, the id of the node it was folded on); a GPU shard's task
+    (given ``num_gpus=1``) runs on the CUDA device of the GPU Ray gave it."""
     import ray
 
     shard, weights = shard_and_weights
+    if gpu and runs_on_cuda(args):
+        args = on_cuda_device(args, ray_cuda_device(ray.get_gpu_ids(),
+                                                    os.environ.get("CUDA_VISIBLE_DEVICES")))
     return (timed_task(task, shard, weights, args, slot, n_slots),
             ray.get_runtime_context().get_node_id())
 
@@ -160,7 +166,7 @@ class RayEncodedData(ShardedEncodedData):
         put: dict[int, Any] = {}  # each distinct argument tuple (one per band) stored once
         shared = [put.setdefault(id(a), self.ray.put(a)) for a in shard_args]
         n = len(self.bounds)
-        refs = [fold.options(**o).remote(s, task, a, i, n)
+        refs = [fold.options(**o).remote(s, task, a, i, n, bool(o.get("num_gpus")))
                 for i, (s, a, o) in enumerate(zip(self.shards, shared, self.task_options))]
         self.folded_on = [node for _, node in refs]  # read once, when the records are
         root = self._tree([payload for payload, _ in refs],

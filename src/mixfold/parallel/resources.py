@@ -23,6 +23,7 @@ import math
 import os
 import socket
 import time
+import types
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ import numpy as np
 
 from mixfold.backends import backend_name
 from mixfold.backends._shard import require
+from mixfold.backends.dask import DaskCalls, worker_of
+from mixfold.backends.ray import WAIT_SECONDS, node_of
+from mixfold.backends.worker_gpus import dask_cuda_device, gpu_index, ray_cuda_device
 from mixfold.compute.accuracy import step_error
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, fold_rows
@@ -281,10 +285,15 @@ class Resources:
 
         Where the timing runs: without ``engine``, devices of this machine (``cpu:<core>``, each
         timed pinned to its core; ``cpu`` for the whole machine; ``gpu:<i>`` on ``cuda:<i>``
-        when torch sees it); with a Dask ``Client``, on every
-        worker; with an MPI communicator, on every rank (call it on all ranks); with a
-        SparkSession or SparkContext, in one barrier task per slot. A device that cannot be
-        reached raises, since measured and declared speeds do not mix.
+        when torch sees it); with a Dask ``Client``, on every worker (a
+        ``dask:<worker>:gpu<k>`` device in a task on its worker holding one of its ``GPU``
+        resources, on its k-th CUDA device); with an MPI communicator, on every rank (call it
+        on all ranks); with a SparkSession or SparkContext, in one barrier task per slot; with
+        ``"ray"`` (the name ``backend="ray"`` takes, or the ``ray`` module itself; Ray
+        running), in one task per device of :meth:`from_ray` pinned to its node, a GPU
+        device's task given ``num_gpus=1`` and timed on the CUDA device of the GPU Ray gave it.
+        A GPU reached through an engine has its bands' errors measured on it too. A device
+        that cannot be reached raises, since measured and declared speeds do not mix.
         """
         enc = data_sample if isinstance(data_sample, Encoded) else \
             model.encoder().encode(data_sample)
@@ -293,44 +302,52 @@ class Resources:
         if not (math.isfinite(min_seconds) and min_seconds > 0):
             raise ValueError(f"min_seconds must be a finite number > 0, got {min_seconds!r}")
         bands = tuple(b for b in BANDS if any(b in d.precisions for d in self.devices))
-        measured = self._measure(model, enc, bands, float(min_seconds), engine)
+        measured, errors_there = self._measure(model, enc, bands, float(min_seconds), engine)
         missing = [d.name for d in self.devices if d.name not in measured]
         if missing:
-            where = "this machine" if engine is None else f"the {type(engine).__name__}"
+            where = "this machine" if engine is None else f"the {_engine_kind(engine)} engine"
             raise ValueError(f"calibrate could not reach devices {missing} from {where}; pass "
                              f"the engine they run on (engine=) or describe them separately")
-        errors = _band_errors(model, enc, measured, self.devices)
-        return Resources(tuple(_with_rates(d, measured[d.name], errors[_error_key(d)])
+        errors = _band_errors(model, enc, measured,
+                              tuple(d for d in self.devices if d.name not in errors_there))
+        return Resources(tuple(_with_rates(d, measured[d.name], errors_there[d.name]
+                                           if d.name in errors_there else errors[_error_key(d)])
                                for d in self.devices), calibrated_work=subtree_work(model))
 
     def _measure(self, model: Distribution, enc: Encoded, bands: tuple[str, ...],
-                 min_seconds: float, engine: Any) -> dict[str, dict[str, float]]:
+                 min_seconds: float, engine: Any) -> tuple[dict[str, dict[str, float]],
+                                                           dict[str, dict[str, float]]]:
+        """Each device's rows per second per band, and the band errors of the devices whose
+        errors were measured on the device itself (a GPU reached through Dask or Ray)."""
         if engine is None:
-            measure_rows_per_second(model, enc, bands, min_seconds / 10)  # warm-up: JIT, pools
-            cores = set(_local_cores())
-            out = {}
-            for d in self.devices:
-                core = _core_of(d.name)
-                gpu = _cuda_of(d)
-                if d.name == "cpu":
-                    out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds)
-                elif core is not None and core in cores:
-                    with _pinned(core):
-                        out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds)
-                elif gpu is not None and torch_device_available(gpu):
-                    measure_rows_per_second(model, enc, bands, min_seconds / 10, gpu)
-                    out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds, gpu)
-            return out
-        kind = backend_name(engine)
+            return self._measure_here(model, enc, bands, min_seconds), {}
+        kind = _engine_kind(engine)
+        if kind == "ray":
+            return _measure_ray(self.devices, model, enc, bands, min_seconds)
         if kind == "dask":
-            return dict(engine.run(measure_rows_per_second, model, enc, bands, min_seconds))
+            return _measure_dask(engine, self.devices, model, enc, bands, min_seconds)
         if kind == "mpi":
             rates = engine.allgather(measure_rows_per_second(model, enc, bands, min_seconds))
-            return {f"mpi:{r}": v for r, v in enumerate(rates)}
-        if kind == "spark":
-            return _measure_spark(engine, model, enc, bands, min_seconds)
-        raise ValueError(f"calibrate runs on this machine, a Dask Client, an MPI communicator "
-                         f"or a Spark session, got a {type(engine).__name__}")
+            return {f"mpi:{r}": v for r, v in enumerate(rates)}, {}
+        return _measure_spark(engine, model, enc, bands, min_seconds), {}
+
+    def _measure_here(self, model: Distribution, enc: Encoded, bands: tuple[str, ...],
+                      min_seconds: float) -> dict[str, dict[str, float]]:
+        measure_rows_per_second(model, enc, bands, min_seconds / 10)  # warm-up: JIT, pools
+        cores = set(_local_cores())
+        out = {}
+        for d in self.devices:
+            core = _core_of(d.name)
+            gpu = _cuda_of(d)
+            if d.name == "cpu":
+                out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds)
+            elif core is not None and core in cores:
+                with _pinned(core):
+                    out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds)
+            elif gpu is not None and torch_device_available(gpu):
+                measure_rows_per_second(model, enc, bands, min_seconds / 10, gpu)
+                out[d.name] = measure_rows_per_second(model, enc, bands, min_seconds, gpu)
+        return out
 
     # -- files ----------------------------------------------------------------------------------
 
@@ -379,17 +396,27 @@ def _band_errors(model: Distribution, enc: Encoded, measured: Mapping[str, Mappi
     """Each band's :func:`~mixfold.compute.accuracy.step_error` per kind of engine (the CPU's;
     each local GPU's), measured once on the first rows of the sample for every band that was
     timed on a device of that kind."""
-    sample = enc.rows(0, min(enc.n_rows, ERROR_SAMPLE_ROWS))
+    sample = _error_sample(enc)
     out: dict[str, dict[str, float]] = {}
     for d in devices:
         key = _error_key(d)
         errors = out.setdefault(key, {})
-        for band in measured.get(d.name, {}):
-            if band not in errors:
-                precision = band if key == "cpu" else f"{band}@{key}"
-                errors[band] = 0.0 if band == "float64" else \
-                    step_error(model, sample, precision).error
+        new = [b for b in measured.get(d.name, {}) if b not in errors]
+        errors.update(_step_errors(model, sample, new, None if key == "cpu" else key))
     return out
+
+
+def _error_sample(enc: Encoded) -> Encoded:
+    return enc.rows(0, min(enc.n_rows, ERROR_SAMPLE_ROWS))
+
+
+def _step_errors(model: Distribution, sample: Encoded, bands: list[str],
+                 device: str | None) -> dict[str, float]:
+    """Each band's :func:`~mixfold.compute.accuracy.step_error` on ``device`` (None: this CPU's
+    engines); float64 is the reference, so its error is 0."""
+    return {b: 0.0 if b == "float64" else
+            step_error(model, sample, b if device is None else f"{b}@{device}").error
+            for b in bands}
 
 
 def measure_rows_per_second(model: Distribution, enc: Encoded, bands: tuple[str, ...],
@@ -429,6 +456,103 @@ def measure_rows_per_second(model: Distribution, enc: Encoded, bands: tuple[str,
             best, spent = min(best, elapsed), spent + elapsed
         out[band] = enc.n_rows / max(best, 1e-9)
     return out
+
+
+def _engine_kind(engine: Any) -> str:
+    """The engine ``calibrate`` times on: "ray" for the name or the ``ray`` module, else a
+    Dask Client's, MPI communicator's or Spark session's backend name."""
+    if isinstance(engine, str) or isinstance(engine, types.ModuleType):
+        name = engine if isinstance(engine, str) else engine.__name__
+        if name == "ray":
+            return "ray"
+    else:
+        try:
+            return backend_name(engine)
+        except ValueError:
+            pass
+    raise ValueError(f"calibrate runs on this machine (engine=None), a Dask Client, an MPI "
+                     f"communicator, a Spark session or 'ray', got {engine!r}")
+
+
+def _measure_dask(client: Any, devices: tuple[DeviceSpec, ...], model: Distribution,
+                  enc: Encoded, bands: tuple[str, ...], min_seconds: float
+                  ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Every worker timed where it is, all at once; then each ``dask:<worker>:gpu<k>`` in a task
+    pinned to its worker holding one of its ``GPU`` resources (its bands' errors measured
+    there too); a GPU torch cannot use there is left out."""
+    rates = dict(client.run(measure_rows_per_second, model, enc, bands, min_seconds))
+    gpus = {d.name: worker_of(d.name, list(rates)) for d in devices if d.kind == "gpu"}
+    futures = {name: client.submit(_measured_on_dask_gpu, model, enc, bands, min_seconds,
+                                   gpu_index(name), workers=[named[0]], pure=False,
+                                   allow_other_workers=False, resources={"GPU": 1})
+               for name, named in gpus.items() if named is not None}
+    got = dict(zip(futures, DaskCalls(client).gather(list(futures.values()))))
+    rates.update({name: r for name, (r, _) in got.items() if r is not None})
+    return rates, {name: e for name, (_, e) in got.items() if e is not None}
+
+
+def _measured_on_dask_gpu(model: Distribution, enc: Encoded, bands: tuple[str, ...],
+                          min_seconds: float, k: int
+                          ) -> tuple[dict[str, float] | None, dict[str, float] | None]:
+    """Dask task: :func:`_measured_on_cuda` on this worker's ``k``-th GPU."""
+    device = dask_cuda_device(k, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return _measured_on_cuda(model, enc, bands, min_seconds, device)
+
+
+def _measured_on_cuda(model: Distribution, enc: Encoded, bands: tuple[str, ...],
+                      min_seconds: float, device: str
+                      ) -> tuple[dict[str, float] | None, dict[str, float] | None]:
+    """(rates, band errors) on ``device``, or (None, None) when torch cannot use it here."""
+    if not torch_device_available(device):
+        return None, None
+    measure_rows_per_second(model, enc, bands, min_seconds / 10, device)  # warm-up: CUDA context
+    rates = measure_rows_per_second(model, enc, bands, min_seconds, device)
+    return rates, _step_errors(model, _error_sample(enc), list(rates), device)
+
+
+def _measure_ray(devices: tuple[DeviceSpec, ...], model: Distribution, enc: Encoded,
+                 bands: tuple[str, ...], min_seconds: float
+                 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Each ``ray:<node>`` device timed in a one-CPU task pinned to its node, each
+    ``ray:<node>:gpu<k>`` in one given a GPU there (its bands' errors measured there too), all
+    at once as a fit's folds run; devices of no live node are left out."""
+    ray = require("ray", "ray", "ray")
+    if not ray.is_initialized():
+        raise ValueError("calibrate(engine='ray') times on a running Ray cluster: call "
+                         "ray.init() first")
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+    shipped = ray.put((model, enc, bands, min_seconds))
+    remote = ray.remote(_measured_on_ray_node)
+    refs = {}
+    for d in devices:
+        named = node_of(d.name)
+        if named is not None and named[0] in alive:
+            refs[d.name] = remote.options(
+                num_cpus=1, num_gpus=1 if named[1] else 0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(named[0], soft=False)
+            ).remote(shipped, named[1])
+    try:
+        got = dict(zip(refs, ray.get(list(refs.values()), timeout=WAIT_SECONDS)))
+    except ray.exceptions.GetTimeoutError:
+        raise TimeoutError(f"ray: calibrating {sorted(refs)} gave no result within "
+                           f"{WAIT_SECONDS:g} s") from None
+    rates = {name: r for name, (r, _) in got.items() if r is not None}
+    return rates, {name: e for name, (_, e) in got.items() if e is not None}
+
+
+def _measured_on_ray_node(shipped: tuple, gpu: bool
+                          ) -> tuple[dict[str, float] | None, dict[str, float] | None]:
+    """Ray task: (rates, None) on this node's CPU; on a GPU task, :func:`_measured_on_cuda` on
+    the CUDA device of the GPU Ray gave it."""
+    model, enc, bands, min_seconds = shipped
+    if not gpu:
+        return measure_rows_per_second(model, enc, bands, min_seconds), None
+    import ray
+
+    device = ray_cuda_device(ray.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return _measured_on_cuda(model, enc, bands, min_seconds, device)
 
 
 def _measure_spark(engine: Any, model: Distribution, enc: Encoded, bands: tuple[str, ...],

@@ -281,7 +281,9 @@ class MarkovChainEstimator(_LevelsAndLength, Estimator):
     def initial_guess(self, sample: SequenceEncoded, weights: np.ndarray,
                       rng: InitRandom) -> MarkovChainDistribution:
         """The sample's counts, smoothed towards uniform (no transition starts impossible)."""
-        first, pairs = chain_counts(sample, weights, len(self.levels))
+        acc = self.accumulator_factory().make()  # (refuses an estimator without levels)
+        acc.seq_initialize(sample, weights, rng)
+        first, pairs = ChainCounts(*acc.value().own)
         smooth = 0.01 * max(float(weights.sum()), 1.0) / first.size
         length = None if self.length is None else \
             self.length.initial_guess(sample.lengths, weights, rng.child("length"))

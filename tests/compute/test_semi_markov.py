@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from mixfold.compute.semi_markov import (SegmentLaws, segment_forward_backward,
+from mixfold.compute.semi_markov import (SegmentLaws, segment_forward_backward, segment_laws,
                                          segment_log_likelihood, segment_viterbi)
 
 S, D = 2, 3
@@ -79,3 +79,12 @@ def test_the_lattice_equals_every_segmentation_summed(seed):
     # every item's posteriors add to its row's weight
     row_of = np.repeat(np.arange(len(lengths)), lengths)
     np.testing.assert_allclose(stats.gamma.sum(axis=1), weights[row_of], rtol=1e-12)
+
+
+def test_segment_laws_hold_the_logs_and_the_survival_of_the_durations():
+    dur = np.array([[0.5, 0.3, 0.2], [0.0, 0.0, 1.0]])
+    with np.errstate(divide="ignore"):
+        laws = segment_laws(np.array([0.4, 0.6]), np.array([[0.0, 1.0], [1.0, 0.0]]), np.log(dur))
+    np.testing.assert_allclose(np.exp(laws.log_surv), [[1.0, 0.5, 0.2], [1.0, 1.0, 1.0]])
+    np.testing.assert_allclose(np.exp(laws.log_init), [0.4, 0.6])
+    assert laws.log_trans[0, 0] == -np.inf

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["SegmentLaws", "SegmentStatistics", "segment_forward_backward",
+__all__ = ["SegmentLaws", "SegmentStatistics", "segment_laws", "segment_forward_backward",
            "segment_log_likelihood", "segment_viterbi", "padded"]
 
 
@@ -30,6 +30,15 @@ class SegmentLaws(NamedTuple):
     log_trans: np.ndarray
     log_dur: np.ndarray
     log_surv: np.ndarray
+
+
+def segment_laws(initial: np.ndarray, transitions: np.ndarray, log_dur: np.ndarray) -> SegmentLaws:
+    """The :class:`SegmentLaws` of a chain's ``initial`` (S,) and ``transitions`` (S, S)
+    probabilities and its durations' log-probabilities ``log_dur`` (S, D), each row summing to
+    one: the survival P(duration >= d) is the sum of the tail."""
+    surv = np.cumsum(np.exp(log_dur)[:, ::-1], axis=1)[:, ::-1]
+    with np.errstate(divide="ignore"):
+        return SegmentLaws(np.log(initial), np.log(transitions), log_dur, np.log(surv))
 
 
 class SegmentStatistics(NamedTuple):

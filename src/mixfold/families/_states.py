@@ -15,11 +15,11 @@ import numpy as np
 from mixfold.compute.labelled import Labelled
 from mixfold.families._protocol import Encoded, Estimator, Sampler
 from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
-from mixfold.families.units import UnitColumns, Units, bind_units, shared_encoder
+from mixfold.families.units import UnitColumns, Units, UnitsFold, bind_units, shared_encoder
 from mixfold.precision.bands import FLOAT64, Precision
 
-__all__ = ["EmissionStates", "EmissionEstimators", "FixedLength", "emissions_encoder",
-           "bind_emissions"]
+__all__ = ["EmissionStates", "StatesFold", "EmissionEstimators", "FixedLength",
+           "emissions_encoder", "bind_emissions"]
 
 
 class EmissionStates(UnitColumns):
@@ -86,11 +86,28 @@ class EmissionStates(UnitColumns):
             raise ValueError(f"sample_length must be an integer >= 0, got {sample_length!r}")
         return Sampler(FixedLength(self, int(sample_length)), seed)  # type: ignore[arg-type]
 
+    def _sample(self, n: int, rng: np.random.Generator) -> list[list]:
+        raise ValueError(f"a {type(self).__name__} does not model the length: use "
+                         f"sampler(seed, sample_length=L)")
+
     def draw_items(self, state_of: np.ndarray, rng: np.random.Generator) -> list[Any]:
         """One item for each entry of ``state_of`` (its state), drawn state by state: rows of
         Python values, as a user would write them."""
         items = self.units.draw(state_of, rng)
         return items.tolist() if isinstance(items, np.ndarray) else items
+
+
+class StatesFold(UnitsFold):
+    """A mixin of a hidden-state model's accumulator: its E-step scores the states' emissions
+    (with the labels riding along), runs its chain's ``posteriors_from_columns`` over them and
+    hands the posteriors down to the emissions' accumulators."""
+
+    def seq_update(self, enc: SequenceEncoded | Labelled, weights: np.ndarray, model: Any,
+                   precision: Precision = FLOAT64) -> np.ndarray:
+        enc, scores = model.labelled_scores(enc, precision)
+        resp, ll = self.posteriors_from_columns(enc, weights, model, scores)
+        self.units.add(enc.items, resp, model.units, precision)
+        return ll
 
 
 class FixedLength:

@@ -31,12 +31,12 @@ from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoder,
                                         Estimator, InitRandom, family)
 from mixfold.families._shared_covariance import estimate_children
-from mixfold.families._states import EmissionEstimators, EmissionStates, bind_emissions
+from mixfold.families._states import (EmissionEstimators, EmissionStates, StatesFold,
+                                      bind_emissions)
 from mixfold.families.markov_chain import stochastic
 from mixfold.families.mixture import MixtureEstimator
 from mixfold.families.sequence import SequenceEncoded
-from mixfold.families.units import (UnitAccumulators, Units, UnitsFold, encoding_slots,
-                                    seeded_posteriors)
+from mixfold.families.units import UnitAccumulators, Units, encoding_slots, seeded_posteriors
 from mixfold.options import flag, number
 from mixfold.precision.bands import FLOAT64, Precision
 
@@ -192,7 +192,7 @@ class HiddenMarkovDistribution(EmissionStates, Distribution):
 # Accumulator and estimator
 
 
-class HiddenMarkovAccumulator(UnitsFold, Accumulator):
+class HiddenMarkovAccumulator(StatesFold, Accumulator):
     """Statistics: expected initial-state counts (S,), transition counts (S, S), terminal
     counts (S,) when the terminal law is fitted, and one accumulator per state emission."""
 
@@ -209,13 +209,6 @@ class HiddenMarkovAccumulator(UnitsFold, Accumulator):
     def own_arrays(self) -> list[np.ndarray]:
         counts = [self.initial, self.transitions]
         return counts if self.terminal is None else counts + [self.terminal]
-
-    def seq_update(self, enc: SequenceEncoded, weights: np.ndarray,
-                   model: HiddenMarkovDistribution, precision: Precision = FLOAT64) -> np.ndarray:
-        enc, scores = model.labelled_scores(enc, precision)
-        resp, ll = self.posteriors_from_columns(enc, weights, model, scores)
-        self.units.add(enc.items, resp, model.units, precision)
-        return ll
 
     def posteriors_from_columns(self, enc: SequenceEncoded, weights: np.ndarray,
                                 model: HiddenMarkovDistribution,

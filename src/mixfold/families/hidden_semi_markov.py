@@ -20,26 +20,28 @@ Categorical's levels are the durations 1..D themselves.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from mixfold.compute.kernels import (hsmm_forward_backward, hsmm_log_likelihood,
                                      kernels_available)
-from mixfold.compute.semi_markov import (SegmentLaws, SegmentStatistics,
-                                         segment_forward_backward, segment_log_likelihood,
-                                         segment_viterbi)
+from mixfold.compute.segments import label_runs
+from mixfold.compute.semi_markov import (SegmentStatistics, segment_forward_backward,
+                                         segment_laws, segment_log_likelihood, segment_viterbi)
 from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
-from mixfold.families._hooks import FoldChildren, FoldsColumns, ScoresColumns
+from mixfold.families._coordinates import ParametersByCoordinates
+from mixfold.families._durations import (DEFAULT_MAX_DURATION, LARGEST_MAX_DURATION,
+                                         bound_durations, duration_log_probabilities,
+                                         encoded_durations)
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
-                                        Encoder, Estimator, InitRandom, Sampler, family)
-from mixfold.families.categorical import CategoricalDistribution, CategoricalEstimator
-from mixfold.families._states import (EmissionStates, FixedLength, bind_emissions,
-                                      emissions_encoder)
+                                        Encoder, Estimator, InitRandom, family)
+from mixfold.families._states import (EmissionEstimators, EmissionStates, StatesFold,
+                                      bind_emissions)
 from mixfold.families.markov_chain import stochastic
 from mixfold.families.mixture import MixtureEstimator
-from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
+from mixfold.families.sequence import SequenceEncoded
 from mixfold.families.units import UnitAccumulators, Units, encoding_slots, seeded_posteriors
 from mixfold.options import integer, number
 from mixfold.precision.bands import FLOAT64, Precision
@@ -47,44 +49,21 @@ from mixfold.precision.bands import FLOAT64, Precision
 __all__ = ["HiddenSemiMarkovDistribution", "HiddenSemiMarkovEstimator",
            "HiddenSemiMarkovAccumulator", "duration_log_probabilities"]
 
-#: the default longest duration: long enough for most segmentations, O(T * S * 64) per fold
-DEFAULT_MAX_DURATION = 64
-#: the largest accepted: tables of S x D are held whole, and a model file must not ask for more
-LARGEST_MAX_DURATION = 1_000_000
 
+class _StatesAndDurations:
+    """What the model and its estimator share: one emission and one duration node per state,
+    its parts in that order."""
 
-def duration_log_probabilities(law: Distribution, max_duration: int) -> np.ndarray:
-    """log P(duration = d) for d = 1..``max_duration``, array of shape (max_duration,): a
-    Categorical's probability of the level d, any other law's of d - 1, truncated to the range
-    and renormalised.
+    emissions: tuple[Any, ...]
+    durations: tuple[Any, ...]
 
-    >>> from mixfold import PoissonDistribution
-    >>> p = np.exp(duration_log_probabilities(PoissonDistribution(1.0), 4))
-    >>> p.round(3).tolist(), round(float(p.sum()), 12)
-    ([0.375, 0.375, 0.188, 0.062], 1.0)
-    """
-    if isinstance(law, CategoricalDistribution):  # levels outside 1..D have no say
-        table = dict(zip(law.levels, law.probs))
-        with np.errstate(divide="ignore"):
-            logs = np.log([float(table.get(d, 0.0)) for d in range(1, max_duration + 1)])
-    else:
-        values = np.arange(max_duration)
-        logs = law.seq_log_density(law.encoder().fit(values).encode(values))
-    top = logs.max()
-    if not np.isfinite(top):
-        raise ParameterError(f"the duration law {law!r} gives no probability to 1..{max_duration}")
-    return logs - (top + np.log(np.exp(logs - top).sum()))
-
-
-def _laws(initial: np.ndarray, transitions: np.ndarray,
-          log_dur: np.ndarray) -> SegmentLaws:
-    surv = np.cumsum(np.exp(log_dur)[:, ::-1], axis=1)[:, ::-1]
-    with np.errstate(divide="ignore"):
-        return SegmentLaws(np.log(initial), np.log(transitions), log_dur, np.log(surv))
+    def parts(self) -> tuple[Any, ...]:
+        return self.emissions + self.durations
 
 
 @family("HiddenSemiMarkov")
-class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
+class HiddenSemiMarkovDistribution(_StatesAndDurations, EmissionStates, ParametersByCoordinates,
+                                   Distribution):
     """Explicit-duration hidden Markov model: ``emissions[s]`` is the law of an item in state s,
     ``durations[s]`` the law of how many steps state s lasts, truncated to 1..``max_duration``.
 
@@ -113,6 +92,14 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
     parameter_coordinates = {"emissions": "parts", "durations": "parts", "initial": "simplex",
                              "transitions": "simplex", "max_duration": "fixed"}
 
+    class Statistics(NamedTuple):
+        """Its own statistics: expected initial-state counts (S,), transition counts (S, S)
+        and state occupancies (S,) (the emissions' weights)."""
+
+        initial: np.ndarray
+        transitions: np.ndarray
+        occupancy: np.ndarray
+
     def __init__(self, emissions: Sequence[Distribution], durations: Sequence[Distribution],
                  initial: Sequence[float], transitions: Sequence[Sequence[float]],
                  max_duration: int = DEFAULT_MAX_DURATION):
@@ -137,11 +124,12 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         self.transitions = stochastic("transitions", transitions, (s, s))
         self.duration_table = np.array([duration_log_probabilities(d, self.max_duration)
                                         for d in self.durations])
-        self._laws = _laws(self.initial, self.transitions, self.duration_table)
+        self._laws = segment_laws(self.initial, self.transitions, self.duration_table)
         self.units = Units(self.emissions)
 
     def emission_log_densities(self, items: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
-        """log e_s(x) of every flat item under every state, array of shape (n_items, S)."""
+        """log e_s(x) of every flat item under every state, array of shape (n_items, S), in C
+        order: the segment recursion reads each item's S scores together."""
         scores = np.empty((items.n_rows, self.num_states))
         self.emission_columns(items, precision, 0, self.num_states, scores)
         return scores
@@ -179,20 +167,6 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         return HiddenSemiMarkovEstimator([e.estimator() for e in self.emissions],
                                          [d.estimator() for d in self.durations], **options)
 
-    def sampler(self, seed: int | np.random.Generator | None = None, *,
-                sample_length: int | None = None) -> Sampler:
-        """A seeded sampler of sequences of exactly ``sample_length`` items (the length is not
-        modelled, so it is required)."""
-        if not isinstance(sample_length, (int, np.integer)) or sample_length < 0:
-            raise ValueError(f"a hidden semi-Markov model does not model the length: "
-                             f"sampler(seed, sample_length=L) needs an integer L >= 0, got "
-                             f"{sample_length!r}")
-        return Sampler(FixedLength(self, int(sample_length)), seed)
-
-    def _sample(self, n: int, rng: np.random.Generator) -> list[list]:
-        raise ValueError("a hidden semi-Markov model does not model the length: use "
-                         "sampler(seed, sample_length=L)")
-
     def _states(self, n: int, length: int, rng: np.random.Generator) -> np.ndarray:
         """The hidden state of each item of n rows of ``length`` items, row-major, segment by
         segment for all rows at once."""
@@ -217,25 +191,10 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
         items = self.draw_items(state_of, rng)
         return [items[i * length:(i + 1) * length] for i in range(n)]
 
-    def parts(self) -> tuple[Distribution, ...]:
-        return self.emissions + self.durations
-
     def n_parameters(self) -> int:
         s = self.num_states
         moves = s * (s - 2) if s > 1 else 0  # the diagonal is not free
         return s - 1 + moves + sum(d.n_parameters() for d in self.parts())
-
-    def _params(self) -> dict[str, Any]:
-        return {"emissions": [e.to_dict() for e in self.emissions],
-                "durations": [d.to_dict() for d in self.durations],
-                "initial": self.initial.tolist(), "transitions": self.transitions.tolist(),
-                "max_duration": self.max_duration}
-
-    @classmethod
-    def _from_params(cls, p: dict[str, Any]) -> HiddenSemiMarkovDistribution:
-        return cls([Distribution.from_dict(e) for e in p["emissions"]],
-                   [Distribution.from_dict(d) for d in p["durations"]], p["initial"],
-                   p["transitions"], p["max_duration"])
 
     def decomposition(self) -> Decomposition:
         """STATE: the emissions are the units, each scoring every item; the segment recursion
@@ -256,10 +215,10 @@ class HiddenSemiMarkovDistribution(EmissionStates, ScoresColumns, Distribution):
 # Accumulator and estimator
 
 
-class HiddenSemiMarkovAccumulator(FoldsColumns, Accumulator):
-    """Statistics: expected initial-state counts (S,), transition counts (S, S), state
-    occupancies (S,) (the emissions' weights), one accumulator per state emission and one per
-    duration law (fed the values 1..D weighted by their expected counts)."""
+class HiddenSemiMarkovAccumulator(StatesFold, Accumulator):
+    """Statistics: ``HiddenSemiMarkovDistribution.Statistics`` (expected initial-state,
+    transition and occupancy counts), one accumulator per state emission and one per duration
+    law (fed the values 1..D weighted by their expected counts)."""
 
     def __init__(self, emissions: Sequence[Accumulator], durations: Sequence[Accumulator],
                  duration_values: Sequence[Encoded], slots: tuple[int, ...] | None,
@@ -278,14 +237,6 @@ class HiddenSemiMarkovAccumulator(FoldsColumns, Accumulator):
     def children(self) -> Sequence[Accumulator]:
         return self.emissions + self.durations
 
-    def seq_update(self, enc: SequenceEncoded, weights: np.ndarray,
-                   model: HiddenSemiMarkovDistribution,
-                   precision: Precision = FLOAT64) -> np.ndarray:
-        scores = model.emission_log_densities(enc.items, precision)
-        resp, ll = self.posteriors_from_columns(enc, weights, model, scores)
-        self.add_columns(enc.items, resp, model, precision, 0, len(self.emissions))
-        return ll
-
     def posteriors_from_columns(self, enc: SequenceEncoded, weights: np.ndarray,
                                 model: HiddenSemiMarkovDistribution,
                                 scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -299,24 +250,19 @@ class HiddenSemiMarkovAccumulator(FoldsColumns, Accumulator):
             acc.seq_update(self.duration_values[k], stats.durations[k], model.durations[k])
         return stats.gamma, stats.log_likelihood
 
-    def add_columns(self, rows: Encoded, resp: np.ndarray, model: HiddenSemiMarkovDistribution,
-                    precision: Precision, start: int, stop: int,
-                    fold: FoldChildren | None = None) -> None:
-        self.units.add(rows, resp, model.units, precision, start, stop, fold)
-
     def seq_initialize(self, enc: SequenceEncoded, weights: np.ndarray, rng: InitRandom) -> None:
         # Dirichlet(1) state posteriors per item; segments of one step each
         resp = seeded_posteriors(enc.items, len(self.emissions), rng)
         weighted = resp * np.repeat(weights, enc.counts())[:, None]
         self.occupancy += weighted.sum(axis=0)
-        self.initial += weighted[enc.offsets[:-1][enc.counts() > 0]].sum(axis=0)
+        self.initial += weighted[enc.firsts()[1]].sum(axis=0)
         self.units.initialize(enc.items, weighted, rng)
         for k, (acc, values) in enumerate(zip(self.durations, self.duration_values)):
             spread = np.full(values.n_rows, weighted[:, k].sum() / values.n_rows)
             acc.seq_initialize(values, spread, rng.child(f"duration {k}"))
 
 
-class HiddenSemiMarkovEstimator(Estimator):
+class HiddenSemiMarkovEstimator(_StatesAndDurations, EmissionEstimators, Estimator):
     """Estimator of an explicit-duration hidden Markov model: one state per emission estimator,
     each with its duration estimator (any family over integers).
 
@@ -363,49 +309,32 @@ class HiddenSemiMarkovEstimator(Estimator):
         self.pseudo_count = float(pseudo_count)
         self.keys = keys
 
-    @property
-    def num_states(self) -> int:
-        return len(self.emissions)
-
-    def _encoded_values(self, est: Estimator) -> np.ndarray:
-        """The values ``est``'s family reads for the durations 1..D: the durations for a
-        Categorical, the steps after the first (0..D-1) for a count family."""
-        return np.arange(self.max_duration) + (1 if isinstance(est, CategoricalEstimator) else 0)
-
-    def _encoded_durations(self, est: Estimator) -> Encoded:
-        values = self._encoded_values(est)
-        return est.encoder().fit(values).encode(values)
-
-    def parts(self) -> tuple[Estimator, ...]:
-        return self.emissions + self.durations
-
-    def encoder(self) -> SequenceEncoder:
-        return emissions_encoder(self.emissions)
-
     def bind(self, encoder: Encoder) -> HiddenSemiMarkovEstimator:
-        emissions = bind_emissions(self.emissions, encoder, "hidden semi-Markov")
-        durations = [d.bind(d.encoder().fit(self._encoded_values(d))) for d in self.durations]
-        return HiddenSemiMarkovEstimator(emissions, durations, self.max_duration,
-                                         self.pseudo_count, self.keys)
+        return HiddenSemiMarkovEstimator(bind_emissions(self.emissions, encoder,
+                                                        "hidden semi-Markov"),
+                                         bound_durations(self.durations, self.max_duration),
+                                         self.max_duration, self.pseudo_count, self.keys)
 
     def _make(self) -> HiddenSemiMarkovAccumulator:
         return HiddenSemiMarkovAccumulator(
             [e.accumulator_factory().make() for e in self.emissions],
             [d.accumulator_factory().make() for d in self.durations],
-            [self._encoded_durations(d) for d in self.durations],
+            [encoded_durations(d, self.max_duration) for d in self.durations],
             encoding_slots(self.encoder().item), self.keys)
 
     def accumulator_factory(self) -> AccumulatorFactory:
         return AccumulatorFactory(self._make)
 
     def estimate(self, nobs: float, stats: Any) -> HiddenSemiMarkovDistribution:
-        (initial_counts, transition_counts, occupancy), kids = stats
+        own, kids = stats
+        counts = HiddenSemiMarkovDistribution.Statistics(*own)
         s = self.num_states
         emission_stats, duration_stats = kids[:s], kids[s:]
-        initial, transitions = self._chain(initial_counts, transition_counts)
-        emissions = [est.estimate(float(occupancy[k]), emission_stats[k])
+        initial, transitions = self._chain(counts.initial, counts.transitions)
+        emissions = [est.estimate(float(counts.occupancy[k]), emission_stats[k])
                      for k, est in enumerate(self.emissions)]
-        segments = initial_counts + transition_counts.sum(axis=0)
+        # every segment is a first one or the end of a move
+        segments = counts.initial + counts.transitions.sum(axis=0)
         durations = [est.estimate(float(segments[k]), duration_stats[k])
                      for k, est in enumerate(self.durations)]
         return HiddenSemiMarkovDistribution(emissions, durations, initial, transitions,
@@ -437,11 +366,11 @@ class HiddenSemiMarkovEstimator(Estimator):
         mixture = MixtureEstimator(self.emissions).initial_guess(sample.items, item_weights,
                                                                  rng.child("emissions"))
         labels = mixture.seq_posterior(sample.items).argmax(axis=1)
-        runs = _runs(labels, sample.offsets, item_weights, self.num_states, self.max_duration)
         s, d = self.num_states, self.max_duration
+        runs = label_runs(labels, sample.offsets, item_weights, s, d)
         smooth = 0.01 * max(float(item_weights.sum()), 1.0) / s
         initial, transitions = self._chain(runs.initial + smooth, runs.transitions + smooth)
-        durations = [est.initial_guess(self._encoded_durations(est), runs.durations[k] + smooth / d,
+        durations = [est.initial_guess(encoded_durations(est, d), runs.durations[k] + smooth / d,
                                        rng.child(f"duration {k}"))
                      for k, est in enumerate(self.durations)]
         return HiddenSemiMarkovDistribution(mixture.components, durations, initial, transitions,
@@ -453,31 +382,3 @@ class HiddenSemiMarkovEstimator(Estimator):
         opts += f", keys={self.keys!r}" if self.keys is not None else ""
         return (f"HiddenSemiMarkovEstimator({list(self.emissions)!r}, "
                 f"{list(self.durations)!r}{opts})")
-
-
-class _Runs:
-    """Weighted counts of the runs of equal labels: first labels (S,), moves between runs
-    (S, S), run lengths (S, D) (a run longer than D counted at D)."""
-
-    def __init__(self, initial: np.ndarray, transitions: np.ndarray, durations: np.ndarray):
-        self.initial, self.transitions, self.durations = initial, transitions, durations
-
-
-def _runs(labels: np.ndarray, offsets: np.ndarray, item_weights: np.ndarray, s: int,
-          d: int) -> _Runs:
-    n = labels.size
-    row_start = np.zeros(n, dtype=bool)
-    row_start[offsets[:-1][offsets[:-1] < n]] = True
-    begins = row_start.copy()
-    begins[1:] |= labels[1:] != labels[:-1]
-    first = np.flatnonzero(begins)
-    lengths = np.diff(np.append(first, n))
-    w = item_weights[first]
-    initial = np.bincount(labels[first[row_start[first]]], weights=w[row_start[first]],
-                          minlength=s).astype(np.float64)
-    moves = np.flatnonzero(~row_start[first[1:]])  # run i + 1 follows run i in its row
-    transitions = np.zeros((s, s))
-    np.add.at(transitions, (labels[first[moves]], labels[first[moves + 1]]), w[moves + 1])
-    durations = np.zeros((s, d))
-    np.add.at(durations, (labels[first], np.minimum(lengths, d) - 1), w)
-    return _Runs(initial, transitions, durations)

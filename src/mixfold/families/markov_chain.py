@@ -14,48 +14,48 @@ when the field is wrapped in :class:`~mixfold.OptionalEstimator`.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
+from mixfold.families._coordinates import ParametersByCoordinates
+from mixfold.families._length_law import LengthLaw, bound_length, length_encoder
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoder,
-                                        Estimator, InitRandom, Sampler, family)
-from mixfold.families.categorical import (CategoricalDistribution, CategoricalEncoder,
-                                          level_from_json, level_to_json)
-from mixfold.families.sequence import SequenceEncoded, SequenceEncoder
+                                        Estimator, InitRandom, family)
+from mixfold.families._sequence_encoding import SequenceEncoded, SequenceEncoder
+from mixfold.families.categorical import (CategoricalEncoder, level_from_json, level_to_json)
 from mixfold.options import number
 from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["MarkovChainDistribution", "MarkovChainEstimator", "MarkovChainAccumulator",
-           "chain_counts", "stochastic"]
+           "ChainCounts", "chain_counts", "stochastic"]
 
 
-def chain_counts(enc: SequenceEncoded, weights: np.ndarray,
-                 n_levels: int) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted (first-level counts (L,), transition counts (L, L)) of encoded level sequences.
+class ChainCounts(NamedTuple):
+    """A chain's statistics: weighted first-level counts (L,) and transition counts (L, L)."""
+
+    initial: np.ndarray
+    transitions: np.ndarray
+
+
+def chain_counts(enc: SequenceEncoded, weights: np.ndarray, n_levels: int) -> ChainCounts:
+    """The weighted :class:`ChainCounts` of encoded level sequences.
 
     >>> enc = SequenceEncoder(CategoricalEncoder(["a", "b"])).encode([["a", "b", "b"], ["b"]])
     >>> first, pairs = chain_counts(enc, np.ones(2), 2)
     >>> first.tolist(), pairs.tolist()
     ([1.0, 1.0], [[0.0, 1.0], [0.0, 1.0]])
     """
-    codes, offsets = enc.items.values, enc.offsets
-    running = offsets[1:] > offsets[:-1]
-    first = np.bincount(codes[offsets[:-1][running]], weights=weights[running],
+    codes = enc.items.values
+    running, firsts = enc.firsts()
+    first = np.bincount(codes[firsts], weights=weights[running],
                         minlength=n_levels).astype(np.float64)
-    src, dst, rows = _pairs(enc)
+    src, dst, rows = enc.steps()
     pairs = np.bincount(codes[src] * n_levels + codes[dst], weights=weights[rows],
                         minlength=n_levels * n_levels).astype(np.float64)
-    return first, pairs.reshape(n_levels, n_levels)
-
-
-def _pairs(enc: SequenceEncoded) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(flat index of each step's source item, of its target item, the step's row)."""
-    rows = enc.item_rows()
-    src = np.flatnonzero(rows[:-1] == rows[1:]) if rows.size > 1 else np.zeros(0, np.int64)
-    return src, src + 1, rows[src]
+    return ChainCounts(first, pairs.reshape(n_levels, n_levels))
 
 
 def stochastic(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -73,8 +73,23 @@ def stochastic(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
     return p
 
 
+class _LevelsAndLength:
+    """What a chain's distribution and estimator share: the optional ``length`` node (its only
+    part) and the encoder of rows of ``levels`` and lengths."""
+
+    levels: tuple[Hashable, ...] | None
+    length: Any
+
+    def parts(self) -> tuple[Any, ...]:
+        return () if self.length is None else (self.length,)
+
+    def encoder(self) -> SequenceEncoder:
+        return SequenceEncoder(CategoricalEncoder(self.levels), length_encoder(self.length))
+
+
 @family("MarkovChain")
-class MarkovChainDistribution(Distribution):
+class MarkovChainDistribution(_LevelsAndLength, LengthLaw, ParametersByCoordinates,
+                              Distribution):
     """A first-order Markov chain over ``levels``, with an optional ``length`` law.
 
     ``initial`` (L,) is the law of the first level, ``transitions`` (L, L) the row-stochastic
@@ -120,52 +135,24 @@ class MarkovChainDistribution(Distribution):
         return len(self.levels)
 
     def seq_log_density(self, enc: SequenceEncoded, precision: Precision = FLOAT64) -> np.ndarray:
-        codes, offsets = enc.items.values, enc.offsets
+        codes = enc.items.values
         out = np.zeros(enc.n_rows)
-        running = offsets[1:] > offsets[:-1]
-        out[running] = self._log_initial[codes[offsets[:-1][running]]]
-        src, dst, rows = _pairs(enc)
+        running, firsts = enc.firsts()
+        out[running] = self._log_initial[codes[firsts]]
+        src, dst, rows = enc.steps()
         out += np.bincount(rows, weights=self._log_transitions[codes[src], codes[dst]],
                            minlength=enc.n_rows)
         if self.length is not None:
             out += self.length.seq_log_density(enc.lengths, precision)
         return out
 
-    def encoder(self) -> SequenceEncoder:
-        return SequenceEncoder(CategoricalEncoder(self.levels),
-                               None if self.length is None else self.length.encoder())
-
     def estimator(self, **options: Any) -> MarkovChainEstimator:
         length = None if self.length is None else self.length.estimator()
         return MarkovChainEstimator(self.levels, length, **options)
 
-    def sampler(self, seed: int | np.random.Generator | None = None, *,
-                sample_length: int | None = None) -> Sampler:
-        """A seeded sampler; ``sample_length`` fixes every row's length (overriding the law)."""
-        if sample_length is None:
-            return Sampler(self, seed)
-        if not isinstance(sample_length, (int, np.integer)) or sample_length < 0:
-            raise ValueError(f"sample_length must be an integer >= 0, got {sample_length!r}")
-        fixed = CategoricalDistribution([1.0], levels=[int(sample_length)])
-        return Sampler(MarkovChainDistribution(self.initial, self.transitions, self.levels,
-                                               fixed), seed)
-
-    def _sample(self, n: int, rng: np.random.Generator) -> list[list]:
-        if self.length is None:
-            raise ValueError("this MarkovChainDistribution has no length law to draw lengths "
-                             "from: give it one or use sampler(seed, sample_length=L)")
-        lengths = np.asarray(self.length._sample(n, rng))
-        counts = lengths.astype(np.int64) if lengths.dtype.kind in "iuf" else None
-        if counts is None or counts.shape != (n,) or (counts != lengths).any() or \
-                (counts < 0).any():
-            raise ValueError(f"the length law {self.length!r} must draw integers >= 0, got "
-                             f"{lengths[:5].tolist()}")
-        codes = self._walk(counts, rng)
-        return [[self.levels[c] for c in row] for row in codes]
-
-    def _walk(self, counts: np.ndarray, rng: np.random.Generator) -> list[list[int]]:
-        """The level codes of ``len(counts)`` walks, walk i of ``counts[i]`` steps; all walks
-        move one step per round."""
+    def _rows(self, counts: np.ndarray, rng: np.random.Generator) -> list[list]:
+        """``len(counts)`` walks, walk i of ``counts[i]`` steps, as levels; all walks move one
+        step per round."""
         k, longest = self.num_levels, int(counts.max()) if counts.size else 0
         cum_init, cum_step = np.cumsum(self.initial), np.cumsum(self.transitions, axis=1)
         path = np.zeros((counts.size, longest), dtype=np.int64)
@@ -175,25 +162,15 @@ class MarkovChainDistribution(Distribution):
                 u = rng.random(counts.size)
                 state = np.minimum((u[:, None] >= cum_step[state]).sum(axis=1), k - 1)
             path[:, t] = state
-        return [path[i, :c].tolist() for i, c in enumerate(counts.tolist())]
-
-    def parts(self) -> tuple[Distribution, ...]:
-        return () if self.length is None else (self.length,)
-
-    def n_parameters(self) -> int:
-        k = self.num_levels
-        return k - 1 + k * (k - 1) + sum(d.n_parameters() for d in self.parts())
+        return [[self.levels[c] for c in path[i, :n].tolist()]
+                for i, n in enumerate(counts.tolist())]
 
     def _params(self) -> dict[str, Any]:
-        return {"levels": [level_to_json(v) for v in self.levels],
-                "initial": self.initial.tolist(), "transitions": self.transitions.tolist(),
-                "length": None if self.length is None else self.length.to_dict()}
+        return {**super()._params(), "levels": [level_to_json(v) for v in self.levels]}
 
     @classmethod
     def _from_params(cls, p: dict[str, Any]) -> MarkovChainDistribution:
-        length = p.get("length")
-        return cls(p["initial"], p["transitions"], [level_from_json(v) for v in p["levels"]],
-                   None if length is None else Distribution.from_dict(length))
+        return super()._from_params({**p, "levels": [level_from_json(v) for v in p["levels"]]})
 
     def decomposition(self) -> Decomposition:
         """Atomic: two table lookups per item; the length law, when there is one, is costed
@@ -205,8 +182,7 @@ class MarkovChainDistribution(Distribution):
 
 
 class MarkovChainAccumulator(Accumulator):
-    """Statistics: weighted first-level counts (L,), transition counts (L, L), and the length
-    law's accumulator."""
+    """Statistics: the weighted :class:`ChainCounts`, and the length law's accumulator."""
 
     def __init__(self, n_levels: int, length: Accumulator | None = None,
                  keys: str | None = None):
@@ -239,7 +215,7 @@ class MarkovChainAccumulator(Accumulator):
             self.length.seq_initialize(enc.lengths, weights, rng.child("length"))
 
 
-class MarkovChainEstimator(Estimator):
+class MarkovChainEstimator(_LevelsAndLength, Estimator):
     """Estimator of a first-order Markov chain over levels (closed form: normalised counts).
 
     ``levels=None`` learns the levels from the data when it is encoded; ``length``, optional,
@@ -268,23 +244,13 @@ class MarkovChainEstimator(Estimator):
         self.pseudo_count = float(pseudo_count)
         self.keys = keys
 
-    def parts(self) -> tuple[Estimator, ...]:
-        return () if self.length is None else (self.length,)
-
-    def encoder(self) -> SequenceEncoder:
-        return SequenceEncoder(CategoricalEncoder(self.levels),
-                               None if self.length is None else self.length.encoder())
-
     def bind(self, encoder: Encoder) -> MarkovChainEstimator:
         if not isinstance(encoder, SequenceEncoder) or \
                 not isinstance(encoder.item, CategoricalEncoder) or encoder.item.levels is None:
             raise ValueError(f"a Markov chain estimator needs a SequenceEncoder of a fitted "
                              f"CategoricalEncoder, got {encoder!r}")
-        if (self.length is None) != (encoder.length is None):
-            raise ValueError("the encoder and the estimator disagree on whether the sequence "
-                             "length is modelled")
-        length = None if self.length is None else self.length.bind(encoder.length)
-        return MarkovChainEstimator(encoder.item.levels, length, self.pseudo_count, self.keys)
+        return MarkovChainEstimator(encoder.item.levels, bound_length(self.length, encoder.length),
+                                    self.pseudo_count, self.keys)
 
     def accumulator_factory(self) -> AccumulatorFactory:
         if self.levels is None:
@@ -296,8 +262,10 @@ class MarkovChainEstimator(Estimator):
             n, None if length is None else length.make(), keys))
 
     def estimate(self, nobs: float, stats: Any) -> MarkovChainDistribution:
-        (first, pairs), kids = stats
-        return self._normalised(first + self.pseudo_count, pairs + self.pseudo_count,
+        own, kids = stats
+        counts = ChainCounts(*own)
+        return self._normalised(counts.initial + self.pseudo_count,
+                                counts.transitions + self.pseudo_count,
                                 None if self.length is None
                                 else self.length.estimate(nobs, kids[0]))
 
@@ -313,9 +281,9 @@ class MarkovChainEstimator(Estimator):
     def initial_guess(self, sample: SequenceEncoded, weights: np.ndarray,
                       rng: InitRandom) -> MarkovChainDistribution:
         """The sample's counts, smoothed towards uniform (no transition starts impossible)."""
-        acc = self.accumulator_factory().make()
+        acc = self.accumulator_factory().make()  # (refuses an estimator without levels)
         acc.seq_initialize(sample, weights, rng)
-        (first, pairs), kids = acc.value()
+        first, pairs = ChainCounts(*acc.value().own)
         smooth = 0.01 * max(float(weights.sum()), 1.0) / first.size
         length = None if self.length is None else \
             self.length.initial_guess(sample.lengths, weights, rng.child("length"))

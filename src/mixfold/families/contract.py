@@ -685,6 +685,11 @@ class VectorLeafDistribution(ShapedLeafDistribution):
     def encoder(self) -> Encoder:
         return VectorEncoder(self.dim, self.missing)
 
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        """The log-density of complete rows ``x`` (n_rows, D) computed in ``dt`` (a family that
+        scores in float64 in every band writes its own ``seq_log_density`` instead)."""
+        raise NotImplementedError(f"{type(self).__name__} scores in its seq_log_density")
+
     def observed_log_density(self, patterns: MissingPatterns) -> np.ndarray:
         """The log-density of each row's observed coordinates (rows that miss entries)."""
         raise NotImplementedError(f"{type(self).__name__} scores no rows with missing entries")

@@ -14,7 +14,8 @@ import numpy as np
 from mixfold.capabilities import RunsInBands, SharesCovariance, StackedEstimate
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import ParameterError
-from mixfold.families._centred import FLOOR_MODES, central_moments, variance_floor
+from mixfold.families._centred import (FLOOR_MODES, central_moments, variance_floor,
+                                       warn_collapsed_variance)
 from mixfold.families._diagonal_stack import DiagonalStack
 from mixfold.families._diagonal_sums import (DiagonalGaussianAccumulator,
                                              MissingDiagonalGaussianAccumulator)
@@ -23,7 +24,6 @@ from mixfold.families._missing import MissingPatterns, check_missing_flag, has_m
     require_native
 from mixfold.families.contract import (Distribution, Encoded, SeedsFromVectors,
                                        VectorLeafDistribution, VectorLeafEstimator, family)
-from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.families.stacked_gaussian import diagonal_estimate
 from mixfold.options import flag, instance_of, integer, none_or, number, one_of
 

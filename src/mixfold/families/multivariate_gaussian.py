@@ -15,7 +15,7 @@ import numpy as np
 from mixfold.capabilities import RunsInBands, SharesCovariance, StackedEstimate
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import ParameterError
-from mixfold.families._centred import FLOOR_MODES, central_moments
+from mixfold.families._centred import FLOOR_MODES, central_moments, warn_collapsed_variance
 from mixfold.families._covariance import (SYMMETRY_TOLERANCE, FactoredCovariance, checked_array,
                                           covariance_floor)
 from mixfold.families._full_gaussian_stack import FullGaussianStack
@@ -26,7 +26,6 @@ from mixfold.families._missing import (Conditionals, MissingPatterns, check_miss
                                        gaussian_conditionals, has_missing, require_native)
 from mixfold.families.contract import (Distribution, Encoded, SeedsFromVectors,
                                        VectorLeafDistribution, VectorLeafEstimator, family)
-from mixfold.families.gaussian import warn_collapsed_variance
 from mixfold.families.stacked_gaussian import full_estimate
 from mixfold.options import flag, instance_of, integer, none_or, number, one_of
 

@@ -51,6 +51,13 @@ what the E-step adds under the current parameters (``_add`` is then the seeded s
 estimator's ``from_statistics`` still reads a ``Statistics`` record. A family whose held
 location re-centres its estimated spread (``frozen=``) names the two in ``location_spread``.
 
+A leaf on vectors of length D subclasses :class:`VectorLeafDistribution` and
+:class:`VectorLeafEstimator`: it writes ``log_densities`` of complete rows (n_rows, D),
+``observed_log_density`` of rows that miss entries (``missing=True``), its ``Statistics`` and
+an ``accumulator_class`` made with D (``missing_accumulator_class`` for rows that may miss
+entries); its encoder, estimator, ``bind``, dict form, ``n_parameters`` and cost follow, and
+what it does for K components at once is a mixin of its own module.
+
 **4. Linear terms, once.** A leaf whose log-density is ``coef . phi(x) + const + base(x)``
 subclasses :class:`LinearLeafDistribution` and adds ``natural`` (the :class:`LinearForm` of its
 parameters on its ``features``) and, where a per-row term is the same for every component,

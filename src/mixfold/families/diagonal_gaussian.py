@@ -20,8 +20,8 @@ from mixfold.families._diagonal_stack import DiagonalStack
 from mixfold.families._diagonal_sums import (DiagonalGaussianAccumulator,
                                              MissingDiagonalGaussianAccumulator)
 from mixfold.families._gaussian_prior import PRIOR_RULES, GaussianPrior, plain
-from mixfold.families._missing import MissingPatterns, check_missing_flag, has_missing, \
-    require_native
+from mixfold.families._missing import (MissingPatterns, check_missing_flag, has_missing,
+                                       require_native)
 from mixfold.families.contract import (Distribution, Encoded, SeedsFromVectors,
                                        VectorLeafDistribution, VectorLeafEstimator, family)
 from mixfold.families.stacked_gaussian import diagonal_estimate

@@ -31,7 +31,6 @@ __all__ = ["MultivariateStudentTDistribution", "MultivariateStudentTEstimator",
 SEED_QUANTILES = (0.02, 0.98)
 
 
-
 class MultivariateStudentTStatistics(NamedTuple):
     """A multivariate t's statistics of weighted rows: the moments of
     :class:`~mixfold.families._centred.CentredMoments` with row weights ``w u`` (``u`` the

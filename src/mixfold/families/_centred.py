@@ -19,14 +19,18 @@ sums about the same point, the model's), and the M-step reads ``c`` back as ``su
 
 from __future__ import annotations
 
+import warnings
 from abc import abstractmethod
+from typing import Any
 
 import numpy as np
 
 from mixfold.capabilities import CentredStatistics
 from mixfold.compute.centre import weighted_centre
+from mixfold.errors import DegenerateFitWarning
 
-__all__ = ["CentredMoments", "ScalarReference", "central_moments", "weighted_centre"]
+__all__ = ["CentredMoments", "ScalarReference", "central_moments", "weighted_centre",
+           "warn_collapsed_variance"]
 
 
 def central_moments(weight: np.ndarray, sum_x: np.ndarray, sum_xx: np.ndarray,
@@ -161,3 +165,12 @@ def variance_floor(variances: np.ndarray, reg_covar: float, mode: str) -> np.nda
     if mode == "relative":
         return reg_covar * np.maximum(variances, 0.0)
     return np.full(np.shape(variances), reg_covar)
+
+
+def warn_collapsed_variance(raw: Any, floored: Any, weight: float, mu: Any,
+                            where: str = "", stacklevel: int = 3) -> None:
+    """Warn that an estimated variance collapsed onto the floor (rows on one value), at the
+    line ``stacklevel`` frames up (3: the caller of the ``estimate`` that calls this)."""
+    warnings.warn(f"a Gaussian variance collapsed{where}; {float(raw):.3g} from rows of total "
+                  f"weight {weight:.6g} at mean {float(mu):.6g}; floored to {float(floored):.3g}"
+                  f" (reg_covar / min_variance)", DegenerateFitWarning, stacklevel=stacklevel)

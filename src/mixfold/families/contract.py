@@ -51,6 +51,13 @@ what the E-step adds under the current parameters (``_add`` is then the seeded s
 estimator's ``from_statistics`` still reads a ``Statistics`` record. A family whose held
 location re-centres its estimated spread (``frozen=``) names the two in ``location_spread``.
 
+A leaf on vectors of length D subclasses :class:`VectorLeafDistribution` and
+:class:`VectorLeafEstimator`: it writes ``log_densities`` of complete rows (n_rows, D),
+``observed_log_density`` of rows that miss entries (``missing=True``), its ``Statistics`` and
+an ``accumulator_class`` made with D (``missing_accumulator_class`` for rows that may miss
+entries); its encoder, estimator, ``bind``, dict form, ``n_parameters`` and cost follow, and
+what it does for K components at once is a mixin of its own module.
+
 **4. Linear terms, once.** A leaf whose log-density is ``coef . phi(x) + const + base(x)``
 subclasses :class:`LinearLeafDistribution` and adds ``natural`` (the :class:`LinearForm` of its
 parameters on its ``features``) and, where a per-row term is the same for every component,
@@ -110,9 +117,12 @@ from mixfold.capabilities import (
 )
 from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition, declared_param_bytes
-from mixfold.families._encoders import DOMAINS, NumericEncoder, VectorEncoder
+from mixfold.families._encoders import (DOMAINS, NumericEncoder, VectorEncoder, bound_vector,
+                                        vector_encoder)
 from mixfold.families._frozen import recentred_spread
 from mixfold.families._levels import level_from_json, level_to_json
+from mixfold.families._missing import (MissingPatterns, fill_for_points, has_missing,
+                                       require_native)
 from mixfold.families._hooks import (
     FoldsChildren,
     FoldsColumns,
@@ -134,7 +144,7 @@ from mixfold.families._protocol import (
     Sampler,
     family,
 )
-from mixfold.precision import BandSupportError, native_dtype
+from mixfold.precision import BandSupportError, log_density_in_band, native_dtype
 from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = [
@@ -147,9 +157,9 @@ __all__ = [
     "LeafDistribution", "LeafEstimator", "LeafAccumulator", "RecordSums", "FieldSums",
     "ModelStatsAccumulator",
     "FeatureSums", "accumulator_for", "NumericEncoder", "VectorEncoder", "DOMAINS",
-    "SeedsFromValues", "SeedsFromLogs",
+    "SeedsFromValues", "SeedsFromLogs", "SeedsFromVectors",
     "ShapedLeafDistribution", "ShapedLeafEstimator", "LevelSums", "ColumnwiseUpdate",
-    "StacksOneShape", "transposed_features",
+    "StacksOneShape", "transposed_features", "VectorLeafDistribution", "VectorLeafEstimator",
     # 4. linear terms
     "LinearLeafDistribution", "LinearForm", "LinearFeatureSums",
     # 5. capabilities
@@ -235,6 +245,15 @@ class SeedsFromValues(SeedsFromPoints):
     def stack_points(enc: Encoded) -> np.ndarray:
         """The rows as points (n_rows, 1)."""
         return enc.values[:, None]
+
+
+class SeedsFromVectors(SeedsFromPoints):
+    """A vector leaf whose rows are points k-means++ can seed a mixture from, as they are."""
+
+    @staticmethod
+    def stack_points(enc: Encoded) -> np.ndarray:
+        """The rows as points (n_rows, D) (a missing entry: its column's mean)."""
+        return fill_for_points(enc)
 
 
 class SeedsFromLogs(SeedsFromPoints):
@@ -636,3 +655,92 @@ def transposed_features(phi: np.ndarray, out: np.ndarray) -> None:
     layout of per-row features ``phi`` of shape (s * w, F))."""
     s, f, w = out.shape
     np.copyto(out, phi.reshape(s, w, f).transpose(0, 2, 1), casting="same_kind")
+
+
+# --- a leaf on vectors of length D (DiagonalGaussian, MultivariateGaussian, MultivariateStudentT):
+# a shaped leaf whose encoder carries D and whether entries may be missing; it derives its
+# encoder, estimator, dict form, `n_parameters` (a covariance counts its upper triangle), the
+# planner's cost, and its scoring's dispatch (rows that miss entries, a band's own operations,
+# float64 / float32) ---
+
+class VectorLeafDistribution(ShapedLeafDistribution):
+    """A leaf on vectors of length ``dim`` whose entries may be missing (``missing=True``). It
+    writes ``log_densities(x, dt)`` for complete rows (n_rows, D), ``observed_log_density``
+    for rows that miss entries (their observed coordinates' density), and, running in bands,
+    ``band_log_density``; ``row_work`` (per row, in scalar leaves) where D^2 work is its cost.
+    Its first parameter is a vector of length D."""
+
+    encoder_class = VectorEncoder
+    carried = ("dim", "missing")
+    optional_params = ("missing",)
+
+    @property
+    def dim(self) -> int:
+        """The length D of the vectors."""
+        return len(getattr(self, next(iter(self.parameter_coordinates))))
+
+    @property
+    def row_work(self) -> float:  # type: ignore[override]
+        """D values to score and accumulate per row."""
+        return float(self.dim)
+
+    @property
+    def param_bytes(self) -> int:  # type: ignore[override]
+        """The bytes of the arrays it holds (its parameters and their factors)."""
+        return sum(a.nbytes for a in vars(self).values() if isinstance(a, np.ndarray))
+
+    def encoder(self) -> Encoder:
+        return VectorEncoder(self.dim, self.missing)
+
+    def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
+        """The log-density of complete rows ``x`` (n_rows, D) computed in ``dt`` (a family that
+        scores in float64 in every band writes its own ``seq_log_density`` instead)."""
+        raise NotImplementedError(f"{type(self).__name__} scores in its seq_log_density")
+
+    def observed_log_density(self, patterns: MissingPatterns) -> np.ndarray:
+        """The log-density of each row's observed coordinates (rows that miss entries)."""
+        raise NotImplementedError(f"{type(self).__name__} scores no rows with missing entries")
+
+    def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
+        if has_missing(enc):
+            require_native(precision, self.family_name)
+            return self.observed_log_density(enc.patterns)
+        if not precision.native:
+            return log_density_in_band(self, enc, precision)
+        return self.log_densities(enc.values, native_dtype(precision)).astype(np.float64,
+                                                                               copy=False)
+
+    def n_parameters(self) -> int:
+        d = self.dim
+        sizes = {"fixed": 0, "covariance": d * (d + 1) // 2}
+        return sum(sizes.get(kind, np.size(getattr(self, name)))
+                   for name, kind in self.parameter_coordinates.items())
+
+
+class VectorLeafEstimator(ShapedLeafEstimator):
+    """The estimator of a :class:`VectorLeafDistribution`: ``dim`` (``None``: learnt when the
+    data are encoded) and ``missing`` among its constructor's options, each held as the
+    attribute of its name; rows that may miss entries add to ``missing_accumulator_class``."""
+
+    dim: int | None
+    missing: bool
+    #: The accumulator of rows that may miss entries (``missing=True``).
+    missing_accumulator_class: ClassVar[type[LeafAccumulator] | None] = None
+
+    def encoder(self) -> Encoder:
+        return vector_encoder(self.dim, self.missing)
+
+    def bind(self, encoder: Encoder) -> LeafEstimator:
+        """A new estimator of the fitted length (its options checked again: rows that miss
+        entries may rule some out)."""
+        dim, missing = bound_vector(self, encoder)
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        options = {name: getattr(self, name) for name in names if name != "frozen"}
+        return type(self)(**{**options, "dim": dim, "missing": missing})
+
+    def _new_accumulator(self) -> LeafAccumulator:
+        cls = self.missing_accumulator_class if self.missing else self.accumulator_class
+        if self.dim is None:
+            raise ValueError(f"{type(self).__name__} has no dim: give dim= or let optimize "
+                             f"learn it when it encodes the data")
+        return cls(self.dim, self.keys)

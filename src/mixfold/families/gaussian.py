@@ -1,30 +1,31 @@
-"""Univariate Gaussian N(mu, sigma2)."""
+"""Univariate Gaussian N(mu, sigma2).
+
+Its stacked scoring (K components at once) is :mod:`mixfold.families._gaussian_stack`'s."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from mixfold.compute.linear import LinearTerms, centred_gaussian, gaussian_centre
-from mixfold.compute.logspace import LOG_2PI, far_rows
-from mixfold.errors import DegenerateFitWarning, ParameterError
+from mixfold.compute.logspace import LOG_2PI
+from mixfold.errors import ParameterError
 from mixfold.families._centred import (FLOOR_MODES, CentredMoments, central_moments,
-                                       variance_floor)
+                                       variance_floor, warn_collapsed_variance)
+from mixfold.families._gaussian_stack import GaussianStack
 from mixfold.families._intervals import IntervalLaw, scipy_stats, truncated_normal_moments
 from mixfold.families.contract import (CompensatedAccumulation, Encoded, FieldSums,
                                        LeafDistribution, LeafEstimator, LinearInFeatures,
-                                       RelativeScoring, RunsInBands, SeedsFromValues,
-                                       StackedScoring, StackedUpdate, family)
+                                       RunsInBands, SeedsFromValues, StackedUpdate, family)
 from mixfold.precision import log_density_in_band, native_dtype
 from mixfold.precision.compensated import add_weighted_moments
 from mixfold.options import number, one_of
 from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["GaussianDistribution", "GaussianEstimator", "GaussianAccumulator",
-           "GaussianStatistics"]
+           "GaussianStatistics", "warn_collapsed_variance"]
 
 
 class GaussianStatistics(NamedTuple):
@@ -38,8 +39,8 @@ class GaussianStatistics(NamedTuple):
 
 
 @family("Gaussian")
-class GaussianDistribution(LeafDistribution, StackedScoring, SeedsFromValues, RunsInBands,
-                           IntervalLaw, RelativeScoring):
+class GaussianDistribution(LeafDistribution, GaussianStack, SeedsFromValues, RunsInBands,
+                           IntervalLaw):
     """Gaussian with mean ``mu`` and variance ``sigma2``.
 
     >>> d = GaussianDistribution(1.0, 4.0)
@@ -82,62 +83,6 @@ class GaussianDistribution(LeafDistribution, StackedScoring, SeedsFromValues, Ru
         z = ops.array(enc.values - self.mu)
         inner = ops.add(ops.div(ops.mul(z, z), s2), ops.add(ops.log_2pi, ops.log(s2)))
         return ops.mul(ops.array(-0.5), inner)
-
-    @classmethod
-    def stack_log_density(cls, components: Sequence[GaussianDistribution], enc: Encoded,
-                          precision: Precision = FLOAT64) -> np.ndarray:
-        """Log-densities of all components at once, array of shape (n_rows, K)."""
-        dt = native_dtype(precision)
-        mu = np.array([c.mu for c in components], dtype=dt)
-        s2 = np.array([c.sigma2 for c in components])
-        x = enc.values.astype(dt, copy=False)
-        out = np.subtract.outer(mu, x)  # (K, n): returned transposed, Fortran-ordered (n, K)
-        with np.errstate(over="ignore"):  # far rows score -inf here; posteriors rank them apart
-            out *= out
-        out *= (-0.5 / s2).astype(dt)[:, None]
-        out += (-0.5 * (LOG_2PI + np.log(s2))).astype(dt)[:, None]
-        return out.T
-
-    @classmethod
-    def stack_relative_log_density(cls, components: Sequence[GaussianDistribution],
-                                   enc: Encoded) -> np.ndarray:
-        """Log-densities less a per-row constant, (n_rows, K), finite for any finite row.
-
-        Far out (:meth:`stack_far_rows`) ``(x - mu_k)^2 / s2_k - (x - mu_b)^2 / s2_b`` (b the
-        row's best component) is taken as ``x^2`` times the gap of the coefficients of
-        ``1, 1/x, 1/x^2``, each a difference of parameters: two components of one variance
-        still differ by their means at x = 1e200 (or 1e20), where ``x - mu`` no longer does.
-
-        >>> comps = [GaussianDistribution(0.0, 1.0), GaussianDistribution(1.0, 1.0)]
-        >>> enc = GaussianDistribution(0, 1).encoder().encode([1e200, 0.25])
-        >>> GaussianDistribution.stack_relative_log_density(comps, enc).round(4).tolist()
-        [[-1e+200, -0.9189], [-0.9502, -1.2002]]
-        """
-        mu = np.array([c.mu for c in components])
-        p = 1.0 / np.array([c.sigma2 for c in components])
-        const = -0.5 * (LOG_2PI - np.log(p))
-        x = enc.values[:, None]
-        near = ~cls.stack_far_rows(components, enc)[:, None]
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            out = -0.5 * (x - mu) ** 2 * p + const
-            inv = np.where(near, 0.0, 1.0 / x)
-            coef = (p, -2.0 * mu * p, mu * mu * p)  # of x^2 (x^0, x^-1, x^-2)
-
-            def gap(best: np.ndarray) -> np.ndarray:
-                return sum((c - c[best][:, None]) * inv ** i for i, c in enumerate(coef))
-
-            first = gap(np.zeros(len(x), dtype=int))
-            g = gap(np.argmin(first, axis=1))
-            far = np.where(g > 0, -0.5 * np.abs(x) * (np.abs(x) * g), 0.0) + const
-        return np.where(near, out, far)
-
-    @classmethod
-    def stack_far_rows(cls, components: Sequence[GaussianDistribution],
-                       enc: Encoded) -> np.ndarray:
-        """Rows :data:`~mixfold.compute.logspace.FAR_OUT` times the components' scale from the
-        origin (:func:`~mixfold.compute.logspace.far_rows`)."""
-        return far_rows(enc.values[:, None], np.array([c.mu for c in components]),
-                        np.sqrt([c.sigma2 for c in components]))
 
     def scipy_law(self) -> Any:
         """``scipy.stats.norm(mu, sqrt(sigma2))``."""
@@ -276,12 +221,3 @@ class GaussianEstimator(LeafEstimator):
         if raw <= max(floor, self.min_variance):
             warn_collapsed_variance(raw, var, s0, mu, stacklevel=4)
         return GaussianDistribution(mu, var)
-
-
-def warn_collapsed_variance(raw: Any, floored: Any, weight: float, mu: Any,
-                            where: str = "", stacklevel: int = 3) -> None:
-    """Warn that an estimated variance collapsed onto the floor (rows on one value), at the
-    line ``stacklevel`` frames up (3: the caller of the ``estimate`` that calls this)."""
-    warnings.warn(f"a Gaussian variance collapsed{where}; {float(raw):.3g} from rows of total "
-                  f"weight {weight:.6g} at mean {float(mu):.6g}; floored to {float(floored):.3g}"
-                  f" (reg_covar / min_variance)", DegenerateFitWarning, stacklevel=stacklevel)

@@ -13,14 +13,14 @@ from mixfold.compute.linear import LinearTerms
 from mixfold.decomposition import Decomposition
 from mixfold.errors import ParameterError
 from mixfold.families._bags import MultinomialEncoder
+from mixfold.families._count_rows import as_csr, log_coefficients, sparse_log_coefficients
 from mixfold.families._dirichlet_prior import CONCENTRATION, dirichlet_mode
-from mixfold.families._scipy import csr_matrix, xlogy
+from mixfold.families._scipy import xlogy
 from mixfold.families.contract import (Encoded, InitRandom, LevelSums, LinearInFeatures,
                                        ShapedLeafDistribution, ShapedLeafEstimator, StackedUpdate,
                                        StacksOneShape, family, transposed_features)
 from mixfold.families.categorical import CategoricalDistribution
 from mixfold.families.lda import BagOfWordsEncoded
-from mixfold.families.poisson import log_factorial
 from mixfold.options import integer, number
 from mixfold.precision.bands import FLOAT64, Precision
 
@@ -76,7 +76,7 @@ class MultinomialDistribution(ShapedLeafDistribution, StacksOneShape):
         return self.categorical.log_probs
 
     def log_densities(self, x: np.ndarray, dt: np.dtype) -> np.ndarray:
-        return _log_coefficients(x) + xlogy(x, self.probs).sum(axis=1)  # float64 in any band
+        return log_coefficients(x) + xlogy(x, self.probs).sum(axis=1)  # float64 in any band
 
     def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
         if isinstance(enc, BagOfWordsEncoded):
@@ -91,11 +91,11 @@ class MultinomialDistribution(ShapedLeafDistribution, StacksOneShape):
         if isinstance(enc, BagOfWordsEncoded):
             with np.errstate(divide="ignore"):  # a count of a level of probability 0: -inf
                 log_probs = np.log(np.stack([c.probs for c in components], axis=1))
-            out = _csr(enc, len(components[0].probs)) @ log_probs
-            return out + _sparse_log_coefficients(enc)[:, None]
+            out = as_csr(enc, len(components[0].probs)) @ log_probs
+            return out + sparse_log_coefficients(enc)[:, None]
         x = enc.values
         out = np.stack([xlogy(x, c.probs).sum(axis=1) for c in components], axis=1)
-        return out + _log_coefficients(x)[:, None]
+        return out + log_coefficients(x)[:, None]
 
     def _sample(self, n: int, rng: np.random.Generator) -> list[dict]:
         counts = rng.multinomial(self.trials, self.probs, size=n)
@@ -105,23 +105,6 @@ class MultinomialDistribution(ShapedLeafDistribution, StacksOneShape):
         """Atomic: a multiply-add per level per row (the rows are dense counts)."""
         return Decomposition.atomic(row_work=float(len(self.probs)),
                                     param_bytes=2 * self.probs.nbytes)
-
-
-def _csr(enc: BagOfWordsEncoded, n_levels: int) -> Any:
-    """The rows as a scipy CSR matrix over the same arrays (nothing copied)."""
-    return csr_matrix((enc.counts, enc.words, enc.offsets), shape=(enc.n_rows, n_levels))
-
-
-def _sparse_log_coefficients(enc: BagOfWordsEncoded) -> np.ndarray:
-    """``log(n! / prod x_j!)`` of each sparse row."""
-    per_count = np.bincount(enc.doc_of_nonzero(), weights=log_factorial(enc.counts),
-                            minlength=enc.n_rows)
-    return log_factorial(enc.lengths()) - per_count
-
-
-def _log_coefficients(x: np.ndarray) -> np.ndarray:
-    """``log(n! / prod x_j!)`` of each row of counts (n_rows, V)."""
-    return log_factorial(x.sum(axis=1)) - log_factorial(x.ravel()).reshape(x.shape).sum(axis=1)
 
 
 class MultinomialAccumulator(LevelSums, StackedUpdate, LinearInFeatures):
@@ -149,7 +132,7 @@ class MultinomialAccumulator(LevelSums, StackedUpdate, LinearInFeatures):
         """Add rows to K accumulators; ``resp`` (n_rows, K) already includes row weights
         (sparse rows: one sparse product, levels by components)."""
         if isinstance(enc, BagOfWordsEncoded):
-            sums = _csr(enc, accs[0].counts.size).T @ resp
+            sums = as_csr(enc, accs[0].counts.size).T @ resp
             for k, acc in enumerate(accs):
                 acc.counts += sums[:, k]
             return
@@ -181,7 +164,7 @@ class MultinomialAccumulator(LevelSums, StackedUpdate, LinearInFeatures):
 
         k = len(components)
         return LinearTerms(np.log(probs), np.zeros(k), features, add_sums,
-                           base=_log_coefficients(x), peak=np.zeros(k), source=x,
+                           base=log_coefficients(x), peak=np.zeros(k), source=x,
                            key=("multinomial", x.shape[1]))
 
 

@@ -1,0 +1,129 @@
+"""K full-covariance Gaussians scored at once (a mixture's components, the hidden states'
+emissions): the stacked scoring a :class:`~mixfold.MultivariateGaussianDistribution` inherits,
+rows centred on the mean of the component means and whitened block by block of rows (once per
+block for a tied covariance)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mixfold.capabilities import RelativeScoring, StackedScoring
+from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
+from mixfold.compute.scratch import scratch
+from mixfold.families._missing import has_missing, require_native
+from mixfold.families._protocol import Encoded
+from mixfold.precision import native_dtype
+from mixfold.precision.bands import FLOAT64, Precision
+
+__all__ = ["FullGaussianStack"]
+
+
+class FullGaussianStack(StackedScoring, RelativeScoring):
+    """What K full-covariance Gaussians (``mu`` (D,), ``precision_cholesky`` (D, D) each) do at
+    once."""
+
+    @classmethod
+    def can_stack(cls, components: Sequence[Any]) -> bool:
+        """Components fitted with missing entries do not stack: their update reads each
+        component's parameters (conditional expectations), one component at a time."""
+        return not any(c.missing for c in components)
+
+    #: ``stack_log_density`` takes ``units=(start, stop)`` (the centre is shared by the stack)
+    stack_units = True
+
+    @classmethod
+    def stack_log_density(cls, components: Sequence[Any],
+                          enc: Encoded, precision: Precision = FLOAT64,
+                          units: tuple[int, int] | None = None) -> np.ndarray:
+        """Log-densities of all components at once, array of shape (n_rows, K).
+
+        Rows are centred on the mean of the component means (so the subtraction cancels
+        little), then, block by block of rows (each block read from memory once), whitened by
+        each component's ``U_k`` and offset by ``(mu_k - c) U_k`` (one GEMM per component and
+        block: the block with a ones column times ``[U_k; -(mu_k - c) U_k]``), squared and
+        summed. A component's column is computed by the same calls whatever other components
+        are stacked with it, so ``units=(start, stop)`` computes only those columns with the
+        bits of the full call (model-parallel workers score ranges apart).
+        """
+        start, stop = (0, len(components)) if units is None else units
+        if has_missing(enc):
+            require_native(precision, "MultivariateGaussian")
+            return np.stack([c.conditionals(enc.patterns).log_density
+                             for c in components[start:stop]], axis=1)
+        dt = native_dtype(precision)
+        d = components[0].dim
+        center = np.add.reduce(np.array([c.mu for c in components])) / len(components)  # (mean)
+        n = enc.n_rows
+        out = np.empty((stop - start, n), dtype=dt)
+        step = max(64, (1 << 17) // d)  # a block of rows (rows, D) and its whitened copy: ~2 MB
+        shared = components[0].precision_cholesky  # a tied mixture: whiten each block once
+        if len(components) > 1 and all(c.precision_cholesky is shared for c in components):
+            _tied_squares(components[start:stop], enc.values, center, dt, step, out)
+        else:
+            _squares(components[start:stop], enc.values, center, dt, step, out)
+        const = np.array([c.log_det_precision_cholesky for c in components[start:stop]])
+        out *= dt.type(-0.5)
+        out += (const - 0.5 * d * LOG_2PI).astype(dt)[:, None]
+        return out.T  # (n, K) in Fortran order: the log-sum-exp reduces contiguous columns
+
+    @classmethod
+    def stack_relative_log_density(cls, components: Sequence[Any],
+                                   enc: Encoded) -> np.ndarray:
+        """Log-densities less each row's largest quadratic part, (n_rows, K), finite for any
+        finite row (:func:`~mixfold.compute.logspace.relative_affine_scores`)."""
+        const = np.array([c.log_det_precision_cholesky for c in components]) \
+            - 0.5 * enc.values.shape[1] * LOG_2PI
+        return relative_affine_scores(enc.values, np.array([c.mu for c in components]),
+                                      np.array([c.precision_cholesky for c in components]), const)
+
+    @classmethod
+    def stack_far_rows(cls, components: Sequence[Any],
+                       enc: Encoded) -> np.ndarray:
+        """Rows the plain scores cannot rank
+        (:func:`~mixfold.compute.logspace.affine_far_rows`)."""
+        return affine_far_rows(enc.values, np.array([c.mu for c in components]),
+                               np.array([c.precision_cholesky for c in components]))
+
+
+def _squares(components: Sequence[Any], x: np.ndarray,
+             center: np.ndarray, dt: np.dtype, step: int, out: np.ndarray) -> None:
+    """``out[k] = |(x - mu_k) U_k|^2`` per row, block by block of rows (each block stays in
+    cache while every component reads it)."""
+    n, d = x.shape
+    # [U_k; -(mu_k - c) U_k]: one GEMM of the block with a ones column whitens and offsets
+    whitening = np.empty((len(components), d + 1, d), dt)
+    for w, comp in zip(whitening, components):
+        w[:d] = comp.precision_cholesky
+        w[d] = -((comp.mu - center) @ comp.precision_cholesky)
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        block = scratch("mvg.block", (hi - lo, d + 1), dt)
+        np.subtract(x[lo:hi], center, dtype=dt, out=block[:, :d])
+        block[:, d] = 1.0
+        y = scratch("mvg.y", (hi - lo, d), dt)
+        for j, whiten in enumerate(whitening):
+            np.matmul(block, whiten, out=y)
+            np.einsum("ij,ij->i", y, y, out=out[j, lo:hi])  # one pass: square and sum
+
+
+def _tied_squares(components: Sequence[Any], x: np.ndarray,
+                  center: np.ndarray, dt: np.dtype, step: int, out: np.ndarray) -> None:
+    """:func:`_squares` where every component has the same ``U``: one GEMM per block whitens
+    the rows, each component then subtracts its whitened mean ``(mu_k - c) U``."""
+    n, d = x.shape
+    u = components[0].precision_cholesky.astype(dt)
+    offsets = [((comp.mu - center) @ components[0].precision_cholesky).astype(dt)
+               for comp in components]
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        block = scratch("mvg.block", (hi - lo, d), dt)
+        np.subtract(x[lo:hi], center, dtype=dt, out=block)
+        white = scratch("mvg.white", (hi - lo, d), dt)
+        np.matmul(block, u, out=white)
+        y = scratch("mvg.y", (hi - lo, d), dt)
+        for j, offset in enumerate(offsets):
+            np.subtract(white, offset, out=y)
+            np.einsum("ij,ij->i", y, y, out=out[j, lo:hi])

@@ -14,7 +14,7 @@ time (less sensitive to other processes on a shared machine), median of the repe
 libraries' fits alternating, after one warm-up fit each. Ratios (scikit-learn's time per
 iteration over mixfold's) > 1: mixfold faster. ``--baseline`` adds mixfold's CPU seconds per fit
 from another source tree beside this checkout's, each tree in its own child processes, the trees
-alternating (A B B A), the least of the children's medians.
+alternating (A B B A ..., ``--ab-rounds`` each), the least of the children's lower quartiles.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def timed_fits(k: int, params: dict, x: np.ndarray, repeats: int) -> dict[str, t
 
 
 def mixfold_cpu(datasets: list[str], kinds: list[str], repeats: int, max_iter: int) -> dict:
-    """Median CPU seconds of mixfold's fit per (data set, covariance type), this process's
-    mixfold (a child of :func:`ab_rows` prints them)."""
+    """Lower-quartile CPU seconds of mixfold's fit per (data set, covariance type), this
+    process's mixfold (a child of :func:`ab_rows` prints them)."""
     out = {}
     for name in datasets:
         x, k = load(name)
@@ -94,16 +94,21 @@ def mixfold_cpu(datasets: list[str], kinds: list[str], repeats: int, max_iter: i
             params = dict(covariance_type=kind, tol=0.0, max_iter=max_iter, random_state=0,
                           **shared_start(x, k, kind))
             MfGaussianMixture(k, **params).fit(x)
-            out[f"{name}/{kind}"] = statistics.median(
-                _one_fit(MfGaussianMixture, k, params, x)[1] for _ in range(repeats))
+            out[f"{name}/{kind}"] = lower_quartile(
+                [_one_fit(MfGaussianMixture, k, params, x)[1] for _ in range(repeats)])
     return out
 
 
-def ab_rows(baseline: Path, args: argparse.Namespace, rounds: int = 2) -> None:
+def lower_quartile(times: list[float]) -> float:
+    """The lower quartile of ``times``: on a shared machine, other processes only add time."""
+    return sorted(times)[(len(times) - 1) // 4]
+
+
+def ab_rows(baseline: Path, args: argparse.Namespace) -> None:
     """mixfold's CPU seconds per fit from ``baseline`` and from this checkout's ``src``."""
     trees = {"baseline": baseline.resolve(), "this": Path(__file__).resolve().parents[1] / "src"}
     best: dict[str, dict[str, float]] = {tree: {} for tree in trees}
-    for i in range(rounds):
+    for i in range(args.ab_rounds):
         for tree in trees if i % 2 == 0 else reversed(list(trees)):
             child = subprocess.run(
                 [sys.executable, __file__, "--mixfold-cpu", "--datasets", args.datasets,
@@ -126,6 +131,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--max-iter", type=int, default=20)
     ap.add_argument("--baseline", type=Path, help="another mixfold source tree, for A/B rows")
+    ap.add_argument("--ab-rounds", type=int, default=4,
+                    help="child processes per tree in the A/B (A B B A ...)")
     ap.add_argument("--mixfold-cpu", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # convergence and degenerate-variance notes, both sides

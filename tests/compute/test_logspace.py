@@ -179,3 +179,15 @@ def test_the_best_of_components_whose_gaps_all_overflow():
     got = relative_affine_scores(x, mu, factor, np.zeros(3))
     assert got.tolist() == [[-np.inf, -np.inf, 0.0]]
     _check_relative(got, _exact_relative(x, mu, factor, np.zeros(3)))
+
+
+def test_live_rows_get_the_same_bits_beside_dead_rows_as_alone() -> None:
+    # all-finite input takes the short path, a dead row the general one: live rows agree
+    rng = np.random.default_rng(3)
+    live, weights = rng.normal(0, 30, (50, 4)), rng.uniform(0.5, 2.0, 50)
+    alone, lse_alone = log_normalize_rows(live.copy(), weights)
+    mixed = np.vstack([live, np.full((1, 4), NINF)])
+    post, lse = log_normalize_rows(mixed, np.append(weights, 1.0))
+    assert np.array_equal(post[:50], alone) and np.array_equal(lse[:50], lse_alone)
+    assert lse[50] == NINF and not post[50].any()
+    assert np.allclose(alone.sum(axis=1), weights, rtol=1e-14)

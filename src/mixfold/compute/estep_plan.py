@@ -31,6 +31,7 @@ float32 only. :func:`plan_estep` then picks one of four paths:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -101,6 +102,7 @@ def fused_pass_of(accumulator_class: type) -> Callable[..., Any] | None:
     return None
 
 
+@functools.cache  # a class's capabilities (its bases) do not change: asked once per class
 def fusion_of(accumulator_class: type) -> Fusion:
     """Where a stack of accumulators of this class fuses (its declared capabilities): a
     family's own fused pass says itself when it runs (it declines otherwise)."""
@@ -112,6 +114,7 @@ def fusion_of(accumulator_class: type) -> Fusion:
     return Fusion.EVERYWHERE
 
 
+@functools.lru_cache(maxsize=256)  # a plan is a value: one per (fusion, precision, rows)
 def plan_estep(fusion: Fusion, precision: Precision, chunk_rows: int | None = None) -> EStepPlan:
     """The E-step of units that fuse as ``fusion`` in ``precision``, for a fold that asks for
     ``chunk_rows`` per call (``None``: the rows each call is given, as a nested node)."""

@@ -43,21 +43,29 @@ def log_normalize_rows(scores: np.ndarray, weights: np.ndarray | None = None,
     ([[0.25, 0.75]], 1.386294)
     """
     raw_top = scores.max(axis=1) if top is None else top
-    dead = ~np.isfinite(raw_top)
-    top = np.where(dead, 0.0, raw_top) if dead.any() else raw_top
+    finite = np.isfinite(raw_top)
+    if finite.all():  # every row has its maximum's term exp(0) = 1: a total >= 1
+        return _normalised_live(scores, weights, raw_top)
+    dead = ~finite
+    top = np.where(dead, 0.0, raw_top)
+    scores -= top[:, None]
+    np.exp(scores, out=scores)
+    scores[dead] = 0.0
+    total = np.where(dead, 1.0, scores.sum(axis=1))
+    scores *= (1.0 / total if weights is None else weights / total)[:, None]
+    lse = top + np.log(total)
+    lse[dead] = np.where(np.isnan(raw_top[dead]), np.nan, -np.inf)
+    return scores, lse
+
+
+def _normalised_live(scores: np.ndarray, weights: np.ndarray | None,
+                     top: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`log_normalize_rows` of rows that each have a finite maximum ``top``."""
     scores -= top[:, None]
     np.exp(scores, out=scores)
     total = scores.sum(axis=1)
-    if dead.any():
-        scores[dead] = 0.0
-        total = np.where(dead, 1.0, total)
-    scale = 1.0 / total if weights is None else weights / total
-    scores *= scale[:, None]
-    with np.errstate(divide="ignore"):
-        lse = top + np.log(total)
-    if dead.any():
-        lse[dead] = np.where(np.isnan(raw_top[dead]), np.nan, -np.inf)
-    return scores, lse
+    scores *= (1.0 / total if weights is None else weights / total)[:, None]
+    return scores, top + np.log(total)
 
 
 def logsumexp_rows(scores: np.ndarray) -> np.ndarray:

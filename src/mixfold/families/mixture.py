@@ -57,8 +57,8 @@ class MixtureDistribution(CompetingUnits):
         if not ((w >= 0).all() and abs(w.sum() - 1.0) < 1e-9):
             raise ParameterError(f"weights must be >= 0 and sum to 1, got {w.tolist()}")
         self.weights = w  # kept as given (sums to 1 within 1e-9): exact JSON round trips
-        with np.errstate(divide="ignore"):
-            self.log_weights = np.log(self.weights)
+        # log 0 = -inf for a weight of 0, written there (no divide-by-zero state to set)
+        self.log_weights = np.log(w, out=np.full(w.shape, -np.inf), where=w > 0)
         self.units = Units(self.components, row_normalised=True)
 
     @property

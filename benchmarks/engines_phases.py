@@ -4,7 +4,10 @@
     python benchmarks/engines_phases.py --rows 10000000
 
 The rows are ``engines.py``'s Gaussian mixture, written to Parquet in 8 files and read on
-``local[2,4]``; the Python workers are started (one untimed encode) before anything is timed.
+``local[2,4]``. Memory first: the Python workers' peak resident growth over an encode (each
+worker's peak before and after, by process id; the workers have encoded a 1% sample before,
+so their imports are not counted) against the largest partition's Arrow bytes. Then every
+phase is timed in the started workers.
 Encode phases, each a Spark job of its own and each ratio to reading the Parquet: the Parquet
 read alone (a sum per column, JVM only); the DataFrame's Arrow batches read into the Python
 workers and dropped (the floor of the encode's one pass); the vocabulary sample on the first
@@ -49,6 +52,39 @@ def _batch_rows(messages):
     import pyarrow as pa
 
     yield sum(len(pa.ipc.read_message(pa.py_buffer(m)).body) for m in messages)
+
+
+def _peak_rss(_):
+    import resource
+
+    import mixfold.backends.spark  # noqa: F401 - what an encoding task imports
+
+    yield os.getpid(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _worker_peaks(sc, tasks: int = 16) -> dict[int, int]:
+    """Each Python worker's peak resident bytes so far, by process id."""
+    peaks: dict[int, int] = {}
+    for pid, peak in sc.parallelize(range(tasks), tasks).mapPartitions(_peak_rss).collect():
+        peaks[pid] = max(peak, peaks.get(pid, 0))
+    return peaks
+
+
+def worker_memory(session, path: str) -> list[tuple]:
+    """The Python workers' peak growth in an encode, against the largest partition's Arrow
+    bytes (run before anything but a 1% sample has been encoded in these workers)."""
+    df = session.read.parquet(path)
+    # every worker imports what an encode imports on a 1% sample of every partition
+    SparkEncodedData.from_dataframe(df.sample(fraction=0.01, seed=0), estimator())[0].close()
+    arrow_bytes = arrow_batches(df).mapPartitions(lambda ms: [sum(len(m) for m in ms)]).max()
+    before = _worker_peaks(session.sparkContext)
+    SparkEncodedData.from_dataframe(df, estimator())[0].close()
+    after = _worker_peaks(session.sparkContext)
+    growth = max(after[p] - before[p] for p in before.keys() & after.keys())
+    mb = 2 ** 20
+    return [("memory", "largest partition's Arrow batches (MB)", arrow_bytes / mb, None),
+            ("memory", "Python worker peak growth in the encode (MB)", growth / mb,
+             growth / arrow_bytes)]
 
 
 def encode_phases(session, path: str, repeats: int) -> list[tuple]:
@@ -138,7 +174,8 @@ def main() -> None:
         session.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
         try:
             session.read.parquet(folder).count()  # the JVM's first query (class loading)
-            table = encode_phases(session, folder, args.repeats)
+            table = worker_memory(session, folder)
+            table += encode_phases(session, folder, args.repeats)
             table += iteration_phases(session, folder, args.repeats, args.iterations)
         finally:
             stop_spark_session(session)

@@ -194,8 +194,8 @@ class _BatchRecords:
 def _batch_encoder(encoding: PartitionEncoding, guess: Encoder, schema: Any,
                    records: Any) -> Callable:
     """The ``mapPartitionsWithIndex`` function that encodes each Arrow batch of a partition with
-    ``guess`` into one ``(batch number, encoded rows, weights)`` element (one batch in memory at
-    a time); a batch with a level ``guess`` lacks is recorded as its fitted encoder instead."""
+    ``guess`` into one ``(encoded rows, weights)`` element (one batch in memory at a time); a
+    batch with a level ``guess`` lacks is recorded as its fitted encoder instead."""
     import pyarrow as pa
 
     def encode_batches(index: int, messages: Iterator[bytes]) -> Iterator[tuple]:
@@ -212,53 +212,53 @@ def _batch_encoder(encoding: PartitionEncoding, guess: Encoder, schema: Any,
             enc = guess.encode(rows)
             weights = as_weights(weights, enc.n_rows)
             records.add({(index, number): (enc.node_sizes(), float(weights.sum()))})
-            yield number, enc, weights
+            yield enc, weights
 
     return encode_batches
 
 
-def _batch_sizes(records: dict) -> tuple[list[tuple], list[Encoder]]:
-    """(every encoded batch's ``((partition, batch), node sizes, weight)`` in row order, the
-    encoders of the batches whose levels the guess lacked) from the batches' records."""
-    batches, new = [], []
-    for key, record in sorted(records.items(), key=lambda item: item[0]):
+def _partition_sizes(records: dict, num_partitions: int
+                     ) -> tuple[list[tuple[list[int], float] | None], list[Encoder]]:
+    """(every partition's node sizes and weight, None for an empty one; the encoders of the
+    batches whose levels the guess lacked) from the batches' records."""
+    sizes: list[tuple[list[int], float] | None] = [None] * num_partitions
+    new = []
+    for (index, _), record in sorted(records.items(), key=lambda item: item[0]):
         if isinstance(record, Encoder):
             new.append(record)
-        else:
-            batches.append((key, list(record[0]), record[1]))
-    return batches, new
-
-
-def _partition_sizes(batches: list[tuple], num_partitions: int
-                     ) -> list[tuple[list[int], float] | None]:
-    """Every partition's node sizes and weight (None for an empty one): its batches' added."""
-    sizes: list[tuple[list[int], float] | None] = [None] * num_partitions
-    for (index, _), node_sizes, weight in batches:
+            continue
+        node_sizes, weight = record
         before = sizes[index]
-        sizes[index] = (node_sizes, weight) if before is None else (
+        sizes[index] = (list(node_sizes), weight) if before is None else (
             [a + b for a, b in zip(before[0], node_sizes)], before[1] + weight)
-    return sizes
+    return sizes, new
 
 
-def _rebased_batches(index: int, batches: Iterator[tuple], starts: Any
-                     ) -> Iterator[tuple[int, Encoded, np.ndarray]]:
-    """A cached partition's batches as ``(partition, encoded rows on global row indices,
-    weights)``, read one at a time: a fold adds its batches' payloads as it reads them."""
-    for number, enc, weights in batches:
-        yield index, enc.with_starts(iter(starts.value[index, number])), weights
+def _joined_partition(index: int, pieces: Iterator[tuple[Encoded, np.ndarray]], starts: Any
+                      ) -> Iterator[tuple[int, Encoded, np.ndarray]]:
+    """A cached partition as one ``(partition, encoded rows on global row indices, weights)``:
+    its batches joined in order (nothing for an empty partition)."""
+    pieces = list(pieces)
+    if not pieces:
+        return
+    encs = [p[0] for p in pieces]
+    enc = encs[0] if len(encs) == 1 else type(encs[0]).concat(encs)
+    yield index, enc.with_starts(iter(starts.value[index])), np.concatenate(
+        [p[1] for p in pieces])
 
 
 def _encode_and_measure(src: Any, encoding: PartitionEncoding, guess: Encoder, schema: Any
-                        ) -> tuple[Any, list[tuple], list[Encoder]]:
-    """(the cached RDD of every partition's encoded batches, every batch's key and sizes, the
-    vocabularies ``guess`` lacked) in one pass over ``src``: one Spark job fills the cache, and
-    the sizes come back as accumulator updates, not by reading it again."""
+                        ) -> tuple[Any, list[tuple[list[int], float] | None], list[Encoder]]:
+    """(the cached RDD of every partition's encoded batches, every partition's node sizes and
+    weight or None, the vocabularies ``guess`` lacked) in one pass over ``src``: one Spark job
+    fills the cache, and the sizes come back as accumulator updates, not by reading it again."""
     records = src.sparkSession.sparkContext.accumulator({}, _BatchRecords())
     batches = arrow_batches(src)
     encoded = batches.mapPartitionsWithIndex(
         _batch_encoder(encoding, guess, schema, records)).cache()
     encoded._jrdd.count()  # the JVM counts: nothing is read back into Python
-    return (encoded, *_batch_sizes(records.value))
+    sizes, new = _partition_sizes(records.value, batches.getNumPartitions())
+    return encoded, sizes, new
 
 
 class SparkEncodedData(ShardedEncodedData):
@@ -275,14 +275,16 @@ class SparkEncodedData(ShardedEncodedData):
 
     def __init__(self, session: Any, owned: bool, rdd: Any, bounds: list[tuple[int, int]],
                  total_weight: float, chunk_rows: int, reduce_depth: int = 2, plan: Any = None,
-                 batch_starts: dict[tuple[int, int], list[int]] | None = None):
+                 starts: list[list[int] | None] | None = None):
         self.session, self.owned = session, owned
         self.sc = getattr(session, "sparkContext", session)
         self.cached = rdd
-        # a DataFrame's batches are encoded apart: each task re-bases their row indices
-        self.starts = None if batch_starts is None else self.sc.broadcast(batch_starts)
+        # a DataFrame's partitions are encoded apart: each task joins its partition's batches
+        # and re-bases their row indices
+        self.starts = None if starts is None else self.sc.broadcast(
+            {i: s for i, s in enumerate(starts) if s is not None})
         self.rdd = rdd if self.starts is None else rdd.mapPartitionsWithIndex(
-            lambda i, batches, b=self.starts: _rebased_batches(i, batches, b))
+            lambda i, rows, b=self.starts: _joined_partition(i, rows, b))
         self.num_partitions = int(rdd.getNumPartitions())
         self.reduce_depth = max(1, int(reduce_depth))
         self.folds = 0
@@ -320,29 +322,27 @@ class SparkEncodedData(ShardedEncodedData):
                        reduce_depth: int = 2) -> tuple[SparkEncodedData, Estimator]:
         """Encode a Spark DataFrame on its executors; returns the handle and bound estimator.
 
-        The columns reach the Python workers as the JVM's Arrow batches
-        (:func:`arrow_batches`), one batch in memory at a time, in one pass when the
-        vocabularies of the first :data:`VOCABULARY_SAMPLE_ROWS` rows hold every batch's (else a
-        second pass encodes with the merged vocabularies). Each batch is cached as one
-        ``(batch number, encoded rows, weights)`` element, and a fold reads them one at a time,
-        adding their payloads. Global row indices come from prefix sums of every batch's node
-        sizes (applied as a task reads each batch) — so the seeded start equals the local
-        backend's.
+        The columns reach the Python workers as Arrow batches (``mapInArrow``), one batch in
+        memory at a time, in one pass when the vocabularies of the first
+        :data:`VOCABULARY_SAMPLE_ROWS` rows hold every batch's (else a second pass encodes with
+        the merged vocabularies). Each batch comes back as one binary value, cached in the JVM
+        as it comes; a fold joins a partition's values into its shard. Global
+        row indices come from prefix sums of every partition's node sizes (applied as each task
+        reads its shard) — so the seeded start equals the local backend's.
         """
         columns = [c for c in df.columns if c != weight_column]
         src = df.select(*columns, weight_column) if weight_column else df.select(*columns)
         base = init.encoder() if init is not None else estimator.encoder()
         encoding = PartitionEncoding(base, weight_column)
         encoder, schema = _vocabulary_sample(src, encoding)
-        cached, batches, new = _encode_and_measure(src, encoding, encoder, schema)
+        cached, sizes, new = _encode_and_measure(src, encoding, encoder, schema)
         if new:  # a level the sample did not hold: a second pass with every vocabulary
             cached.unpersist()
             encoder = merge_encoders(encoder, *new)
-            cached, batches, new = _encode_and_measure(src, encoding, encoder, schema)
-        _, bounds, total = row_starts(_partition_sizes(batches, cached.getNumPartitions()))
-        starts = row_starts([(sizes, weight) for _, sizes, weight in batches])[0]
+            cached, sizes, new = _encode_and_measure(src, encoding, encoder, schema)
+        starts, bounds, total = row_starts(sizes)
         handle = cls(df.sparkSession, False, cached, bounds, total, chunk_rows, reduce_depth,
-                     batch_starts={key: s for (key, _, _), s in zip(batches, starts)})
+                     starts=starts)
         return handle, estimator.bind(encoder)
 
     def shard(self, i: int) -> tuple[Encoded, np.ndarray]:

@@ -322,13 +322,14 @@ class SparkEncodedData(ShardedEncodedData):
                        reduce_depth: int = 2) -> tuple[SparkEncodedData, Estimator]:
         """Encode a Spark DataFrame on its executors; returns the handle and bound estimator.
 
-        The columns reach the Python workers as Arrow batches (``mapInArrow``), one batch in
-        memory at a time, in one pass when the vocabularies of the first
-        :data:`VOCABULARY_SAMPLE_ROWS` rows hold every batch's (else a second pass encodes with
-        the merged vocabularies). Each batch comes back as one binary value, cached in the JVM
-        as it comes; a fold joins a partition's values into its shard. Global
-        row indices come from prefix sums of every partition's node sizes (applied as each task
-        reads its shard) — so the seeded start equals the local backend's.
+        The columns reach the Python workers as the JVM's Arrow batches
+        (``arrow_batches``), one batch in memory at a time, in one pass when the
+        vocabularies of the first :data:`VOCABULARY_SAMPLE_ROWS` rows hold every batch's (else a
+        second pass encodes with the merged vocabularies). Each batch is cached as it is
+        encoded, one ``(encoded rows, weights)`` element, and a fold joins a partition's
+        elements into its shard. Global row indices come from prefix sums of every partition's
+        node sizes (applied as each task reads its shard) — so the seeded start equals the
+        local backend's.
         """
         columns = [c for c in df.columns if c != weight_column]
         src = df.select(*columns, weight_column) if weight_column else df.select(*columns)

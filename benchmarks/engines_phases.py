@@ -170,6 +170,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for i in range(PARTITIONS):
             partition(i, args.rows // PARTITIONS).to_parquet(Path(folder) / f"part{i}.parquet")
+        # toPandas collects every row's Arrow into the driver JVM: 1 GB heap is too little at 10^7
+        os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 4g pyspark-shell")
         session = local_spark_session(2)
         session.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
         try:

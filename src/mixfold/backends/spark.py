@@ -12,7 +12,6 @@ bound to loopback and stopped, JVM included, at ``close()``.
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -30,7 +29,7 @@ from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session",
            "running_or_new_session", "retries_failed_tasks", "spark_job",
-           "cached_partition_executors"]
+           "cached_partition_executors", "arrow_batches"]
 
 T = TypeVar("T")
 
@@ -153,91 +152,113 @@ def cached_partition_executors(sc: Any, rdd: Any) -> list[Executor]:
     return [Executor(e, hosts.get(e, "")) for e in ids]
 
 
-#: Rows of a DataFrame read into the driver to guess its vocabularies before its one pass.
+#: Rows of a DataFrame read into the driver to guess its vocabularies (and learn the Arrow
+#: schema its batches arrive in) before its one pass.
 VOCABULARY_SAMPLE_ROWS = 10_000
 
-#: One row per encoded Arrow batch: the batch's encoded rows and weights pickled as one value,
-#: their node sizes and weight; or, where the guessed vocabularies lack one of the batch's
-#: levels, the batch's fitted encoder instead.
-ENCODED_BATCH = "shard binary, encoder binary, sizes array<long>, weight double"
 
-
-def _guessed_vocabularies(src: Any, encoding: PartitionEncoding) -> Encoder:
-    """The encoder fitted on the first :data:`VOCABULARY_SAMPLE_ROWS` rows of ``src``."""
-    fitted = encoding.fit(src.limit(VOCABULARY_SAMPLE_ROWS).toArrow())
+def _vocabulary_sample(src: Any, encoding: PartitionEncoding) -> tuple[Encoder, Any]:
+    """(the encoder fitted on the first :data:`VOCABULARY_SAMPLE_ROWS` rows of ``src``, the
+    Arrow schema Spark gives its batches)."""
+    sample = src.limit(VOCABULARY_SAMPLE_ROWS).toArrow()
+    fitted = encoding.fit(sample)
     if fitted is None:
         raise DataError("the data has no rows")
-    return fitted
+    return fitted, sample.schema
 
 
-def _batch_encoder(encoding: PartitionEncoding, guess: Encoder) -> Callable:
-    """The ``mapInArrow`` function that encodes each Arrow batch with ``guess`` (one
-    :data:`ENCODED_BATCH` row per non-empty batch; one batch in memory at a time)."""
+def arrow_batches(df: Any) -> Any:
+    """The RDD of ``df``'s Arrow record batches, one IPC message (bytes, no schema) per element,
+    partitioned as ``df``: the columns reach a Python task as Spark's JVM wrote them, with no
+    Python UDF in between (``mapInArrow`` would also send the encoded rows back through Arrow)."""
+    from pyspark.rdd import RDD
+    from pyspark.serializers import NoOpSerializer
+
+    return RDD(df._jdf.toArrowBatchRdd().toJavaRDD(), df.sparkSession.sparkContext,
+               NoOpSerializer())
+
+
+class _BatchRecords:
+    """The parameter (``AccumulatorParam``'s two methods) of an accumulator of every encoded
+    batch's ``(node sizes, weight)``, or the encoder its levels needed, keyed by
+    ``(partition, batch)``: a recomputed partition writes the same keys again."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, value1: dict, value2: dict) -> dict:
+        value1.update(value2)
+        return value1
+
+
+def _batch_encoder(encoding: PartitionEncoding, guess: Encoder, schema: Any,
+                   records: Any) -> Callable:
+    """The ``mapPartitionsWithIndex`` function that encodes each Arrow batch of a partition with
+    ``guess`` into one ``(encoded rows, weights)`` element (one batch in memory at a time); a
+    batch with a level ``guess`` lacks is recorded as its fitted encoder instead."""
     import pyarrow as pa
 
-    schema = pa.schema([("shard", pa.binary()), ("encoder", pa.binary()),
-                        ("sizes", pa.list_(pa.int64())), ("weight", pa.float64())])
-
-    def encode_batches(batches: Iterator[Any]) -> Iterator[Any]:
-        for batch in batches:
-            table = pa.Table.from_batches([batch])
-            fitted = encoding.fit(table)
-            if fitted is None:
+    def encode_batches(index: int, messages: Iterator[bytes]) -> Iterator[tuple]:
+        for number, message in enumerate(messages):
+            table = pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(message),
+                                                                    schema)])
+            rows, weights = encoding.rows(table)
+            if not len(rows):
                 continue
-            row: dict[str, list] = {"shard": [None], "encoder": [None], "sizes": [None],
-                                    "weight": [0.0]}
-            if merge_encoders(guess, fitted) == guess:
-                enc, weights = encoding.encode(table, guess)
-                row.update(shard=[pickle.dumps((enc, weights), protocol=5)],
-                           sizes=[enc.node_sizes()], weight=[float(weights.sum())])
-            else:
-                row["encoder"] = [pickle.dumps(fitted, protocol=5)]
-            yield pa.RecordBatch.from_pydict(row, schema=schema)
+            fitted = encoding.base.fit(rows)
+            if merge_encoders(guess, fitted) != guess:
+                records.add({(index, number): fitted})
+                continue
+            enc = guess.encode(rows)
+            weights = as_weights(weights, enc.n_rows)
+            records.add({(index, number): (enc.node_sizes(), float(weights.sum()))})
+            yield enc, weights
 
     return encode_batches
 
 
-def _gathered(index: int, rows: Iterator[Any]) -> Iterator[tuple]:
-    """One ``(partition, its batches' pickled shards, node sizes, weight, new encoders)`` per
-    non-empty partition: the shards stay pickled bytes (unpickled only where a fold reads
-    them), the sizes add up from the small columns."""
-    shards, sizes, weight, new = [], None, 0.0, []
-    for shard, encoder, node_sizes, batch_weight in rows:
-        if encoder is not None:
-            new.append(pickle.loads(encoder))
+def _partition_sizes(records: dict, num_partitions: int
+                     ) -> tuple[list[tuple[list[int], float] | None], list[Encoder]]:
+    """(every partition's node sizes and weight, None for an empty one; the encoders of the
+    batches whose levels the guess lacked) from the batches' records."""
+    sizes: list[tuple[list[int], float] | None] = [None] * num_partitions
+    new = []
+    for (index, _), record in sorted(records.items(), key=lambda item: item[0]):
+        if isinstance(record, Encoder):
+            new.append(record)
             continue
-        shards.append(shard)
-        sizes = list(node_sizes) if sizes is None else [a + b for a, b in zip(sizes, node_sizes)]
-        weight += batch_weight
-    if shards or new:
-        yield index, shards, sizes, weight, new
+        node_sizes, weight = record
+        before = sizes[index]
+        sizes[index] = (list(node_sizes), weight) if before is None else (
+            [a + b for a, b in zip(before[0], node_sizes)], before[1] + weight)
+    return sizes, new
 
 
-def _joined_item(item: tuple, starts: Any) -> tuple[int, Encoded, np.ndarray]:
-    """A cached partition as ``(partition, encoded rows on global row indices, weights)``: its
-    batches' shards unpickled and joined in order."""
-    index, shards = item[:2]
-    pieces = [pickle.loads(s) for s in shards]
+def _joined_partition(index: int, pieces: Iterator[tuple[Encoded, np.ndarray]], starts: Any
+                      ) -> Iterator[tuple[int, Encoded, np.ndarray]]:
+    """A cached partition as one ``(partition, encoded rows on global row indices, weights)``:
+    its batches joined in order (nothing for an empty partition)."""
+    pieces = list(pieces)
+    if not pieces:
+        return
     encs = [p[0] for p in pieces]
     enc = encs[0] if len(encs) == 1 else type(encs[0]).concat(encs)
-    return index, enc.with_starts(iter(starts.value[index])), np.concatenate(
+    yield index, enc.with_starts(iter(starts.value[index])), np.concatenate(
         [p[1] for p in pieces])
 
 
-def _encode_and_measure(src: Any, encoding: PartitionEncoding, guess: Encoder
+def _encode_and_measure(src: Any, encoding: PartitionEncoding, guess: Encoder, schema: Any
                         ) -> tuple[Any, list[tuple[list[int], float] | None], list[Encoder]]:
-    """(the cached RDD of every non-empty partition's pickled batches, every partition's node
-    sizes and weight or None, the vocabularies ``guess`` lacked) in one pass over ``src``."""
-    encoded = src.mapInArrow(_batch_encoder(encoding, guess), ENCODED_BATCH)
-    cached = encoded.rdd.mapPartitionsWithIndex(_gathered).cache()
-    sizes: list[tuple[list[int], float] | None] = [None] * cached.getNumPartitions()
-    new = []
-    for index, shards, node_sizes, weight, encoders in cached.map(
-            lambda t: (t[0], bool(t[1]), t[2], t[3], t[4])).collect():
-        new += encoders
-        if shards:
-            sizes[index] = (node_sizes, weight)
-    return cached, sizes, new
+    """(the cached RDD of every partition's encoded batches, every partition's node sizes and
+    weight or None, the vocabularies ``guess`` lacked) in one pass over ``src``: one Spark job
+    fills the cache, and the sizes come back as accumulator updates, not by reading it again."""
+    records = src.sparkSession.sparkContext.accumulator({}, _BatchRecords())
+    batches = arrow_batches(src)
+    encoded = batches.mapPartitionsWithIndex(
+        _batch_encoder(encoding, guess, schema, records)).cache()
+    encoded._jrdd.count()  # the JVM counts: nothing is read back into Python
+    sizes, new = _partition_sizes(records.value, batches.getNumPartitions())
+    return encoded, sizes, new
 
 
 class SparkEncodedData(ShardedEncodedData):
@@ -262,8 +283,8 @@ class SparkEncodedData(ShardedEncodedData):
         # and re-bases their row indices
         self.starts = None if starts is None else self.sc.broadcast(
             {i: s for i, s in enumerate(starts) if s is not None})
-        self.rdd = rdd if self.starts is None else rdd.map(
-            lambda t, b=self.starts: _joined_item(t, b))
+        self.rdd = rdd if self.starts is None else rdd.mapPartitionsWithIndex(
+            lambda i, rows, b=self.starts: _joined_partition(i, rows, b))
         self.num_partitions = int(rdd.getNumPartitions())
         self.reduce_depth = max(1, int(reduce_depth))
         self.folds = 0
@@ -301,24 +322,25 @@ class SparkEncodedData(ShardedEncodedData):
                        reduce_depth: int = 2) -> tuple[SparkEncodedData, Estimator]:
         """Encode a Spark DataFrame on its executors; returns the handle and bound estimator.
 
-        The columns reach the Python workers as Arrow batches (``mapInArrow``), one batch in
-        memory at a time, in one pass when the vocabularies of the first
-        :data:`VOCABULARY_SAMPLE_ROWS` rows hold every batch's (else a second pass encodes with
-        the merged vocabularies). Each batch comes back as one binary value; a partition's
-        values are cached together as they are, and a fold joins them into its shard. Global
-        row indices come from prefix sums of every partition's node sizes (applied as each task
-        reads its shard) — so the seeded start equals the local backend's.
+        The columns reach the Python workers as the JVM's Arrow batches
+        (``arrow_batches``), one batch in memory at a time, in one pass when the
+        vocabularies of the first :data:`VOCABULARY_SAMPLE_ROWS` rows hold every batch's (else a
+        second pass encodes with the merged vocabularies). Each batch is cached as it is
+        encoded, one ``(encoded rows, weights)`` element, and a fold joins a partition's
+        elements into its shard. Global row indices come from prefix sums of every partition's
+        node sizes (applied as each task reads its shard) — so the seeded start equals the
+        local backend's.
         """
         columns = [c for c in df.columns if c != weight_column]
         src = df.select(*columns, weight_column) if weight_column else df.select(*columns)
         base = init.encoder() if init is not None else estimator.encoder()
         encoding = PartitionEncoding(base, weight_column)
-        encoder = _guessed_vocabularies(src, encoding)
-        cached, sizes, new = _encode_and_measure(src, encoding, encoder)
+        encoder, schema = _vocabulary_sample(src, encoding)
+        cached, sizes, new = _encode_and_measure(src, encoding, encoder, schema)
         if new:  # a level the sample did not hold: a second pass with every vocabulary
             cached.unpersist()
             encoder = merge_encoders(encoder, *new)
-            cached, sizes, new = _encode_and_measure(src, encoding, encoder)
+            cached, sizes, new = _encode_and_measure(src, encoding, encoder, schema)
         starts, bounds, total = row_starts(sizes)
         handle = cls(df.sparkSession, False, cached, bounds, total, chunk_rows, reduce_depth,
                      starts=starts)

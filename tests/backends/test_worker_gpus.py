@@ -16,7 +16,8 @@ from mixfold import (DiagonalGaussianDistribution, DiagonalGaussianEstimator,
                      MixtureDistribution, MixtureEstimator)
 from mixfold.backends.dask import _fold_shard_task
 from mixfold.backends.worker_gpus import (dask_cuda_device, gpu_index, on_cuda_device,
-                                          ray_cuda_device, visible_cuda_devices)
+                                          ray_cuda_device, spark_cuda_device,
+                                          visible_cuda_devices)
 from mixfold.compute.payload import shard_task_args
 from mixfold.parallel.resources import Resources
 from mixfold.precision import resolve_precision
@@ -201,3 +202,14 @@ def test_ray_gpu_tasks_each_run_on_their_own_gpu_as_cuda_0(tmp_path):
     assert got["calibrate_error"].startswith(
         f"calibrate could not reach devices ['ray:{node}:gpu0', 'ray:{node}:gpu1'] from the "
         f"ray engine")
+
+
+def test_a_spark_task_runs_on_the_gpu_address_spark_gave_it():
+    # physical addresses: the address itself when every device is visible, else its place
+    assert spark_cuda_device(["1"], None) == "cuda:1"
+    assert spark_cuda_device(["3"], "2,3") == "cuda:1"
+    assert spark_cuda_device(["0", "1"], "0,1") == "cuda:0"  # the first of several
+    with pytest.raises(RuntimeError, match="spark: the task holds no GPU"):
+        spark_cuda_device([], "0")
+    with pytest.raises(RuntimeError, match="spark: the task's GPU 4 is not among"):
+        spark_cuda_device(["4"], "0,1")

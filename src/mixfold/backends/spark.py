@@ -23,6 +23,7 @@ from mixfold.backends._partitions import (PartitionEncoding, first_bad_row, merg
                                           row_starts, sample_shard)
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
 from mixfold.backends.worker_records import Executor, timed_task
+from mixfold.backends.worker_gpus import on_cuda_device, runs_on_cuda, spark_cuda_device
 from mixfold.compute.tree import shard_bounds
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator, as_weights
@@ -129,7 +130,20 @@ def spark_job(sc: Any, fold: int, job: Callable[[], T]) -> T:
 def _run_partition(item: tuple, task: str, broadcast: Any) -> np.ndarray:
     index, shard, weights = item
     args = broadcast.value
-    return timed_task(task, shard, weights, args[index], index, len(args))
+    return timed_task(task, shard, weights, _on_task_gpu(args[index]), index, len(args))
+
+
+def _on_task_gpu(args: tuple) -> tuple:
+    """A GPU shard's arguments on the GPU Spark gave this task; as they are where it gave none
+    (local mode never does: the shard runs on ``cuda``)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    gpus = None if context is None else context.resources().get("gpu")
+    if gpus is None or not runs_on_cuda(args):
+        return args
+    return on_cuda_device(args, spark_cuda_device(gpus.addresses,
+                                                  os.environ.get("CUDA_VISIBLE_DEVICES")))
 
 
 def _scala_list(seq: Any) -> list[Any]:

@@ -6,7 +6,9 @@ CUDA device that is on the worker. The task that folds the shard decides, from w
 shows it there: on Dask the worker's k-th declared GPU is the k-th CUDA device the worker sees
 (:func:`dask_cuda_device`); on Ray the task given ``num_gpus=1`` runs on the GPU Ray gave it
 (``ray.get_gpu_ids()``), at its place in the ``CUDA_VISIBLE_DEVICES`` Ray set for the task
-(:func:`ray_cuda_device`). :func:`on_cuda_device` then moves the task's precision there; a
+(:func:`ray_cuda_device`); on Spark the task holding a ``gpu`` resource runs on the address Spark
+gave it (:func:`spark_cuda_device`; Spark's local mode gives none, so its GPU shards stay on
+``cuda``). :func:`on_cuda_device` then moves the task's precision there; a
 task whose precision runs on no CUDA device (:func:`runs_on_cuda`) asks nothing.
 """
 
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from mixfold.precision import Precision, resolve_precision
 
 __all__ = ["gpu_index", "visible_cuda_devices", "dask_cuda_device", "ray_cuda_device",
-           "runs_on_cuda", "on_cuda_device"]
+           "spark_cuda_device", "given_cuda_device", "runs_on_cuda", "on_cuda_device"]
 
 
 def gpu_index(device: str) -> int | None:
@@ -84,16 +86,41 @@ def ray_cuda_device(gpu_ids: Sequence[object], visible: str | None) -> str:
     ...
     RuntimeError: ray: the task holds no GPU (ray.get_gpu_ids() is empty): it needs num_gpus=1
     """
-    if not gpu_ids:
-        raise RuntimeError("ray: the task holds no GPU (ray.get_gpu_ids() is empty): it needs "
-                           "num_gpus=1")
-    mine = str(gpu_ids[0])
+    return given_cuda_device("ray", gpu_ids, visible, "ray.get_gpu_ids() is empty): it needs "
+                             "num_gpus=1")
+
+
+def spark_cuda_device(addresses: Sequence[object], visible: str | None) -> str:
+    """The torch device of the GPU Spark gave a task (``addresses``: its
+    ``TaskContext.resources()["gpu"].addresses``, physical device indices; ``visible``: the
+    executor's ``CUDA_VISIBLE_DEVICES``): the address's place among the visible devices, or the
+    address itself where every device is visible.
+
+    >>> spark_cuda_device(["1"], None), spark_cuda_device(["3"], "2,3")
+    ('cuda:1', 'cuda:1')
+    >>> spark_cuda_device([], None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    RuntimeError: spark: the task holds no GPU (no "gpu" address): set spark.task.resource...
+    """
+    return given_cuda_device("spark", addresses, visible,
+                             'no "gpu" address): set spark.task.resource.gpu.amount')
+
+
+def given_cuda_device(engine: str, ids: Sequence[object], visible: str | None,
+                      without: str) -> str:
+    """The torch device of the first GPU an engine gave a task by its physical index (``ids``),
+    read through the task's ``CUDA_VISIBLE_DEVICES`` (``visible``); ``without`` completes the
+    error when it gave none."""
+    if not ids:
+        raise RuntimeError(f"{engine}: the task holds no GPU ({without}")
+    mine = str(ids[0])
     seen = visible_cuda_devices(visible)
     if seen is None and mine.isdigit():
         return f"cuda:{mine}"
     if seen is None or mine not in seen:
-        raise RuntimeError(f"ray: the task's GPU {mine} is not among its visible CUDA devices "
-                           f"(CUDA_VISIBLE_DEVICES={visible!r})")
+        raise RuntimeError(f"{engine}: the task's GPU {mine} is not among its visible CUDA "
+                           f"devices (CUDA_VISIBLE_DEVICES={visible!r})")
     return f"cuda:{seen.index(mine)}"
 
 

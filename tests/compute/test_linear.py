@@ -5,11 +5,11 @@ one-row chunks -- and the Gaussian terms against scipy.stats."""
 
 import numpy as np
 import pytest
-from scipy.stats import norm
+from scipy.stats import norm, poisson
 
 from mixfold.compute.encoded import ArrayEncoded
 from mixfold.compute.linear import (MAX_FUSED_BLOCK_ROWS, MIN_BLOCK_ROWS, ONE_HOT_LEVELS,
-                                    SCORE_BLOCK_BYTES, block_rows, centred_gaussian,
+                                    SCORE_BLOCK_BYTES, block_rows, box_peak, centred_gaussian,
                                     fold_linear_mixture, gaussian_centre, linear_fold,
                                     reduce_components, sub_block_shape, sub_blocks)
 from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
@@ -205,3 +205,40 @@ def test_a_poisson_of_rate_zero_is_outside_the_form():
     enc = ArrayEncoded(np.array([0, 3]))
     assert fold_linear_mixture(accs, [PoissonDistribution(0.0), PoissonDistribution(2.0)],
                                np.log([0.5, 0.5]), enc, np.ones(2)) is None
+
+
+def test_box_peak_bounds_each_components_scores_over_the_rows():
+    rng = np.random.default_rng(5)
+    features = [rng.poisson(6.0, 5000).astype(float), rng.uniform(-2.0, 3.0, 5000)]
+    coef, const = rng.normal(size=(4, 2)), rng.normal(size=4)
+    peak = box_peak(coef, const, features)
+    scores = coef @ np.stack(features) + const[:, None]  # (K, rows)
+    assert (scores.max(axis=1) <= peak + 1e-12).all()
+    # one feature: the bound is the largest score itself
+    one = box_peak(coef[:, :1], const, features[:1])
+    np.testing.assert_allclose(one, (coef[:, :1] @ features[0][None] + const[:, None]).max(axis=1))
+
+
+def test_box_peak_is_none_when_the_scores_span_too_wide_or_a_feature_is_not_finite():
+    x = np.array([0.0, 1000.0])
+    assert box_peak(np.array([[1.0]]), np.zeros(1), [x]) is None  # spans 1000 nats
+    assert box_peak(np.array([[1.0]]), np.zeros(1), [np.array([0.0, np.inf])]) is None
+    assert box_peak(np.array([[1.0]]), np.zeros(1), [np.empty(0)]) is None
+
+
+def test_a_poisson_mixture_declares_its_box_peak_and_folds_as_scipy_scores():
+    # log x! is a base kept out of the GEMM: the peak bounds x log lam - lam over the rows
+    rng = np.random.default_rng(2)
+    x = np.concatenate([rng.poisson(3.0, 4000), rng.poisson(15.0, 4000)])
+    comps, w = [PoissonDistribution(2.0), PoissonDistribution(12.0)], np.array([0.4, 0.6])
+    accs = [PoissonAccumulator() for _ in comps]
+    enc = ArrayEncoded(x)
+    terms = PoissonAccumulator.linear_terms(accs, comps, enc)
+    peak = np.log([2.0, 12.0]) * x.max() - np.array([2.0, 12.0])
+    np.testing.assert_allclose(terms.peak, peak, rtol=1e-15)
+    out = fold_linear_mixture(accs, comps, np.log(w), enc, np.ones(x.size))
+    assert out is not None
+    dens = w * poisson.pmf(x[:, None], [2.0, 12.0])
+    np.testing.assert_allclose(out[1], np.log(dens.sum(axis=1)), rtol=1e-12)
+    resp = dens / dens.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose([a.sums[1] for a in accs], resp.T @ x, rtol=1e-11)

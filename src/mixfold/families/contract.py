@@ -115,7 +115,7 @@ from mixfold.capabilities import (
     StackedUpdate,
     VariationalBound,
 )
-from mixfold.compute.linear import LinearTerms
+from mixfold.compute.linear import LinearTerms, box_peak
 from mixfold.decomposition import Decomposition, declared_param_bytes
 from mixfold.families._encoders import (DOMAINS, NumericEncoder, VectorEncoder, bound_vector,
                                         vector_encoder)
@@ -410,8 +410,10 @@ class LinearFeatureSums(FeatureSums, StackedUpdate, LinearInFeatures):
             for acc, m, s in zip(accs, mass, sums):
                 acc.sums += (m, *s)
 
-        return LinearTerms(np.array([f.coef for f in forms]), np.array([f.const for f in forms]),
-                           write, add_sums, base=cls.base(x), source=x, key=(cls.family_name,))
+        coef, const = np.array([f.coef for f in forms]), np.array([f.const for f in forms])
+        return LinearTerms(coef, const, write, add_sums, base=cls.base(x),
+                           peak=box_peak(coef, const, features), source=x,
+                           key=(cls.family_name,))
 
 
 @functools.cache

@@ -10,6 +10,7 @@ from scipy.stats import norm, poisson
 from mixfold.compute.encoded import ArrayEncoded
 from mixfold.compute.linear import (MAX_FUSED_BLOCK_ROWS, MIN_BLOCK_ROWS, ONE_HOT_LEVELS,
                                     SCORE_BLOCK_BYTES, block_rows, box_peak, centred_gaussian,
+                                    feature_ranges,
                                     fold_linear_mixture, gaussian_centre, linear_fold,
                                     reduce_components, sub_block_shape, sub_blocks)
 from mixfold.families.poisson import PoissonAccumulator, PoissonDistribution
@@ -211,19 +212,21 @@ def test_box_peak_bounds_each_components_scores_over_the_rows():
     rng = np.random.default_rng(5)
     features = [rng.poisson(6.0, 5000).astype(float), rng.uniform(-2.0, 3.0, 5000)]
     coef, const = rng.normal(size=(4, 2)), rng.normal(size=4)
-    peak = box_peak(coef, const, features)
+    peak = box_peak(coef, const, feature_ranges(features))
     scores = coef @ np.stack(features) + const[:, None]  # (K, rows)
     assert (scores.max(axis=1) <= peak + 1e-12).all()
     # one feature: the bound is the largest score itself
-    one = box_peak(coef[:, :1], const, features[:1])
+    one = box_peak(coef[:, :1], const, feature_ranges(features[:1]))
     np.testing.assert_allclose(one, (coef[:, :1] @ features[0][None] + const[:, None]).max(axis=1))
 
 
 def test_box_peak_is_none_when_the_scores_span_too_wide_or_a_feature_is_not_finite():
-    x = np.array([0.0, 1000.0])
-    assert box_peak(np.array([[1.0]]), np.zeros(1), [x]) is None  # spans 1000 nats
-    assert box_peak(np.array([[1.0]]), np.zeros(1), [np.array([0.0, np.inf])]) is None
-    assert box_peak(np.array([[1.0]]), np.zeros(1), [np.empty(0)]) is None
+    def peak(*features):
+        return box_peak(np.array([[1.0]]), np.zeros(1), feature_ranges(features))
+
+    assert peak(np.array([0.0, 1000.0])) is None  # spans 1000 nats
+    assert peak(np.array([0.0, np.inf])) is None
+    assert peak(np.empty(0)) is None
 
 
 def test_a_poisson_mixture_declares_its_box_peak_and_folds_as_scipy_scores():

@@ -52,9 +52,8 @@ from mixfold.precision.bands import FLOAT32_PARTIAL_ROWS, native_dtype
 from mixfold.precision.bands import FLOAT64, Precision
 
 __all__ = ["LinearTerms", "linear_fold", "fold_linear_mixture", "block_rows",
-           "feature_offsets", "peak_shift", "box_peak", "score_coefficients", "host_features",
-           "hand_sums",
-           "centred_gaussian", "gaussian_centre",
+           "feature_offsets", "peak_shift", "box_peak", "feature_ranges", "score_coefficients",
+           "host_features", "hand_sums", "centred_gaussian", "gaussian_centre",
            "SCORE_BLOCK_BYTES", "MAX_FUSED_BLOCK_ROWS", "PARTIAL_ROWS", "FLOAT32_SCORE_FLOOR",
            "FLOAT64_SCORE_FLOOR",
            "ONE_HOT_LEVELS"]
@@ -151,25 +150,32 @@ def peak_shift(terms: Sequence[LinearTerms], log_weights: np.ndarray) -> float:
 BOX_PEAK_SPREAD = 300.0
 
 
-def box_peak(coef: np.ndarray, const: np.ndarray,
-             features: Sequence[np.ndarray]) -> np.ndarray | None:
+def box_peak(coef: np.ndarray, const: np.ndarray, ranges: np.ndarray) -> np.ndarray | None:
     """(K,) each component's largest score ``coef[k] . phi + const[k]`` over the rows, bounded
-    feature by feature over the features' ranges (exact for one feature); ``None`` where a
-    feature is not finite everywhere or the scores span more than :data:`BOX_PEAK_SPREAD`.
+    feature by feature over the features' ``ranges`` ((F, 2): least and largest value; exact for
+    one feature); ``None`` where a range is not finite (or empty: NaN) or the scores span more
+    than :data:`BOX_PEAK_SPREAD`.
 
-    >>> box_peak(np.array([[1.0], [-2.0]]), np.array([0.0, 1.0]), [np.array([0.0, 3.0])]).tolist()
+    >>> box_peak(np.array([[1.0], [-2.0]]), np.array([0.0, 1.0]), np.array([[0.0, 3.0]])).tolist()
     [3.0, 1.0]
     """
-    if not features or any(f.size == 0 for f in features):
-        return None
-    ranges = np.array([[f.min(), f.max()] for f in features])  # (F, 2)
-    if not np.isfinite(ranges).all():
+    if ranges.size == 0 or not np.isfinite(ranges).all():
         return None
     ends = coef[:, :, None] * ranges[None]  # (K, F, 2)
     top = ends.max(axis=2)
     if not ((top - ends.min(axis=2)).sum(axis=1) <= BOX_PEAK_SPREAD).all():
         return None
     return const + top.sum(axis=1)
+
+
+def feature_ranges(features: Sequence[np.ndarray]) -> np.ndarray:
+    """(F, 2) each feature's least and largest value over the rows (NaN where it has none).
+
+    >>> feature_ranges([np.array([2.0, -1.0]), np.empty(0)]).tolist()
+    [[-1.0, 2.0], [nan, nan]]
+    """
+    return np.array([[f.min(), f.max()] if f.size else [np.nan, np.nan] for f in features],
+                    dtype=float).reshape(len(features), 2)
 
 
 def score_coefficients(terms: Sequence[LinearTerms], log_weights: np.ndarray,

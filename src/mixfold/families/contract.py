@@ -115,7 +115,8 @@ from mixfold.capabilities import (
     StackedUpdate,
     VariationalBound,
 )
-from mixfold.compute.linear import LinearTerms, box_peak
+from mixfold.compute.feature_cache import cache_for
+from mixfold.compute.linear import LinearTerms, box_peak, feature_ranges
 from mixfold.decomposition import Decomposition, declared_param_bytes
 from mixfold.families._encoders import (DOMAINS, NumericEncoder, VectorEncoder, bound_vector,
                                         vector_encoder)
@@ -412,8 +413,22 @@ class LinearFeatureSums(FeatureSums, StackedUpdate, LinearInFeatures):
 
         coef, const = np.array([f.coef for f in forms]), np.array([f.const for f in forms])
         return LinearTerms(coef, const, write, add_sums, base=cls.base(x),
-                           peak=box_peak(coef, const, features), source=x,
+                           peak=box_peak(coef, const, _feature_ranges(cls, x, features)),
+                           source=x,
                            key=(cls.family_name,))
+
+
+def _feature_ranges(family: type[LeafDistribution], x: np.ndarray,
+                    features: Sequence[np.ndarray]) -> np.ndarray:
+    """The features' ranges over the rows (:func:`~mixfold.compute.linear.feature_ranges`), kept
+    with the fit's resident features: they depend on the rows only, not on the model."""
+    store = cache_for((family.family_name, "feature ranges"), [x], 16 * len(features), x.nbytes)
+    ranges = None if store is None else store.get("ranges")
+    if ranges is None:
+        ranges = feature_ranges(features)
+        if store is not None:
+            store["ranges"] = ranges
+    return ranges
 
 
 @functools.cache

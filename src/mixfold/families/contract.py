@@ -595,9 +595,16 @@ class ShapedLeafDistribution(LeafDistribution):
                       if name in p or name not in cls.optional_params})
 
 
+@functools.cache
 def _default(cls: type, name: str) -> Any:
     """The default of the constructor's parameter ``name``."""
     return inspect.signature(cls).parameters[name].default
+
+
+@functools.cache
+def _constructor_names(cls: type) -> tuple[str, ...]:
+    """The names the constructor of ``cls`` takes (its signature read once per class)."""
+    return tuple(p for p in inspect.signature(cls.__init__).parameters if p != "self")
 
 
 class LevelSums(LeafAccumulator):
@@ -751,8 +758,8 @@ class VectorLeafEstimator(ShapedLeafEstimator):
         """A new estimator of the fitted length (its options checked again: rows that miss
         entries may rule some out)."""
         dim, missing = bound_vector(self, encoder)
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        options = {name: getattr(self, name) for name in names if name != "frozen"}
+        options = {name: getattr(self, name) for name in _constructor_names(type(self))
+                   if name != "frozen"}
         return type(self)(**{**options, "dim": dim, "missing": missing})
 
     def _new_accumulator(self) -> LeafAccumulator:

@@ -5,7 +5,6 @@ before the move; ``python tests/families/test_leaf_pinned_fits.py`` prints them)
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 
@@ -19,6 +18,8 @@ from mixfold import (CategoricalDistribution, CategoricalEstimator, DirichletDis
                      MultinomialDistribution, MultinomialEstimator, NegativeBinomialDistribution,
                      NegativeBinomialEstimator, RecordEstimator, VonMisesDistribution,
                      VonMisesEstimator)
+from tests.families.pinned import all_digests, digest_model, digest_scores
+
 
 PINNED = {  # computed with main at 1a190e4
     "categorical: mixture": "adef2de97679840a",
@@ -57,26 +58,6 @@ PINNED = {  # computed with main at 1a190e4
     "multinomial sparse scores: float32 one": "2b40a8498f173866",
     "multinomial sparse scores: float32 stacked": "7a0147df66a92e8e",
 }
-
-
-def _hexes(v):
-    if isinstance(v, float):
-        return v.hex()
-    if isinstance(v, dict):
-        return {k: _hexes(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_hexes(x) for x in v]
-    return v
-
-
-def _digest_model(model) -> str:
-    text = json.dumps(_hexes(model.to_dict()), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _digest_scores(a: np.ndarray) -> str:
-    a = np.ascontiguousarray(a)
-    return hashlib.sha256(a.tobytes() + f"{a.dtype}{a.shape}".encode()).hexdigest()[:16]
 
 
 def _fit(x, est, max_iter=30, **kw):
@@ -164,19 +145,11 @@ def _score_digests(comps, rows) -> dict[str, str]:
     enc = comps[0].encoder().encode(rows)
     out = {}
     for precision in ("float64", "float32"):
-        out[f"{precision} one"] = _digest_scores(np.stack([c.seq_log_density(enc, precision)
+        out[f"{precision} one"] = digest_scores(np.stack([c.seq_log_density(enc, precision)
                                                            for c in comps]))
         if hasattr(type(comps[0]), "stack_log_density"):
-            out[f"{precision} stacked"] = _digest_scores(
+            out[f"{precision} stacked"] = digest_scores(
                 type(comps[0]).stack_log_density(comps, enc, precision))
-    return out
-
-
-def _all_digests() -> dict[str, str]:
-    d = _data()
-    out = {f"{fam}: {case}": _digest_model(make()) for (fam, case), make in _fits(d).items()}
-    for fam, (comps, rows) in _scored(d).items():
-        out.update({f"{fam} scores: {k}": v for k, v in _score_digests(comps, rows).items()})
     return out
 
 
@@ -192,7 +165,7 @@ def data():
 @pytest.mark.parametrize("family, case", FITS, ids=[f"{f}-{c}" for f, c in FITS])
 def test_fit_is_bit_identical_to_before_the_short_form(data, family, case):
     model = _fits(data)[family, case]()
-    assert _digest_model(model) == PINNED[f"{family}: {case}"]
+    assert digest_model(model) == PINNED[f"{family}: {case}"]
 
 
 @pytest.mark.parametrize("family", SCORES)
@@ -203,4 +176,4 @@ def test_scores_are_bit_identical_to_before_the_short_form(data, family):
 
 
 if __name__ == "__main__":
-    print(json.dumps(_all_digests(), indent=4))
+    print(json.dumps(all_digests(_fits(_data()), _scored(_data()), _score_digests), indent=4))

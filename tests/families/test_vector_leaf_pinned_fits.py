@@ -9,7 +9,6 @@ fused linear E-step (a mixture over more rows) run."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 
@@ -23,6 +22,7 @@ from mixfold import (DiagonalGaussianDistribution, DiagonalGaussianEstimator,
                      MultivariateStudentTDistribution, MultivariateStudentTEstimator,
                      RecordEstimator)
 from mixfold.precision import resolve_precision
+from tests.families.pinned import all_digests, digest_model, digest_scores
 
 PINNED = {  # computed with main at e5493bf
     "diagonal: float64": "c8794b22354adf6e",
@@ -80,26 +80,6 @@ PINNED = {  # computed with main at e5493bf
     "gaussian scores: bfloat16@emulated one": "22a107c4f408b32d",
     "gaussian scores: relative": "ebdad50870cd0b7a",
 }
-
-
-def _hexes(v):
-    if isinstance(v, float):
-        return v.hex()
-    if isinstance(v, dict):
-        return {k: _hexes(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_hexes(x) for x in v]
-    return v
-
-
-def _digest_model(model) -> str:
-    text = json.dumps(_hexes(model.to_dict()), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _digest_scores(a: np.ndarray) -> str:
-    a = np.ascontiguousarray(a)
-    return hashlib.sha256(a.tobytes() + f"{a.dtype}{a.shape}".encode()).hexdigest()[:16]
 
 
 def _fit(x, est, max_iter=25, **kw):
@@ -203,21 +183,13 @@ def _score_digests(comps, rows) -> dict[str, str]:
     out = {}
     for name in ("float64", "float32", "bfloat16@emulated"):
         precision = resolve_precision(name)
-        out[f"{name} one"] = _digest_scores(np.stack([c.seq_log_density(enc, precision)
+        out[f"{name} one"] = digest_scores(np.stack([c.seq_log_density(enc, precision)
                                                            for c in comps]))
         if hasattr(type(comps[0]), "stack_log_density") and precision.native:
-            out[f"{name} stacked"] = _digest_scores(
+            out[f"{name} stacked"] = digest_scores(
                 type(comps[0]).stack_log_density(comps, enc, precision))
     if hasattr(type(comps[0]), "stack_relative_log_density"):
-        out["relative"] = _digest_scores(type(comps[0]).stack_relative_log_density(comps, enc))
-    return out
-
-
-def _all_digests() -> dict[str, str]:
-    d = _data()
-    out = {f"{fam}: {case}": _digest_model(make()) for (fam, case), make in _fits(d).items()}
-    for fam, (comps, rows) in _scored(d).items():
-        out.update({f"{fam} scores: {k}": v for k, v in _score_digests(comps, rows).items()})
+        out["relative"] = digest_scores(type(comps[0]).stack_relative_log_density(comps, enc))
     return out
 
 
@@ -233,7 +205,7 @@ def data():
 @pytest.mark.parametrize("family, case", FITS, ids=[f"{f}-{c}" for f, c in FITS])
 def test_fit_is_bit_identical_to_before_the_short_form(data, family, case):
     model = _fits(data)[family, case]()
-    assert _digest_model(model) == PINNED[f"{family}: {case}"]
+    assert digest_model(model) == PINNED[f"{family}: {case}"]
 
 
 @pytest.mark.parametrize("family", SCORES)
@@ -244,4 +216,4 @@ def test_scores_are_bit_identical_to_before_the_short_form(data, family):
 
 
 if __name__ == "__main__":
-    print(json.dumps(_all_digests(), indent=4))
+    print(json.dumps(all_digests(_fits(_data()), _scored(_data()), _score_digests), indent=4))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import warnings
 from abc import abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -29,8 +29,8 @@ from mixfold.capabilities import CentredStatistics
 from mixfold.compute.centre import weighted_centre
 from mixfold.errors import DegenerateFitWarning
 
-__all__ = ["CentredMoments", "ScalarReference", "central_moments", "weighted_centre",
-           "warn_collapsed_variance"]
+__all__ = ["CentredMoments", "VectorMoments", "ScalarReference", "central_moments",
+           "weighted_centre", "warn_collapsed_variance"]
 
 
 def central_moments(weight: np.ndarray, sum_x: np.ndarray, sum_xx: np.ndarray,
@@ -52,8 +52,9 @@ class CentredMoments(CentredStatistics):
     (D, D) = ``sum w (x-c)^2`` (or the outer products) and ``ref_mass`` (D,) = ``sum w c`` of a
     Gaussian-like family, summed about the reference ``c``: the model's mean when rows are added
     under a model, the point :meth:`set_reference` gave for a stacked update, the weighted mean
-    of the rows of a seeded start. Subclasses hold the four arrays and say which point a stack
-    of their components shares (``stack_reference``)."""
+    of the rows of a seeded start. Subclasses hold the four arrays (:class:`VectorMoments` for
+    rows of D values; the Gaussian's in its field sums) and say which point a stack of their
+    components shares (``stack_reference``)."""
 
     weight: np.ndarray
     sum_x: np.ndarray
@@ -83,6 +84,16 @@ class CentredMoments(CentredStatistics):
             self._point = weighted_centre(x, w) if own is None else own
         return self._point
 
+    def add_about(self, center: np.ndarray, w: float, sum_x: np.ndarray,
+                  sum_xx: np.ndarray) -> None:
+        """Add sums of weight ``w`` taken about ``center`` (the fused E-step's), which becomes
+        this accumulator's reference point."""
+        self.set_reference(center)
+        self.weight += w
+        self.sum_x += sum_x
+        self.sum_xx += sum_xx
+        self.ref_mass += w * center
+
     def recentre(self, point: np.ndarray) -> None:
         old = self.reference()
         point = np.asarray(point, dtype=np.float64).reshape(self.sum_x.shape)
@@ -99,6 +110,23 @@ class CentredMoments(CentredStatistics):
             self.sum_xx += d * (2.0 * self.sum_x + s0 * d)
         self.sum_x += s0 * d
         self.ref_mass[...] = s0 * point
+
+
+class VectorMoments(CentredMoments):
+    """:class:`CentredMoments` of rows of D values in four arrays of their own: ``sum_xx`` holds
+    the squares (D,) or, where ``outer_products``, the outer products (D, D)."""
+
+    outer_products: ClassVar[bool] = False
+
+    def __init__(self, dim: int, keys: str | None = None):
+        super().__init__(keys)
+        self.weight = np.zeros(1)
+        self.sum_x = np.zeros(dim)
+        self.sum_xx = np.zeros((dim, dim) if self.outer_products else dim)
+        self.ref_mass = np.zeros(dim)
+
+    def own_arrays(self) -> list[np.ndarray]:
+        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
 
 
 class ScalarReference(CentredStatistics):

@@ -12,7 +12,7 @@ import numpy as np
 from mixfold.capabilities import (CompensatedAccumulation, FusedFold, LinearInFeatures,
                                   StackedUpdate)
 from mixfold.compute.linear import LinearTerms
-from mixfold.families._centred import CentredMoments
+from mixfold.families._centred import VectorMoments
 from mixfold.families._diagonal_stack import centred_terms
 from mixfold.families._missing import has_missing, require_native
 from mixfold.families._protocol import Encoded
@@ -68,7 +68,7 @@ def centred_transposed(rows: np.ndarray, center: np.ndarray, out: np.ndarray) ->
                 casting="same_kind")
 
 
-class DiagonalGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
+class DiagonalGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpdate,
                                   LinearInFeatures, CompensatedAccumulation, FusedFold):
     """Statistics about a reference point ``c``
     (:class:`~mixfold.families._centred.CentredMoments`): the sum of weights, and per coordinate
@@ -76,16 +76,6 @@ class DiagonalGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate
 
     # a mixture's E-step of all K at once (families/stacked_gaussian.py)
     stack_fold = staticmethod(diagonal_fold)
-
-    def __init__(self, dim: int, keys: str | None = None):
-        super().__init__(keys)
-        self.weight = np.zeros(1)
-        self.sum_x = np.zeros(dim)
-        self.sum_xx = np.zeros(dim)
-        self.ref_mass = np.zeros(dim)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
 
     @staticmethod
     def stack_reference(components: Sequence[Any]) -> np.ndarray:
@@ -121,11 +111,7 @@ class DiagonalGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
             for acc, w, sx, sxx in zip(accs, mass, sums[:, d:], sums[:, :d]):
-                acc.set_reference(center)
-                acc.weight += w
-                acc.sum_x += sx
-                acc.sum_xx += sxx
-                acc.ref_mass += w * center
+                acc.add_about(center, w, sx, sxx)
 
         return LinearTerms(coef, const, features, add_sums, peak=peak, source=x,
                            key=("diagonal-gaussian", center.tobytes()))

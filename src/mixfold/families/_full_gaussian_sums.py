@@ -16,7 +16,7 @@ from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.linear import LinearTerms, gaussian_centre
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.compute.scratch import scratch
-from mixfold.families._centred import CentredMoments
+from mixfold.families._centred import VectorMoments
 from mixfold.families._missing import add_weighted_outer, has_missing, require_native
 from mixfold.families._protocol import Encoded
 from mixfold.families.contract import LeafAccumulator
@@ -33,7 +33,7 @@ __all__ = ["MultivariateGaussianAccumulator", "MissingMultivariateGaussianAccumu
 MAX_LINEAR_FEATURES = 512
 
 
-class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUpdate,
+class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpdate,
                                       CompensatedAccumulation, LinearInFeaturesInBands,
                                       FusedFold):
     """Statistics about a reference point ``c``
@@ -44,15 +44,7 @@ class MultivariateGaussianAccumulator(CentredMoments, LeafAccumulator, StackedUp
     # a mixture's E-step of all K at once on small data (families/stacked_gaussian.py)
     stack_fold = staticmethod(full_fold)
 
-    def __init__(self, dim: int, keys: str | None = None):
-        super().__init__(keys)
-        self.weight = np.zeros(1)
-        self.sum_x = np.zeros(dim)
-        self.sum_xx = np.zeros((dim, dim))
-        self.ref_mass = np.zeros(dim)
-
-    def own_arrays(self) -> list[np.ndarray]:
-        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
+    outer_products = True
 
     @staticmethod
     def stack_reference(components: Sequence[Any]) -> np.ndarray:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.families._centred import CentredMoments
+from mixfold.families._centred import VectorMoments
 from mixfold.families._missing import (MissingPatterns, add_weighted_outer, fill_for_points,
                                        has_missing, require_native)
 from mixfold.families._protocol import Encoded
@@ -67,7 +67,7 @@ class RowScales:
         return shape / rate, digamma(shape) - np.log(rate)
 
 
-class MultivariateStudentTAccumulator(CentredMoments, LeafAccumulator):
+class MultivariateStudentTAccumulator(VectorMoments, LeafAccumulator):
     """Statistics: the moments of :class:`~mixfold.families._centred.CentredMoments` with row
     weights ``w u`` (``u`` the posterior mean of each row's precision scale) — ``sum w u``,
     ``sum w u (x-c)`` (D), ``sum w u (x-c)(x-c)^T`` (D x D), ``sum w u c`` (D) — and
@@ -76,16 +76,14 @@ class MultivariateStudentTAccumulator(CentredMoments, LeafAccumulator):
     conditional mean, its outer products gaining the conditional scale (weight ``w``, since
     ``E[u (scale / u)] = scale``). The start (no model) has ``u = 1``."""
 
+    outer_products = True
+
     def __init__(self, dim: int, keys: str | None = None):
-        super().__init__(keys)
-        self.weight = np.zeros(1)
-        self.sum_x = np.zeros(dim)
-        self.sum_xx = np.zeros((dim, dim))
-        self.ref_mass = np.zeros(dim)
+        super().__init__(dim, keys)
         self.scale_sums = np.zeros(3)
 
     def own_arrays(self) -> list[np.ndarray]:
-        return [self.weight, self.sum_x, self.sum_xx, self.ref_mass, self.scale_sums]
+        return [*super().own_arrays(), self.scale_sums]
 
     @staticmethod
     def stack_reference(components: Sequence[Any]) -> np.ndarray:

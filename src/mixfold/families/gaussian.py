@@ -145,11 +145,7 @@ class GaussianAccumulator(CentredMoments, FieldSums, StackedUpdate, LinearInFeat
 
         def add_sums(sums: np.ndarray, mass: np.ndarray, _: None) -> None:
             for acc, w, sxx, sx in zip(accs, mass, sums[:, 0], sums[:, 1]):
-                acc.set_reference(center)
-                acc.weight += w
-                acc.sum_x += sx
-                acc.sum_xx += sxx
-                acc.ref_mass += w * c0
+                acc.add_about(center, w, sx, sxx)
 
         return LinearTerms(coef, const, features, add_sums, peak=peak, source=x,
                            key=("gaussian", c0))

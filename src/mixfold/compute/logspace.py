@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["log_normalize_rows", "logsumexp_rows", "relative_quadratic_scores",
-           "relative_affine_scores", "far_rows", "affine_far_rows", "FAR_OUT", "LOG_2PI"]
+__all__ = ["log_normalize_rows", "normalise_live_rows", "logsumexp_rows",
+           "relative_quadratic_scores", "relative_affine_scores", "far_rows", "affine_far_rows",
+           "FAR_OUT", "LOG_2PI"]
 
 #: log(2 pi) in float64, the constant of every Gaussian log-density.
 LOG_2PI = float(np.log(2.0 * np.pi))
@@ -45,7 +46,7 @@ def log_normalize_rows(scores: np.ndarray, weights: np.ndarray | None = None,
     raw_top = scores.max(axis=1) if top is None else top
     finite = np.isfinite(raw_top)
     if finite.all():  # every row has its maximum's term exp(0) = 1: a total >= 1
-        return _normalised_live(scores, weights, raw_top)
+        return normalise_live_rows(scores, weights, raw_top)
     dead = ~finite
     top = np.where(dead, 0.0, raw_top)
     scores -= top[:, None]
@@ -58,9 +59,15 @@ def log_normalize_rows(scores: np.ndarray, weights: np.ndarray | None = None,
     return scores, lse
 
 
-def _normalised_live(scores: np.ndarray, weights: np.ndarray | None,
-                     top: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`log_normalize_rows` of rows that each have a finite maximum ``top``."""
+def normalise_live_rows(scores: np.ndarray, weights: np.ndarray | None,
+                        top: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`log_normalize_rows` of rows that each have a finite maximum ``top`` (n,), which
+    the caller has checked.
+
+    >>> p, lse = normalise_live_rows(np.log(np.array([[1.0, 3.0]])), None, np.log([3.0]))
+    >>> p.round(2).tolist(), round(float(lse[0]), 6)
+    ([[0.25, 0.75]], 1.386294)
+    """
     scores -= top[:, None]
     np.exp(scores, out=scores)
     total = scores.sum(axis=1)

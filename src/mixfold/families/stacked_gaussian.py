@@ -5,7 +5,9 @@ Diagonal (and spherical) components: the log-densities of every row under all K 
 the centred features ``[(x-c)^2, x-c]`` (``c`` the stack's centre, the point the fused E-step
 sums about), normalised by a stable log-sum-exp; the statistics are one GEMM of the posteriors
 by the same features, handed to the K accumulators as the fused path's sums (about the same
-point, so payloads of any path add). The M-step -- diagonal, spherical, full and tied (one
+point, so payloads of any path add). Where numba is available that E-step is one compiled call
+(:func:`~mixfold.compute.numba_mixture.diagonal_estep`: the same terms, row by row, its sums
+differing from the GEMMs' by round-off). The M-step -- diagonal, spherical, full and tied (one
 covariance key) -- reads the K payloads as (K, D) or (K, D, D) arrays and makes the K estimates
 at once. Both are what small data spends its time on: per-component Python, not arithmetic.
 
@@ -37,8 +39,9 @@ from typing import Any
 import numpy as np
 
 from mixfold.compute.band_engines import fused_linear_mixture
+from mixfold.compute.kernels import mixture_kernels
 from mixfold.compute.linear import gaussian_centre
-from mixfold.compute.logspace import LOG_2PI, log_normalize_rows
+from mixfold.compute.logspace import LOG_2PI, log_normalize_rows, normalise_live_rows
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
 from mixfold.families._missing import has_missing
 from mixfold.compute.row_blocks import map_row_blocks
@@ -67,16 +70,6 @@ def _small_float64(enc: Any, precision: Any, width: int) -> bool:
     p = precision
     return (p.native and p.dtype == np.float64 and not has_missing(enc)
             and enc.n_rows <= STACKED_ROWS and enc.n_rows * width <= STACKED_VALUES)
-
-
-def _normalised(scores: np.ndarray, weights: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray] | None:
-    """(posteriors times row weights (n, K), per-row log-density) of ``scores`` (n, K) by a
-    stable log-sum-exp; ``None`` when a row has no finite score (the generic path says why)."""
-    top = np.asfortranarray(scores).max(axis=1)  # (a max along K rows: ~5x a C-order one's)
-    if not np.isfinite(top).all():
-        return None
-    return log_normalize_rows(scores, weights, top)
 
 
 def _hand_over(accs: Sequence[Any], center: np.ndarray, mass: np.ndarray, sum_x: np.ndarray,
@@ -109,6 +102,10 @@ def diagonal_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: n
         return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
     mu = np.array([c.mu for c in components])
     s2 = np.array([c.sigma2 for c in components])
+    kernels = mixture_kernels()
+    if kernels is not None:  # compiled: one call where NumPy makes thirty
+        return _compiled_diagonal_fold(kernels["diagonal_estep"], accs, components, log_weights,
+                                       enc, weights, mu, s2)
     center = gaussian_centre(mu, s2)
     features = np.empty((x.shape[0], 2 * d))
     xc = np.subtract(x, center, out=features[:, d:])
@@ -123,13 +120,32 @@ def diagonal_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: n
     coef[:, d:] *= m
     scores = features @ coef.T
     scores += const + log_weights
-    normalised = _normalised(scores, weights)
-    if normalised is None:
+    top = np.asfortranarray(scores).max(axis=1)  # (a max along K rows: ~5x a C-order one's)
+    if not np.isfinite(top).all():
         return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
-    resp, lse = normalised
+    resp, lse = normalise_live_rows(scores, weights, top)
     mass = resp.sum(axis=0)
     sums = resp.T @ features
     _hand_over(accs, center, mass, sums[:, d:], sums[:, :d])
+    return mass, lse
+
+
+def _compiled_diagonal_fold(estep: Any, accs: Sequence[Any], components: Sequence[Any],
+                            log_weights: np.ndarray, enc: Any, weights: np.ndarray,
+                            mu: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`diagonal_fold`'s E-step in one compiled call
+    (:func:`~mixfold.compute.numba_mixture.diagonal_estep`)."""
+    x = np.ascontiguousarray(enc.values)
+    d = x.shape[1]
+    center = np.empty(d)
+    sums = np.empty((len(mu), 2 * d + 1))
+    lse = np.empty(enc.n_rows)
+    if not estep(x, np.ascontiguousarray(weights, dtype=np.float64), mu, s2,
+                 np.ascontiguousarray(log_weights, dtype=np.float64), center, sums, lse):
+        # a row no component can score: the generic path names it
+        return fused_linear_mixture(accs, components, log_weights, enc, weights, FLOAT64)
+    mass = sums[:, -1].copy()
+    _hand_over(accs, center, mass, sums[:, d:-1], sums[:, :d])
     return mass, lse
 
 

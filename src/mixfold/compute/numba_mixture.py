@@ -1,0 +1,106 @@
+"""numba-compiled E-step of a small mixture of diagonal Gaussians, loaded by
+:mod:`mixfold.compute.kernels` on the first such fold.
+
+On small data (a notebook's few hundred rows) the NumPy E-step is some thirty calls on (K, D)
+and (rows, K) arrays, each costing more than its arithmetic; this is that E-step in one call:
+the stack's centre (:func:`~mixfold.compute.linear.gaussian_centre`'s), each component's
+coefficients on ``[(x-c)^2, x-c]``, every row's scores, their log-sum-exp and the posteriors'
+weighted sums about the centre, row by row.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from mixfold.compute.kernel_cache import on_disk
+
+__all__ = ["diagonal_estep", "DIAGONAL_ESTEP_SIGNATURE"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+#: no NaN-or-infinity assumptions: a far row's -inf score must stay -inf
+_FLAGS = {"contract", "reassoc", "nsz", "arcp"}
+_F8 = numba.float64
+_IN1, _IN2 = (numba.types.Array(_F8, n, "C", readonly=True) for n in (1, 2))  # (or writable)
+#: (x (n, D), w (n,), mu (K, D), s2 (K, D), log_weights (K,), centre (D,) out,
+#:  sums (K, 2D + 1) out, lse (n,) out) -> whether every row has a finite score
+DIAGONAL_ESTEP_SIGNATURE = numba.boolean(_IN2, _IN1, _IN2, _IN2, _IN1, _F8[::1], _F8[:, ::1],
+                                         _F8[::1])
+
+
+@numba.njit(fastmath=_FLAGS, error_model="numpy")
+def _centre(mu, s2, out):
+    # gaussian_centre: the mean of the means snapped to a power-of-two grid no finer than the
+    # components' spread (the same centre from one iteration to the next)
+    k, d = mu.shape
+    for j in range(d):
+        c = 0.0
+        for i in range(k):
+            c += mu[i, j]
+        c /= k
+        spread = 0.0
+        for i in range(k):
+            spread += s2[i, j] + (mu[i, j] - c) ** 2
+        spread = math.sqrt(spread / k)
+        out[j] = c
+        if spread > 0.0 and spread < np.inf:
+            grid = 2.0 ** math.ceil(math.log2(spread))
+            snapped = np.round(c / grid) * grid
+            if math.isfinite(snapped):
+                out[j] = snapped
+
+
+@numba.njit(DIAGONAL_ESTEP_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy",
+            cache=on_disk())
+def diagonal_estep(x, w, mu, s2, log_weights, centre, sums, lse):
+    n, d = x.shape
+    k = mu.shape[0]
+    _centre(mu, s2, centre)
+    # log w_k + log p_k(x) = sum_j a_kj (x_j-c_j)^2 + b_kj (x_j-c_j) + const_k
+    a = np.empty((k, d))
+    b = np.empty((k, d))
+    const = np.empty(k)
+    for i in range(k):
+        q = 0.0
+        logs = 0.0
+        for j in range(d):
+            m = mu[i, j] - centre[j]
+            a[i, j] = -0.5 / s2[i, j]
+            b[i, j] = m / s2[i, j]
+            q += m * b[i, j]
+            logs += math.log(s2[i, j])
+        const[i] = log_weights[i] - 0.5 * (q + d * _LOG_2PI + logs)
+    sums[:] = 0.0
+    xc = np.empty(d)
+    sq = np.empty(d)
+    score = np.empty(k)
+    for r in range(n):
+        for j in range(d):
+            xc[j] = x[r, j] - centre[j]
+            sq[j] = xc[j] * xc[j]
+        top = -np.inf
+        for i in range(k):
+            s = const[i]
+            for j in range(d):
+                s += a[i, j] * sq[j] + b[i, j] * xc[j]
+            score[i] = s
+            if s != s:  # a row the generic path must name (an infinite value)
+                return False
+            top = max(top, s)
+        if not math.isfinite(top):
+            return False
+        total = 0.0
+        for i in range(k):
+            score[i] = math.exp(score[i] - top)
+            total += score[i]
+        lse[r] = top + math.log(total)
+        scale = w[r] / total
+        for i in range(k):
+            p = score[i] * scale
+            for j in range(d):
+                sums[i, j] += p * sq[j]
+                sums[i, d + j] += p * xc[j]
+            sums[i, 2 * d] += p
+    return True

@@ -147,8 +147,13 @@ def child_rows(enc: Encoded, k: int, slots: tuple[int, ...] | None) -> Encoded:
 def bind_units(estimators: Sequence[Estimator], encoder: Encoder) -> list[Estimator]:
     """The children's estimators bound to a fitted shared ``encoder``, each to its part."""
     slots = encoding_slots(encoder)
-    return [e.bind(encoder if slots is None else encoder.child_encoder(k))
-            for k, e in enumerate(estimators)]
+    if slots is not None:
+        return [e.bind(encoder.child_encoder(k)) for k, e in enumerate(estimators)]
+    bound: dict[int, Estimator] = {}  # one encoding: an estimator given K times is bound once
+    for e in estimators:
+        if id(e) not in bound:
+            bound[id(e)] = e.bind(encoder)
+    return [bound[id(e)] for e in estimators]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -20,16 +21,28 @@ def test_import_is_light_and_loads_no_optional_engine():
 
 
 def test_scipy_is_imported_by_the_first_family_that_calls_it():
-    # import scipy.special is ~27 MB and ~0.25 s; a diagonal Gaussian mixture never calls it
+    # import scipy.special is ~27 MB and ~0.25 s; a Gaussian mixture never calls it (a
+    # diagonal one's small-data E-step loads numba, which imports scipy itself)
     code = ("import sys, numpy as np, mixfold as mf; "
-            "x = np.random.default_rng(0).normal(size=(500, 2)); "
-            "mf.fit(x, mf.MixtureEstimator([mf.DiagonalGaussianEstimator()] * 2), max_iter=3, "
+            "x = np.random.default_rng(0).normal(size=500); "
+            "mf.fit(x, mf.MixtureEstimator([mf.GaussianEstimator()] * 2), max_iter=3, "
             "progress=False, seed=0); print('scipy' in sys.modules); "
             "from mixfold.families.poisson import log_factorial; "
             "print(log_factorial(np.array([4.0, 5000.0])).round(4).tolist(), "
             "'scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["False", "[3.1781, 37591.1435] True"]
+
+
+def test_a_diagonal_mixture_without_the_kernels_loads_neither_numba_nor_scipy():
+    # MIXFOLD_DISABLE_KERNELS keeps a small diagonal fit on NumPy's E-step, light to start
+    code = ("import sys, numpy as np, mixfold as mf; "
+            "x = np.random.default_rng(0).normal(size=(500, 2)); "
+            "mf.fit(x, mf.MixtureEstimator([mf.DiagonalGaussianEstimator()] * 2), max_iter=3, "
+            "progress=False, seed=0); print('numba' in sys.modules, 'scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "MIXFOLD_DISABLE_KERNELS": "1"})
+    assert out.stdout.split() == ["False", "False"]
 
 
 def test_public_names_have_docstrings():

@@ -287,9 +287,11 @@ def full_estimate(estimators: Sequence[Any], masses: np.ndarray,
         floor = np.where(diag > 0, floor, scale)
     floor = np.maximum(floor, ROUNDOFF_FLOOR * np.maximum(diag, 0.0))
     collapsed = diag <= floor
-    for k in np.flatnonzero(collapsed.any(axis=1)):  # the generic M-step's words, each
+    # the generic M-step's words, each (rows searched only when one collapsed)
+    for k in np.flatnonzero(collapsed.any(axis=1)) if collapsed.any() else ():
         j = int(np.flatnonzero(collapsed[k])[0])
         warn_collapsed_variance(cov[k, j, j], cov[k, j, j] + floor[k, j], s0[k], mu[k, j],
                                 f" in dimension {j} ({int(collapsed[k].sum())} of {d})")
-    cov = cov + floor[:, :, None] * np.eye(d)
+    on_diagonal = np.arange(d)
+    cov[:, on_diagonal, on_diagonal] += floor  # (the moments' own array)
     return first.distribution_class.stack_of(mu, cov)

@@ -15,7 +15,7 @@ rows; the whole of ``from_dataframe``; Arrow ``toPandas`` plus a local encode. I
 phases, each ratio to the local backend's iteration in the driver: a Spark job over empty
 partitions (task launch, broadcast, ``treeAggregate``); a job that reads every cached shard
 into the Python workers and folds nothing; a whole mixfold iteration. Every figure is the
-median of ``--repeats`` runs.
+median of ``--repeats`` runs (the encode phases in rounds that run each phase once).
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from mixfold.backends._partitions import PartitionEncoding
-from mixfold.backends.spark import (SparkEncodedData, _vocabulary_sample, arrow_batches,
-                                    local_spark_session, stop_spark_session)
+from mixfold.backends.spark import (SparkEncodedData, _encode_after_sample, _encode_in_one_pass,
+                                    _vocabulary_sample, arrow_batches, local_spark_session,
+                                    stop_spark_session)
 from mixfold.dispatch import open_backend
 from mixfold.io.readers import table_rows
 
@@ -46,6 +47,18 @@ def median_seconds(fn, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def interleaved_medians(fns, repeats: int) -> list[float]:
+    """Each function's median seconds over ``repeats`` rounds that run every function once
+    (a load that comes and goes lands on all of them alike)."""
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, spent in zip(fns, times):
+            t = time.perf_counter()
+            fn()
+            spent.append(time.perf_counter() - t)
+    return [statistics.median(t) for t in times]
 
 
 def _batch_rows(messages):
@@ -101,20 +114,27 @@ def encode_phases(session, path: str, repeats: int) -> list[tuple]:
     def from_dataframe():
         SparkEncodedData.from_dataframe(df, estimator())[0].close()
 
+    def one_pass():
+        _encode_in_one_pass(df, encoding)[0].unpersist()
+
+    def after_sample():
+        _encode_after_sample(df, encoding)[0].unpersist()
+
     def to_pandas_local():
         frame = df.toPandas()
         open_backend("local", table_rows(frame, "array"), estimator())[0].close()
 
-    read_s = median_seconds(read, repeats)
     phases = [("Arrow batches into the Python workers, nothing done", arrow_to_python),
               ("vocabulary sample (first rows to the driver)",
                lambda: _vocabulary_sample(df, encoding)),
+              ("encode pass, vocabularies learnt in it (no sample)", one_pass),
+              ("encode pass after the vocabulary sample (before)", after_sample),
               ("mixfold encode (from_dataframe, whole)", from_dataframe),
               ("Arrow toPandas + local encode", to_pandas_local)]
-    out = [("encode", "read the Parquet (a sum per column)", read_s, None)]
-    for name, fn in phases:
-        s = median_seconds(fn, repeats)
-        out.append(("encode", name, s, s / read_s))
+    seconds = interleaved_medians([read] + [fn for _, fn in phases], repeats)
+    out = [("encode", "read the Parquet (a sum per column)", seconds[0], None)]
+    for (name, _), s in zip(phases, seconds[1:]):
+        out.append(("encode", name, s, s / seconds[0]))
     return out
 
 
@@ -163,6 +183,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--encode-only", action="store_true",
+                        help="skip the memory and iteration phases")
     args = parser.parse_args()
     print(f"{args.rows:,} rows x {D} columns in {PARTITIONS} Parquet files, local[2,4]; "
           f"medians of {args.repeats} (iterations: {args.iterations}); load average "
@@ -176,9 +198,10 @@ def main() -> None:
         session.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
         try:
             session.read.parquet(folder).count()  # the JVM's first query (class loading)
-            table = worker_memory(session, folder)
+            table = [] if args.encode_only else worker_memory(session, folder)
             table += encode_phases(session, folder, args.repeats)
-            table += iteration_phases(session, folder, args.repeats, args.iterations)
+            if not args.encode_only:
+                table += iteration_phases(session, folder, args.repeats, args.iterations)
         finally:
             stop_spark_session(session)
     print_measures(table, "phase", "ratio")

@@ -21,6 +21,7 @@ median of ``--repeats`` runs (the encode phases in rounds that run each phase on
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+import mixfold.backends.spark as spark_backend
 from mixfold.backends._partitions import PartitionEncoding
 from mixfold.backends.spark import (SparkEncodedData, _encode_after_sample, _encode_in_one_pass,
                                     _vocabulary_sample, arrow_batches, local_spark_session,
@@ -47,6 +49,17 @@ def median_seconds(fn, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+@contextlib.contextmanager
+def jvm_arrow_batches():
+    """The encode reads the JVM's Arrow batches even from a bare Parquet scan."""
+    saved = spark_backend.parquet_scan
+    spark_backend.parquet_scan = lambda df, schema: None
+    try:
+        yield
+    finally:
+        spark_backend.parquet_scan = saved
 
 
 def interleaved_medians(fns, repeats: int) -> list[float]:
@@ -120,6 +133,14 @@ def encode_phases(session, path: str, repeats: int) -> list[tuple]:
     def after_sample():
         _encode_after_sample(df, encoding)[0].unpersist()
 
+    def through_jvm_arrow():
+        with jvm_arrow_batches():
+            _encode_in_one_pass(df, encoding)[0].unpersist()
+
+    def before():
+        with jvm_arrow_batches():
+            _encode_after_sample(df, encoding)[0].unpersist()
+
     def to_pandas_local():
         frame = df.toPandas()
         open_backend("local", table_rows(frame, "array"), estimator())[0].close()
@@ -128,7 +149,10 @@ def encode_phases(session, path: str, repeats: int) -> list[tuple]:
               ("vocabulary sample (first rows to the driver)",
                lambda: _vocabulary_sample(df, encoding)),
               ("encode pass, vocabularies learnt in it (no sample)", one_pass),
-              ("encode pass after the vocabulary sample (before)", after_sample),
+              ("encode pass after the vocabulary sample", after_sample),
+              ("encode pass from the JVM's Arrow batches (no direct Parquet read)",
+               through_jvm_arrow),
+              ("encode pass after the sample, JVM's Arrow batches (before #35 arrow3)", before),
               ("mixfold encode (from_dataframe, whole)", from_dataframe),
               ("Arrow toPandas + local encode", to_pandas_local)]
     seconds = interleaved_medians([read] + [fn for _, fn in phases], repeats)

@@ -50,8 +50,11 @@ def test_a_batch_with_the_merged_levels_keeps_its_codes():
 
 def test_encoders_that_learn_more_than_levels_are_left_to_the_sample():
     assert not learns_in_pass(mixfold.LDAEstimator(3).encoder())
-    assert not learns_in_pass(mixfold.MultivariateGaussianEstimator().encoder())  # its length
-    assert learns_in_pass(mixfold.MultivariateGaussianEstimator(dim=2).encoder())
+    assert learns_in_pass(mixfold.MultivariateGaussianEstimator().encoder())  # from any row
+    assert not learns_in_pass(mixfold.OptionalEstimator(  # a batch may have no row
+        mixfold.MultivariateGaussianEstimator()).encoder())
+    assert learns_in_pass(mixfold.OptionalEstimator(
+        mixfold.MultivariateGaussianEstimator(dim=2)).encoder())
     with pytest.raises(Unmappable):
         code_map(mixfold.LDAEstimator(3, vocabulary=["a"]).encoder(),
                  mixfold.LDAEstimator(3, vocabulary=["a", "b"]).encoder())

@@ -112,3 +112,81 @@ def test_a_categorical_column_without_a_value_is_named(spark_session):
         "tier": mixfold.OptionalEstimator(mixfold.CategoricalEstimator())})
     with pytest.raises(DataError, match="tier.*no values to learn the categorical levels"):
         SparkEncodedData.from_dataframe(df, est)
+
+
+@pytest.fixture
+def parquet_folder(tmp_path):
+    """Parquet files of unequal sizes (Spark packs them into partitions out of name order),
+    each of several row groups, with a nullable string column."""
+    import pandas as pd
+
+    rng = np.random.default_rng(7)
+    for i, n in enumerate([120, 310, 45, 200, 90]):
+        frame = pd.DataFrame({"x": rng.normal(2.0 * (i % 2), 1.0, n),
+                              "c": rng.choice(["u", "v", f"only{i}"], n),
+                              "o": [None if v < 0.2 else "p" for v in rng.random(n)]})
+        frame.to_parquet(tmp_path / f"part{i}.parquet", row_group_size=64)
+    return str(tmp_path)
+
+
+def scanned_rows(df):
+    """Every row pyarrow reads from the files Spark's scan of ``df`` lists, or None."""
+    from mixfold.backends.spark import _arrow_schema
+    from mixfold.backends.spark_parquet import parquet_scan, parquet_tables
+
+    schema = _arrow_schema(df)
+    files = parquet_scan(df, schema)
+    if files is None:
+        return None
+    return [r for part in files for t in parquet_tables(schema, 7, part)
+            for r in t.to_pylist()]
+
+
+def test_a_parquet_scan_is_read_by_its_tasks_in_the_dataframes_order(spark_session,
+                                                                     parquet_folder,
+                                                                     small_batches):
+    df = spark_session.read.parquet(parquet_folder)
+    assert df.rdd.getNumPartitions() >= 2
+    assert scanned_rows(df) == [r.asDict() for r in df.collect()]
+    projected = df.select("o", "x")
+    assert scanned_rows(projected) == [r.asDict() for r in projected.collect()]
+    est = mixfold.MixtureEstimator([mixfold.RecordEstimator({
+        "x": mixfold.GaussianEstimator(), "c": mixfold.CategoricalEstimator(),
+        "o": mixfold.OptionalEstimator(mixfold.CategoricalEstimator())})] * 2)
+    (handle, _), jobs = jobs_run(spark_session.sparkContext,
+                                 lambda: SparkEncodedData.from_dataframe(df, est))
+    handle.close()
+    assert jobs == 1
+    on_spark, local = fit_both(df, est, seed=4, max_iter=5, tol=0.0)
+    np.testing.assert_allclose(on_spark.log_likelihood, local.log_likelihood, rtol=1e-12)
+
+
+def test_what_is_not_a_bare_parquet_scan_goes_through_the_jvms_batches(spark_session,
+                                                                       parquet_folder,
+                                                                       tmp_path_factory):
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    df = spark_session.read.parquet(parquet_folder)
+    assert scanned_rows(df.filter(F.col("x") > 0)) is None
+    assert scanned_rows(df.select((F.col("x") * 2).alias("x"))) is None
+    assert scanned_rows(df.limit(10)) is None
+    split = "spark.sql.files.maxPartitionBytes"
+    before = spark_session.conf.get(split)
+    spark_session.conf.set(split, "2000")  # each file read by several tasks
+    try:
+        assert scanned_rows(spark_session.read.parquet(parquet_folder)) is None
+    finally:
+        spark_session.conf.set(split, before)
+    nested = tmp_path_factory.mktemp("by_day")
+    (nested / "day=1").mkdir()
+    pd.DataFrame({"x": [1.0, 2.0]}).to_parquet(nested / "day=1" / "p.parquet")
+    assert scanned_rows(spark_session.read.parquet(str(nested))) is None  # a partition column
+    ints = tmp_path_factory.mktemp("ints")
+    pd.DataFrame({"x": np.arange(5, dtype=np.uint32)}).to_parquet(ints / "p.parquet")
+    assert scanned_rows(spark_session.read.parquet(str(ints))) is None  # uint32 read as long
+    kept = df.filter(F.col("x") > 0)
+    est = mixfold.RecordEstimator({"x": mixfold.GaussianEstimator(),
+                                   "c": mixfold.CategoricalEstimator()})
+    on_spark, local = fit_both(kept.select("x", "c"), est, max_iter=3)
+    np.testing.assert_allclose(on_spark.log_likelihood, local.log_likelihood, rtol=1e-12)

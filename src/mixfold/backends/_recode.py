@@ -5,8 +5,8 @@ vocabularies, cannot know the final levels while it encodes: each batch encodes 
 levels it holds (:func:`batch_encoder`), the fitted encoders merge into one, and every batch
 whose levels differ gets a :func:`code_map` — an integer array per categorical field — that
 :func:`recoded` applies to its codes (one ``take``). This holds for encoders whose only learnt
-state is a categorical's levels (:func:`learns_in_pass`); the others are encoded with a
-vocabulary known before the pass.
+state is a categorical's levels or a vector's length (:func:`learns_in_pass`); the others are
+encoded with a vocabulary known before the pass.
 """
 
 from __future__ import annotations
@@ -40,21 +40,26 @@ def _children(encoder: Encoder) -> list[Encoder] | None:
     return None
 
 
-def learns_in_pass(encoder: Encoder) -> bool:
+def learns_in_pass(encoder: Encoder, optional: bool = False) -> bool:
     """Whether every batch can encode with its own fit and be mapped onto the merge: each
-    leaf learns nothing, has a fixed length, or is a categorical.
+    leaf learns nothing, is a categorical, or learns a vector's length from any row (not
+    under an optional field: a batch with every value missing would have none).
 
     >>> learns_in_pass(RecordEncoder({"a": CategoricalEncoder(), "b": VectorEncoder(2)}))
     True
-    >>> learns_in_pass(SimplexEncoder())  # its length comes from the data
+    >>> learns_in_pass(OptionalEncoder(SimplexEncoder()))  # its length comes from a value
     False
     """
     children = _children(encoder)
     if children is not None:
-        return all(learns_in_pass(c) for c in children)
+        return all(learns_in_pass(c, optional or type(encoder) is OptionalEncoder)
+                   for c in children)
     kind = type(encoder)
-    return kind is CategoricalEncoder or kind is VectorEncoder or (
-        kind is SimplexEncoder and encoder.dim is not None) or kind.fit is Encoder.fit
+    if kind is CategoricalEncoder or kind is VectorEncoder or kind.fit is Encoder.fit:
+        return True
+    if isinstance(encoder, (VectorEncoder, SimplexEncoder)):
+        return not optional or encoder.dim is not None
+    return False
 
 
 def batch_encoder(fitted: Encoder) -> Encoder:

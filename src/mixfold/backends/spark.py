@@ -11,6 +11,7 @@ bound to loopback and stopped, JVM included, at ``close()``.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -24,6 +25,7 @@ from mixfold.backends._partitions import (PartitionEncoding, first_bad_row, merg
 from mixfold.backends._recode import (Unmappable, batch_encoder, code_map, learns_in_pass,
                                       recoded)
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
+from mixfold.backends.spark_parquet import parquet_scan, parquet_tables
 from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.backends.worker_gpus import on_cuda_device, runs_on_cuda, spark_cuda_device
 from mixfold.compute.tree import shard_bounds
@@ -228,18 +230,39 @@ class _Batch(NamedTuple):
     fitted: Encoder | None
 
 
-def _batch_encoder(encoding: PartitionEncoding, guess: Encoder | None, schema: Any,
-                   records: Any) -> Callable:
-    """The ``mapPartitionsWithIndex`` function that encodes each Arrow batch of a partition
-    into one ``(encoded rows, weights)`` element (one batch in memory at a time): with its own
-    vocabularies when ``guess`` is None, else with ``guess`` (a batch with a level ``guess``
-    lacks is not encoded, only its fitted encoder is recorded)."""
+def _ipc_tables(schema: Any, message: bytes) -> Iterator[Any]:
+    """One Arrow batch of the JVM's (an IPC message without its schema) as a table."""
     import pyarrow as pa
 
-    def encode_batches(index: int, messages: Iterator[bytes]) -> Iterator[tuple]:
-        for number, message in enumerate(messages):
-            table = pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(message),
-                                                                    schema)])
+    yield pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(message), schema)])
+
+
+def _batch_source(src: Any, schema: Any) -> tuple[Any, Callable[[Any], Iterator[Any]]]:
+    """(an RDD partitioned as ``src``, what turns each of its elements into Arrow tables in
+    ``src``'s row order): its Parquet files read by pyarrow in the tasks where it is a bare
+    Parquet scan (:func:`~mixfold.backends.spark_parquet.parquet_scan`), else the JVM's Arrow
+    batches."""
+    files = parquet_scan(src, schema)
+    if files is None:
+        return arrow_batches(src), functools.partial(_ipc_tables, schema)
+    batch_rows = int(src.sparkSession.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch",
+                                               "10000"))
+    sc = src.sparkSession.sparkContext
+    return sc.parallelize(files, len(files)), functools.partial(
+        parquet_tables, schema, batch_rows if batch_rows > 0 else 2 ** 30)
+
+
+def _batch_encoder(encoding: PartitionEncoding, guess: Encoder | None,
+                   tables_of: Callable[[Any], Iterator[Any]], records: Any) -> Callable:
+    """The ``mapPartitionsWithIndex`` function that encodes each Arrow table a partition's
+    elements give (``tables_of``) into one ``(encoded rows, weights)`` element (one batch in
+    memory at a time): with its own vocabularies when ``guess`` is None, else with ``guess``
+    (a batch with a level ``guess`` lacks is not encoded, only its fitted encoder is
+    recorded)."""
+
+    def encode_batches(index: int, elements: Iterator[Any]) -> Iterator[tuple]:
+        tables = (table for element in elements for table in tables_of(element))
+        for number, table in enumerate(tables):
             rows, weights = encoding.rows(table)
             if not len(rows):
                 continue
@@ -328,9 +351,9 @@ def _encode_and_measure(src: Any, encoding: PartitionEncoding, guess: Encoder | 
     pass over ``src``: one Spark job fills the cache, and the sizes and fitted encoders come
     back as accumulator updates, not by reading it again."""
     records = src.sparkSession.sparkContext.accumulator({}, _BatchRecords())
-    batches = arrow_batches(src)
+    batches, tables_of = _batch_source(src, schema)
     encoded = batches.mapPartitionsWithIndex(
-        _batch_encoder(encoding, guess, schema, records)).cache()
+        _batch_encoder(encoding, guess, tables_of, records)).cache()
     encoded._jrdd.count()  # the JVM counts: nothing is read back into Python
     return encoded, _partition_sizes(records.value, batches.getNumPartitions())
 

@@ -132,7 +132,7 @@ def parquet_folder(tmp_path):
 def scanned_rows(df):
     """Every row pyarrow reads from the files Spark's scan of ``df`` lists, or None."""
     from mixfold.backends.spark import _arrow_schema
-    from mixfold.backends.spark_parquet import parquet_scan, parquet_tables
+    from mixfold.backends._spark_parquet import parquet_scan, parquet_tables
 
     schema = _arrow_schema(df)
     files = parquet_scan(df, schema)

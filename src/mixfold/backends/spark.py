@@ -4,9 +4,10 @@ The rows are encoded once in the driver and shipped once into a cached RDD with 
 per shard. Per iteration the estimator and model are broadcast, every partition folds its shard
 into one fixed-size payload inside ``map``, and ``treeAggregate`` adds the payloads through a tree
 of the given depth — the driver never collects per-shard results. A Spark DataFrame is encoded
-on the executors instead, from Arrow batches (:meth:`SparkEncodedData.from_dataframe`). An existing
-SparkSession (or SparkContext) is used as it is and left running; one mixfold starts itself is
-bound to loopback and stopped, JVM included, at ``close()``.
+on the executors instead, from Arrow batches in one pass
+(:meth:`SparkEncodedData.from_dataframe`). An existing SparkSession (or SparkContext) is used as
+it is and left running; one mixfold starts itself is bound to loopback and stopped, JVM
+included, at ``close()``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from mixfold.backends._partitions import (PartitionEncoding, first_bad_row, merg
 from mixfold.backends._recode import (Unmappable, batch_encoder, code_map, learns_in_pass,
                                       recoded)
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
-from mixfold.backends.spark_parquet import parquet_scan, parquet_tables
+from mixfold.backends._spark_parquet import parquet_scan, parquet_tables
 from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.backends.worker_gpus import on_cuda_device, runs_on_cuda, spark_cuda_device
 from mixfold.compute.tree import shard_bounds
@@ -240,7 +241,7 @@ def _ipc_tables(schema: Any, message: bytes) -> Iterator[Any]:
 def _batch_source(src: Any, schema: Any) -> tuple[Any, Callable[[Any], Iterator[Any]]]:
     """(an RDD partitioned as ``src``, what turns each of its elements into Arrow tables in
     ``src``'s row order): its Parquet files read by pyarrow in the tasks where it is a bare
-    Parquet scan (:func:`~mixfold.backends.spark_parquet.parquet_scan`), else the JVM's Arrow
+    Parquet scan (:func:`~mixfold.backends._spark_parquet.parquet_scan`), else the JVM's Arrow
     batches."""
     files = parquet_scan(src, schema)
     if files is None:
@@ -451,18 +452,19 @@ class SparkEncodedData(ShardedEncodedData):
                        reduce_depth: int = 2) -> tuple[SparkEncodedData, Estimator]:
         """Encode a Spark DataFrame on its executors; returns the handle and bound estimator.
 
-        The columns reach the Python workers as the JVM's Arrow batches
-        (``arrow_batches``, read with the Arrow schema of ``df.schema``), one batch in memory at
-        a time, and one pass encodes them: each batch with its own vocabularies, which merge in
-        the driver; a task maps its batches' codes onto the merged levels as it reads its
-        shard (:mod:`~mixfold.backends._recode`). Encoders that learn more than categorical
-        levels (bags of tokens, sequences, a vector's length) first fit the first
-        :data:`VOCABULARY_SAMPLE_ROWS` rows and encode with that (a second pass encodes with the
-        merged vocabularies where a batch holds a level it lacks). Each batch is cached as it
-        is encoded, one ``(encoded rows, weights)`` element, and a fold joins a partition's
-        elements into its shard. Global row indices come from prefix sums of every partition's
-        node sizes (applied as each task reads its shard) — so the seeded start equals the
-        local backend's.
+        The columns reach the Python workers as Arrow batches, one batch in memory at a time:
+        read by pyarrow from the files of a bare Parquet scan, in the DataFrame's row order
+        (:mod:`~mixfold.backends._spark_parquet`), else the JVM's (``arrow_batches``), read
+        with the Arrow schema of ``df.schema``. One pass encodes them: each batch with its own
+        vocabularies, which merge in the driver; a task maps its batches' codes onto the
+        merged levels as it reads its shard (:mod:`~mixfold.backends._recode`). Encoders that
+        learn more than levels or a vector's length (bags of tokens, sequences) first fit the
+        first :data:`VOCABULARY_SAMPLE_ROWS` rows and encode with that (a second pass encodes
+        with the merged vocabularies where a batch holds a level it lacks). Each batch is
+        cached as it is encoded, one ``(encoded rows, weights)`` element, and a fold joins a
+        partition's elements into its shard. Global row indices come from prefix sums of every
+        partition's node sizes (applied as each task reads its shard) — so the seeded start
+        equals the local backend's.
         """
         columns = [c for c in df.columns if c != weight_column]
         src = df.select(*columns, weight_column) if weight_column else df.select(*columns)

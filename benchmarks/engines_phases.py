@@ -10,8 +10,12 @@ so their imports are not counted) against the largest partition's Arrow bytes. T
 phase is timed in the started workers.
 Encode phases, each a Spark job of its own and each ratio to reading the Parquet: the Parquet
 read alone (a sum per column, JVM only); the DataFrame's Arrow batches read into the Python
-workers and dropped (the floor of the encode's one pass); the vocabulary sample on the first
-rows; the whole of ``from_dataframe``; Arrow ``toPandas`` plus a local encode. Iteration
+workers and dropped (the floor of an encode through the JVM); the vocabulary sample on the
+first rows; the encoding pass four ways, side by side: as ``from_dataframe`` runs it now (no
+sample: levels and a vector's length learnt in the pass; the Parquet files read by pyarrow in
+the tasks), after a vocabulary sample, from the JVM's Arrow batches, and both of those (the
+encode before #35's arrow3 branch); the whole of ``from_dataframe``; Arrow ``toPandas`` plus a
+local encode. Iteration
 phases, each ratio to the local backend's iteration in the driver: a Spark job over empty
 partitions (task launch, broadcast, ``treeAggregate``); a job that reads every cached shard
 into the Python workers and folds nothing; a whole mixfold iteration. Every figure is the

@@ -185,6 +185,10 @@ def test_what_is_not_a_bare_parquet_scan_goes_through_the_jvms_batches(spark_ses
     ints = tmp_path_factory.mktemp("ints")
     pd.DataFrame({"x": np.arange(5, dtype=np.uint32)}).to_parquet(ints / "p.parquet")
     assert scanned_rows(spark_session.read.parquet(str(ints))) is None  # uint32 read as long
+    dated = tmp_path_factory.mktemp("dated")
+    pd.DataFrame({"x": [1.0], "t": pd.to_datetime(["1500-01-01"])}).to_parquet(
+        dated / "p.parquet")
+    assert scanned_rows(spark_session.read.parquet(str(dated))) is None  # Spark may rebase it
     kept = df.filter(F.col("x") > 0)
     est = mixfold.RecordEstimator({"x": mixfold.GaussianEstimator(),
                                    "c": mixfold.CategoricalEstimator()})

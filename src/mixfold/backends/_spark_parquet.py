@@ -6,7 +6,7 @@ one task, a partition's rows are its files' rows, file after file in the order S
 lists them: an encoding task reads those files itself with pyarrow, skipping the JVM's
 conversion of the rows into Arrow batches, and the rows keep the DataFrame's order (the
 seeded start and row indices depend on it). Anything else — a filter, a split file, a column
-whose Parquet type is not the Arrow type Spark gives it — returns None from
+whose Parquet type is not the Arrow type Spark gives it, a date or timestamp — returns None from
 :func:`parquet_scan`, and the encode reads the JVM's Arrow batches instead.
 """
 
@@ -70,8 +70,19 @@ def _same_values(held: Any, wanted: Any) -> bool:
     ``wanted`` (Arrow types; strings and binaries of either offset width cast losslessly)."""
     import pyarrow as pa
 
+    if _has_dates(wanted):  # Spark may rebase old dates written by legacy writers; pyarrow not
+        return False
     widths = ({pa.string(), pa.large_string()}, {pa.binary(), pa.large_binary()})
     return held == wanted or any(held in pair and wanted in pair for pair in widths)
+
+
+def _has_dates(kind: Any) -> bool:
+    """Whether an Arrow type is or holds a date, time or timestamp."""
+    import pyarrow as pa
+
+    if pa.types.is_temporal(kind):
+        return True
+    return any(_has_dates(kind.field(i).type) for i in range(kind.num_fields))
 
 
 def _same_types(paths: list[str], schema: Any) -> bool:

@@ -5,8 +5,8 @@
 
 The rows are ``engines.py``'s Gaussian mixture, written to Parquet in 8 files and read on
 ``local[2,4]``. Memory first: the Python workers' peak resident growth over an encode (each
-worker's peak before and after, by process id; the workers have encoded a 1% sample before,
-so their imports are not counted) against the largest partition's Arrow bytes. Then every
+worker's peak before and after, by process id; the workers have encoded 1% of the rows
+before, so their imports are not counted) against the largest partition's Arrow bytes. Then every
 phase is timed in the started workers.
 Encode phases, each a Spark job of its own and each ratio to reading the Parquet: the Parquet
 read alone (a sum per column, JVM only); the DataFrame's Arrow batches read into the Python
@@ -87,7 +87,8 @@ def _batch_rows(messages):
 def _peak_rss(_):
     import resource
 
-    import mixfold.backends.spark  # noqa: F401 - what an encoding task imports
+    import pyarrow.parquet  # noqa: F401 - what an encoding task imports
+    import mixfold.backends.spark  # noqa: F401
 
     yield os.getpid(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
@@ -102,9 +103,14 @@ def _worker_peaks(sc, tasks: int = 16) -> dict[int, int]:
 
 def worker_memory(session, path: str) -> list[tuple]:
     """The Python workers' peak growth in an encode, against the largest partition's Arrow
-    bytes (run before anything but a 1% sample has been encoded in these workers)."""
+    bytes (run before anything but 1% of the rows has been encoded in these workers)."""
     df = session.read.parquet(path)
-    # every worker imports what an encode imports on a 1% sample of every partition
+    # every worker runs what an encode runs (imports, Parquet reader) on 1% of the rows, in
+    # Parquet files of their own and through the JVM's batches
+    with tempfile.TemporaryDirectory() as warm:
+        for i in range(2):
+            partition(i, max(1, df.count() // 200)).to_parquet(Path(warm) / f"part{i}.parquet")
+        SparkEncodedData.from_dataframe(session.read.parquet(warm), estimator())[0].close()
     SparkEncodedData.from_dataframe(df.sample(fraction=0.01, seed=0), estimator())[0].close()
     arrow_bytes = arrow_batches(df).mapPartitions(lambda ms: [sum(len(m) for m in ms)]).max()
     before = _worker_peaks(session.sparkContext)

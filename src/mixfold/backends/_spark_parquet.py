@@ -119,7 +119,9 @@ def parquet_tables(schema: Any, batch_rows: int, paths: list[str]) -> Iterator[A
 
     names = list(schema.names)
     for path in paths:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=names):
+        # one thread: a task has the cores Spark gave it
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=names,
+                                                       use_threads=False):
             # the schema Spark gives, without pandas' metadata (the writer's dtypes and index)
             table = pa.Table.from_batches([batch]).select(names).replace_schema_metadata(None)
             yield table if table.schema == schema else table.cast(schema)

@@ -80,24 +80,28 @@ def batch_encoder(fitted: Encoder) -> Encoder:
     return fitted
 
 
-def code_map(own: Encoder, merged: Encoder) -> Any:
+def code_map(own: Encoder, merged: Encoder, indices: dict[int, dict] | None = None) -> Any:
     """What turns codes of ``own``'s levels into codes of ``merged``'s: None where they are
     the same, an integer array for a categorical, a list of children's maps for a container;
-    :class:`Unmappable` where the encoders differ otherwise.
+    :class:`Unmappable` where the encoders differ otherwise. ``indices`` keeps each merged
+    categorical's level index between calls (many batches map onto one merge).
 
     >>> code_map(CategoricalEncoder(["b"]), CategoricalEncoder(["a", "b"]))
     array([1])
     """
     if own == merged:
         return None
+    indices = {} if indices is None else indices
     if type(own) is CategoricalEncoder and type(merged) is CategoricalEncoder:
-        index = {v: i for i, v in enumerate(merged.levels)}
+        index = indices.get(id(merged))
+        if index is None:
+            index = indices[id(merged)] = {v: i for i, v in enumerate(merged.levels)}
         return np.array([index[v] for v in own.levels or ()], dtype=np.int64)
     mine, theirs = _children(own), _children(merged)
     if mine is None or theirs is None or type(own) is not type(merged) \
             or len(mine) != len(theirs):
         raise Unmappable(f"{own!r} and {merged!r}")
-    return [code_map(a, b) for a, b in zip(mine, theirs)]
+    return [code_map(a, b, indices) for a, b in zip(mine, theirs)]
 
 
 def recoded(enc: Encoded, mapping: Any) -> Encoded:

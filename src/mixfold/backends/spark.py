@@ -322,8 +322,9 @@ def _layouts(measured: _Measured, merged: Encoder) -> list[_Layout | None]:
     batch's fitted encoder differs from ``merged`` in more than its levels."""
     starts, _, _ = row_starts(measured.sizes)
     out: list[_Layout | None] = []
+    indices: dict[int, dict] = {}
     for s, own in zip(starts, measured.own):
-        maps = [code_map(e, merged) for e in own]
+        maps = [code_map(e, merged, indices) for e in own]
         out.append(None if s is None else _Layout(s, maps if any(
             m is not None for m in maps) else None))
     return out

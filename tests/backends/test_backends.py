@@ -187,18 +187,14 @@ def test_spark_dataframe_with_empty_partitions_lays_out_its_rows(spark_session):
 
 
 @pytest.mark.slow
-def test_spark_dataframe_of_many_batches_with_a_level_the_sample_lacks(spark_session,
-                                                                       monkeypatch):
+def test_spark_dataframe_of_many_batches_with_a_level_first_seen_late(spark_session):
     # several Arrow batches per partition (joined by each fold, row indices re-based across
-    # them) and a level first seen after the vocabulary sample (the second pass)
-    import mixfold.backends.spark as spark_backend
-
+    # them, codes mapped onto the merged levels) and a level first seen in a late batch
     rng = np.random.default_rng(3)
     levels = ["a", "b", "c"] * 100 + ["late"] * 7
     rows = [{"c": c, "x": float(v)} for c, v in zip(levels, rng.normal(0, 1, len(levels)))]
     est = mixfold.MixtureEstimator([mixfold.RecordEstimator(
         {"c": mixfold.CategoricalEstimator(), "x": mixfold.GaussianEstimator()})] * 2)
-    monkeypatch.setattr(spark_backend, "VOCABULARY_SAMPLE_ROWS", 20)
     batch_rows = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark_session.conf.get(batch_rows)
     spark_session.conf.set(batch_rows, "40")

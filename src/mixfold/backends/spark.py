@@ -4,24 +4,29 @@ The rows are encoded once in the driver and shipped once into a cached RDD with 
 per shard. Per iteration the estimator and model are broadcast, every partition folds its shard
 into one fixed-size payload inside ``map``, and ``treeAggregate`` adds the payloads through a tree
 of the given depth — the driver never collects per-shard results. A Spark DataFrame is encoded
-on the executors instead, from Arrow batches (:meth:`SparkEncodedData.from_dataframe`). An existing
-SparkSession (or SparkContext) is used as it is and left running; one mixfold starts itself is
-bound to loopback and stopped, JVM included, at ``close()``.
+on the executors instead, from Arrow batches in one pass
+(:meth:`SparkEncodedData.from_dataframe`). An existing SparkSession (or SparkContext) is used as
+it is and left running; one mixfold starts itself is bound to loopback and stopped, JVM
+included, at ``close()``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
 from mixfold.backends._partitions import (PartitionEncoding, first_bad_row, merge_encoders,
                                           row_starts, sample_shard)
+from mixfold.backends._recode import (Unmappable, batch_encoder, code_map, learns_in_pass,
+                                      recoded)
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
+from mixfold.backends._spark_parquet import parquet_scan, parquet_tables
 from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.backends.worker_gpus import on_cuda_device, runs_on_cuda, spark_cuda_device
 from mixfold.compute.tree import shard_bounds
@@ -167,7 +172,8 @@ def cached_partition_executors(sc: Any, rdd: Any) -> list[Executor]:
 
 
 #: Rows of a DataFrame read into the driver to guess its vocabularies (and learn the Arrow
-#: schema its batches arrive in) before its one pass.
+#: schema its batches arrive in) before its one pass, for encoders whose vocabularies cannot be
+#: learnt in the pass itself (:func:`~mixfold.backends._recode.learns_in_pass`).
 VOCABULARY_SAMPLE_ROWS = 10_000
 
 
@@ -179,6 +185,16 @@ def _vocabulary_sample(src: Any, encoding: PartitionEncoding) -> tuple[Encoder, 
     if fitted is None:
         raise DataError("the data has no rows")
     return fitted, sample.schema
+
+
+def _arrow_schema(src: Any) -> Any:
+    """The Arrow schema of ``src``'s batches, from its Spark schema (no job), as
+    ``DataFrame.toArrow`` gives it."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    large = src.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
+    return to_arrow_schema(src.schema, error_on_duplicated_field_names_in_struct=True,
+                           timezone="UTC", prefers_large_types=large == "true")
 
 
 def arrow_batches(df: Any) -> Any:
@@ -194,8 +210,8 @@ def arrow_batches(df: Any) -> Any:
 
 class _BatchRecords:
     """The parameter (``AccumulatorParam``'s two methods) of an accumulator of every encoded
-    batch's ``(node sizes, weight)``, or the encoder its levels needed, keyed by
-    ``(partition, batch)``: a recomputed partition writes the same keys again."""
+    batch's :class:`_Batch`, keyed by ``(partition, batch)``: a recomputed partition writes the
+    same keys again."""
 
     def zero(self, value: dict) -> dict:
         return {}
@@ -205,74 +221,175 @@ class _BatchRecords:
         return value1
 
 
-def _batch_encoder(encoding: PartitionEncoding, guess: Encoder, schema: Any,
-                   records: Any) -> Callable:
-    """The ``mapPartitionsWithIndex`` function that encodes each Arrow batch of a partition with
-    ``guess`` into one ``(encoded rows, weights)`` element (one batch in memory at a time); a
-    batch with a level ``guess`` lacks is recorded as its fitted encoder instead."""
+class _Batch(NamedTuple):
+    """What one batch's task reports: its node sizes and weight when it was encoded (None
+    when the guessed vocabularies lacked its levels), and its own fitted encoder when it
+    was encoded with that, or when the guess lacked its levels."""
+
+    node_sizes: list[int] | None
+    weight: float
+    fitted: Encoder | None
+
+
+def _ipc_tables(schema: Any, message: bytes) -> Iterator[Any]:
+    """One Arrow batch of the JVM's (an IPC message without its schema) as a table."""
     import pyarrow as pa
 
-    def encode_batches(index: int, messages: Iterator[bytes]) -> Iterator[tuple]:
-        for number, message in enumerate(messages):
-            table = pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(message),
-                                                                    schema)])
+    yield pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(message), schema)])
+
+
+def _batch_source(src: Any, schema: Any) -> tuple[Any, Callable[[Any], Iterator[Any]]]:
+    """(an RDD partitioned as ``src``, what turns each of its elements into Arrow tables in
+    ``src``'s row order): its Parquet files read by pyarrow in the tasks where it is a bare
+    Parquet scan (:func:`~mixfold.backends._spark_parquet.parquet_scan`), else the JVM's Arrow
+    batches."""
+    files = parquet_scan(src, schema)
+    if files is None:
+        return arrow_batches(src), functools.partial(_ipc_tables, schema)
+    batch_rows = int(src.sparkSession.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch",
+                                               "10000"))
+    sc = src.sparkSession.sparkContext
+    return sc.parallelize(files, len(files)), functools.partial(
+        parquet_tables, schema, batch_rows if batch_rows > 0 else 2 ** 30)
+
+
+def _batch_encoder(encoding: PartitionEncoding, guess: Encoder | None,
+                   tables_of: Callable[[Any], Iterator[Any]], records: Any) -> Callable:
+    """The ``mapPartitionsWithIndex`` function that encodes each Arrow table a partition's
+    elements give (``tables_of``) into one ``(encoded rows, weights)`` element (one batch in
+    memory at a time): with its own vocabularies when ``guess`` is None, else with ``guess``
+    (a batch with a level ``guess`` lacks is not encoded, only its fitted encoder is
+    recorded)."""
+
+    def encode_batches(index: int, elements: Iterator[Any]) -> Iterator[tuple]:
+        tables = (table for element in elements for table in tables_of(element))
+        for number, table in enumerate(tables):
             rows, weights = encoding.rows(table)
             if not len(rows):
                 continue
             fitted = encoding.base.fit(rows)
-            if merge_encoders(guess, fitted) != guess:
-                records.add({(index, number): fitted})
+            if guess is None:
+                enc = batch_encoder(fitted).encode(rows)
+            elif merge_encoders(guess, fitted) != guess:
+                records.add({(index, number): _Batch(None, 0.0, fitted)})
                 continue
-            enc = guess.encode(rows)
+            else:
+                enc, fitted = guess.encode(rows), None
             weights = as_weights(weights, enc.n_rows)
-            records.add({(index, number): (enc.node_sizes(), float(weights.sum()))})
+            records.add({(index, number): _Batch(enc.node_sizes(), float(weights.sum()),
+                                                 fitted)})
             yield enc, weights
 
     return encode_batches
 
 
-def _partition_sizes(records: dict, num_partitions: int
-                     ) -> tuple[list[tuple[list[int], float] | None], list[Encoder]]:
-    """(every partition's node sizes and weight, None for an empty one; the encoders of the
-    batches whose levels the guess lacked) from the batches' records."""
-    sizes: list[tuple[list[int], float] | None] = [None] * num_partitions
-    new = []
-    for (index, _), record in sorted(records.items(), key=lambda item: item[0]):
-        if isinstance(record, Encoder):
-            new.append(record)
+class _Measured(NamedTuple):
+    """What one pass learnt, in partition and batch order: every partition's node sizes and
+    weight (None for an empty one), and the fitted encoders of the encoded batches
+    (``own``, per partition) and of the batches left unencoded (``lacking``)."""
+
+    sizes: list[tuple[list[int], float] | None]
+    own: list[list[Encoder]]
+    lacking: list[Encoder]
+
+
+def _partition_sizes(records: dict, num_partitions: int) -> _Measured:
+    """Every partition's node sizes, weight and fitted encoders from its batches' records."""
+    out = _Measured([None] * num_partitions, [[] for _ in range(num_partitions)], [])
+    for (index, _), batch in sorted(records.items(), key=lambda item: item[0]):
+        if batch.node_sizes is None:
+            out.lacking.append(batch.fitted)
             continue
-        node_sizes, weight = record
-        before = sizes[index]
-        sizes[index] = (list(node_sizes), weight) if before is None else (
-            [a + b for a, b in zip(before[0], node_sizes)], before[1] + weight)
-    return sizes, new
+        if batch.fitted is not None:
+            out.own[index].append(batch.fitted)
+        before = out.sizes[index]
+        out.sizes[index] = (list(batch.node_sizes), batch.weight) if before is None else (
+            [a + b for a, b in zip(before[0], batch.node_sizes)], before[1] + batch.weight)
+    return out
 
 
-def _joined_partition(index: int, pieces: Iterator[tuple[Encoded, np.ndarray]], starts: Any
+class _Layout(NamedTuple):
+    """How a task makes its partition's shard from its cached batches: the global start of
+    each node, and each batch's :func:`~mixfold.backends._recode.code_map` (None: no batch's
+    codes change)."""
+
+    starts: list[int]
+    code_maps: list[Any] | None
+
+
+def _layouts(measured: _Measured, merged: Encoder) -> list[_Layout | None]:
+    """Every partition's :class:`_Layout` (None for an empty one); :class:`Unmappable` where a
+    batch's fitted encoder differs from ``merged`` in more than its levels."""
+    starts, _, _ = row_starts(measured.sizes)
+    out: list[_Layout | None] = []
+    indices: dict[int, dict] = {}
+    for s, own in zip(starts, measured.own):
+        maps = [code_map(e, merged, indices) for e in own]
+        out.append(None if s is None else _Layout(s, maps if any(
+            m is not None for m in maps) else None))
+    return out
+
+
+def _joined_partition(index: int, pieces: Iterator[tuple[Encoded, np.ndarray]], layouts: Any
                       ) -> Iterator[tuple[int, Encoded, np.ndarray]]:
     """A cached partition as one ``(partition, encoded rows on global row indices, weights)``:
-    its batches joined in order (nothing for an empty partition)."""
+    its batches' codes mapped onto the merged vocabularies, joined in order (nothing for an
+    empty partition)."""
     pieces = list(pieces)
     if not pieces:
         return
+    layout = layouts.value[index]
     encs = [p[0] for p in pieces]
+    if layout.code_maps is not None:
+        encs = [recoded(e, m) for e, m in zip(encs, layout.code_maps)]
     enc = encs[0] if len(encs) == 1 else type(encs[0]).concat(encs)
-    yield index, enc.with_starts(iter(starts.value[index])), np.concatenate(
+    yield index, enc.with_starts(iter(layout.starts)), np.concatenate(
         [p[1] for p in pieces])
 
 
-def _encode_and_measure(src: Any, encoding: PartitionEncoding, guess: Encoder, schema: Any
-                        ) -> tuple[Any, list[tuple[list[int], float] | None], list[Encoder]]:
-    """(the cached RDD of every partition's encoded batches, every partition's node sizes and
-    weight or None, the vocabularies ``guess`` lacked) in one pass over ``src``: one Spark job
-    fills the cache, and the sizes come back as accumulator updates, not by reading it again."""
+def _encode_and_measure(src: Any, encoding: PartitionEncoding, guess: Encoder | None,
+                        schema: Any) -> tuple[Any, _Measured]:
+    """(the cached RDD of every partition's encoded batches, what the pass learnt) in one
+    pass over ``src``: one Spark job fills the cache, and the sizes and fitted encoders come
+    back as accumulator updates, not by reading it again."""
     records = src.sparkSession.sparkContext.accumulator({}, _BatchRecords())
-    batches = arrow_batches(src)
+    batches, tables_of = _batch_source(src, schema)
     encoded = batches.mapPartitionsWithIndex(
-        _batch_encoder(encoding, guess, schema, records)).cache()
+        _batch_encoder(encoding, guess, tables_of, records)).cache()
     encoded._jrdd.count()  # the JVM counts: nothing is read back into Python
-    sizes, new = _partition_sizes(records.value, batches.getNumPartitions())
-    return encoded, sizes, new
+    return encoded, _partition_sizes(records.value, batches.getNumPartitions())
+
+
+def _encode_in_one_pass(src: Any, encoding: PartitionEncoding
+                        ) -> tuple[Any, _Measured, Encoder, list[_Layout | None]]:
+    """Encode ``src`` learning its vocabularies in the same pass (no job before it): each
+    batch with its own levels, mapped onto the merged ones as a task reads its shard; a second
+    pass with the merged encoder where a batch's fit cannot be mapped so."""
+    schema = _arrow_schema(src)
+    cached, measured = _encode_and_measure(src, encoding, None, schema)
+    merged = merge_encoders(*(e for own in measured.own for e in own))
+    if merged is None:
+        raise DataError("the data has no rows")
+    merged.encode(encoding.rows(schema.empty_table())[0])  # a field with no value: its error
+    try:
+        return cached, measured, merged, _layouts(measured, merged)
+    except Unmappable:
+        cached.unpersist()
+    cached, measured = _encode_and_measure(src, encoding, merged, schema)
+    return cached, measured, merged, _layouts(measured, merged)
+
+
+def _encode_after_sample(src: Any, encoding: PartitionEncoding
+                         ) -> tuple[Any, _Measured, Encoder, list[_Layout | None]]:
+    """Encode ``src`` with the vocabularies of its first rows, in one pass when they hold
+    every batch's (else a second pass encodes with the merged vocabularies)."""
+    encoder, schema = _vocabulary_sample(src, encoding)
+    cached, measured = _encode_and_measure(src, encoding, encoder, schema)
+    if measured.lacking:  # a level the sample did not hold: a second pass with every vocabulary
+        cached.unpersist()
+        encoder = merge_encoders(encoder, *measured.lacking)
+        cached, measured = _encode_and_measure(src, encoding, encoder, schema)
+    return cached, measured, encoder, _layouts(measured, encoder)
 
 
 class SparkEncodedData(ShardedEncodedData):
@@ -336,28 +453,29 @@ class SparkEncodedData(ShardedEncodedData):
                        reduce_depth: int = 2) -> tuple[SparkEncodedData, Estimator]:
         """Encode a Spark DataFrame on its executors; returns the handle and bound estimator.
 
-        The columns reach the Python workers as the JVM's Arrow batches
-        (``arrow_batches``), one batch in memory at a time, in one pass when the
-        vocabularies of the first :data:`VOCABULARY_SAMPLE_ROWS` rows hold every batch's (else a
-        second pass encodes with the merged vocabularies). Each batch is cached as it is
-        encoded, one ``(encoded rows, weights)`` element, and a fold joins a partition's
-        elements into its shard. Global row indices come from prefix sums of every partition's
-        node sizes (applied as each task reads its shard) — so the seeded start equals the
-        local backend's.
+        The columns reach the Python workers as Arrow batches, one batch in memory at a time:
+        read by pyarrow from the files of a bare Parquet scan, in the DataFrame's row order
+        (:mod:`~mixfold.backends._spark_parquet`), else the JVM's (``arrow_batches``), read
+        with the Arrow schema of ``df.schema``. One pass encodes them: each batch with its own
+        vocabularies, which merge in the driver; a task maps its batches' codes onto the
+        merged levels as it reads its shard (:mod:`~mixfold.backends._recode`). Encoders that
+        learn more than levels or a vector's length (bags of tokens, sequences) first fit the
+        first :data:`VOCABULARY_SAMPLE_ROWS` rows and encode with that (a second pass encodes
+        with the merged vocabularies where a batch holds a level it lacks). Each batch is
+        cached as it is encoded, one ``(encoded rows, weights)`` element, and a fold joins a
+        partition's elements into its shard. Global row indices come from prefix sums of every
+        partition's node sizes (applied as each task reads its shard) — so the seeded start
+        equals the local backend's.
         """
         columns = [c for c in df.columns if c != weight_column]
         src = df.select(*columns, weight_column) if weight_column else df.select(*columns)
         base = init.encoder() if init is not None else estimator.encoder()
         encoding = PartitionEncoding(base, weight_column)
-        encoder, schema = _vocabulary_sample(src, encoding)
-        cached, sizes, new = _encode_and_measure(src, encoding, encoder, schema)
-        if new:  # a level the sample did not hold: a second pass with every vocabulary
-            cached.unpersist()
-            encoder = merge_encoders(encoder, *new)
-            cached, sizes, new = _encode_and_measure(src, encoding, encoder, schema)
-        starts, bounds, total = row_starts(sizes)
+        encode = _encode_in_one_pass if learns_in_pass(base) else _encode_after_sample
+        cached, measured, encoder, layouts = encode(src, encoding)
+        _, bounds, total = row_starts(measured.sizes)
         handle = cls(df.sparkSession, False, cached, bounds, total, chunk_rows, reduce_depth,
-                     starts=starts)
+                     starts=layouts)
         return handle, estimator.bind(encoder)
 
     def shard(self, i: int) -> tuple[Encoded, np.ndarray]:

@@ -436,7 +436,9 @@ class SparkEncodedData(ShardedEncodedData):
                 if restarts == RESIDENT_RESTARTS:
                     raise RuntimeError(f"spark: gave up after {restarts} restarts of the "
                                        f"resident stage in fold {self.folds} of this fit: "
-                                       f"{lost}") from None
+                                       f"{lost} (see that executor's log; with "
+                                       f"spark.conf.set('{RESIDENT_CONF}', 'false') every "
+                                       f"iteration runs a Spark job instead)") from None
                 restarts += 1
         return None
 

@@ -7,8 +7,9 @@
 Spark (``local[2,4]``, from Parquet): mixfold's encode of the DataFrame on the executors (the
 first, which starts the Python workers, and a second) against reading the Parquet alone and
 against Arrow ``toPandas`` plus a local encode; seconds per EM iteration of mixfold (its shards
-resident in long-lived Python tasks, and again with a Spark job per iteration) against MLlib's ``GaussianMixture`` on the same rows (full covariances, the same K; MLlib's
-per-iteration time is its fit at ``maxIter=I`` less its fit at ``maxIter=1``, over ``I - 1``)
+resident in long-lived Python tasks, and again with a Spark job per iteration) against MLlib's
+``GaussianMixture`` on the same rows (full covariances, the same K; MLlib's per-iteration time
+is its fit at ``maxIter=I`` less its fit at ``maxIter=1``, over ``I - 1``)
 and against the local backend in the driver. Dask (``LocalCluster``, 2 workers) and Ray
 (2 CPUs): a DataFrame or dataset generated on the workers, fitted there; the driver's peak
 resident memory above its level before the fit, and seconds per iteration, beside the local

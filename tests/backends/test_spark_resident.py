@@ -119,3 +119,17 @@ def test_the_sessions_conf_turns_resident_shards_off(spark_session):
     finally:
         spark_session.conf.unset(RESIDENT_CONF)
     assert resident_enabled(spark_session)
+
+
+def test_a_session_with_dynamic_allocation_folds_by_jobs_with_one_warning(spark_session):
+    rows, est, _ = gmm()
+    conf = spark_session.sparkContext._conf  # the running context's own conf, read per fit
+    conf.set("spark.dynamicAllocation.enabled", "true")
+    try:
+        with pytest.warns(RuntimeWarning, match="dynamic allocation is on") as caught:
+            on_jobs = fitted(spark_session, 2)
+    finally:
+        conf.set("spark.dynamicAllocation.enabled", "false")
+    assert len([w for w in caught if "not resident" in str(w.message)]) == 1
+    on_mp = fitted_on_mp(2)
+    np.testing.assert_allclose(on_jobs.log_likelihood, on_mp.log_likelihood, rtol=1e-13)

@@ -1,9 +1,15 @@
-"""``backend="spark"``: encoded shards cached as RDD partitions, reduced by ``treeAggregate``.
+"""``backend="spark"``: encoded shards cached as RDD partitions, held in long-lived Python tasks.
 
 The rows are encoded once in the driver and shipped once into a cached RDD with one partition
-per shard. Per iteration the estimator and model are broadcast, every partition folds its shard
-into one fixed-size payload inside ``map``, and ``treeAggregate`` adds the payloads through a tree
-of the given depth — the driver never collects per-shard results. A Spark DataFrame is encoded
+per shard. The first fold starts one barrier stage that reads every shard from the cache once
+into Python tasks that live for the whole fit (:mod:`mixfold.backends.spark_resident`); each
+iteration sends them the estimator and model over a socket, gets one fixed-size payload per
+shard back, and reduces the payloads through the sharded base's tree, as mp does. Where the
+session cannot run that stage (dynamic allocation, too few slots to start it), or its conf sets
+:data:`~mixfold.backends.spark_resident.RESIDENT_CONF` to ``false``, every iteration is a Spark
+job instead: the estimator and model are broadcast, every partition folds its shard inside
+``map``, and ``treeAggregate`` adds the payloads through a tree of the given depth. A Spark
+DataFrame is encoded
 on the executors instead, from Arrow batches (:meth:`SparkEncodedData.from_dataframe`). An existing
 SparkSession (or SparkContext) is used as it is and left running; one mixfold starts itself is
 bound to loopback and stopped, JVM included, at ``close()``.
@@ -303,9 +309,9 @@ class SparkEncodedData(ShardedEncodedData):
 
     Built from rows encoded in the driver (``optimize(rows, est, backend="spark")``) or from a
     Spark DataFrame encoded where its partitions live (:meth:`from_dataframe`). Either way it
-    folds and scores through the sharded base, with ``treeAggregate`` as its reduce; the shards
-    live only in the RDD, so the initialisation sample and naming a bad row run on the
-    partitions too.
+    folds and scores through the sharded base, on the shards resident in the stage its first
+    fold starts (``treeAggregate`` over a job per fold where that stage cannot run); the shards
+    live only on the executors, so the initialisation sample and naming a bad row run there too.
     """
 
     name = "spark"

@@ -4,6 +4,7 @@ listens after ``close``; the session's conf turns it off."""
 
 import socket
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -11,8 +12,10 @@ import pytest
 import mixfold
 from mixfold.backends.spark_resident import RESIDENT_CONF, resident_enabled
 from mixfold.backends.mp import MPEncodedData
+from mixfold.backends.spark import _bad_row_on_task
 from mixfold.compute.fold import DEFAULT_CHUNK_ROWS
 from mixfold.dispatch import encode_data, open_backend
+from mixfold.precision import FLOAT64
 from tests.backends.cases import CASES
 from tests.reliability.models import assert_bit_identical
 
@@ -133,3 +136,17 @@ def test_a_session_with_dynamic_allocation_folds_by_jobs_with_one_warning(spark_
     assert len([w for w in caught if "not resident" in str(w.message)]) == 1
     on_mp = fitted_on_mp(2)
     np.testing.assert_allclose(on_jobs.log_likelihood, on_mp.log_likelihood, rtol=1e-13)
+
+
+def test_an_error_in_a_fold_is_raised_as_it_is_and_the_stage_still_answers(spark_session):
+    rows, est, _ = gmm()
+    handle, bound, _ = open_backend(spark_session, rows, est, num_workers=2)
+    try:
+        model = handle.initialize(bound, 0)
+        with pytest.raises(TypeError, match="precision must be resolved"):  # in each task
+            handle.resident.call(partial(_bad_row_on_task, model, 100), {0: "float64",
+                                                                         1: "float64"})
+        assert handle.resident.call(partial(_bad_row_on_task, model, 100),
+                                    {0: FLOAT64, 1: FLOAT64}) == {0: None, 1: None}
+    finally:
+        handle.close()

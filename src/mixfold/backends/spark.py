@@ -462,8 +462,10 @@ class SparkEncodedData(ShardedEncodedData):
                               min(self.num_partitions, task_slots(self.sc)), host)
         try:
             stage.start()
-        except (StageUnavailable, OSError) as err:
+        except StageUnavailable as err:
             return self._resident_unavailable(str(err))
+        except Exception as err:  # noqa: BLE001 - e.g. no barrier mode: the job path still runs
+            return self._resident_unavailable(f"{type(err).__name__}: {first_error_line(err)}")
         self.resident = stage
         return stage
 

@@ -154,7 +154,7 @@ class _TaskLoop:
         from pyspark import BarrierTaskContext
 
         context = BarrierTaskContext.get()
-        shards = sorted((e[1] if len(e) == 2 else e for e in elements), key=lambda s: s[0])
+        shards = sorted(elements, key=lambda s: s[0])
         hold = _task_threads(context)
         try:
             self._serve(context, shards)
@@ -226,15 +226,15 @@ class ResidentStage:
         run (the stage is stopped first)."""
         self.server = socket.create_server((self.host, 0))
         self.server.settimeout(POLL_SECONDS)
-        stage = self._grouped().barrier().mapPartitions(
-            _TaskLoop((self.host, self.port), self.token))
-        self.thread = threading.Thread(target=self._collect, args=(stage,),
-                                       name="mixfold-resident-stage", daemon=True)
-        self.thread.start()
         try:
+            stage = self._grouped().barrier().mapPartitions(
+                _TaskLoop((self.host, self.port), self.token))
+            self.thread = threading.Thread(target=self._collect, args=(stage,),
+                                           name="mixfold-resident-stage", daemon=True)
+            self.thread.start()
             self._accept_all()
-        except StageUnavailable:
-            self.stop()
+        except BaseException:
+            self.stop(lost=True)
             raise
 
     def _grouped(self) -> Any:
@@ -244,7 +244,8 @@ class ResidentStage:
         if n <= self.tasks:
             return self.rdd
         tasks = self.tasks
-        return self.rdd.map(lambda s: (s[0] * tasks // n, s)).partitionBy(tasks, lambda k: k)
+        return self.rdd.map(lambda s: (s[0] * tasks // n, s)).partitionBy(
+            tasks, lambda k: k).values()
 
     def _collect(self, stage: Any) -> None:
         self.sc.setJobGroup(self.group, "mixfold: shards resident for a fit", True)
@@ -294,10 +295,14 @@ class ResidentStage:
             self._send(task, pickle.dumps((fn, mine), pickle.HIGHEST_PROTOCOL))
             waiting[task.sock] = task
         results: dict[int, Any] = {}
-        for _, (status, value) in self._replies(waiting):
-            if status != "ok":
-                raise value
-            results.update(value)
+        errors = []
+        for _, (status, value) in self._replies(waiting):  # every reply read: none left over
+            if status == "ok":
+                results.update(value)
+            else:
+                errors.append(value)
+        if errors:
+            raise errors[0]
         return results
 
     def _send(self, task: _Task, frame: bytes) -> None:
@@ -358,6 +363,8 @@ class ResidentStage:
         self.connected = []
         self.server.close()
         self.server = None
+        if self.thread is None:
+            return
         self.thread.join(JOIN_SECONDS)
         if self.thread.is_alive():
             self.sc.cancelJobGroup(self.group)

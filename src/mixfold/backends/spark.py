@@ -458,8 +458,8 @@ class SparkEncodedData(ShardedEncodedData):
             return self._resident_unavailable("dynamic allocation is on, and a barrier stage "
                                               "needs a fixed set of executors")
         host = conf.get("spark.driver.host", None) or socket.gethostname()
-        stage = ResidentStage(self.sc, self.rdd,
-                              min(self.num_partitions, task_slots(self.sc)), host)
+        stage = ResidentStage(self.sc, self.rdd, min(self.num_partitions, task_slots(self.sc)),
+                              host, conf.get("spark.driver.bindAddress", None))
         try:
             stage.start()
         except StageUnavailable as err:

@@ -201,14 +201,18 @@ class _Task(NamedTuple):
 
 class ResidentStage:
     """One barrier stage over ``rdd`` (elements ``(shard, rows, weights)``, at most one per
-    partition) holding its shards in ``tasks`` long-lived Python tasks.
+    partition) holding its shards in ``tasks`` long-lived Python tasks, which connect to
+    ``host`` (the driver as the executors reach it).
 
     :meth:`start` launches it and waits until every task holds its shards and has connected;
     :meth:`call` runs a function on every shard; :meth:`stop` ends the stage (idempotent).
     """
 
-    def __init__(self, sc: Any, rdd: Any, tasks: int, host: str):
+    def __init__(self, sc: Any, rdd: Any, tasks: int, host: str, bind: str | None = None):
         self.sc, self.rdd, self.tasks, self.host = sc, rdd, int(tasks), host
+        #: the address the server listens on (the driver's bind address, as Spark's own
+        #: services: in a container it differs from the host the tasks reach)
+        self.bind = bind or host
         self.group = f"mixfold-resident-{secrets.token_hex(8)}"
         self.token = secrets.token_bytes(TOKEN_BYTES)
         self.server: socket.socket | None = None
@@ -224,7 +228,7 @@ class ResidentStage:
     def start(self) -> None:
         """Launch the stage and wait for every task; :class:`StageUnavailable` if it cannot
         run (the stage is stopped first)."""
-        self.server = socket.create_server((self.host, 0))
+        self.server = socket.create_server((self.bind, 0))
         self.server.settimeout(POLL_SECONDS)
         try:
             stage = self._grouped().barrier().mapPartitions(

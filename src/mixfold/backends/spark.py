@@ -39,6 +39,7 @@ from mixfold.backends.worker_gpus import on_cuda_device, runs_on_cuda, spark_cud
 from mixfold.compute.tree import shard_bounds
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator, as_weights
+from mixfold.precision import Precision
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session",
            "running_or_new_session", "retries_failed_tasks", "spark_job",
@@ -158,7 +159,7 @@ def _sample_on_task(seed: int, n_rows: int, index: int, shard: Encoded, weights:
 
 
 def _bad_row_on_task(model: Distribution, chunk_rows: int, index: int, shard: Encoded,
-                     weights: np.ndarray, precision: str) -> str | None:
+                     weights: np.ndarray, precision: Precision) -> str | None:
     return first_bad_row((shard, weights), model, precision, chunk_rows)
 
 

@@ -97,13 +97,25 @@ def retrying_spark(tmp_path_factory):
         stop_spark_session(session)
 
 
+@pytest.fixture
+def spark_job_per_iteration(retrying_spark):
+    """The retrying session with resident shards off: each fold is a Spark job, whose failed
+    task attempts Spark itself retries (a resident task's error is the fit's, as on mp)."""
+    from mixfold.backends.spark_resident import RESIDENT_CONF
+
+    retrying_spark.conf.set(RESIDENT_CONF, "false")
+    yield retrying_spark
+    retrying_spark.conf.unset(RESIDENT_CONF)
+
+
 @pytest.mark.slow
-def test_spark_retries_a_failed_task_attempt_and_the_model_is_unchanged(tmp_path,
-                                                                      retrying_spark):
+def test_spark_retries_a_failed_task_attempt_and_the_model_is_unchanged(
+        tmp_path, spark_job_per_iteration):
     x = gmm_rows()
-    undisturbed = mixfold.fit(x, gmm_est(), backend=retrying_spark, num_workers=2, **OPTIONS)
+    session = spark_job_per_iteration
+    undisturbed = mixfold.fit(x, gmm_est(), backend=session, num_workers=2, **OPTIONS)
     fault = FailTaskAttempt(tmp_path, partition=1)
-    disturbed = mixfold.fit(x, FaultyEstimator(gmm_est(), fault), backend=retrying_spark,
+    disturbed = mixfold.fit(x, FaultyEstimator(gmm_est(), fault), backend=session,
                             num_workers=2, callbacks=[arm_at(tmp_path, {0, 3, 6}, "fail")],
                             **OPTIONS)
     assert len(fired(tmp_path)) == 3
@@ -112,6 +124,38 @@ def test_spark_retries_a_failed_task_attempt_and_the_model_is_unchanged(tmp_path
     assert len(retried) == 3  # each failed attempt 0 was followed by a successful attempt 1
     assert disturbed.log_likelihood == undisturbed.log_likelihood
     assert assert_bit_identical(disturbed.model, undisturbed.model) == 5
+
+
+@pytest.mark.slow
+def test_spark_resident_workers_killed_mid_iteration_restart_the_stage_unchanged(
+        tmp_path, retrying_spark):
+    x = gmm_rows()
+    undisturbed = mixfold.fit(x, gmm_est(), backend=retrying_spark, num_workers=2, **OPTIONS)
+    fault = KillWorker(tmp_path, 1500, os.getpid())  # the worker holding the second shard
+    disturbed = mixfold.fit(x, FaultyEstimator(gmm_est(), fault), backend=retrying_spark,
+                            num_workers=2, callbacks=[arm_at(tmp_path, {1, 5})], **OPTIONS)
+    kills = fired(tmp_path)
+    assert len(kills) == 2  # SIGKILLed inside iterations 2 and 6, each redone on a new stage
+    for name in kills:
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(name.split("-")[1]), 0)
+    assert disturbed.log_likelihood == undisturbed.log_likelihood
+    assert assert_bit_identical(disturbed.model, undisturbed.model) == 5
+    assert retrying_spark.sparkContext.statusTracker().getActiveJobsIds() == []
+
+
+@pytest.mark.slow
+def test_spark_resident_gives_up_with_a_clear_error_after_max_restarts(tmp_path,
+                                                                      retrying_spark):
+    fault = KillWorker(tmp_path, 1500, os.getpid())
+    for i in range(5):
+        arm(tmp_path, f"kill-{i}")
+    with pytest.raises(RuntimeError, match=r"gave up after 3 restarts of the resident stage "
+                                           r"in fold 1 .*\(partition 1"):
+        mixfold.fit(gmm_rows(), FaultyEstimator(gmm_est(), fault), backend=retrying_spark,
+                    num_workers=2, **OPTIONS)
+    assert len(fired(tmp_path)) == 4
+    assert retrying_spark.sparkContext.statusTracker().getActiveJobsIds() == []
 
 
 @pytest.mark.slow

@@ -1,22 +1,30 @@
-"""``backend="spark"``: encoded shards cached as RDD partitions, reduced by ``treeAggregate``.
+"""``backend="spark"``: encoded shards cached as RDD partitions, held in long-lived Python tasks.
 
 The rows are encoded once in the driver and shipped once into a cached RDD with one partition
-per shard. Per iteration the estimator and model are broadcast, every partition folds its shard
-into one fixed-size payload inside ``map``, and ``treeAggregate`` adds the payloads through a tree
-of the given depth — the driver never collects per-shard results. A Spark DataFrame is encoded
-on the executors instead, from Arrow batches in one pass
-(:meth:`SparkEncodedData.from_dataframe`). An existing SparkSession (or SparkContext) is used as
-it is and left running; one mixfold starts itself is bound to loopback and stopped, JVM
-included, at ``close()``.
+per shard. The first fold starts one barrier stage that reads every shard from the cache once
+into Python tasks that live for the whole fit (:mod:`mixfold.backends.spark_resident`); each
+iteration sends them the estimator and model over a socket, gets one fixed-size payload per
+shard back, and reduces the payloads through the sharded base's tree, as mp does. Where the
+session cannot run that stage (dynamic allocation, too few slots to start it), or its conf sets
+:data:`~mixfold.backends.spark_resident.RESIDENT_CONF` to ``false``, every iteration is a Spark
+job instead: the estimator and model are broadcast, every partition folds its shard inside
+``map``, and ``treeAggregate`` adds the payloads through a tree of the given depth. A Spark
+DataFrame is encoded
+on the executors instead, in one pass, from Arrow batches or, for a bare Parquet scan, from its
+files read in the tasks (:meth:`SparkEncodedData.from_dataframe`). An existing
+SparkSession (or SparkContext) is used as it is and left running; one mixfold starts itself is
+bound to loopback and stopped, JVM included, at ``close()``.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
+import socket
 import sys
+import warnings
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
@@ -27,17 +35,25 @@ from mixfold.backends._recode import (Unmappable, batch_encoder, code_map, learn
                                       recoded)
 from mixfold.backends._shard import ShardedEncodedData, checked_num_workers, require
 from mixfold.backends._spark_parquet import parquet_scan, parquet_tables
+from mixfold.backends.spark_resident import (RESIDENT_CONF, LostTask, ResidentStage,
+                                             StageUnavailable, first_error_line,
+                                             resident_enabled, task_slots)
 from mixfold.backends.worker_records import Executor, timed_task
 from mixfold.backends.worker_gpus import on_cuda_device, runs_on_cuda, spark_cuda_device
 from mixfold.compute.tree import shard_bounds
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Encoder, Estimator, as_weights
+from mixfold.precision import Precision
 
 __all__ = ["SparkEncodedData", "local_spark_session", "stop_spark_session",
            "running_or_new_session", "retries_failed_tasks", "spark_job",
            "cached_partition_executors", "arrow_batches"]
 
 T = TypeVar("T")
+
+#: Restarts of the resident stage within one fold before the fit gives up (each after a lost
+#: task: a worker that dies every time would otherwise loop).
+RESIDENT_RESTARTS = 3
 
 
 def local_spark_session(num_workers: int = 2, max_task_failures: int = 4) -> Any:
@@ -108,14 +124,6 @@ def retries_failed_tasks(sc: Any) -> bool:
     return int(sc.getConf().get("spark.task.maxFailures", "4")) >= 2
 
 
-def _first_line(err: Exception) -> str:
-    """The Java exception's message, first line only (the whole is a 9 KB stack trace)."""
-    java = getattr(err, "java_exception", None)
-    text = str(java.getMessage()) if java is not None else str(err)
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return line[:400]
-
-
 def spark_job(sc: Any, fold: int, job: Callable[[], T]) -> T:
     """``job()``, a Spark action; on a session that does not retry failed tasks, a failed task
     (a Python worker lost mid-fit) becomes one error line that says how to enable retries."""
@@ -124,18 +132,39 @@ def spark_job(sc: Any, fold: int, job: Callable[[], T]) -> T:
     except Exception as err:
         if type(err).__name__ != "Py4JJavaError" or retries_failed_tasks(sc):
             raise
-        raise RuntimeError(
-            f"spark: a task failed in fold {fold} of this fit, and this session "
-            f"(master {sc.master}) does not retry failed tasks, so a Python worker "
-            f"lost mid-fit loses the fit: enable retries (master 'local[N,F]', e.g. "
-            f"'local[2,4]', or spark.task.maxFailures >= 2 on a cluster). The task's error: "
-            f"{_first_line(err)}") from None
+        raise _without_retries(sc, f"a task failed in fold {fold}",
+                               f"The task's error: {first_error_line(err)}") from None
+
+
+def _without_retries(sc: Any, what: str, detail: str) -> RuntimeError:
+    """The error of a task lost on a session that does not retry failed tasks."""
+    return RuntimeError(
+        f"spark: {what} of this fit, and this session (master {sc.master}) does not retry "
+        f"failed tasks, so a Python worker lost mid-fit loses the fit: enable retries (master "
+        f"'local[N,F]', e.g. 'local[2,4]', or spark.task.maxFailures >= 2 on a cluster). "
+        f"{detail}")
 
 
 def _run_partition(item: tuple, task: str, broadcast: Any) -> np.ndarray:
     index, shard, weights = item
     args = broadcast.value
-    return timed_task(task, shard, weights, _on_task_gpu(args[index]), index, len(args))
+    return _timed_on_task(task, len(args), index, shard, weights, args[index])
+
+
+def _timed_on_task(task: str, n_slots: int, index: int, shard: Encoded, weights: np.ndarray,
+                   args: tuple) -> np.ndarray:
+    """Shard ``index``'s timed payload (:func:`timed_task`), on the task's GPU if it has one."""
+    return timed_task(task, shard, weights, _on_task_gpu(args), index, n_slots)
+
+
+def _sample_on_task(seed: int, n_rows: int, index: int, shard: Encoded, weights: np.ndarray,
+                    _: None) -> tuple[Encoded, np.ndarray]:
+    return sample_shard((shard, weights), seed, n_rows)
+
+
+def _bad_row_on_task(model: Distribution, chunk_rows: int, index: int, shard: Encoded,
+                     weights: np.ndarray, precision: Precision) -> str | None:
+    return first_bad_row((shard, weights), model, precision, chunk_rows)
 
 
 def _on_task_gpu(args: tuple) -> tuple:
@@ -245,11 +274,11 @@ def _batch_source(src: Any, schema: Any) -> tuple[Any, Callable[[Any], Iterator[
     batches."""
     files = parquet_scan(src, schema)
     if files is None:
-        return arrow_batches(src), functools.partial(_ipc_tables, schema)
+        return arrow_batches(src), partial(_ipc_tables, schema)
     batch_rows = int(src.sparkSession.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch",
                                                "10000"))
     sc = src.sparkSession.sparkContext
-    return sc.parallelize(files, len(files)), functools.partial(
+    return sc.parallelize(files, len(files)), partial(
         parquet_tables, schema, batch_rows if batch_rows > 0 else 2 ** 30)
 
 
@@ -397,21 +426,21 @@ class SparkEncodedData(ShardedEncodedData):
 
     Built from rows encoded in the driver (``optimize(rows, est, backend="spark")``) or from a
     Spark DataFrame encoded where its partitions live (:meth:`from_dataframe`). Either way it
-    folds and scores through the sharded base, with ``treeAggregate`` as its reduce; the shards
-    live only in the RDD, so the initialisation sample and naming a bad row run on the
-    partitions too.
+    folds and scores through the sharded base, on the shards resident in the stage its first
+    fold starts (``treeAggregate`` over a job per fold where that stage cannot run); the shards
+    live only on the executors, so the initialisation sample and naming a bad row run there too.
     """
 
     name = "spark"
 
     def __init__(self, session: Any, owned: bool, rdd: Any, bounds: list[tuple[int, int]],
                  total_weight: float, chunk_rows: int, reduce_depth: int = 2, plan: Any = None,
-                 starts: list[list[int] | None] | None = None):
+                 starts: list[_Layout | None] | None = None):
         self.session, self.owned = session, owned
         self.sc = getattr(session, "sparkContext", session)
         self.cached = rdd
-        # a DataFrame's partitions are encoded apart: each task joins its partition's batches
-        # and re-bases their row indices
+        # a DataFrame's partitions are encoded apart: each task joins its partition's batches,
+        # re-bases their row indices and maps their codes onto the merged levels
         self.starts = None if starts is None else self.sc.broadcast(
             {i: s for i, s in enumerate(starts) if s is not None})
         self.rdd = rdd if self.starts is None else rdd.mapPartitionsWithIndex(
@@ -419,6 +448,10 @@ class SparkEncodedData(ShardedEncodedData):
         self.num_partitions = int(rdd.getNumPartitions())
         self.reduce_depth = max(1, int(reduce_depth))
         self.folds = 0
+        #: the stage holding the shards in long-lived Python tasks, started by the first fold
+        self.resident: ResidentStage | None = None
+        #: why folds run as one Spark job each ("" where the session's conf turned it off)
+        self.resident_off: str | None = None if resident_enabled(session) else ""
         self._lay_out(bounds[-1][1] if bounds else 0, total_weight, chunk_rows, bounds, plan)
 
     @classmethod
@@ -483,6 +516,16 @@ class SparkEncodedData(ShardedEncodedData):
 
     def _reduce(self, task: str, shard_args: list[tuple],
                 combine: Callable[..., np.ndarray]) -> np.ndarray:
+        self.folds += 1
+        payloads = self._on_resident(partial(_timed_on_task, task, len(shard_args)),
+                                     dict(enumerate(shard_args)))
+        if payloads is not None:
+            return self._tree([payloads[i] for i in sorted(payloads)], combine)
+        return self._reduce_by_job(task, shard_args, combine)
+
+    def _reduce_by_job(self, task: str, shard_args: list[tuple],
+                       combine: Callable[..., np.ndarray]) -> np.ndarray:
+        """One Spark job: every partition folds its shard, ``treeAggregate`` reduces."""
         broadcast = self.sc.broadcast(shard_args)  # partition i reads shard_args[i]
 
         def seq_op(acc: np.ndarray | None, payload: np.ndarray) -> np.ndarray:
@@ -491,7 +534,6 @@ class SparkEncodedData(ShardedEncodedData):
         def comb_op(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
             return b if a is None else a if b is None else combine(a, b)
 
-        self.folds += 1
         payloads = self.rdd.map(lambda item: _run_partition(item, task, broadcast))
         try:
             return spark_job(self.sc, self.folds, lambda: payloads.treeAggregate(
@@ -499,10 +541,66 @@ class SparkEncodedData(ShardedEncodedData):
         finally:
             broadcast.destroy()
 
+    def _on_resident(self, fn: Callable, args: dict[int, Any]) -> dict[int, Any] | None:
+        """``{shard: fn(shard, rows, weights, args[shard])}`` run on the resident shards, the
+        stage restarted (and the call redone) when a task is lost; ``None`` where the session
+        cannot hold them, so the caller runs a Spark job."""
+        restarts = 0
+        while (stage := self._resident_stage()) is not None:
+            try:
+                return stage.call(fn, args)
+            except LostTask as lost:
+                stage.stop(lost=True)
+                self.resident = None
+                if not retries_failed_tasks(self.sc):
+                    raise _without_retries(self.sc, f"{lost} in fold {self.folds}",
+                                           "Or turn resident shards off: "
+                                           f"spark.conf.set('{RESIDENT_CONF}', 'false').") \
+                        from None
+                if restarts == RESIDENT_RESTARTS:
+                    raise RuntimeError(f"spark: gave up after {restarts} restarts of the "
+                                       f"resident stage in fold {self.folds} of this fit: "
+                                       f"{lost} (see that executor's log; with "
+                                       f"spark.conf.set('{RESIDENT_CONF}', 'false') every "
+                                       f"iteration runs a Spark job instead)") from None
+                restarts += 1
+        return None
+
+    def _resident_stage(self) -> ResidentStage | None:
+        """The running stage, started on first use; ``None`` (with one warning saying why)
+        where this session cannot run it."""
+        if self.resident is not None or self.resident_off is not None:
+            return self.resident
+        conf = self.sc.getConf()
+        if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+            return self._resident_unavailable("dynamic allocation is on, and a barrier stage "
+                                              "needs a fixed set of executors")
+        host = conf.get("spark.driver.host", None) or socket.gethostname()
+        stage = ResidentStage(self.sc, self.rdd, min(self.num_partitions, task_slots(self.sc)),
+                              host, conf.get("spark.driver.bindAddress", None))
+        try:
+            stage.start()
+        except StageUnavailable as err:
+            return self._resident_unavailable(str(err))
+        except Exception as err:  # noqa: BLE001 - e.g. no barrier mode: the job path still runs
+            return self._resident_unavailable(f"{type(err).__name__}: {first_error_line(err)}")
+        self.resident = stage
+        return stage
+
+    def _resident_unavailable(self, reason: str) -> None:
+        self.resident_off = reason
+        warnings.warn(f"spark: shards are not resident in Python tasks ({reason}): every "
+                      f"iteration runs a Spark job of its own", RuntimeWarning, stacklevel=5)
+
     def executors(self) -> list[Executor]:
         return cached_partition_executors(self.sc, self.cached)
 
     def _name_bad_row(self, model: Distribution, precisions: list[str]) -> None:
+        if self.resident is not None:
+            found = self._on_resident(partial(_bad_row_on_task, model, self.chunk_rows),
+                                      dict(enumerate(precisions)))
+            message = next((found[i] for i in sorted(found) if found[i] is not None), None)
+            raise NumericalError(message or "the log-likelihood is not finite")
         chunk = self.chunk_rows
         found = self.rdd.map(lambda t: first_bad_row(t[1:], model, precisions[t[0]], chunk)) \
             .filter(lambda m: m is not None).take(1)
@@ -510,8 +608,13 @@ class SparkEncodedData(ShardedEncodedData):
 
     def init_sample(self, seed: int) -> tuple[Encoded, np.ndarray]:
         n = self.n_rows
-        pieces = [p for _, p in sorted(self.rdd.map(
-            lambda t: (t[0], sample_shard(t[1:], seed, n))).collect(), key=lambda p: p[0])]
+        if self.resident is not None:  # its tasks hold every slot: no other job would run
+            found = self._on_resident(partial(_sample_on_task, seed, n),
+                                      dict.fromkeys(range(len(self.bounds))))
+            pieces = [found[i] for i in sorted(found)]
+        else:
+            pieces = [p for _, p in sorted(self.rdd.map(
+                lambda t: (t[0], sample_shard(t[1:], seed, n))).collect(), key=lambda p: p[0])]
         pieces = [p for p in pieces if p[0].n_rows] or pieces[:1]
         encs = [p[0] for p in pieces]
         return type(encs[0]).concat(encs), np.concatenate([p[1] for p in pieces])
@@ -520,6 +623,9 @@ class SparkEncodedData(ShardedEncodedData):
         if self.closed:
             return
         self.closed = True
+        if self.resident is not None:
+            self.resident.stop()
+            self.resident = None
         self.cached.unpersist()
         if self.starts is not None:
             self.starts.destroy()

@@ -5,9 +5,11 @@ a call per step, a compiled loop does not; the same holds for an explicit-durati
 segment recursion (:mod:`mixfold.compute.numba_semi_markov`, whose NumPy reference is
 :mod:`mixfold.compute.semi_markov`). LDA's fixed point reads each nonzero's topic columns
 twice per step, where NumPy copies each document's row per nonzero and runs a sparse product
-(:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). (A Gaussian mixture's
-stacked E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in
-cache-sized row blocks: see :mod:`mixfold.compute.row_blocks`.) The CPU torch engine of the
+(:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). (A diagonal Gaussian
+mixture's stacked E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in
+cache-sized row blocks: see :mod:`mixfold.compute.row_blocks`; a full-covariance one's scores and
+sums at small D are thin passes per component, which :mod:`mixfold.compute.numba_gaussian` runs
+over every component in one read of the rows.) The CPU torch engine of the
 bands below float64 normalises a block's scores in one compiled call instead of nine torch
 operations (:mod:`mixfold.compute.numba_bands`, loaded by that engine). numba is imported on first
 use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`)
@@ -33,7 +35,7 @@ from mixfold.compute.row_blocks import MeasuredThreads, map_row_blocks, row_thre
 from mixfold.compute.semi_markov import SegmentLaws, SegmentStatistics
 
 __all__ = ["hmm_forward_backward", "hsmm_forward_backward", "hsmm_log_likelihood", "lda_norm",
-           "lda_update", "lda_step", "kernels_available", "band_kernels"]
+           "lda_update", "lda_step", "kernels_available", "band_kernels", "full_gaussian_kernels"]
 
 _KERNELS: dict[str, Any] = {}
 #: the HMM fold's row blocks: partial counts per block, added in block order
@@ -142,6 +144,18 @@ def band_kernels() -> dict[str, Any] | None:
                         band_rows_pairs_layout=bands.band_rows_pairs_layout,
                         screen_rescore=screen.screen_rescore,
                         exact_top_normalise=screen.exact_top_normalise)
+    return _KERNELS
+
+
+def full_gaussian_kernels() -> dict[str, Any] | None:
+    """The compiled float64 passes of stacked full-covariance Gaussians (``full_squares`` and
+    ``full_moments`` of :mod:`mixfold.compute.numba_gaussian`), loaded on the first call;
+    ``None`` where the kernels cannot be used (the NumPy passes run instead)."""
+    if not kernels_available():
+        return None
+    if "full_squares" not in _KERNELS:
+        gaussian = load_kernel_module("mixfold.compute.numba_gaussian")
+        _KERNELS.update(full_squares=gaussian.full_squares, full_moments=gaussian.full_moments)
     return _KERNELS
 
 

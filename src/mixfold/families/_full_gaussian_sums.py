@@ -12,11 +12,12 @@ import numpy as np
 
 from mixfold.capabilities import (CompensatedAccumulation, FusedFold, LinearInFeaturesInBands,
                                   StackedUpdate)
-from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.linear import LinearTerms, gaussian_centre
 from mixfold.compute.logspace import LOG_2PI
+from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.scratch import scratch
 from mixfold.families._centred import VectorMoments
+from mixfold.families._full_gaussian_moments import add_block_moments, block_moments
 from mixfold.families._missing import add_weighted_outer, has_missing, require_native
 from mixfold.families._protocol import Encoded
 from mixfold.families.contract import LeafAccumulator
@@ -112,27 +113,27 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Block by block of rows (the block, centred once per distinct reference point, stays in
-        cache while every component reads it), then component by component: ``r_k @ (x-c)``
-        and ``(x-c).T @ (r_k (x-c))``, the latter as ``s.T @ s`` for ``s = sqrt(r_k) (x-c)`` (a
-        symmetric rank-k update; responsibilities are never negative). A component's sums do not
-        depend on the others in the call, so any range of components can be added apart with the
-        same bits (a GEMM over K columns would sum the rows in a K-dependent order).
+        Block by block of rows (:func:`~mixfold.families.stacked_gaussian.update_block_rows`;
+        the blocks on this process's cores, their sums added in block order), every component
+        of the block at once (:func:`~mixfold.families._full_gaussian_moments.block_moments`).
+        A component's sums do not depend on the others in the call, so any range of components
+        can be added apart with the same bits (a GEMM over K columns would sum the rows in a
+        K-dependent order).
         """
-        x = enc.values
+        x = np.ascontiguousarray(enc.values, dtype=np.float64)
         points = [acc.point_for(x, resp[:, k]) for k, acc in enumerate(accs)]
-        shared = all(c is points[0] or (c == points[0]).all() for c in points)
-        if shared and not np.any(points[0]):
-            centred = x  # about the origin: nothing to subtract
-        elif shared:
-            centred = _centred_rows(x, points[0])
         step = update_block_rows(x.shape[1])
+        if all(c is points[0] or (c == points[0]).all() for c in points):
+            point = points[0]
+            about = point if np.any(point) else None  # about the origin: nothing to subtract
+            resp_t = np.ascontiguousarray(resp.T)  # (K, n): no copy of a Fortran-order resp
+            for part in map_row_blocks(x.shape[0], step, lambda lo, hi: block_moments(
+                    x, about, resp_t, lo, hi)):
+                add_block_moments(accs, part, point)
+            return
         for lo in range(0, x.shape[0], step):
             rb = resp[lo:lo + step]
             rx = scratch("mvg.rx", (len(rb), x.shape[1]))
-            if shared:
-                add_outer_sums(accs, centred[lo:lo + step], rb, points[0], rx)
-                continue
             xb = x[lo:lo + step]
             xc = scratch("mvg.xc_block", xb.shape)
             at = None
@@ -141,18 +142,6 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
                     at = c
                     np.subtract(xb, c, out=xc)
                 add_outer_sums([acc], xc, rb[:, k:k + 1], c, rx)
-
-
-def _centred_rows(x: np.ndarray, point: np.ndarray) -> np.ndarray:
-    """``x - point`` (n_rows, D), kept with the rows between EM iterations when the feature
-    cache has room (the point, a snapped centre, stays put from one iteration to the next)."""
-    store = cache_for(("mvg.centred", point.tobytes()), [x], x.nbytes, x.nbytes)
-    got = None if store is None else store.get(0)
-    if got is None:
-        got = x - point
-        if store is not None:
-            store[0] = got
-    return got
 
 
 class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):

@@ -3,6 +3,8 @@
 coordinates, one compiled pass over the rows for every component
 (:mod:`mixfold.compute.numba_gaussian`); wider rows (or without numba), NumPy's passes per
 component: a sum, a GEMV, and a symmetric rank-k update ``s.T @ s`` of ``s = sqrt(r) (x-c)``.
+(How wide the compiled scores go, :data:`COMPILED_SCORES_MAX_DIM`, is set here too: the two
+widths in one place.)
 
 Either way a component's sums are its own arithmetic, whatever others share the call: a range of
 components gets the bits of the whole stack (the model-parallel column fold).
@@ -26,11 +28,15 @@ from mixfold.compute.kernels import full_gaussian_kernels
 from mixfold.compute.scratch import scratch
 
 __all__ = ["BlockMoments", "block_moments", "add_block_moments", "compiled_passes",
-           "COMPILED_MAX_DIM"]
+           "COMPILED_MAX_DIM", "COMPILED_SCORES_MAX_DIM"]
 
-#: the widest rows the compiled passes take: their work grows as D^2 per row and component
-#: without BLAS's blocking, so past it the per-component GEMM / rank-k update win
-COMPILED_MAX_DIM = 16
+#: the widest rows the compiled sums take: their work grows as D^2 per row and component without
+#: BLAS's register blocking, so past it the per-component rank-k updates win
+#: (benchmarks/full_gaussian_passes.py)
+COMPILED_MAX_DIM = 10
+#: ... and the compiled scores: a triangular product per component, whose few passes NumPy pays
+#: per component cost more up to about here
+COMPILED_SCORES_MAX_DIM = 16
 
 
 @dataclass
@@ -42,9 +48,11 @@ class BlockMoments:
     sum_xx: np.ndarray
 
 
-def compiled_passes(d: int) -> dict[str, Any] | None:
-    """The compiled float64 passes for rows of ``d`` coordinates, or ``None`` (NumPy's)."""
-    return full_gaussian_kernels() if d <= COMPILED_MAX_DIM else None
+def compiled_passes(d: int, scores: bool = False) -> dict[str, Any] | None:
+    """The compiled float64 passes for the sums (the ``scores``) of rows of ``d`` coordinates,
+    or ``None`` (NumPy's)."""
+    widest = COMPILED_SCORES_MAX_DIM if scores else COMPILED_MAX_DIM
+    return full_gaussian_kernels() if d <= widest else None
 
 
 def block_moments(x: np.ndarray, point: np.ndarray | None, resp_t: np.ndarray, lo: int, hi: int,

@@ -36,7 +36,7 @@ __all__ = ["BlockMoments", "block_moments", "add_block_moments", "compiled_passe
 COMPILED_MAX_DIM = 10
 #: ... and the compiled scores: a triangular product per component, whose few passes NumPy pays
 #: per component cost more up to about here
-COMPILED_SCORES_MAX_DIM = 16
+COMPILED_SCORES_MAX_DIM = 24
 
 
 @dataclass
@@ -67,7 +67,8 @@ def block_moments(x: np.ndarray, point: np.ndarray | None, resp_t: np.ndarray, l
         origin = np.zeros(d) if point is None else np.ascontiguousarray(point, dtype=np.float64)
         kernels["full_moments"](x, origin, resp_t, lo, hi, out.mass, out.sum_x, out.sum_xx)
         return out
-    y = x[lo:hi] if point is None else np.subtract(x[lo:hi], point)
+    y = x[lo:hi] if point is None else np.subtract(
+        x[lo:hi], point, out=scratch("mvg.centred_block", (hi - lo, d)))
     rx = scratch("mvg.rx", y.shape) if rx is None else rx
     for j, r in enumerate(resp_t[:, lo:hi]):
         out.mass[j] = r.sum()

@@ -93,3 +93,20 @@ def test_the_fit_on_hard_data_is_numpy_s_and_scikit_learn_s(monkeypatch, n, d):
     assert np.abs(ll - ref).max() <= 1.5 * np.abs(plain_ll - ref).max() + 1e-9
     assert (_distance(fit.model, gm) <= 1.5 * _distance(plain.model, gm) + 1e-8).all()
     assert (_distance(fit.model, gm) < 1e-3).all()
+
+
+def test_the_stacked_update_has_the_same_bits_on_one_and_two_threads(monkeypatch):
+    x, start = _hard(60_000, 4)  # several row blocks
+    enc = start.components[0].encoder().encode(x)
+    resp = np.asfortranarray(np.random.default_rng(3).dirichlet(np.ones(3), len(x)))
+    factory = MultivariateGaussianEstimator(dim=4).accumulator_factory()
+    arrays = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("MIXFOLD_NUM_THREADS", threads)
+        accs = [factory.make() for _ in range(3)]
+        for acc in accs:
+            acc.set_reference(x[0])
+        type(accs[0]).stack_update(accs, enc, resp)
+        arrays.append([a for acc in accs for a in acc.arrays()])
+    assert all(np.array_equal(a, b) for a, b in zip(*arrays))
+    assert arrays[0][0] == pytest.approx(resp[:, 0].sum(), rel=1e-14)

@@ -33,7 +33,7 @@ __all__ = ["BlockMoments", "block_moments", "add_block_moments", "compiled_passe
 #: the widest rows the compiled sums take: their work grows as D^2 per row and component without
 #: BLAS's register blocking, so past it the per-component rank-k updates win
 #: (benchmarks/full_gaussian_passes.py)
-COMPILED_MAX_DIM = 10
+COMPILED_MAX_DIM = 8
 #: ... and the compiled scores: a triangular product per component, whose few passes NumPy pays
 #: per component cost more up to about here
 COMPILED_SCORES_MAX_DIM = 24

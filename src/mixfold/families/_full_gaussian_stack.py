@@ -45,7 +45,7 @@ class FullGaussianStack(StackedScoring, RelativeScoring):
         Rows are centred on the mean of the component means (so the subtraction cancels
         little). In float64 at small D, one compiled pass over the rows differences each with
         each component's centred mean, whitens by ``U_k``, squares and sums
-        (:mod:`mixfold.compute.numba_gaussian`); otherwise, block by block of rows (each block
+        (``compute/numba_gaussian.py``); otherwise, block by block of rows (each block
         read from memory once), the rows are whitened by each component's ``U_k`` and offset by
         ``(mu_k - c) U_k`` (one GEMM per component and block: the block with a ones column times
         ``[U_k; -(mu_k - c) U_k]``), squared and summed. A component's column is computed by

@@ -113,9 +113,9 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Block by block of rows (:func:`~mixfold.families.stacked_gaussian.update_block_rows`;
+        Block by block of rows (``update_block_rows``;
         the blocks on this process's cores, their sums added in block order), every component
-        of the block at once (:func:`~mixfold.families._full_gaussian_moments.block_moments`).
+        of the block at once (``families/_full_gaussian_moments.py``).
         A component's sums do not depend on the others in the call, so any range of components
         can be added apart with the same bits (a GEMM over K columns would sum the rows in a
         K-dependent order).

@@ -105,3 +105,16 @@ def test_no_rows_add_nothing():
     sums = [np.full(2, 7.0), np.full((2, 3), 7.0), np.full((2, 3, 3), 7.0)]
     full_moments(x, means[0], resp, 10, 10, *sums)
     assert all((s == 0).all() for s in sums)
+
+
+def test_read_only_rows_are_taken_as_they_are():
+    x, means, factors = _hard(3)
+    frozen = x.copy()
+    frozen.flags.writeable = False  # an Arrow table's buffer, a memory map
+    assert np.array_equal(_squares(frozen, means, factors), _squares(x, means, factors))
+    resp = np.ones((2, len(x)))
+    got = [np.empty(2), np.empty((2, 3)), np.empty((2, 3, 3))]
+    want = [np.empty(2), np.empty((2, 3)), np.empty((2, 3, 3))]
+    full_moments(frozen, means[0], resp, 0, len(x), *got)
+    full_moments(x, means[0], resp, 0, len(x), *want)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))

@@ -34,9 +34,12 @@ LANES = 8
 
 _ROWS = numba.float64[:, ::1]
 _VECTOR = numba.float64[::1]
-SQUARES_SIGNATURE = numba.void(_ROWS, _VECTOR, _ROWS, numba.float64[:, :, ::1], _ROWS)
-MOMENTS_SIGNATURE = numba.void(_ROWS, _VECTOR, _ROWS, numba.int64, numba.int64, _VECTOR, _ROWS,
-                               numba.float64[:, :, ::1])
+_CUBE = numba.float64[:, :, ::1]
+# the data rows writable or not (a read-only buffer: an Arrow table's, a memory map's)
+_DATA = (_ROWS, numba.types.Array(numba.float64, 2, "C", readonly=True))
+SQUARES_SIGNATURES = [numba.void(x, _VECTOR, _ROWS, _CUBE, _ROWS) for x in _DATA]
+MOMENTS_SIGNATURES = [numba.void(x, _VECTOR, _ROWS, numba.int64, numba.int64, _VECTOR, _ROWS,
+                                 _CUBE) for x in _DATA]
 
 
 @numba.njit(inline="always")
@@ -47,7 +50,7 @@ def _lane_sum(parts):
     return total
 
 
-@numba.njit(SQUARES_SIGNATURE, nogil=True, cache=on_disk())
+@numba.njit(SQUARES_SIGNATURES, nogil=True, cache=on_disk())
 def full_squares(x, center, offsets, whitening, out):
     # x (n, D), center (D,), offsets (K, D) = mu_k - c, whitening (K, D, D), out (K, n)
     n, d = x.shape
@@ -78,7 +81,7 @@ def full_squares(x, center, offsets, whitening, out):
             out[k, lo:lo + m] = total[:m]
 
 
-@numba.njit(MOMENTS_SIGNATURE, nogil=True, cache=on_disk())
+@numba.njit(MOMENTS_SIGNATURES, nogil=True, cache=on_disk())
 def full_moments(x, point, resp, lo, hi, mass, sum_x, sum_xx):
     # rows [lo, hi) of x (n, D) about point (D,), weighted by resp (K, n); writes mass (K,),
     # sum_x (K, D), sum_xx (K, D, D)

@@ -64,8 +64,9 @@ def block_moments(x: np.ndarray, point: np.ndarray | None, resp_t: np.ndarray, l
     out = BlockMoments(np.empty(k), np.empty((k, d)), np.empty((k, d, d)))
     kernels = compiled_passes(d)
     if kernels is not None and x.dtype == np.float64 and x.flags.c_contiguous:
-        origin = np.zeros(d) if point is None else np.ascontiguousarray(point, dtype=np.float64)
-        kernels["full_moments"](x, origin, resp_t, lo, hi, out.mass, out.sum_x, out.sum_xx)
+        origin = np.zeros(d) if point is None else np.array(point, dtype=np.float64)
+        weights = resp_t if resp_t.flags.writeable else resp_t.copy()  # (the kernel's types)
+        kernels["full_moments"](x, origin, weights, lo, hi, out.mass, out.sum_x, out.sum_xx)
         return out
     y = x[lo:hi] if point is None else np.subtract(
         x[lo:hi], point, out=scratch("mvg.centred_block", (hi - lo, d)))

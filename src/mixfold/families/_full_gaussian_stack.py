@@ -101,7 +101,7 @@ def _compiled_squares(components: Sequence[Any], x: np.ndarray, center: np.ndarr
     offsets = np.array([comp.mu - center for comp in components])
     factors = np.array([comp.precision_cholesky for comp in components], dtype=np.float64)
     kernels["full_squares"](np.ascontiguousarray(x, dtype=np.float64),
-                            np.ascontiguousarray(center, dtype=np.float64), offsets, factors, out)
+                            np.array(center, dtype=np.float64), offsets, factors, out)
     return True
 
 

@@ -12,12 +12,14 @@ import numpy as np
 
 from mixfold.capabilities import (CompensatedAccumulation, FusedFold, LinearInFeaturesInBands,
                                   StackedUpdate)
+from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.linear import LinearTerms, gaussian_centre
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.scratch import scratch
 from mixfold.families._centred import VectorMoments
-from mixfold.families._full_gaussian_moments import add_block_moments, block_moments
+from mixfold.families._full_gaussian_moments import (add_block_moments, block_moments,
+                                                     compiled_passes)
 from mixfold.families._missing import add_weighted_outer, has_missing, require_native
 from mixfold.families._protocol import Encoded
 from mixfold.families.contract import LeafAccumulator
@@ -113,12 +115,11 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Block by block of rows (``update_block_rows``;
-        the blocks on this process's cores, their sums added in block order), every component
-        of the block at once (``families/_full_gaussian_moments.py``).
-        A component's sums do not depend on the others in the call, so any range of components
-        can be added apart with the same bits (a GEMM over K columns would sum the rows in a
-        K-dependent order).
+        Block by block of rows (``update_block_rows``; the blocks on this process's cores, their
+        sums added in block order), every component of the block at once
+        (``families/_full_gaussian_moments.py``). A component's sums do not depend on the others
+        in the call, so any range of components can be added apart with the same bits (a GEMM
+        over K columns would sum the rows in a K-dependent order).
         """
         x = np.ascontiguousarray(enc.values, dtype=np.float64)
         points = [acc.point_for(x, resp[:, k]) for k, acc in enumerate(accs)]
@@ -126,6 +127,8 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
         if all(c is points[0] or (c == points[0]).all() for c in points):
             point = points[0]
             about = point if np.any(point) else None  # about the origin: nothing to subtract
+            if about is not None and compiled_passes(x.shape[1]) is None:
+                x, about = _centred_rows(x, point), None  # NumPy's passes read centred rows
             resp_t = np.ascontiguousarray(resp.T)  # (K, n): no copy of a Fortran-order resp
             for part in map_row_blocks(x.shape[0], step, lambda lo, hi: block_moments(
                     x, about, resp_t, lo, hi)):
@@ -142,6 +145,18 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
                     at = c
                     np.subtract(xb, c, out=xc)
                 add_outer_sums([acc], xc, rb[:, k:k + 1], c, rx)
+
+
+def _centred_rows(x: np.ndarray, point: np.ndarray) -> np.ndarray:
+    """``x - point`` (n_rows, D), kept with the rows between EM iterations when the feature
+    cache has room (the point, a snapped centre, stays put from one iteration to the next)."""
+    store = cache_for(("mvg.centred", point.tobytes()), [x], x.nbytes, x.nbytes)
+    got = None if store is None else store.get(0)
+    if got is None:
+        got = x - point
+        if store is not None:
+            store[0] = got
+    return got
 
 
 class MissingMultivariateGaussianAccumulator(MultivariateGaussianAccumulator):

@@ -38,19 +38,23 @@ def _hard(n: int, d: int, k: int = 3, seed: int = 0):
 
 
 def test_compiled_and_numpy_block_sums_agree(monkeypatch):
-    x, _ = _hard(3000, 5)
+    x, _ = _hard(9000, 5)
     point = x.mean(axis=0)
     resp = np.ascontiguousarray(np.random.default_rng(1).dirichlet(np.ones(3), len(x)).T)
-    compiled = moments.block_moments(x, point, resp, 10, 2900)
+    compiled = moments.block_moments(x, point, resp, 10, 8990)
     _numpy_passes(monkeypatch)
-    plain = moments.block_moments(x, point, resp, 10, 2900)
+    plain = moments.block_moments(x, point, resp, 10, 8990)
     for a, b in ((compiled.mass, plain.mass), (compiled.sum_x, plain.sum_x),
                  (compiled.sum_xx, plain.sum_xx)):
         assert max_relative_difference(a, b) < 1e-13
 
 
-def test_wide_rows_take_numpy_s_passes():
-    assert moments.compiled_passes(moments.COMPILED_MAX_DIM + 1) is None
+def test_wide_rows_and_small_data_take_numpy_s_passes():
+    many = moments.COMPILED_MIN_ROWS
+    assert moments.compiled_passes(moments.COMPILED_MAX_DIM, many) is not None
+    assert moments.compiled_passes(moments.COMPILED_MAX_DIM + 1, many) is None
+    assert moments.compiled_passes(3, many - 1) is None
+    assert moments.compiled_passes(moments.COMPILED_SCORES_MAX_DIM, many, scores=True) is not None
 
 
 def _fit(x, start, k, iterations=8):
@@ -71,7 +75,7 @@ def _distance(a: MixtureDistribution, b) -> np.ndarray:
     return np.array([max_relative_difference(x, y) for x, y in zip(a_parts, b_parts)])
 
 
-@pytest.mark.parametrize("n, d", [(2400, 4), (40_000, 3), (12_000, 12)])
+@pytest.mark.parametrize("n, d", [(20_000, 4), (40_000, 3), (12_000, 12)])
 def test_the_fit_on_hard_data_is_numpy_s_and_scikit_learn_s(monkeypatch, n, d):
     x, start = _hard(n, d)
     fit = _fit(x, start, 3)

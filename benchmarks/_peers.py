@@ -157,7 +157,17 @@ def make_p4(scale: float) -> tuple[dict, dict, str]:
     return d, records_start(d, 8, 20, seed=104), f"N={n:,} K=8 (Gaussian, 20 levels, Poisson)"
 
 
-GENERATORS = {"p1": make_p1, "p2": make_p2, "p3": make_p3, "p4": make_p4}
+def make_e1(scale: float) -> tuple[dict, dict, str]:
+    """The engines benchmark's model (benchmarks/engines.py): K=4 unit-covariance clusters in D=3
+    (means drawn as its are), fitted as full-covariance components."""
+    n = max(int(1_000_000 * scale), 20)
+    rng = np.random.default_rng(1)
+    means = np.random.default_rng(0).normal(0, 4, size=(4, 3))
+    x = means[rng.integers(0, 4, size=n)] + rng.normal(size=(n, 3))
+    return {"x": x}, gmm_start(x, 4, full=True, seed=105), f"N={n:,} D=3 K=4"
+
+
+GENERATORS = {"p1": make_p1, "p2": make_p2, "p3": make_p3, "p4": make_p4, "e1": make_e1}
 
 
 # --- the common scorers: mean log-likelihood per row from final parameters (float64 NumPy) ---

@@ -1,5 +1,6 @@
-"""A/B of two mixfold source trees on the speed cases, in one run: P1, P2, P4 and P7 (and P3
-with --cases), alternating the two trees child by child so that both see the same machine.
+"""A/B of two mixfold source trees on the speed cases, in one run: P1, P2, P4 and P7 (and P3,
+or E1 -- the engines benchmark's model, 10^6 rows, K=4 full covariances in D=3 -- with
+--cases), alternating the two trees child by child so that both see the same machine.
 
     python benchmarks/numerics_ab.py --baseline /path/to/main/src            # full sizes
     python benchmarks/numerics_ab.py --baseline /path/to/main/src --quick    # smoke run
@@ -27,6 +28,9 @@ sys.path.insert(0, str(HERE))
 import run as side_by_side  # noqa: E402 - benchmarks/run.py: the cases, generators and children
 
 SPEED_CASES = ("P1", "P2", "P4", "P7")
+#: cases of this A/B only (``--cases``): E1 is the engines benchmark's model on one process
+CASES = {**side_by_side.CASES,
+         "E1": side_by_side.Case("E1", "engines model, full GMM", "full_gmm", "e1", ["mixfold"])}
 
 
 def run_tree(case: side_by_side.Case, tree: Path, data_dir: Path, iterations: int,
@@ -66,7 +70,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="mixfold-ab-") as tmp:
         made: set[str] = set()
         for name in names:
-            case = side_by_side.CASES[name]
+            case = CASES[name]
             data_dir = Path(tmp) / case.data
             if case.data not in made:
                 side_by_side.generate(case.data, data_dir, scale, timeout)

@@ -5,12 +5,14 @@ a call per step, a compiled loop does not; the same holds for an explicit-durati
 segment recursion (:mod:`mixfold.compute.numba_semi_markov`, whose NumPy reference is
 :mod:`mixfold.compute.semi_markov`). LDA's fixed point reads each nonzero's topic columns
 twice per step, where NumPy copies each document's row per nonzero and runs a sparse product
-(:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). A large Gaussian
+(:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). A large diagonal Gaussian
 mixture's E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in
 cache-sized row blocks (:mod:`mixfold.compute.row_blocks`); a small one's (a notebook's few
 hundred rows) is some thirty NumPy calls each costing more than its arithmetic, which one
 compiled call replaces for diagonal and spherical components
-(:mod:`mixfold.compute.numba_mixture`). The CPU torch engine of the
+(:mod:`mixfold.compute.numba_mixture`); a full-covariance one's scores and sums at small D are
+thin passes per component, which :mod:`mixfold.compute.numba_gaussian` runs over every
+component in one read of the rows. The CPU torch engine of the
 bands below float64 normalises a block's scores in one compiled call instead of nine torch
 operations (:mod:`mixfold.compute.numba_bands`, loaded by that engine). numba is imported on first
 use only (never at ``import mixfold``), and the kernels (:mod:`mixfold.compute.numba_kernels`)
@@ -36,7 +38,8 @@ from mixfold.compute.row_blocks import MeasuredThreads, map_row_blocks, row_thre
 from mixfold.compute.semi_markov import SegmentLaws, SegmentStatistics
 
 __all__ = ["hmm_forward_backward", "hsmm_forward_backward", "hsmm_log_likelihood", "lda_norm",
-           "lda_update", "lda_step", "kernels_available", "band_kernels", "mixture_kernels"]
+           "lda_update", "lda_step", "kernels_available", "band_kernels", "mixture_kernels",
+           "full_gaussian_kernels"]
 
 _KERNELS: dict[str, Any] = {}
 #: the HMM fold's row blocks: partial counts per block, added in block order
@@ -157,6 +160,18 @@ def mixture_kernels() -> dict[str, Any] | None:
     if "diagonal_estep" not in _KERNELS:
         mixture = load_kernel_module("mixfold.compute.numba_mixture")
         _KERNELS.update(diagonal_estep=mixture.diagonal_estep)
+    return _KERNELS
+
+
+def full_gaussian_kernels() -> dict[str, Any] | None:
+    """The compiled float64 passes of stacked full-covariance Gaussians (``full_squares`` and
+    ``full_moments`` of :mod:`mixfold.compute.numba_gaussian`), loaded on the first call;
+    ``None`` where the kernels cannot be used (the NumPy passes run instead)."""
+    if not kernels_available():
+        return None
+    if "full_squares" not in _KERNELS:
+        gaussian = load_kernel_module("mixfold.compute.numba_gaussian")
+        _KERNELS.update(full_squares=gaussian.full_squares, full_moments=gaussian.full_moments)
     return _KERNELS
 
 

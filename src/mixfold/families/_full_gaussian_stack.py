@@ -1,7 +1,8 @@
 """K full-covariance Gaussians scored at once (a mixture's components, the hidden states'
 emissions): the stacked scoring a :class:`~mixfold.MultivariateGaussianDistribution` inherits,
-rows centred on the mean of the component means and whitened block by block of rows (once per
-block for a tied covariance)."""
+rows centred on the mean of the component means and whitened: in float64 at small D by one
+compiled pass over the rows for every component, else block by block of rows (once per block for
+a tied covariance)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 from mixfold.capabilities import RelativeScoring, StackedScoring
 from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
 from mixfold.compute.scratch import scratch
+from mixfold.families._full_gaussian_moments import compiled_passes
 from mixfold.families._missing import has_missing, require_native
 from mixfold.families._protocol import Encoded
 from mixfold.precision import native_dtype
@@ -41,12 +43,15 @@ class FullGaussianStack(StackedScoring, RelativeScoring):
         """Log-densities of all components at once, array of shape (n_rows, K).
 
         Rows are centred on the mean of the component means (so the subtraction cancels
-        little), then, block by block of rows (each block read from memory once), whitened by
-        each component's ``U_k`` and offset by ``(mu_k - c) U_k`` (one GEMM per component and
-        block: the block with a ones column times ``[U_k; -(mu_k - c) U_k]``), squared and
-        summed. A component's column is computed by the same calls whatever other components
-        are stacked with it, so ``units=(start, stop)`` computes only those columns with the
-        bits of the full call (model-parallel workers score ranges apart).
+        little). In float64 at small D, one compiled pass over the rows differences each with
+        each component's centred mean, whitens by ``U_k``, squares and sums
+        (``compute/numba_gaussian.py``); otherwise, block by block of rows (each block
+        read from memory once), the rows are whitened by each component's ``U_k`` and offset by
+        ``(mu_k - c) U_k`` (one GEMM per component and block: the block with a ones column times
+        ``[U_k; -(mu_k - c) U_k]``), squared and summed. A component's column is computed by
+        the same calls whatever other components are stacked with it, so
+        ``units=(start, stop)`` computes only those columns with the bits of the full call
+        (model-parallel workers score ranges apart).
         """
         start, stop = (0, len(components)) if units is None else units
         if has_missing(enc):
@@ -58,12 +63,9 @@ class FullGaussianStack(StackedScoring, RelativeScoring):
         center = np.add.reduce(np.array([c.mu for c in components])) / len(components)  # (mean)
         n = enc.n_rows
         out = np.empty((stop - start, n), dtype=dt)
-        step = max(64, (1 << 17) // d)  # a block of rows (rows, D) and its whitened copy: ~2 MB
-        shared = components[0].precision_cholesky  # a tied mixture: whiten each block once
-        if len(components) > 1 and all(c.precision_cholesky is shared for c in components):
-            _tied_squares(components[start:stop], enc.values, center, dt, step, out)
-        else:
-            _squares(components[start:stop], enc.values, center, dt, step, out)
+        if dt != np.float64 or not _compiled_squares(components[start:stop], enc.values,
+                                                     center, out):
+            _numpy_squares(components, start, stop, enc.values, center, dt, out)
         const = np.array([c.log_det_precision_cholesky for c in components[start:stop]])
         out *= dt.type(-0.5)
         out += (const - 0.5 * d * LOG_2PI).astype(dt)[:, None]
@@ -86,6 +88,33 @@ class FullGaussianStack(StackedScoring, RelativeScoring):
         (:func:`~mixfold.compute.logspace.affine_far_rows`)."""
         return affine_far_rows(enc.values, np.array([c.mu for c in components]),
                                np.array([c.precision_cholesky for c in components]))
+
+
+def _compiled_squares(components: Sequence[Any], x: np.ndarray, center: np.ndarray,
+                      out: np.ndarray) -> bool:
+    """``out[k] = |((x - c) - (mu_k - c)) U_k|^2`` per row in one compiled pass over the rows for
+    every component (tied or not: at small D the products cost less than a pass); ``False``
+    where the compiled passes do not take rows of this width."""
+    kernels = compiled_passes(x.shape[1], x.shape[0], scores=True)
+    if kernels is None:
+        return False
+    offsets = np.array([comp.mu - center for comp in components])
+    factors = np.array([comp.precision_cholesky for comp in components], dtype=np.float64)
+    kernels["full_squares"](np.ascontiguousarray(x, dtype=np.float64),
+                            np.array(center, dtype=np.float64), offsets, factors, out)
+    return True
+
+
+def _numpy_squares(components: Sequence[Any], start: int, stop: int, x: np.ndarray,
+                   center: np.ndarray, dt: np.dtype, out: np.ndarray) -> None:
+    """:func:`_squares` of components ``[start, stop)``, or :func:`_tied_squares` where every
+    component has the same factor."""
+    step = max(64, (1 << 17) // x.shape[1])  # a block of rows (rows, D), its whitened copy: ~2 MB
+    shared = components[0].precision_cholesky  # a tied mixture: whiten each block once
+    if len(components) > 1 and all(c.precision_cholesky is shared for c in components):
+        _tied_squares(components[start:stop], x, center, dt, step, out)
+    else:
+        _squares(components[start:stop], x, center, dt, step, out)
 
 
 def _squares(components: Sequence[Any], x: np.ndarray,

@@ -15,8 +15,11 @@ from mixfold.capabilities import (CompensatedAccumulation, FusedFold, LinearInFe
 from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.linear import LinearTerms, gaussian_centre
 from mixfold.compute.logspace import LOG_2PI
+from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.scratch import scratch
 from mixfold.families._centred import VectorMoments
+from mixfold.families._full_gaussian_moments import (add_block_moments, block_moments,
+                                                     compiled_passes)
 from mixfold.families._missing import add_weighted_outer, has_missing, require_native
 from mixfold.families._protocol import Encoded
 from mixfold.families.contract import LeafAccumulator
@@ -112,27 +115,28 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
                      resp: np.ndarray) -> None:
         """Add rows to K accumulators at once; ``resp`` (n_rows, K) already includes row weights.
 
-        Block by block of rows (the block, centred once per distinct reference point, stays in
-        cache while every component reads it), then component by component: ``r_k @ (x-c)``
-        and ``(x-c).T @ (r_k (x-c))``, the latter as ``s.T @ s`` for ``s = sqrt(r_k) (x-c)`` (a
-        symmetric rank-k update; responsibilities are never negative). A component's sums do not
-        depend on the others in the call, so any range of components can be added apart with the
-        same bits (a GEMM over K columns would sum the rows in a K-dependent order).
+        Block by block of rows (``update_block_rows``; the blocks on this process's cores, their
+        sums added in block order), every component of the block at once
+        (``families/_full_gaussian_moments.py``). A component's sums do not depend on the others
+        in the call, so any range of components can be added apart with the same bits (a GEMM
+        over K columns would sum the rows in a K-dependent order).
         """
-        x = enc.values
+        x = np.ascontiguousarray(enc.values, dtype=np.float64)
         points = [acc.point_for(x, resp[:, k]) for k, acc in enumerate(accs)]
-        shared = all(c is points[0] or (c == points[0]).all() for c in points)
-        if shared and not np.any(points[0]):
-            centred = x  # about the origin: nothing to subtract
-        elif shared:
-            centred = _centred_rows(x, points[0])
         step = update_block_rows(x.shape[1])
+        if all(c is points[0] or (c == points[0]).all() for c in points):
+            point = points[0]
+            about = point if np.any(point) else None  # about the origin: nothing to subtract
+            if about is not None and compiled_passes(x.shape[1], x.shape[0]) is None:
+                x, about = _centred_rows(x, point), None  # NumPy's passes read centred rows
+            resp_t = np.ascontiguousarray(resp.T)  # (K, n): no copy of a Fortran-order resp
+            for part in map_row_blocks(x.shape[0], step, lambda lo, hi: block_moments(
+                    x, about, resp_t, lo, hi)):
+                add_block_moments(accs, part, point)
+            return
         for lo in range(0, x.shape[0], step):
             rb = resp[lo:lo + step]
             rx = scratch("mvg.rx", (len(rb), x.shape[1]))
-            if shared:
-                add_outer_sums(accs, centred[lo:lo + step], rb, points[0], rx)
-                continue
             xb = x[lo:lo + step]
             xc = scratch("mvg.xc_block", xb.shape)
             at = None

@@ -43,6 +43,7 @@ from mixfold.compute.kernels import mixture_kernels
 from mixfold.compute.linear import gaussian_centre
 from mixfold.compute.logspace import LOG_2PI, log_normalize_rows, normalise_live_rows
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
+from mixfold.families._full_gaussian_moments import add_block_moments, block_moments
 from mixfold.families._missing import has_missing
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.families.gaussian import warn_collapsed_variance
@@ -193,17 +194,12 @@ def add_outer_sums(accs: Sequence[Any], centred: np.ndarray, resp: np.ndarray,
                    point: np.ndarray, rx: np.ndarray) -> None:
     """Add a block of rows ``centred`` about ``point`` (n, D) to the full-covariance
     accumulators, column k of ``resp`` (n, K) to ``accs[k]``: ``r_k @ (x-c)`` and
-    ``(x-c).T @ (r_k (x-c))``, the latter as ``s.T @ s`` for ``s = sqrt(r_k) (x-c)`` in ``rx``
-    (n, D) (NumPy runs a product of an array with its own transpose as a symmetric rank-k
-    update: half the multiplications; responsibilities are never negative). Each component's
-    sums are its own calls, so any range of components gets the bits of the whole."""
-    for acc, r in zip(accs, resp.T):
-        s0 = r.sum()
-        acc.weight += s0
-        acc.sum_x += r @ centred
-        np.multiply(np.sqrt(r)[:, None], centred, out=rx)
-        acc.sum_xx += rx.T @ rx
-        acc.ref_mass += s0 * point
+    ``(x-c).T @ (r_k (x-c))`` (:func:`~mixfold.families._full_gaussian_moments.block_moments`:
+    one compiled pass for every component at small D, else per component a GEMV and a symmetric
+    rank-k update in ``rx`` (n, D)). Each component's sums are its own arithmetic, so any range
+    of components gets the bits of the whole."""
+    moments = block_moments(centred, None, np.ascontiguousarray(resp.T), 0, len(centred), rx)
+    add_block_moments(accs, moments, point)
 
 
 # ---------------------------------------------------------------------------------------------

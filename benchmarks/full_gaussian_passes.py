@@ -77,17 +77,15 @@ def main() -> None:
     print("| D | scores compiled | scores NumPy | NumPy/compiled | sums compiled | sums NumPy "
           "| NumPy/compiled |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
-    limits = moments.COMPILED_MAX_DIM, moments.COMPILED_SCORES_MAX_DIM, moments.COMPILED_MIN_ROWS
+    limits = moments.COMPILED_MAX_DIM, moments.COMPILED_SCORES_MAX_DIM
     hold = blas_threads(1)
     for d in WIDTHS:
         comps, enc, resp = _case(args.rows, args.k, d)
         moments.COMPILED_MAX_DIM = moments.COMPILED_SCORES_MAX_DIM = 1 << 30
-        moments.COMPILED_MIN_ROWS = 0  # (a wide row's update blocks hold fewer rows)
         fast = _timings(comps, enc, resp, args.repeats)
         moments.COMPILED_MAX_DIM = moments.COMPILED_SCORES_MAX_DIM = 0
         plain = _timings(comps, enc, resp, args.repeats)
-        (moments.COMPILED_MAX_DIM, moments.COMPILED_SCORES_MAX_DIM,
-         moments.COMPILED_MIN_ROWS) = limits
+        moments.COMPILED_MAX_DIM, moments.COMPILED_SCORES_MAX_DIM = limits
         print(f"| {d} | {1e3 * fast[0]:.2f} | {1e3 * plain[0]:.2f} | {plain[0] / fast[0]:.2f} "
               f"| {1e3 * fast[1]:.2f} | {1e3 * plain[1]:.2f} | {plain[1] / fast[1]:.2f} |",
               flush=True)

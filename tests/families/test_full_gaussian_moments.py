@@ -49,12 +49,11 @@ def test_compiled_and_numpy_block_sums_agree(monkeypatch):
         assert max_relative_difference(a, b) < 1e-13
 
 
-def test_wide_rows_and_small_data_take_numpy_s_passes():
-    many = moments.COMPILED_MIN_ROWS
-    assert moments.compiled_passes(moments.COMPILED_MAX_DIM, many) is not None
-    assert moments.compiled_passes(moments.COMPILED_MAX_DIM + 1, many) is None
-    assert moments.compiled_passes(3, many - 1) is None
-    assert moments.compiled_passes(moments.COMPILED_SCORES_MAX_DIM, many, scores=True) is not None
+def test_wide_rows_take_numpy_s_passes():
+    assert moments.compiled_passes(moments.COMPILED_MAX_DIM) is not None
+    assert moments.compiled_passes(moments.COMPILED_MAX_DIM + 1) is None
+    assert moments.compiled_passes(moments.COMPILED_SCORES_MAX_DIM, scores=True) is not None
+    assert moments.compiled_passes(moments.COMPILED_SCORES_MAX_DIM + 1, scores=True) is None
 
 
 def _fit(x, start, k, iterations=8):

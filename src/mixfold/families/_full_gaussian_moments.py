@@ -1,7 +1,8 @@
 """What a block of rows adds to K full-covariance accumulators: per component, the posterior mass,
 ``sum r (x-c)`` and ``sum r (x-c)(x-c)^T`` about a point ``c``. Up to :data:`COMPILED_MAX_DIM`
-coordinates and from :data:`COMPILED_MIN_ROWS` rows, one compiled pass over the rows for every
-component (:mod:`mixfold.compute.numba_gaussian`); wider rows, fewer, or no numba: NumPy's passes
+coordinates, one compiled pass over the rows for every component
+(:mod:`mixfold.compute.numba_gaussian`; on small data too, where it replaces a few NumPy calls
+per component, each costing more than its arithmetic); wider rows, or no numba: NumPy's passes
 per component: a sum, a GEMV, and a symmetric rank-k update ``s.T @ s`` of ``s = sqrt(r) (x-c)``.
 (How wide the compiled scores go, :data:`COMPILED_SCORES_MAX_DIM`, is set here too: the two
 widths in one place.)
@@ -28,15 +29,12 @@ from mixfold.compute.kernels import full_gaussian_kernels
 from mixfold.compute.scratch import scratch
 
 __all__ = ["BlockMoments", "block_moments", "add_block_moments", "compiled_passes",
-           "COMPILED_MAX_DIM", "COMPILED_SCORES_MAX_DIM", "COMPILED_MIN_ROWS"]
+           "COMPILED_MAX_DIM", "COMPILED_SCORES_MAX_DIM"]
 
 #: the widest rows the compiled sums take: their work grows as D^2 per row and component without
 #: BLAS's register blocking, so past it the per-component rank-k updates win
 #: (benchmarks/full_gaussian_passes.py)
 COMPILED_MAX_DIM = 8
-#: the fewest rows a call hands the compiled passes: small data (a chunk of at most 8192 rows, as
-#: families/stacked_gaussian.py folds it) never loads numba, ~0.3 s in a fresh process
-COMPILED_MIN_ROWS = 8192
 #: ... and the compiled scores: a triangular product per component, whose few passes NumPy pays
 #: per component cost more up to about here
 COMPILED_SCORES_MAX_DIM = 24
@@ -51,11 +49,11 @@ class BlockMoments:
     sum_xx: np.ndarray
 
 
-def compiled_passes(d: int, rows: int, scores: bool = False) -> dict[str, Any] | None:
-    """The compiled float64 passes for the sums (the ``scores``) of ``rows`` rows of ``d``
-    coordinates, or ``None`` (NumPy's)."""
+def compiled_passes(d: int, scores: bool = False) -> dict[str, Any] | None:
+    """The compiled float64 passes for the sums (the ``scores``) of rows of ``d`` coordinates,
+    or ``None`` (NumPy's)."""
     widest = COMPILED_SCORES_MAX_DIM if scores else COMPILED_MAX_DIM
-    return full_gaussian_kernels() if d <= widest and rows >= COMPILED_MIN_ROWS else None
+    return full_gaussian_kernels() if d <= widest else None
 
 
 def block_moments(x: np.ndarray, point: np.ndarray | None, resp_t: np.ndarray, lo: int, hi: int,
@@ -65,7 +63,7 @@ def block_moments(x: np.ndarray, point: np.ndarray | None, resp_t: np.ndarray, l
     ``rx`` (hi - lo, D) is the NumPy passes' scratch."""
     k, d = resp_t.shape[0], x.shape[1]
     out = BlockMoments(np.empty(k), np.empty((k, d)), np.empty((k, d, d)))
-    kernels = compiled_passes(d, hi - lo)
+    kernels = compiled_passes(d)
     if kernels is not None and x.dtype == np.float64 and x.flags.c_contiguous:
         origin = np.zeros(d) if point is None else np.array(point, dtype=np.float64)
         weights = resp_t if resp_t.flags.writeable else resp_t.copy()  # (the kernel's types)

@@ -95,7 +95,7 @@ def _compiled_squares(components: Sequence[Any], x: np.ndarray, center: np.ndarr
     """``out[k] = |((x - c) - (mu_k - c)) U_k|^2`` per row in one compiled pass over the rows for
     every component (tied or not: at small D the products cost less than a pass); ``False``
     where the compiled passes do not take rows of this width."""
-    kernels = compiled_passes(x.shape[1], x.shape[0], scores=True)
+    kernels = compiled_passes(x.shape[1], scores=True)
     if kernels is None:
         return False
     offsets = np.array([comp.mu - center for comp in components])

@@ -127,7 +127,7 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
         if all(c is points[0] or (c == points[0]).all() for c in points):
             point = points[0]
             about = point if np.any(point) else None  # about the origin: nothing to subtract
-            if about is not None and compiled_passes(x.shape[1], x.shape[0]) is None:
+            if about is not None and compiled_passes(x.shape[1]) is None:
                 x, about = _centred_rows(x, point), None  # NumPy's passes read centred rows
             resp_t = np.ascontiguousarray(resp.T)  # (K, n): no copy of a Fortran-order resp
             for part in map_row_blocks(x.shape[0], step, lambda lo, hi: block_moments(

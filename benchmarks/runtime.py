@@ -4,10 +4,13 @@ fold's threads on a quiet and on a busy machine, beside hmmlearn in the same run
     python benchmarks/runtime.py                   # everything (a few minutes)
     python benchmarks/runtime.py --quick           # small sizes, fewer repeats (a smoke run)
     python benchmarks/runtime.py --baseline ../main/src   # adds rows for another mixfold tree
+    python benchmarks/runtime.py --startup-only    # import and first fits alone
 
 Startup: the median over fresh processes of ``import mixfold``, and of the first HMM fit (3
 iterations, 20 sequences x 50 steps, 3 states) counted from the start of the import, with a
-warm kernel cache (a process has compiled it before) and once with an empty one.
+warm kernel cache (a process has compiled it before) and once with an empty one; and of a
+notebook's first Gaussian mixtures (150 x 4 rows, K=3, a diagonal then a full fit, 20
+iterations each), warm cache.
 
 Threads: two Gaussian HMM cases, each library from the same start for a fixed number of
 iterations (``benchmarks/_peers.py``: per-iteration stamps from inside each EM loop, median,
@@ -47,6 +50,16 @@ mixfold.optimize(rows, mixfold.HiddenMarkovEstimator([mixfold.GaussianEstimator(
                  max_iter=3, progress=False)
 print(imported, time.perf_counter() - t)
 """
+FIRST_MIXTURE = """
+import time
+t = time.perf_counter()
+import mixfold
+import numpy as np
+x = np.random.default_rng(0).normal(size=(150, 4)) + np.repeat([[0.0], [4.0], [8.0]], 50, axis=0)
+for leaf in (mixfold.DiagonalGaussianEstimator(), mixfold.MultivariateGaussianEstimator()):
+    mixfold.optimize(x, mixfold.MixtureEstimator([leaf] * 3), max_iter=20, progress=False)
+print(time.perf_counter() - t)
+"""
 IMPORT_ONLY = "import time; t = time.perf_counter(); import mixfold; print(time.perf_counter() - t)"
 
 
@@ -62,14 +75,18 @@ def _child(code: str, env: dict[str, str]) -> list[float]:
 
 
 def startup(src: Path, repeats: int) -> dict[str, float]:
-    """Median seconds: import; first fit with a warm cache; first fit with an empty cache."""
+    """Median seconds: import; first fit with a warm cache; first fit with an empty cache;
+    first small mixtures with a warm cache."""
     _child(FIRST_FIT, _env(src))  # warms this tree's kernel cache
+    _child(FIRST_MIXTURE, _env(src))
     imports = [_child(IMPORT_ONLY, _env(src))[0] for _ in range(repeats)]
     warm = [_child(FIRST_FIT, _env(src))[1] for _ in range(repeats)]
     with tempfile.TemporaryDirectory() as empty:
         cold = _child(FIRST_FIT, _env(src, NUMBA_CACHE_DIR=empty))[1]
+    mixtures = [_child(FIRST_MIXTURE, _env(src))[0] for _ in range(repeats)]
     return {"import": statistics.median(imports), "first fit (warm cache)":
-            statistics.median(warm), "first fit (empty cache)": cold}
+            statistics.median(warm), "first fit (empty cache)": cold,
+            "first mixtures (warm cache)": statistics.median(mixtures)}
 
 
 # --- the threads: one child per (case, library), the same data and start for each ---
@@ -125,6 +142,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another mixfold source tree, for A/B rows")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--startup-only", action="store_true", help="the startup table alone")
     ap.add_argument("--child", nargs=2, metavar=("CASE", "LIBRARY"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -137,13 +155,15 @@ def main() -> None:
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
     print(f"## startup (median of {repeats} fresh processes, seconds)\n")
     print(f"{'tree':<10} {'import':>8} {'first fit (warm cache)':>24} "
-          f"{'first fit (empty cache)':>25}")
+          f"{'first fit (empty cache)':>25} {'first mixtures (warm cache)':>28}")
     results: dict = {"startup": {}, "threads": []}
     for tree, src in trees.items():
         r = startup(src, repeats)
         results["startup"][tree] = r
         print(f"{tree:<10} {r['import']:>8.3f} {r['first fit (warm cache)']:>24.3f} "
-              f"{r['first fit (empty cache)']:>25.3f}")
+              f"{r['first fit (empty cache)']:>25.3f} {r['first mixtures (warm cache)']:>28.3f}")
+    if args.startup_only:
+        return
     libraries = [f"{t}{suffix}" for t in trees for suffix in ("", " 1 thread")] + ["hmmlearn"]
     print(f"\n## threads (median s/iter; loaded = {2 * cores} busy processes on {cores} cores)\n")
     print(f"{'case':<6} {'load':<7} {'library':<20} {'s/iter':>9} {'vs 1 thread':>12} "

@@ -66,7 +66,8 @@ def test_runtime_benchmark_prints_startup_and_a_row_per_library():
                           cwd=ROOT, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(r"^mixfold\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+$", proc.stdout, re.MULTILINE)
+    # import, first HMM fit (warm, empty cache), first small mixtures
+    assert re.search(r"^mixfold(\s+\d+\.\d+){4}$", proc.stdout, re.MULTILINE)
     for case in ("SMALL", "P3"):
         for load in ("quiet", "loaded"):
             for lib in ("mixfold", "mixfold 1 thread", "hmmlearn"):

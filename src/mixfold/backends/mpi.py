@@ -34,15 +34,12 @@ from mixfold.backends._shard import RowPlan, ShardedEncodedData, require
 from mixfold.backends.worker_records import Executor, TimedCombine, timed_task
 from mixfold.compute.feature_cache import FeatureCache
 from mixfold.compute.fold import fold_rows, init_sample_mask
-from mixfold.compute.row_blocks import blas_threads
+from mixfold.compute.row_blocks import HeldThreads
 from mixfold.compute.payload import add_payloads
 from mixfold.errors import DataError, NumericalError
 from mixfold.families._protocol import Distribution, Encoded, Estimator, as_weights
 
 __all__ = ["MPIEncodedData", "threads_per_rank"]
-
-#: Variables by which a user sets a process's threads; when one is set, mixfold keeps it.
-_USER_THREAD_VARS = ("MIXFOLD_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def threads_per_rank(ranks_on_node: int, cores: int | None = None,
@@ -62,36 +59,15 @@ def threads_per_rank(ranks_on_node: int, cores: int | None = None,
     return max(1, cores // max(1, ranks_on_node))
 
 
-class _RankThreads:
-    """This rank's row threads and BLAS threads held to its share of the node until
-    :meth:`release` (a user's ``MIXFOLD_NUM_THREADS`` / ``OMP_NUM_THREADS`` is kept)."""
-
-    def __init__(self, comm: Any, mpi: Any):
-        node = comm.Split_type(mpi.COMM_TYPE_SHARED)
-        try:
-            ranks_on_node = node.size
-        finally:
-            node.Free()
-        self.saved = os.environ.get("MIXFOLD_NUM_THREADS")
-        self.limiter = None
-        self.threads = None
-        if any(os.environ.get(v, "").isdigit() for v in _USER_THREAD_VARS):
-            return
-        self.threads = threads_per_rank(ranks_on_node)
-        os.environ["MIXFOLD_NUM_THREADS"] = str(self.threads)
-        self.limiter = blas_threads(self.threads)
-
-    def release(self) -> None:
-        if self.threads is None:
-            return
-        self.threads = None
-        if self.saved is None:
-            os.environ.pop("MIXFOLD_NUM_THREADS", None)
-        else:
-            os.environ["MIXFOLD_NUM_THREADS"] = self.saved
-        restore = getattr(self.limiter, "restore_original_limits", None)
-        if restore is not None:
-            restore()
+def _rank_threads(comm: Any, mpi: Any) -> HeldThreads:
+    """This rank's row and BLAS threads held to its share of the node (:func:`threads_per_rank`
+    of the ranks sharing its memory)."""
+    node = comm.Split_type(mpi.COMM_TYPE_SHARED)
+    try:
+        ranks_on_node = node.size
+    finally:
+        node.Free()
+    return HeldThreads(threads_per_rank(ranks_on_node))
 
 
 class MPIEncodedData(ShardedEncodedData):
@@ -113,7 +89,7 @@ class MPIEncodedData(ShardedEncodedData):
                       None)
         self.features = FeatureCache.for_rows(enc.nbytes)
         mpi = require("mpi4py.MPI", "mpi", "mpi")
-        self.rank_threads = _RankThreads(comm, mpi)
+        self.rank_threads = _rank_threads(comm, mpi)
         self.hosts = comm.allgather(mpi.Get_processor_name())
 
     @classmethod

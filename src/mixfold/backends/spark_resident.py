@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from mixfold.backends.mpi import threads_per_rank
-from mixfold.compute.row_blocks import blas_threads
+from mixfold.compute.row_blocks import HeldThreads
 
 __all__ = ["ResidentStage", "LostTask", "StageUnavailable", "RESIDENT_CONF", "resident_enabled",
            "task_slots", "first_error_line"]
@@ -131,16 +131,15 @@ class _Hello(NamedTuple):
     shards: tuple[int, ...]
 
 
-def _task_threads(context: Any) -> Any:
+def _task_threads(context: Any) -> HeldThreads:
     """This task's BLAS and row threads held to its host's cores shared by the stage's tasks
-    on that host (the rule of every engine's workers); ``None`` where the user set them."""
-    if os.environ.get("MIXFOLD_NUM_THREADS", "").isdigit():
-        return None
+    on that host (the rule of every engine's workers), unless the user set
+    ``MIXFOLD_NUM_THREADS`` (not ``OMP_NUM_THREADS``: PySpark sets it in every Python worker to
+    the task's cpus)."""
     infos = context.getTaskInfos()
     host = infos[context.partitionId()].address.rpartition(":")[0]
-    threads = threads_per_rank(sum(i.address.rpartition(":")[0] == host for i in infos))
-    os.environ["MIXFOLD_NUM_THREADS"] = str(threads)
-    return blas_threads(threads)
+    return HeldThreads(threads_per_rank(sum(i.address.rpartition(":")[0] == host
+                                            for i in infos)), kept=("MIXFOLD_NUM_THREADS",))
 
 
 class _TaskLoop:
@@ -159,9 +158,7 @@ class _TaskLoop:
         try:
             self._serve(context, shards)
         finally:
-            if hold is not None:
-                os.environ.pop("MIXFOLD_NUM_THREADS", None)
-                hold.restore_original_limits()
+            hold.release()
         yield context.partitionId()
 
     def _serve(self, context: Any, shards: list[tuple]) -> None:

@@ -33,7 +33,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any, Generic, TypeVar
 
 __all__ = ["map_row_blocks", "run_each", "row_threads", "FirstBlockDecision", "blas_threads",
-           "one_blas_thread_in_children", "MeasuredThreads"]
+           "HeldThreads", "USER_THREAD_VARS", "one_blas_thread_in_children", "MeasuredThreads"]
 
 _T = TypeVar("_T")
 _lock = threading.Lock()
@@ -77,6 +77,35 @@ def blas_threads(n: int) -> Any:
         except ImportError:
             _blas = False
     return _BlasHold(_blas, n) if _blas else nullcontext()
+
+
+#: Variables by which a user sets a process's threads; when one is set, mixfold keeps it.
+USER_THREAD_VARS = ("MIXFOLD_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+class HeldThreads:
+    """This process's row threads (``MIXFOLD_NUM_THREADS``) and BLAS threads held to
+    ``threads`` -- an engine worker's share of its node -- until :meth:`release`; nothing is
+    held where one of ``kept`` is set (the user's choice stands)."""
+
+    def __init__(self, threads: int, kept: tuple[str, ...] = USER_THREAD_VARS):
+        self.threads: int | None = None
+        self.limiter: Any = None
+        if any(os.environ.get(v, "").isdigit() for v in kept):
+            return
+        self.threads = threads
+        os.environ["MIXFOLD_NUM_THREADS"] = str(threads)
+        self.limiter = blas_threads(threads)
+
+    def release(self) -> None:
+        """End the hold (idempotent)."""
+        if self.threads is None:
+            return
+        self.threads = None
+        os.environ.pop("MIXFOLD_NUM_THREADS", None)
+        restore = getattr(self.limiter, "restore_original_limits", None)
+        if restore is not None:
+            restore()
 
 
 class _BlasHold:

@@ -34,3 +34,12 @@ def test_two_ranks_without_thread_variables_do_not_oversubscribe(tmp_path):
         assert {b for _, b in rank["during"]} <= {share, 0}  # 0: no BLAS library found
         assert rank["after"] == bound  # the hold ends with the fit
     assert got["final"] == pytest.approx(fit_case("gmm").final_log_likelihood, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_a_bad_row_on_one_rank_is_raised_on_every_rank_with_its_row(tmp_path):
+    out = tmp_path / "error"
+    run_mpiexec(2, [str(ROOT / "tests/backends/mpi_bad_row.py"), str(out)], timeout=60)
+    for rank in range(2):  # no rank left waiting: both raise rank 1's row, counted from row 0
+        got = json.loads(Path(f"{out}.{rank}").read_text())
+        assert got["type"] == "DataError" and got["row"] == 250, got

@@ -222,6 +222,46 @@ def test_the_drivers_memory_does_not_grow_with_the_data(engine):
 
 
 # ------------------------------------------------------------------------------------------
+# A bad row, named by its index in the whole data
+
+
+def _partitioned(engine, frame, parts: int):
+    if engine == "ray":
+        import ray.data
+
+        step = -(-len(frame) // parts)
+        return ray.data.from_pandas([frame.iloc[i:i + step] for i in range(0, len(frame), step)])
+    import dask.dataframe as dd
+
+    return dd.from_pandas(frame, npartitions=parts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["dask", "ray"], indirect=True)
+def test_a_bad_row_is_named_by_its_row_in_the_data(engine):
+    import pandas as pd
+
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=300)
+    x[250] = np.nan  # in the third of three partitions
+    labels = rng.choice(["a", "b"], 300).astype(object)
+    labels[170] = None  # a missing level: the second partition's vocabulary fails
+    est = mixfold.RecordEstimator({"x": mixfold.GaussianEstimator()})
+    backend = engine if engine != "ray" else "ray"
+    with pytest.raises(DataError) as err:
+        mixfold.fit(_partitioned(engine, pd.DataFrame({"x": x}), 3), est, backend=backend,
+                    progress=False)
+    assert (err.value.row, err.value.path) == (250, ("x",))
+    assert "finite" in str(err.value)
+    both = mixfold.RecordEstimator({"x": mixfold.GaussianEstimator(),
+                                    "c": mixfold.CategoricalEstimator()})
+    with pytest.raises(DataError) as err:
+        mixfold.fit(_partitioned(engine, pd.DataFrame({"x": np.nan_to_num(x), "c": labels}), 3),
+                    both, backend=backend, progress=False)
+    assert (err.value.row, err.value.path) == (170, ("c",))
+
+
+# ------------------------------------------------------------------------------------------
 # A lost worker
 
 

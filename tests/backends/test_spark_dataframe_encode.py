@@ -194,3 +194,36 @@ def test_what_is_not_a_bare_parquet_scan_goes_through_the_jvms_batches(spark_ses
                                    "c": mixfold.CategoricalEstimator()})
     on_spark, local = fit_both(kept.select("x", "c"), est, max_iter=3)
     np.testing.assert_allclose(on_spark.log_likelihood, local.log_likelihood, rtol=1e-12)
+
+
+def test_an_array_column_fits_a_vector_field_as_the_rows_do(spark_session, small_batches):
+    # array<double> reaches the encoder as Arrow's list column: an object array of rows
+    rng = np.random.default_rng(5)
+    v = np.concatenate([rng.normal(-2.0, 1.0, (150, 3)), rng.normal(3.0, 0.5, (150, 3))])
+    rows = [([float(a) for a in r], float(t)) for r, t in zip(v, rng.normal(size=300))]
+    df = spark_session.createDataFrame(
+        spark_session.sparkContext.parallelize(rows, 3), "v array<double>, y double")
+    est = mixfold.MixtureEstimator([mixfold.RecordEstimator(
+        {"v": mixfold.MultivariateGaussianEstimator(), "y": mixfold.GaussianEstimator()})] * 2)
+    on_spark, local = fit_both(df, est, seed=3, max_iter=5, tol=0.0)
+    np.testing.assert_allclose(on_spark.log_likelihood, local.log_likelihood, rtol=1e-12)
+    for ours, theirs in zip(on_spark.model.components, local.model.components):
+        np.testing.assert_allclose(ours.fields["v"].cov, theirs.fields["v"].cov, rtol=1e-10)
+
+
+@pytest.mark.parametrize("learns", ["in the pass", "from a sample"])
+def test_a_bad_row_is_named_by_its_row_in_the_dataframe(spark_session, small_batches, learns):
+    # the row in its third partition's second batch, counted from the DataFrame's first row
+    rng = np.random.default_rng(6)
+    rows = [(float(x), str(c)) for x, c in zip(rng.normal(size=300), rng.choice(["a", "b"], 300))]
+    rows[250] = (float("nan"), "a")
+    df = spark_session.createDataFrame(
+        spark_session.sparkContext.parallelize(rows, 3), "x double, c string")
+    fields = {"x": mixfold.GaussianEstimator()}
+    if learns == "from a sample":  # a bag of tokens keeps the vocabulary sample
+        df = df.selectExpr("x", "array(c) as c")
+        fields["c"] = mixfold.MultinomialEstimator()
+    with pytest.raises(DataError) as err:
+        mixfold.fit(df, mixfold.RecordEstimator(fields), backend=spark_session, progress=False)
+    assert (err.value.row, err.value.path) == (250, ("x",))
+    assert "finite" in str(err.value)

@@ -121,6 +121,37 @@ def test_ragged_rows_are_type_errors_with_the_row(bad, row):
     assert err.value.row == row
 
 
+def vector_records(rng, n=120):
+    v = np.concatenate([rng.normal(-2.0, 1.0, (n // 2, 3)), rng.normal(3.0, 0.5, (n // 2, 3))])
+    return v, rng.normal(size=n)
+
+
+def vector_record_fit(data):
+    est = MixtureEstimator([mixfold.RecordEstimator(
+        {"v": MultivariateGaussianEstimator(), "y": mixfold.GaussianEstimator()})] * 2)
+    return mixfold.fit(data, est, seed=1, max_iter=5, tol=0.0, progress=False).model
+
+
+@pytest.mark.parametrize("form", ["pandas", "arrow"])
+def test_a_column_of_vectors_fits_as_the_rows_do(form, rng):
+    # a DataFrame's column of arrays is an object array of rows (pandas, Arrow's list<double>)
+    pd = pytest.importorskip("pandas")
+    v, y = vector_records(rng)
+    df = pd.DataFrame({"v": list(v), "y": y})
+    data = df if form == "pandas" else pytest.importorskip("pyarrow").Table.from_pandas(df)
+    expected = vector_record_fit([{"v": list(r), "y": float(t)} for r, t in zip(v, y)])
+    assert vector_record_fit(data).to_dict() == expected.to_dict()
+
+
+def test_a_ragged_column_of_vectors_names_its_row(rng):
+    pd = pytest.importorskip("pandas")
+    v, y = vector_records(rng)
+    rows = list(v[:5]) + [v[5, :2]] + list(v[6:])
+    with pytest.raises(DataTypeError) as err:
+        vector_record_fit(pd.DataFrame({"v": rows, "y": y}))
+    assert err.value.row == 5 and "length 3" in str(err.value)
+
+
 def test_parameters_are_validated():
     bad = [([0.0, 0.0], [[1.0, 0.0], [0.0, -1.0]]),      # not positive definite
            ([0.0, 0.0], [[1.0, 2.0], [2.0, 1.0]]),       # indefinite

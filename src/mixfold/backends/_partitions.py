@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from mixfold.backends._row_faults import RowFault, caught, raise_at
 from mixfold.backends._shard import ShardedEncodedData
 from mixfold.compute.encoded import Encoded, as_weights
 from mixfold.compute.fold import fold_rows, init_sample_mask
@@ -93,10 +94,37 @@ def merge_encoders(*encoders: Encoder | None) -> Encoder | None:
     return merged
 
 
-def shard_sizes(shard: tuple[Encoded, np.ndarray] | None) -> tuple[list[int], float] | None:
-    """(rows at every node of the encoding tree, total weight) of one shard."""
-    if shard is None:
-        return None
+class _PartitionFault(NamedTuple):
+    """A partition's :class:`~mixfold.backends._row_faults.RowFault` met fitting its
+    vocabularies, and the partition's index."""
+
+    index: int
+    fault: RowFault
+
+
+def _fit_or_fault(encoding: PartitionEncoding, block: Any, index: int
+                  ) -> Encoder | _PartitionFault | None:
+    fitted = caught(encoding.fit, block)
+    return _PartitionFault(index, fitted) if isinstance(fitted, RowFault) else fitted
+
+
+def _merged_or_fault(*parts: Encoder | _PartitionFault | None
+                     ) -> Encoder | _PartitionFault | None:
+    """:func:`merge_encoders`, or the first partition's fault among ``parts``."""
+    faults = [p for p in parts if isinstance(p, _PartitionFault)]
+    return min(faults) if faults else merge_encoders(*parts)
+
+
+def _row_count(encoding: PartitionEncoding, block: Any) -> int:
+    return len(encoding.rows(block)[0])
+
+
+def shard_sizes(shard: tuple[Encoded, np.ndarray] | RowFault | None
+                ) -> tuple[list[int], float] | RowFault | None:
+    """(rows at every node of the encoding tree, total weight) of one shard (its fault where
+    its rows could not be encoded)."""
+    if shard is None or isinstance(shard, RowFault):
+        return shard
     return shard[0].node_sizes(), float(shard[1].sum())
 
 
@@ -141,15 +169,22 @@ def encode_partitions(calls: RemoteCalls, blocks: Sequence[Any], encoding: Parti
     every shard's row bounds, the total weight). With ``encoder`` (an initial model's), its
     vocabularies are used as they are."""
     if encoder is None:
-        fitted = [calls.submit(PartitionEncoding.fit, encoding, b) for b in blocks]
-        root = tree_reduce(fitted, lambda *parts: calls.submit(merge_encoders, *parts), 2)
+        fitted = [calls.submit(_fit_or_fault, encoding, b, i) for i, b in enumerate(blocks)]
+        root = tree_reduce(fitted, lambda *parts: calls.submit(_merged_or_fault, *parts), 2)
         encoder = calls.gather([root])[0]
+        if isinstance(encoder, _PartitionFault):
+            raise_at(encoder.fault, sum(calls.gather(
+                [calls.submit(_row_count, encoding, b) for b in blocks[:encoder.index]])))
         if encoder is None:
             raise DataError("the data has no rows")
         del fitted, root
-    encoded = [calls.submit(PartitionEncoding.encode, encoding, b, encoder) for b in blocks]
-    starts, bounds, total = row_starts(calls.gather([calls.submit(shard_sizes, e)
-                                                     for e in encoded]))
+    encoded = [calls.submit(caught, PartitionEncoding.encode, encoding, b, encoder)
+               for b in blocks]
+    sizes = calls.gather([calls.submit(shard_sizes, e) for e in encoded])
+    for i, s in enumerate(sizes):  # the first bad row in partition order, counted from row 0
+        if isinstance(s, RowFault):
+            raise_at(s, sum(int(t[0][0]) for t in sizes[:i] if t is not None))
+    starts, bounds, total = row_starts(sizes)
     kept = [i for i, s in enumerate(starts) if s is not None]  # an empty partition folds nothing
     shards = [calls.submit(rebased, encoded[i], starts[i]) for i in kept]
     return shards, encoder, [bounds[i] for i in kept], total

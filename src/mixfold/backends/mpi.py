@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.backends._row_faults import RowFault, caught, raise_at
 from mixfold.backends._shard import RowPlan, ShardedEncodedData, require
 from mixfold.backends.worker_records import Executor, TimedCombine, timed_task
 from mixfold.compute.feature_cache import FeatureCache
@@ -105,9 +106,11 @@ class MPIEncodedData(ShardedEncodedData):
         if empty:
             raise DataError(f"MPI ranks {empty} have no rows: every rank needs at least one row")
         base = init.encoder() if init is not None else estimator.encoder()
-        fitted = comm.allgather(base.fit(data))
+        fitted = comm.allgather(caught(base.fit, data))
+        _raise_first_fault(fitted, counts)
         encoder = reduce(lambda a, b: a.merge(b), fitted)
-        enc = encoder.encode(data)
+        enc = caught(encoder.encode, data)
+        _raise_first_fault(comm.allgather(enc if isinstance(enc, RowFault) else None), counts)
         sizes = np.array(comm.allgather(enc.node_sizes()), dtype=np.int64)
         starts = sizes[:comm.rank].sum(axis=0) if comm.rank else np.zeros(sizes.shape[1], int)
         enc = enc.with_starts(iter(int(s) for s in starts))
@@ -211,6 +214,15 @@ class MPIEncodedData(ShardedEncodedData):
                   if p[0].n_rows]
         encs = [p[0] for p in pieces]
         return type(encs[0]).concat(encs), np.concatenate([p[1] for p in pieces])
+
+
+def _raise_first_fault(outcomes: list[Any], counts: list[int]) -> None:
+    """Raise the first rank's bad row among every rank's ``outcomes`` (each rank raises the same
+    error, its row counted from rank 0's first row: one rank alone raising would leave the
+    others waiting in the next collective)."""
+    for rank, got in enumerate(outcomes):
+        if isinstance(got, RowFault):
+            raise_at(got, sum(counts[:rank]))
 
 
 def _payload_op(combine: Callable[..., np.ndarray]) -> Callable[[Any, Any, Any], None]:

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
+from mixfold.backends._row_faults import RowFault, caught, raise_at
 from mixfold.backends._partitions import (PartitionEncoding, first_bad_row, merge_encoders,
                                           row_starts, sample_shard)
 from mixfold.backends._recode import (Unmappable, batch_encoder, code_map, learns_in_pass,
@@ -258,6 +259,7 @@ class _Batch(NamedTuple):
     node_sizes: list[int] | None
     weight: float
     fitted: Encoder | None
+    rows: int
 
 
 def _ipc_tables(schema: Any, message: bytes) -> Iterator[Any]:
@@ -282,6 +284,24 @@ def _batch_source(src: Any, schema: Any) -> tuple[Any, Callable[[Any], Iterator[
         parquet_tables, schema, batch_rows if batch_rows > 0 else 2 ** 30)
 
 
+def _encoded_batch(encoding: PartitionEncoding, guess: Encoder | None, table: Any
+                   ) -> tuple[_Batch, Encoded | None, np.ndarray] | None:
+    """One Arrow table's record and encoded rows (None for no rows; no rows encoded where
+    ``guess`` lacks the table's levels)."""
+    rows, weights = encoding.rows(table)
+    if not len(rows):
+        return None
+    fitted = encoding.base.fit(rows)
+    if guess is None:
+        enc = batch_encoder(fitted).encode(rows)
+    elif merge_encoders(guess, fitted) != guess:
+        return _Batch(None, 0.0, fitted, len(rows)), None, np.empty(0)
+    else:
+        enc, fitted = guess.encode(rows), None
+    weights = as_weights(weights, enc.n_rows)
+    return _Batch(enc.node_sizes(), float(weights.sum()), fitted, len(rows)), enc, weights
+
+
 def _batch_encoder(encoding: PartitionEncoding, guess: Encoder | None,
                    tables_of: Callable[[Any], Iterator[Any]], records: Any) -> Callable:
     """The ``mapPartitionsWithIndex`` function that encodes each Arrow table a partition's
@@ -293,21 +313,16 @@ def _batch_encoder(encoding: PartitionEncoding, guess: Encoder | None,
     def encode_batches(index: int, elements: Iterator[Any]) -> Iterator[tuple]:
         tables = (table for element in elements for table in tables_of(element))
         for number, table in enumerate(tables):
-            rows, weights = encoding.rows(table)
-            if not len(rows):
+            done = caught(_encoded_batch, encoding, guess, table)
+            if isinstance(done, RowFault):  # the partition stops; the driver names the row
+                records.add({(index, number): done})
+                return
+            if done is None:
                 continue
-            fitted = encoding.base.fit(rows)
-            if guess is None:
-                enc = batch_encoder(fitted).encode(rows)
-            elif merge_encoders(guess, fitted) != guess:
-                records.add({(index, number): _Batch(None, 0.0, fitted)})
-                continue
-            else:
-                enc, fitted = guess.encode(rows), None
-            weights = as_weights(weights, enc.n_rows)
-            records.add({(index, number): _Batch(enc.node_sizes(), float(weights.sum()),
-                                                 fitted)})
-            yield enc, weights
+            batch, enc, weights = done
+            records.add({(index, number): batch})
+            if enc is not None:
+                yield enc, weights
 
     return encode_batches
 
@@ -325,7 +340,11 @@ class _Measured(NamedTuple):
 def _partition_sizes(records: dict, num_partitions: int) -> _Measured:
     """Every partition's node sizes, weight and fitted encoders from its batches' records."""
     out = _Measured([None] * num_partitions, [[] for _ in range(num_partitions)], [])
-    for (index, _), batch in sorted(records.items(), key=lambda item: item[0]):
+    ordered = sorted(records.items(), key=lambda item: item[0])
+    for number, (_, batch) in enumerate(ordered):  # the first bad row, counted from row 0
+        if isinstance(batch, RowFault):
+            raise_at(batch, sum(b.rows for _, b in ordered[:number]))
+    for (index, _), batch in ordered:
         if batch.node_sizes is None:
             out.lacking.append(batch.fitted)
             continue

@@ -163,7 +163,7 @@ class VectorEncoder(Encoder):
         elif len(values) == 0:
             x = np.zeros((0, self.dim))
         else:
-            rows = list(values) if not isinstance(values, np.ndarray) else values
+            rows = list(values)  # (an object column of arrays -- pandas', Arrow's -- stacks)
             for i, r in enumerate(rows):
                 if _ndim(r) != 1 or len(r) != self.dim:
                     raise DataTypeError(f"expected a vector of length {self.dim}, got "

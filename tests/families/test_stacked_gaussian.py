@@ -15,6 +15,7 @@ from mixfold import (DiagonalGaussianDistribution, DiagonalGaussianEstimator, Mi
                      MultivariateGaussianEstimator)
 from mixfold.families import stacked_gaussian
 from mixfold.families.diagonal_gaussian import DiagonalGaussianAccumulator
+from mixfold.families._tied_gaussian_sums import TiedGaussianAccumulator
 from mixfold.families._shared_covariance import estimate_children
 from mixfold.sklearn import GaussianMixture
 
@@ -156,11 +157,49 @@ def test_the_fold_and_m_step_run_stacked(monkeypatch: pytest.MonkeyPatch) -> Non
                         counted("estimate", stacked_gaussian.diagonal_estimate))
     monkeypatch.setattr(MultivariateGaussianEstimator, "stack_estimate",
                         counted("estimate", stacked_gaussian.full_estimate))
+    monkeypatch.setattr(TiedGaussianAccumulator, "stack_fold",
+                        counted("fold", stacked_gaussian.tied_fold))
     for kind in ("diag", "spherical", "full", "tied"):
         calls.update(fold=0, estimate=0)
         GaussianMixture(3, covariance_type=kind, max_iter=5, tol=0.0).fit(_data())
         assert calls["estimate"] >= 5, kind
-        assert calls["fold"] >= 5 or kind in ("full", "tied"), kind  # (their fold: generic)
+        assert calls["fold"] >= 5 or kind == "full", kind  # (its fold: the three steps' calls)
+
+
+def _folded(fold, est, model, x):
+    """(masses, log-densities, the accumulators) of ``fold`` over rows ``x`` under ``model``."""
+    accs = [e.accumulator_factory().make() for e in est]
+    enc = model.encoder().encode(x)
+    mass, lse = fold(accs, model.components, model.log_weights, enc, np.ones(len(x)))
+    return mass, lse, accs
+
+
+def test_the_tied_fold_pools_the_scatter_and_declines_what_it_cannot_pool() -> None:
+    x = _data(offset=50.0)
+    est = [MultivariateGaussianEstimator(dim=3, covariance_keys="c")] * 3
+    cov = np.array([[1.0, 0.3, 0.0], [0.3, 2.0, 0.4], [0.0, 0.4, 1.5]])
+    comps = MultivariateGaussianDistribution.tied(50.0 + np.array(
+        [[-1.0, 0.0, 0.5], [1.0, 0.5, -0.5], [0.0, 1.5, 1.0]]), cov)
+    model = MixtureDistribution(comps, [0.2, 0.3, 0.5])
+    mass, lse, pooled = _folded(stacked_gaussian.tied_fold, est, model, x)
+    want_mass, want_lse, own = _folded(stacked_gaussian.full_fold, est, model, x)
+    np.testing.assert_allclose(mass, want_mass, rtol=1e-13)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-13)
+    for a, b in zip(pooled, own):  # each component's own first sums, about one point
+        np.testing.assert_allclose(a.reference(), b.reference(), rtol=1e-15)
+        np.testing.assert_allclose(a.sum_x, b.sum_x, rtol=1e-12, atol=1e-12 * np.abs(b.sum_x).max())
+    # the second sums: each component a share, their sum the pooled scatter
+    total = sum(b.sum_xx for b in own)
+    np.testing.assert_allclose(sum(a.sum_xx for a in pooled), total, rtol=1e-12)
+    # components with covariances of their own (a start), or two keys: full_fold's very sums
+    apart = MixtureDistribution([MultivariateGaussianDistribution(c.mu, (1.0 + k) * cov)
+                                 for k, c in enumerate(comps)], [0.2, 0.3, 0.5])
+    two_keys = [MultivariateGaussianEstimator(dim=3, covariance_keys=key) for key in "aab"]
+    for m, e in [(apart, est), (model, two_keys)]:
+        got, want = (_folded(f, e, m, x) for f in (stacked_gaussian.tied_fold,
+                                                   stacked_gaussian.full_fold))
+        for a, b in zip(got[2], want[2]):
+            assert all(np.array_equal(p, q) for p, q in zip(a.own_arrays(), b.own_arrays()))
 
 
 def test_estimators_with_other_options_are_estimated_one_by_one() -> None:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.compute.band_engines import fused_linear_mixture
+from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.kernels import mixture_kernels
 from mixfold.compute.linear import gaussian_centre
 from mixfold.compute.logspace import LOG_2PI, log_normalize_rows, normalise_live_rows
@@ -51,7 +52,8 @@ from mixfold.families.units import STACK_BLOCK_ROWS
 from mixfold.precision import Engine
 from mixfold.precision.bands import FLOAT64, Precision
 
-__all__ = ["diagonal_fold", "full_fold", "diagonal_estimate", "full_estimate",
+__all__ = ["diagonal_fold", "full_fold", "tied_fold", "pooled_scatter", "diagonal_estimate",
+           "full_estimate",
            "update_block_rows", "add_outer_sums",
            "STACKED_ROWS", "STACKED_VALUES"]
 
@@ -182,6 +184,71 @@ def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
     for lo in range(0, x.shape[0], step):
         add_outer_sums(accs, centred[lo:lo + step], resp[lo:lo + step], point, rx[lo:lo + step])
     return resp.sum(axis=0), lse
+
+
+def tied_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+              enc: Any, weights: np.ndarray, precision: Precision = FLOAT64
+              ) -> tuple[np.ndarray, np.ndarray] | None:
+    """A tied mixture's E-step on a small chunk (one covariance shared by all K components,
+    their accumulators of one covariance key): one compiled call
+    (:func:`~mixfold.compute.numba_mixture.tied_estep`: each row whitened once, scored under
+    every component, normalised; the posterior masses and first sums about the stack's centre),
+    and the chunk's pooled scatter ``sum w (x-c)(x-c)^T`` (:func:`pooled_scatter`, which the
+    posteriors do not change), handed to the components in shares of their posterior mass: the
+    pooled M-step reads only the sum of the shares. Outside that form (no numba, components
+    not sharing one factor, keys that differ), :func:`full_fold`."""
+    x = enc.values
+    u = components[0].precision_cholesky
+    kernels = mixture_kernels()
+    key = accs[0].covariance_key
+    if kernels is None or precision.engine is Engine.TORCH \
+            or not _small_float64(enc, precision, len(components) * x.shape[1]) \
+            or any(a.covariance_key != key for a in accs) \
+            or any(c.precision_cholesky is not u and not np.array_equal(c.precision_cholesky, u)
+                   for c in components):
+        return full_fold(accs, components, log_weights, enc, weights, precision)
+    k, d = len(components), x.shape[1]
+    mu = np.array([c.mu for c in components])
+    s2 = np.empty((k, d))
+    s2[:] = np.diagonal(components[0].cov)
+    const = np.asarray(log_weights, dtype=np.float64) \
+        + (components[0].log_det_precision_cholesky - 0.5 * d * LOG_2PI)
+    x = np.ascontiguousarray(x)
+    w = np.ascontiguousarray(weights, dtype=np.float64)
+    center = np.empty(d)
+    sums = np.empty((k, d + 1))
+    lse = np.empty(enc.n_rows)
+    if not kernels["tied_estep"](x, w, mu, s2, np.ascontiguousarray(u, dtype=np.float64), const,
+                                 center, sums, lse):
+        # a row no component can score: the generic path names it
+        return full_fold(accs, components, log_weights, enc, weights, precision)
+    mass = sums[:, -1].copy()
+    total = np.add.reduce(mass)
+    share = mass / total if total > 0 else mass
+    scatter = pooled_scatter(x, w, center)
+    _hand_over(accs, center, mass, sums[:, :d], share[:, None, None] * scatter)
+    return mass, lse
+
+
+def pooled_scatter(x: np.ndarray, w: np.ndarray, point: np.ndarray) -> np.ndarray:
+    """``sum w (x - point)(x - point)^T`` (D, D) of rows ``x`` (n, D) of weights ``w`` (n,),
+    kept with the rows between EM iterations where the feature cache has room (the point, a
+    snapped centre, stays put from one iteration to the next; about it the differences are
+    exact, as the other paths' sums are).
+
+    >>> x = np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
+    >>> pooled_scatter(x, np.ones(3), np.array([2.0, 3.0])).tolist()
+    [[8.0, 8.0], [8.0, 8.0]]
+    """
+    d = x.shape[1]
+    store = cache_for(("tied.scatter", point.tobytes()), [x, w], 8 * d * d, x.nbytes)
+    scatter = None if store is None else store.get(0)
+    if scatter is None:
+        rooted = np.sqrt(w)[:, None] * (x - point)  # weights are never negative
+        scatter = rooted.T @ rooted  # (a rank-k update: symmetric)
+        if store is not None:
+            store[0] = scatter
+    return scatter
 
 
 def update_block_rows(d: int) -> int:

@@ -77,7 +77,12 @@ def _tied_run(x, w, mu, cov, u, log_w):
     s2 = np.repeat(np.diagonal(cov)[None], k, axis=0)
     const = log_w + np.log(np.diagonal(u)).sum() - 0.5 * d * np.log(2 * np.pi)
     centre, sums, lse = np.empty(d), np.empty((k, d + 1)), np.empty(len(x))
-    ok = kernels.mixture_kernels()["tied_estep"](x, w, mu, s2, u, const, centre, sums, lse)
+    compiled = kernels.mixture_kernels()
+    compiled["stack_centre"](mu, s2, centre)
+    with np.errstate(over="ignore", invalid="ignore"):  # (the rows no component scores)
+        xc = x - centre
+        white, offsets = xc @ u, (mu - centre) @ u
+    ok = compiled["tied_estep"](xc, white, w, offsets, const, sums, lse)
     return ok, centre, sums, lse
 
 

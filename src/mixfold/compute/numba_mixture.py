@@ -6,10 +6,11 @@ On small data (a notebook's few hundred rows) the NumPy E-step is some thirty ca
 and (rows, K) arrays, each costing more than its arithmetic; each kernel is that E-step in one
 call. Diagonal: the stack's centre (:func:`~mixfold.compute.linear.gaussian_centre`'s), each
 component's coefficients on ``[(x-c)^2, x-c]``, every row's scores, their log-sum-exp and the
-posteriors' weighted sums about the centre, row by row. Tied: each row whitened once by the
-shared factor (``|(x - mu_k) U|^2 = |(x - c) U - (mu_k - c) U|^2``), each component's squared
-distance, the log-sum-exp, the posterior masses and first sums about ``c``; the second sums do
-not depend on the posteriors (the pooled scatter), so the caller makes them once.
+posteriors' weighted sums about the centre, row by row. Tied: from the rows whitened once by the
+shared factor (a GEMM the caller makes: ``|(x - mu_k) U|^2 = |(x - c) U - (mu_k - c) U|^2``),
+each component's squared distance, the log-sum-exp, the posterior masses and first sums about
+``c``; the second sums do not depend on the posteriors (the pooled scatter), so the caller makes
+them once. ``stack_centre`` is the diagonal E-step's centre alone.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import numpy as np
 
 from mixfold.compute.kernel_cache import on_disk
 
-__all__ = ["diagonal_estep", "tied_estep", "DIAGONAL_ESTEP_SIGNATURE",
-           "TIED_ESTEP_SIGNATURE"]
+__all__ = ["diagonal_estep", "tied_estep", "stack_centre", "DIAGONAL_ESTEP_SIGNATURE",
+           "TIED_ESTEP_SIGNATURE", "STACK_CENTRE_SIGNATURE"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 #: no NaN-or-infinity assumptions: a far row's -inf score must stay -inf
@@ -33,11 +34,12 @@ _IN1, _IN2 = (numba.types.Array(_F8, n, "C", readonly=True) for n in (1, 2))  # 
 #:  sums (K, 2D + 1) out, lse (n,) out) -> whether every row has a finite score
 DIAGONAL_ESTEP_SIGNATURE = numba.boolean(_IN2, _IN1, _IN2, _IN2, _IN1, _F8[::1], _F8[:, ::1],
                                          _F8[::1])
-#: (x (n, D), w (n,), mu (K, D), s2 (K, D) the shared variances, U (D, D) upper triangular,
-#:  const (K,) = log w_k + log|U| - D/2 log 2 pi, centre (D,) out, sums (K, D + 1) out,
-#:  lse (n,) out) -> whether every row has a finite score
-TIED_ESTEP_SIGNATURE = numba.boolean(_IN2, _IN1, _IN2, _IN2, _IN2, _IN1, _F8[::1], _F8[:, ::1],
-                                     _F8[::1])
+#: (x - c (n, D), (x - c) U (n, D), w (n,), (mu_k - c) U (K, D),
+#:  const (K,) = log w_k + log|U| - D/2 log 2 pi, sums (K, D + 1) out, lse (n,) out)
+#: -> whether every row has a finite score
+TIED_ESTEP_SIGNATURE = numba.boolean(_IN2, _IN2, _IN1, _IN2, _IN1, _F8[:, ::1], _F8[::1])
+#: (mu (K, D), s2 (K, D), centre (D,) out)
+STACK_CENTRE_SIGNATURE = numba.void(_IN2, _IN2, _F8[::1])
 
 
 @numba.njit(fastmath=_FLAGS, error_model="numpy")
@@ -116,35 +118,25 @@ def diagonal_estep(x, w, mu, s2, log_weights, centre, sums, lse):
     return True
 
 
+@numba.njit(STACK_CENTRE_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy",
+            cache=on_disk())
+def stack_centre(mu, s2, centre):
+    _centre(mu, s2, centre)
+
+
 @numba.njit(TIED_ESTEP_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy",
             cache=on_disk())
-def tied_estep(x, w, mu, s2, u, const, centre, sums, lse):
-    n, d = x.shape
-    k = mu.shape[0]
-    _centre(mu, s2, centre)
-    offsets = np.zeros((k, d))  # (mu_k - c) U
-    for i in range(k):
-        for a in range(d):
-            m = mu[i, a] - centre[a]
-            for j in range(a, d):
-                offsets[i, j] += m * u[a, j]
+def tied_estep(xc, white, w, offsets, const, sums, lse):
+    n, d = xc.shape
+    k = offsets.shape[0]
     sums[:] = 0.0
-    xc = np.empty(d)
-    y = np.empty(d)
     score = np.empty(k)
     for r in range(n):
-        for j in range(d):
-            xc[j] = x[r, j] - centre[j]
-            y[j] = 0.0
-        for i in range(d):  # y = (x - c) U, U upper triangular: row i reaches columns >= i
-            xi = xc[i]
-            for j in range(i, d):
-                y[j] += xi * u[i, j]
         top = -np.inf
         for i in range(k):
             q = 0.0
             for j in range(d):
-                t = y[j] - offsets[i, j]
+                t = white[r, j] - offsets[i, j]
                 q += t * t
             s = const[i] - 0.5 * q
             score[i] = s
@@ -162,6 +154,6 @@ def tied_estep(x, w, mu, s2, u, const, centre, sums, lse):
         for i in range(k):
             p = score[i] * scale
             for j in range(d):
-                sums[i, j] += p * xc[j]
+                sums[i, j] += p * xc[r, j]
             sums[i, d] += p
     return True

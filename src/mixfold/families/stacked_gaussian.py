@@ -190,13 +190,14 @@ def tied_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
               enc: Any, weights: np.ndarray, precision: Precision = FLOAT64
               ) -> tuple[np.ndarray, np.ndarray] | None:
     """A tied mixture's E-step on a small chunk (one covariance shared by all K components,
-    their accumulators of one covariance key): one compiled call
-    (:func:`~mixfold.compute.numba_mixture.tied_estep`: each row whitened once, scored under
-    every component, normalised; the posterior masses and first sums about the stack's centre),
-    and the chunk's pooled scatter ``sum w (x-c)(x-c)^T`` (:func:`pooled_scatter`, which the
-    posteriors do not change), handed to the components in shares of their posterior mass: the
-    pooled M-step reads only the sum of the shares. Outside that form (no numba, components
-    not sharing one factor, keys that differ), :func:`full_fold`."""
+    their accumulators of one covariance key): the rows centred on the stack's centre and
+    whitened by one GEMM, then one compiled call
+    (:func:`~mixfold.compute.numba_mixture.tied_estep`: every row scored under every component,
+    normalised; the posterior masses and first sums about the centre); the chunk's pooled
+    scatter ``sum w (x-c)(x-c)^T`` (:func:`pooled_scatter`, which the posteriors do not change)
+    is handed to the components in shares of their posterior mass: the pooled M-step reads only
+    the sum of the shares. Outside that form (no numba, components not sharing one factor, keys
+    that differ), :func:`full_fold`."""
     x = enc.values
     u = components[0].precision_cholesky
     kernels = mixture_kernels()
@@ -211,15 +212,16 @@ def tied_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
     mu = np.array([c.mu for c in components])
     s2 = np.empty((k, d))
     s2[:] = np.diagonal(components[0].cov)
+    center = np.empty(d)
+    kernels["stack_centre"](mu, s2, center)
+    w = np.ascontiguousarray(weights, dtype=np.float64)
+    xc = np.subtract(x, center, out=np.empty(x.shape))
+    white = xc @ u  # one GEMM whitens every row for all K
     const = np.asarray(log_weights, dtype=np.float64) \
         + (components[0].log_det_precision_cholesky - 0.5 * d * LOG_2PI)
-    x = np.ascontiguousarray(x)
-    w = np.ascontiguousarray(weights, dtype=np.float64)
-    center = np.empty(d)
     sums = np.empty((k, d + 1))
     lse = np.empty(enc.n_rows)
-    if not kernels["tied_estep"](x, w, mu, s2, np.ascontiguousarray(u, dtype=np.float64), const,
-                                 center, sums, lse):
+    if not kernels["tied_estep"](xc, white, w, (mu - center) @ u, const, sums, lse):
         # a row no component can score: the generic path names it
         return full_fold(accs, components, log_weights, enc, weights, precision)
     mass = sums[:, -1].copy()

@@ -293,6 +293,9 @@ def _stacked_moments(estimators: Sequence[Any], stats: Sequence[Any]
     shape = (-1,) + (1,) * own[0][2].ndim
     m = np.array([o[1] for o in own]) / s0[:, None]
     mean = np.array([o[3] for o in own]) / s0[:, None] + m
+    if first.covariance_keys is not None and own[0][2].ndim == 2:  # a tied full covariance
+        weight, pooled = _pooled_outer(s0, m, np.array([o[2] for o in own]))
+        return weight, mean, pooled
     outer = m[:, :, None] * m[:, None, :] if own[0][2].ndim == 2 else m * m
     second = np.array([o[2] for o in own]) / s0.reshape(shape) - outer
     if second.ndim == 3:
@@ -309,6 +312,17 @@ def _pooled(s0: np.ndarray, second: np.ndarray) -> tuple[float, np.ndarray]:
     shape = (-1,) + (1,) * (second.ndim - 1)
     weight = float(np.add.reduce(s0))
     return weight, np.add.reduce(s0.reshape(shape) * second) / weight
+
+
+def _pooled_outer(s0: np.ndarray, m: np.ndarray, sum_xx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """A tied full covariance's ((weight,), (1, D, D) covariance) from the K masses ``s0``,
+    means ``m`` (K, D) and outer-product sums ``sum_xx`` (K, D, D) about one point: the
+    scatters pooled, ``sum_k sum_xx_k - sum_k s0_k m_k m_k^T``, before the one division (the
+    small-data fold hands over only the pooled sum)."""
+    weight = np.add.reduce(s0)
+    pooled = (np.add.reduce(sum_xx) - (m.T * s0) @ m) / weight
+    return np.array([weight]), (0.5 * (pooled + pooled.T))[None]
 
 
 def diagonal_estimate(estimators: Sequence[Any], masses: np.ndarray,

@@ -13,7 +13,12 @@ at once. Both are what small data spends its time on: per-component Python, not 
 
 A full covariance's fold stays the generic three steps: the model-parallel executor scores a
 mixture's components by column ranges and must give the serial fold's bits
-(``tests/parallel/test_model_parallel.py``), which a batched GEMM over K does not.
+(``tests/parallel/test_model_parallel.py``), which a batched GEMM over K does not. A tied one
+(one covariance for all K, their accumulators of one covariance key) is a documented exception:
+the rows are whitened once by one GEMM, a compiled call
+(:func:`~mixfold.compute.numba_mixture.tied_estep`) scores, normalises and makes the masses and
+first sums, and the second sums -- only their pooled sum counts, ``sum w (x-c)(x-c)^T``, which
+the posteriors do not change -- are made once per chunk and kept between iterations.
 
 Outside its form -- rows that miss entries, a precision other than float64, a chunk large enough
 for the threaded fused E-step (:mod:`mixfold.compute.linear`), rows no component can score,

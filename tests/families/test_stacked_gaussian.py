@@ -289,3 +289,25 @@ def test_small_data_fit_is_scikit_learns_from_the_same_start(name: str, kind: st
         a, b = getattr(ours, attr), getattr(theirs, attr)
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-10 * np.abs(b).max())
     assert abs(ours.lower_bound_ - theirs.lower_bound_) <= 1e-12 * abs(theirs.lower_bound_)
+
+
+def test_the_pooled_scatter_is_kept_for_its_rows_and_weights_only() -> None:
+    from mixfold.compute.feature_cache import FeatureCache
+
+    x = _data(offset=1e6)
+    w = np.random.default_rng(3).uniform(0.5, 2.0, len(x))
+    point = np.full(3, 1e6)
+
+    def exact():
+        y = x - point  # (exact: the rows lie within a factor 2 of the point)
+        return (y * w[:, None]).T @ y
+
+    cache = FeatureCache(1e9)
+    with cache.active():
+        first = stacked_gaussian.pooled_scatter(x, w, point)
+        assert cache.kept_bytes > 0
+        assert stacked_gaussian.pooled_scatter(x, w, point) is first  # kept
+        np.testing.assert_allclose(first, exact(), rtol=1e-13)
+        w[::5] *= 3.0  # the same buffer, other weights: made again
+        np.testing.assert_allclose(stacked_gaussian.pooled_scatter(x, w, point), exact(),
+                                   rtol=1e-13)

@@ -239,22 +239,24 @@ def tied_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
 
 def pooled_scatter(x: np.ndarray, w: np.ndarray, point: np.ndarray) -> np.ndarray:
     """``sum w (x - point)(x - point)^T`` (D, D) of rows ``x`` (n, D) of weights ``w`` (n,),
-    kept with the rows between EM iterations where the feature cache has room (the point, a
-    snapped centre, stays put from one iteration to the next; about it the differences are
-    exact, as the other paths' sums are).
+    kept with the rows and weights between EM iterations where the feature cache has room (the
+    point, a snapped centre, stays put from one iteration to the next; about it the differences
+    are exact, as the other paths' sums are).
 
     >>> x = np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
     >>> pooled_scatter(x, np.ones(3), np.array([2.0, 3.0])).tolist()
     [[8.0, 8.0], [8.0, 8.0]]
     """
     d = x.shape[1]
-    store = cache_for(("tied.scatter", point.tobytes()), [x, w], 8 * d * d, x.nbytes)
-    scatter = None if store is None else store.get(0)
-    if scatter is None:
-        rooted = np.sqrt(w)[:, None] * (x - point)  # weights are never negative
-        scatter = rooted.T @ rooted  # (a rank-k update: symmetric)
-        if store is not None:
-            store[0] = scatter
+    store = cache_for(("tied.scatter", point.tobytes()), [x, w], 8 * (d * d + len(w)), x.nbytes)
+    kept = None if store is None else store.get("weights")
+    # the weights are checked, not only their place: a nested fold's may be a buffer reused
+    if kept is not None and np.array_equal(kept, w):
+        return store["scatter"]
+    rooted = np.sqrt(w)[:, None] * (x - point)  # weights are never negative
+    scatter = rooted.T @ rooted  # (a rank-k update: symmetric)
+    if store is not None:
+        store.update(weights=w.copy(), scatter=scatter)
     return scatter
 
 

@@ -248,9 +248,9 @@ def pooled_scatter(x: np.ndarray, w: np.ndarray, point: np.ndarray) -> np.ndarra
     [[8.0, 8.0], [8.0, 8.0]]
     """
     d = x.shape[1]
-    store = cache_for(("tied.scatter", point.tobytes()), [x, w], 8 * (d * d + len(w)), x.nbytes)
+    store = cache_for(("tied.scatter", point.tobytes()), [x], 8 * (d * d + len(w)), x.nbytes)
     kept = None if store is None else store.get("weights")
-    # the weights are checked, not only their place: a nested fold's may be a buffer reused
+    # the weights are compared, not placed: a nested fold's are a new posterior each iteration
     if kept is not None and np.array_equal(kept, w):
         return store["scatter"]
     rooted = np.sqrt(w)[:, None] * (x - point)  # weights are never negative
@@ -378,6 +378,5 @@ def full_estimate(estimators: Sequence[Any], masses: np.ndarray,
         j = int(np.flatnonzero(collapsed[k])[0])
         warn_collapsed_variance(cov[k, j, j], cov[k, j, j] + floor[k, j], s0[k], mu[k, j],
                                 f" in dimension {j} ({int(collapsed[k].sum())} of {d})")
-    on_diagonal = np.arange(d)
-    cov[:, on_diagonal, on_diagonal] += floor  # (the moments' own array)
+    cov.reshape(len(cov), d * d)[:, ::d + 1] += floor  # (a view: the moments are C-ordered)
     return first.distribution_class.stack_of(mu, cov)

@@ -1,5 +1,6 @@
-"""The compiled small-mixture E-step against a brute-force float64 E-step written from the
-Gaussian density: the centre, every row's log-density and the posteriors' sums about it."""
+"""The compiled small-mixture E-steps (diagonal, tied) against a brute-force float64 E-step
+written from the Gaussian density: the centre, every row's log-density and the posteriors' sums
+about it."""
 
 import numpy as np
 import pytest
@@ -59,3 +60,58 @@ def test_read_only_inputs_and_rows_no_component_scores():
         y = x.copy()
         y[7, 1] = bad
         assert not _run(y, w, mu, s2, log_w)[0]
+
+
+def _tied_case(n, d, k, offset=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(d, d))
+    cov = a @ a.T + d * np.eye(d)
+    mu = offset + rng.normal(0, 3, (k, d))
+    x = mu[rng.integers(0, k, n)] + rng.normal(size=(n, d)) @ np.linalg.cholesky(cov).T
+    u = np.ascontiguousarray(np.linalg.inv(np.linalg.cholesky(cov)).T)  # upper: U U^T = cov^-1
+    return x, rng.uniform(0.2, 2.0, n), mu, cov, u, np.log(rng.dirichlet(np.ones(k) * 3))
+
+
+def _tied_run(x, w, mu, cov, u, log_w):
+    k, d = mu.shape
+    s2 = np.repeat(np.diagonal(cov)[None], k, axis=0)
+    const = log_w + np.log(np.diagonal(u)).sum() - 0.5 * d * np.log(2 * np.pi)
+    centre, sums, lse = np.empty(d), np.empty((k, d + 1)), np.empty(len(x))
+    compiled = kernels.mixture_kernels()
+    compiled["stack_centre"](mu, s2, centre)
+    with np.errstate(over="ignore", invalid="ignore"):  # (the rows no component scores)
+        xc = x - centre
+        white, offsets = xc @ u, (mu - centre) @ u
+    ok = compiled["tied_estep"](xc, white, w, offsets, const, sums, lse)
+    return ok, centre, sums, lse
+
+
+@pytest.mark.parametrize("n, d, k, offset", [(150, 4, 3, 0.0), (569, 30, 2, 0.0),
+                                             (300, 3, 2, 1e6), (1, 1, 1, 0.0)])
+def test_compiled_tied_estep_is_the_float64_estep(n, d, k, offset):
+    x, w, mu, cov, u, log_w = _tied_case(n, d, k, offset)
+    ok, centre, sums, lse = _tied_run(x, w, mu, cov, u, log_w)
+    assert ok
+    np.testing.assert_array_equal(centre, gaussian_centre(mu, np.repeat(
+        np.diagonal(cov)[None], k, axis=0)))
+    diff = x[:, None, :] - mu  # (n, K, D): the Mahalanobis distances by a solve, not by U
+    maha = np.einsum("nkd,nkd->nk", diff, np.linalg.solve(cov, diff.reshape(-1, d).T).T
+                     .reshape(diff.shape))
+    scores = log_w - 0.5 * (maha + np.linalg.slogdet(2 * np.pi * cov)[1])
+    ref_lse = logsumexp(scores, axis=1)
+    resp = np.exp(scores - ref_lse[:, None]) * w[:, None]
+    ref_sums = np.hstack([resp.T @ (x - centre), resp.sum(axis=0)[:, None]])
+    np.testing.assert_allclose(lse, ref_lse, rtol=1e-11, atol=1e-11 * np.abs(ref_lse).max())
+    np.testing.assert_allclose(sums, ref_sums, rtol=1e-11,
+                               atol=1e-11 * np.abs(ref_sums).max())
+
+
+def test_tied_read_only_inputs_and_rows_no_component_scores():
+    x, w, mu, cov, u, log_w = _tied_case(50, 3, 2)
+    for a in (x, w, mu, cov, u, log_w):
+        a.setflags(write=False)
+    assert _tied_run(x, w, mu, cov, u, log_w)[0]
+    for bad in (np.inf, np.nan, 1e200):  # a NaN score, an overflowing square
+        y = x.copy()
+        y[7, 1] = bad
+        assert not _tied_run(y, w, mu, cov, u, log_w)[0]

@@ -452,3 +452,18 @@ def test_default_plan_and_data_parallel_plans():
     with pytest.raises(ValueError, match="num_workers"):
         plan_for(mix, 0)
 
+
+
+def test_tied_mixture_split_agrees_with_its_pooled_fold_to_rounding():
+    # the serial small-data fold of a tied mixture hands each component a share of the pooled
+    # scatter (families/stacked_gaussian.tied_fold); split, each component adds its own outer
+    # products: the pooled sums, so the fit, agree to rounding (the documented exception)
+    rows = mvg_mixture(4).sampler(0).sample(2000)
+    est = MixtureEstimator([MultivariateGaussianEstimator(covariance_keys="c")] * 4)
+    serial, threaded = fit_pair(rows, est, max_iter=6, tol=0.0, seed=2)
+    assert threaded.backend == "model_parallel"
+    for a, b in zip(serial.model.components, threaded.model.components):
+        np.testing.assert_allclose(b.mu, a.mu, rtol=1e-12, atol=1e-12 * np.abs(a.mu).max())
+        np.testing.assert_allclose(b.cov, a.cov, rtol=1e-12, atol=1e-12 * np.abs(a.cov).max())
+    np.testing.assert_allclose(threaded.model.weights, serial.model.weights, rtol=1e-12)
+    np.testing.assert_allclose(threaded.log_likelihood, serial.log_likelihood, rtol=1e-13)

@@ -1,11 +1,16 @@
-"""numba-compiled E-step of a small mixture of diagonal Gaussians, loaded by
-:mod:`mixfold.compute.kernels` on the first such fold.
+"""numba-compiled E-steps of a small mixture of diagonal Gaussians and of a tied mixture
+(full-covariance Gaussians sharing one covariance), loaded by :mod:`mixfold.compute.kernels` on
+the first such fold.
 
 On small data (a notebook's few hundred rows) the NumPy E-step is some thirty calls on (K, D)
-and (rows, K) arrays, each costing more than its arithmetic; this is that E-step in one call:
-the stack's centre (:func:`~mixfold.compute.linear.gaussian_centre`'s), each component's
-coefficients on ``[(x-c)^2, x-c]``, every row's scores, their log-sum-exp and the posteriors'
-weighted sums about the centre, row by row.
+and (rows, K) arrays, each costing more than its arithmetic; each kernel is that E-step in one
+call. Diagonal: the stack's centre (:func:`~mixfold.compute.linear.gaussian_centre`'s), each
+component's coefficients on ``[(x-c)^2, x-c]``, every row's scores, their log-sum-exp and the
+posteriors' weighted sums about the centre, row by row. Tied: from the rows whitened once by the
+shared factor (a GEMM the caller makes: ``|(x - mu_k) U|^2 = |(x - c) U - (mu_k - c) U|^2``),
+each component's squared distance, the log-sum-exp, the posterior masses and first sums about
+``c``; the second sums do not depend on the posteriors (the pooled scatter), so the caller makes
+them once. ``stack_centre`` is the diagonal E-step's centre alone.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import numpy as np
 
 from mixfold.compute.kernel_cache import on_disk
 
-__all__ = ["diagonal_estep", "DIAGONAL_ESTEP_SIGNATURE"]
+__all__ = ["diagonal_estep", "tied_estep", "stack_centre", "DIAGONAL_ESTEP_SIGNATURE",
+           "TIED_ESTEP_SIGNATURE", "STACK_CENTRE_SIGNATURE"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 #: no NaN-or-infinity assumptions: a far row's -inf score must stay -inf
@@ -28,6 +34,12 @@ _IN1, _IN2 = (numba.types.Array(_F8, n, "C", readonly=True) for n in (1, 2))  # 
 #:  sums (K, 2D + 1) out, lse (n,) out) -> whether every row has a finite score
 DIAGONAL_ESTEP_SIGNATURE = numba.boolean(_IN2, _IN1, _IN2, _IN2, _IN1, _F8[::1], _F8[:, ::1],
                                          _F8[::1])
+#: (x - c (n, D), (x - c) U (n, D), w (n,), (mu_k - c) U (K, D),
+#:  const (K,) = log w_k + log|U| - D/2 log 2 pi, sums (K, D + 1) out, lse (n,) out)
+#: -> whether every row has a finite score
+TIED_ESTEP_SIGNATURE = numba.boolean(_IN2, _IN2, _IN1, _IN2, _IN1, _F8[:, ::1], _F8[::1])
+#: (mu (K, D), s2 (K, D), centre (D,) out)
+STACK_CENTRE_SIGNATURE = numba.void(_IN2, _IN2, _F8[::1])
 
 
 @numba.njit(fastmath=_FLAGS, error_model="numpy")
@@ -103,4 +115,45 @@ def diagonal_estep(x, w, mu, s2, log_weights, centre, sums, lse):
                 sums[i, j] += p * sq[j]
                 sums[i, d + j] += p * xc[j]
             sums[i, 2 * d] += p
+    return True
+
+
+@numba.njit(STACK_CENTRE_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy",
+            cache=on_disk())
+def stack_centre(mu, s2, centre):
+    _centre(mu, s2, centre)
+
+
+@numba.njit(TIED_ESTEP_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy",
+            cache=on_disk())
+def tied_estep(xc, white, w, offsets, const, sums, lse):
+    n, d = xc.shape
+    k = offsets.shape[0]
+    sums[:] = 0.0
+    score = np.empty(k)
+    for r in range(n):
+        top = -np.inf
+        for i in range(k):
+            q = 0.0
+            for j in range(d):
+                t = white[r, j] - offsets[i, j]
+                q += t * t
+            s = const[i] - 0.5 * q
+            score[i] = s
+            if s != s:  # a row the generic path must name (an infinite value)
+                return False
+            top = max(top, s)
+        if not math.isfinite(top):
+            return False
+        total = 0.0
+        for i in range(k):
+            score[i] = math.exp(score[i] - top)
+            total += score[i]
+        lse[r] = top + math.log(total)
+        scale = w[r] / total
+        for i in range(k):
+            p = score[i] * scale
+            for j in range(d):
+                sums[i, j] += p * xc[r, j]
+            sums[i, d] += p
     return True

@@ -53,12 +53,13 @@ class MixtureDistribution(CompetingUnits):
         if w.shape != (len(self.components),):
             raise ParameterError(f"need one weight per component, got {w.size} weights for "
                                  f"{len(self.components)} components")
-        # (an infinite weight fails the sum: no separate finiteness test)
-        if not ((w >= 0).all() and abs(w.sum() - 1.0) < 1e-9):
+        least = w.min()  # (a NaN weight fails it, an infinite one the sum)
+        if not (least >= 0 and abs(w.sum() - 1.0) < 1e-9):
             raise ParameterError(f"weights must be >= 0 and sum to 1, got {w.tolist()}")
         self.weights = w  # kept as given (sums to 1 within 1e-9): exact JSON round trips
         # log 0 = -inf for a weight of 0, written there (no divide-by-zero state to set)
-        self.log_weights = np.log(w, out=np.full(w.shape, -np.inf), where=w > 0)
+        self.log_weights = np.log(w) if least > 0 else np.log(
+            w, out=np.full(w.shape, -np.inf), where=w > 0)
         self.units = Units(self.components, row_normalised=True)
 
     @property

@@ -22,6 +22,7 @@ from mixfold.families._full_gaussian_stack import FullGaussianStack
 from mixfold.families._full_gaussian_sums import (MissingMultivariateGaussianAccumulator,
                                                   MultivariateGaussianAccumulator)
 from mixfold.families._gaussian_prior import PRIOR_RULES, GaussianPrior, plain
+from mixfold.families._tied_gaussian_sums import TiedGaussianAccumulator
 from mixfold.families._missing import (Conditionals, MissingPatterns, check_missing_flag,
                                        gaussian_conditionals, has_missing, require_native)
 from mixfold.families.contract import (Distribution, Encoded, SeedsFromVectors,
@@ -214,6 +215,13 @@ class MultivariateGaussianEstimator(VectorLeafEstimator, SharesCovariance, Stack
         if self.missing and not (self._prior().is_flat and covariance_keys is None):
             raise ParameterError("MultivariateGaussianEstimator: a prior or covariance_keys "
                                  "cannot be combined with missing=True")
+
+    def _new_accumulator(self) -> MultivariateGaussianAccumulator:
+        """A tied estimator's accumulator names its key (its mixture's small-data fold pools
+        the scatter once)."""
+        if self.covariance_keys is None or self.missing or self.dim is None:
+            return super()._new_accumulator()
+        return TiedGaussianAccumulator(self.dim, self.keys, self.covariance_keys)
 
     def _prior(self) -> GaussianPrior:
         return GaussianPrior(self.mean_prior, self.mean_weight, self.covariance_prior,

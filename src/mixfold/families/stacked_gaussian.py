@@ -13,7 +13,12 @@ at once. Both are what small data spends its time on: per-component Python, not 
 
 A full covariance's fold stays the generic three steps: the model-parallel executor scores a
 mixture's components by column ranges and must give the serial fold's bits
-(``tests/parallel/test_model_parallel.py``), which a batched GEMM over K does not.
+(``tests/parallel/test_model_parallel.py``), which a batched GEMM over K does not. A tied one
+(one covariance for all K, their accumulators of one covariance key) is a documented exception:
+the rows are whitened once by one GEMM, a compiled call
+(:func:`~mixfold.compute.numba_mixture.tied_estep`) scores, normalises and makes the masses and
+first sums, and the second sums -- only their pooled sum counts, ``sum w (x-c)(x-c)^T``, which
+the posteriors do not change -- are made once per chunk and kept between iterations.
 
 Outside its form -- rows that miss entries, a precision other than float64, a chunk large enough
 for the threaded fused E-step (:mod:`mixfold.compute.linear`), rows no component can score,
@@ -39,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from mixfold.compute.band_engines import fused_linear_mixture
+from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.kernels import mixture_kernels
 from mixfold.compute.linear import gaussian_centre
 from mixfold.compute.logspace import LOG_2PI, log_normalize_rows, normalise_live_rows
@@ -51,7 +57,8 @@ from mixfold.families.units import STACK_BLOCK_ROWS
 from mixfold.precision import Engine
 from mixfold.precision.bands import FLOAT64, Precision
 
-__all__ = ["diagonal_fold", "full_fold", "diagonal_estimate", "full_estimate",
+__all__ = ["diagonal_fold", "full_fold", "tied_fold", "pooled_scatter", "diagonal_estimate",
+           "full_estimate",
            "update_block_rows", "add_outer_sums",
            "STACKED_ROWS", "STACKED_VALUES"]
 
@@ -184,6 +191,75 @@ def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
     return resp.sum(axis=0), lse
 
 
+def tied_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+              enc: Any, weights: np.ndarray, precision: Precision = FLOAT64
+              ) -> tuple[np.ndarray, np.ndarray] | None:
+    """A tied mixture's E-step on a small chunk (one covariance shared by all K components,
+    their accumulators of one covariance key): the rows centred on the stack's centre and
+    whitened by one GEMM, then one compiled call
+    (:func:`~mixfold.compute.numba_mixture.tied_estep`: every row scored under every component,
+    normalised; the posterior masses and first sums about the centre); the chunk's pooled
+    scatter ``sum w (x-c)(x-c)^T`` (:func:`pooled_scatter`, which the posteriors do not change)
+    is handed to the components in shares of their posterior mass: the pooled M-step reads only
+    the sum of the shares. Outside that form (no numba, components not sharing one factor, keys
+    that differ), :func:`full_fold`."""
+    x = enc.values
+    u = components[0].precision_cholesky
+    kernels = mixture_kernels()
+    key = accs[0].covariance_key
+    if kernels is None or precision.engine is Engine.TORCH \
+            or not _small_float64(enc, precision, len(components) * x.shape[1]) \
+            or any(a.covariance_key != key for a in accs) \
+            or any(c.precision_cholesky is not u and not np.array_equal(c.precision_cholesky, u)
+                   for c in components):
+        return full_fold(accs, components, log_weights, enc, weights, precision)
+    k, d = len(components), x.shape[1]
+    mu = np.array([c.mu for c in components])
+    s2 = np.empty((k, d))
+    s2[:] = np.diagonal(components[0].cov)
+    center = np.empty(d)
+    kernels["stack_centre"](mu, s2, center)
+    w = np.ascontiguousarray(weights, dtype=np.float64)
+    xc = np.subtract(x, center, out=np.empty(x.shape))
+    white = xc @ u  # one GEMM whitens every row for all K
+    const = np.asarray(log_weights, dtype=np.float64) \
+        + (components[0].log_det_precision_cholesky - 0.5 * d * LOG_2PI)
+    sums = np.empty((k, d + 1))
+    lse = np.empty(enc.n_rows)
+    if not kernels["tied_estep"](xc, white, w, (mu - center) @ u, const, sums, lse):
+        # a row no component can score: the generic path names it
+        return full_fold(accs, components, log_weights, enc, weights, precision)
+    mass = sums[:, -1].copy()
+    total = np.add.reduce(mass)
+    share = mass / total if total > 0 else mass
+    scatter = pooled_scatter(x, w, center)
+    _hand_over(accs, center, mass, sums[:, :d], share[:, None, None] * scatter)
+    return mass, lse
+
+
+def pooled_scatter(x: np.ndarray, w: np.ndarray, point: np.ndarray) -> np.ndarray:
+    """``sum w (x - point)(x - point)^T`` (D, D) of rows ``x`` (n, D) of weights ``w`` (n,),
+    kept with the rows and weights between EM iterations where the feature cache has room (the
+    point, a snapped centre, stays put from one iteration to the next; about it the differences
+    are exact, as the other paths' sums are).
+
+    >>> x = np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
+    >>> pooled_scatter(x, np.ones(3), np.array([2.0, 3.0])).tolist()
+    [[8.0, 8.0], [8.0, 8.0]]
+    """
+    d = x.shape[1]
+    store = cache_for(("tied.scatter", point.tobytes()), [x], 8 * (d * d + len(w)), x.nbytes)
+    kept = None if store is None else store.get("weights")
+    # the weights are compared, not placed: a nested fold's are a new posterior each iteration
+    if kept is not None and np.array_equal(kept, w):
+        return store["scatter"]
+    rooted = np.sqrt(w)[:, None] * (x - point)  # weights are never negative
+    scatter = rooted.T @ rooted  # (a rank-k update: symmetric)
+    if store is not None:
+        store.update(weights=w.copy(), scatter=scatter)
+    return scatter
+
+
 def update_block_rows(d: int) -> int:
     """Rows per block of a stacked full-covariance update of D-vectors: a block of rows and
     its weighted copy stay within ~2 MB (in cache while every component reads them)."""
@@ -224,6 +300,9 @@ def _stacked_moments(estimators: Sequence[Any], stats: Sequence[Any]
     shape = (-1,) + (1,) * own[0][2].ndim
     m = np.array([o[1] for o in own]) / s0[:, None]
     mean = np.array([o[3] for o in own]) / s0[:, None] + m
+    if first.covariance_keys is not None and own[0][2].ndim == 2:  # a tied full covariance
+        weight, pooled = _pooled_outer(s0, m, np.array([o[2] for o in own]))
+        return weight, mean, pooled
     outer = m[:, :, None] * m[:, None, :] if own[0][2].ndim == 2 else m * m
     second = np.array([o[2] for o in own]) / s0.reshape(shape) - outer
     if second.ndim == 3:
@@ -240,6 +319,17 @@ def _pooled(s0: np.ndarray, second: np.ndarray) -> tuple[float, np.ndarray]:
     shape = (-1,) + (1,) * (second.ndim - 1)
     weight = float(np.add.reduce(s0))
     return weight, np.add.reduce(s0.reshape(shape) * second) / weight
+
+
+def _pooled_outer(s0: np.ndarray, m: np.ndarray, sum_xx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """A tied full covariance's ((weight,), (1, D, D) covariance) from the K masses ``s0``,
+    means ``m`` (K, D) and outer-product sums ``sum_xx`` (K, D, D) about one point: the
+    scatters pooled, ``sum_k sum_xx_k - sum_k s0_k m_k m_k^T``, before the one division (the
+    small-data fold hands over only the pooled sum)."""
+    weight = np.add.reduce(s0)
+    pooled = (np.add.reduce(sum_xx) - (m.T * s0) @ m) / weight
+    return np.array([weight]), (0.5 * (pooled + pooled.T))[None]
 
 
 def diagonal_estimate(estimators: Sequence[Any], masses: np.ndarray,
@@ -288,6 +378,5 @@ def full_estimate(estimators: Sequence[Any], masses: np.ndarray,
         j = int(np.flatnonzero(collapsed[k])[0])
         warn_collapsed_variance(cov[k, j, j], cov[k, j, j] + floor[k, j], s0[k], mu[k, j],
                                 f" in dimension {j} ({int(collapsed[k].sum())} of {d})")
-    on_diagonal = np.arange(d)
-    cov[:, on_diagonal, on_diagonal] += floor  # (the moments' own array)
+    cov.reshape(len(cov), d * d)[:, ::d + 1] += floor  # (a view: the moments are C-ordered)
     return first.distribution_class.stack_of(mu, cov)

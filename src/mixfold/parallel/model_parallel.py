@@ -42,10 +42,14 @@ LDA): every word's normaliser over the topics is the sum of the workers' partial
 topic ranges, so the variational parameters, and from them the statistics, agree with the
 serial fold to rounding (a few ulps per iteration of each document's fixed point; 1e-12
 relative after a fit of a few iterations), everything else per topic being the serial bits.
-One proviso, about the serial fold itself: it must run with the BLAS thread count the workers
-run with (OpenBLAS splits a long dot product over its threads, so the serial fold's last bits
-change with that count); the workers run ``cores // workers`` BLAS threads each, one on a
-2-core machine.
+A third: a cut of a tied mixture (full covariances sharing one ``covariance_keys``) on a small
+chunk, whose serial fold hands each component a share of the pooled scatter (``tied_fold``,
+``families/stacked_gaussian.py``) where the split adds each component's own outer products:
+the statistics' pooled sums, and so the fit, agree to rounding (1e-12 relative after a fit of
+a few iterations). One proviso, about the serial fold itself: it must run with the BLAS thread
+count the workers run with (OpenBLAS splits a long dot product over its threads, so the serial
+fold's last bits change with that count); the workers run ``cores // workers`` BLAS threads
+each, one on a 2-core machine.
 
 Where the units run is one value, a :class:`~mixfold.parallel.placement.Placement` (the plan,
 or the planner's over ``num_workers`` threads), which the fit resolves once from its first model

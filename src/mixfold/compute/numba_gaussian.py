@@ -30,8 +30,9 @@ __all__ = ["full_squares", "full_moments", "full_fold", "normalise_scores", "CHU
 #: rows laid out per coordinate at a time: a few hundred, so that the layout stays in cache while
 #: every component reads it
 CHUNK = 256
-#: partial sums per statistic (one SIMD register's worth twice over: adds do not wait on adds)
-LANES = 8
+#: partial sums per statistic, interleaved: a loop this long over them vectorises (8, a
+#: register's worth, is unrolled into scalar adds), and its adds do not wait on one another
+LANES = 64
 
 _ROWS = numba.float64[:, ::1]
 _VECTOR = numba.float64[::1]
@@ -65,22 +66,28 @@ def _layout(x, start, m, origin, y):
 
 @numba.njit(inline="always")
 def _component_squares(y, m, offsets, whitening, k, v, z, total):
-    # total[:m] = |(y - offsets[k]) whitening[k]|^2 of the chunk laid out in y
+    # total[:m] = |(y - offsets[k]) whitening[k]|^2 of the chunk laid out in y (each sum's
+    # first term assigned: 0 + t is t)
     d = y.shape[0]
     for a in range(d):
         o = offsets[k, a]
         for i in range(m):
             v[a, i] = y[a, i] - o
-    total[:m] = 0.0
     for j in range(d):
-        z[:m] = 0.0
-        for a in range(d):
+        w = whitening[k, 0, j]
+        for i in range(m):
+            z[i] = v[0, i] * w
+        for a in range(1, d):
             w = whitening[k, a, j]
             if w != 0.0:  # a triangular factor: half the products
                 for i in range(m):
                     z[i] += v[a, i] * w
-        for i in range(m):
-            total[i] += z[i] * z[i]
+        if j == 0:
+            for i in range(m):
+                total[i] = z[i] * z[i]
+        else:
+            for i in range(m):
+                total[i] += z[i] * z[i]
 
 
 @numba.njit(inline="always")
@@ -124,13 +131,18 @@ def _hand_out(lanes, d, mass, sum_x, sum_xx):
 
 
 @numba.njit(inline="always")
-def _chunk_top(s, m, top):
-    # top[:m] = each row's largest score (NaN if any is NaN); whether every one is finite
-    top[:m] = s[0, :m]
-    for k in range(1, s.shape[0]):
-        for i in range(m):
-            v = s[k, i]
-            top[i] = v if (v > top[i] or v != v) else top[i]
+def _raise_top(top, s, k, m):
+    # top[:m] = max(top, s[k]) row by row (NaN kept: NumPy's max); with k = 0, s[0]
+    if k == 0:
+        top[:m] = s[0, :m]
+        return
+    for i in range(m):
+        v = s[k, i]
+        top[i] = v if (v > top[i] or v != v) else top[i]
+
+
+@numba.njit(inline="always")
+def _all_finite(top, m):
     dead = 0
     for i in range(m):
         dead += not (np.abs(top[i]) < np.inf)
@@ -138,9 +150,9 @@ def _chunk_top(s, m, top):
 
 
 @numba.njit(inline="always")
-def _normalise_chunk(s, m, weights, start, top, total, factor):
-    # s[:, :m] (every row's top finite) -> exp(s - top) times weights[start + i] / total, in
-    # place; total[:m] = the sum of the exps
+def _exp_factors(s, m, weights, start, top, total, factor):
+    # s[:, :m] (every row's top finite) -> exp(s - top) in place; total[:m] = their sums,
+    # factor[:m] = weights[start + i] / total (the posteriors are s times factor)
     total[:m] = 0.0
     for k in range(s.shape[0]):
         for i in range(m):
@@ -149,9 +161,6 @@ def _normalise_chunk(s, m, weights, start, top, total, factor):
             total[i] += e
     for i in range(m):
         factor[i] = weights[start + i] / total[i]
-    for k in range(s.shape[0]):
-        for i in range(m):
-            s[k, i] *= factor[i]
 
 
 @numba.njit(SQUARES_SIGNATURES, nogil=True, cache=on_disk())
@@ -195,19 +204,22 @@ def normalise_scores(scores, weights, top, total):
     # scores (K, n): each column a row's K scores, turned into its posteriors times weights (n,)
     # in place; top (n,) and total (n,) written (the log-sum-exp is top + log(total)). False,
     # nothing written, where a row has no finite largest score
-    n = scores.shape[1]
-    s = np.empty((scores.shape[0], CHUNK))
+    k_count, n = scores.shape
+    s = np.empty((k_count, CHUNK))
     factor = np.empty(CHUNK)
     for lo in range(0, n, CHUNK):
         m = min(CHUNK, n - lo)
-        if not _chunk_top(scores[:, lo:lo + m], m, top[lo:lo + m]):
+        for k in range(k_count):
+            _raise_top(top[lo:lo + m], scores[:, lo:lo + m], k, m)
+        if not _all_finite(top[lo:lo + m], m):
             return False
     for lo in range(0, n, CHUNK):
         m = min(CHUNK, n - lo)
         s[:, :m] = scores[:, lo:lo + m]
-        _chunk_top(s, m, top[lo:lo + m])
-        _normalise_chunk(s, m, weights, lo, top[lo:lo + m], total[lo:lo + m], factor)
-        scores[:, lo:lo + m] = s[:, :m]
+        _exp_factors(s, m, weights, lo, top[lo:lo + m], total[lo:lo + m], factor)
+        for k in range(k_count):
+            for i in range(m):
+                scores[k, lo + i] = s[k, i] * factor[i]
     return True
 
 
@@ -228,17 +240,21 @@ def full_fold(x, center, offsets, whitening, const, log_weights, weights, point,
     lanes = np.zeros((k_count, width, LANES))
     for start in range(lo, hi, CHUNK):
         m = min(CHUNK, hi - start)
+        t = top[start:start + m]
         _layout(x, start, m, center, y)
         for k in range(k_count):
             _component_squares(y, m, offsets, whitening, k, v, z, squares)
             c, w = const[k], log_weights[k]
             for i in range(m):
                 s[k, i] = (squares[i] * -0.5 + c) + w
-        if not _chunk_top(s, m, top[start:start + m]):
+            _raise_top(t, s, k, m)
+        if not _all_finite(t, m):
             return False
-        _normalise_chunk(s, m, weights, start, top[start:start + m], total[start:start + m],
-                         factor)
-        resp[:, start:start + m] = s[:, :m]
+        _exp_factors(s, m, weights, start, t, total[start:start + m], factor)
+        for k in range(k_count):
+            for i in range(m):
+                s[k, i] *= factor[i]
+                resp[k, start + i] = s[k, i]
         s[:, m:] = 0.0
         _features(x, start, m, point, features)
         for k in range(k_count):

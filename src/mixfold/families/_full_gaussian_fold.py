@@ -21,6 +21,7 @@ import numpy as np
 
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.compute.row_blocks import map_row_blocks
+from mixfold.compute.scratch import scratch
 from mixfold.families._full_gaussian_moments import (BlockMoments, add_block_moments,
                                                      compiled_passes)
 from mixfold.families._missing import has_missing
@@ -47,15 +48,16 @@ def fused_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights:
     factors = np.array([c.precision_cholesky for c in components], dtype=np.float64)
     const = np.array([c.log_det_precision_cholesky for c in components]) - 0.5 * d * LOG_2PI
     point = accs[0].stack_reference(components)[0]
-    resp = np.empty((n, k), order="F")
-    top, total = np.empty(n), np.empty(n)
+    # the posteriors by component (K, n): the transpose of the three steps' Fortran (n, K)
+    resp_t = scratch("mvg.fused_resp", (k, n))
+    top, total = scratch("mvg.fused_top", (n,)), scratch("mvg.fused_total", (n,))
     args = (x, center, np.ascontiguousarray(mu - center), factors, const,
             np.ascontiguousarray(log_weights, dtype=np.float64),
             np.ascontiguousarray(weights, dtype=np.float64), np.array(point, dtype=np.float64))
 
     def fold_block(lo: int, hi: int) -> BlockMoments | None:
         out = BlockMoments(np.empty(k), np.empty((k, d)), np.empty((k, d, d)))
-        ok = kernels["full_fold"](*args, lo, hi, resp.T, top, total, out.mass, out.sum_x,
+        ok = kernels["full_fold"](*args, lo, hi, resp_t, top, total, out.mass, out.sum_x,
                                   out.sum_xx)
         return out if ok else None
 
@@ -66,4 +68,4 @@ def fused_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights:
         acc.set_reference(point)
     for part in parts:  # in block order, as the stacked update adds them
         add_block_moments(accs, part, point)
-    return resp.sum(axis=0), top + np.log(total)
+    return resp_t.T.sum(axis=0), top + np.log(total)

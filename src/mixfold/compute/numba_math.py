@@ -20,7 +20,8 @@ import numpy as np
 
 __all__ = ["exp64", "EXP_MAX_ULPS"]
 
-#: the bound on exp64's error for normal results, in ulps of the result (measured: under 1)
+#: the bound on exp64's error for normal results, in ulps of the correctly rounded result
+#: (measured: at most 1, the nearest float or its neighbour)
 EXP_MAX_ULPS = 2
 
 _LOG2E = 1.0 / math.log(2.0)

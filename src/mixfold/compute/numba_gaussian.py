@@ -10,11 +10,18 @@ it, each loop over the chunk's rows vectorising without reassociation (one lane 
 - :func:`full_squares`: ``out[k, i] = |(x_i - c - m_k) W_k|^2``, the whitening form (the row
   and the mean differenced before the product: the expanded quadratic would cancel);
 - :func:`full_moments`: per component ``sum r``, ``sum r y`` and ``sum r y y^T`` of
-  ``y = x - point`` (both triangles), each summed in :data:`LANES` interleaved partial sums.
+  ``y = x - point`` (the upper triangle, mirrored), each summed in :data:`LANES` interleaved
+  partial sums;
+- :func:`normalise_scores`: each row's K scores into posteriors times the row weight, with
+  the vectorised ``exp64`` (:mod:`mixfold.compute.numba_math`), the row's largest score and
+  the sum of its exps written for the log-sum-exp;
+- :func:`full_fold`: the three at once, chunk by chunk: the (rows, K) scores never leave the
+  cache, the posteriors are written once.
 
-No fast-math, and every component's results come from its own loops over the rows in row
-order: a range of components gets the bits the whole stack gets (the model-parallel column
-fold).
+No fast-math (exp64 alone contracts its polynomial into FMAs), and every component's results
+come from its own loops over the rows in row order: a range of components gets the bits the
+whole stack gets (the model-parallel column fold). The three steps and the fused pass share
+their helpers, so the fused pass gives the bits of the three.
 """
 
 from __future__ import annotations
@@ -37,18 +44,19 @@ LANES = 64
 _ROWS = numba.float64[:, ::1]
 _VECTOR = numba.float64[::1]
 _CUBE = numba.float64[:, :, ::1]
-# the data rows writable or not (a read-only buffer: an Arrow table's, a memory map's)
-_DATA = (_ROWS, numba.types.Array(numba.float64, 2, "C", readonly=True))
-SQUARES_SIGNATURES = [numba.void(x, _VECTOR, _ROWS, _CUBE, _ROWS) for x in _DATA]
-MOMENTS_SIGNATURES = [numba.void(x, _VECTOR, _ROWS, numba.int64, numba.int64, _VECTOR, _ROWS,
-                                 _CUBE) for x in _DATA]
+# the data rows as read-only (a writable array converts to it at the call): one compiled
+# signature takes an Arrow table's or a memory map's buffer and any other
+_DATA = numba.types.Array(numba.float64, 2, "C", readonly=True)
+SQUARES_SIGNATURE = numba.void(_DATA, _VECTOR, _ROWS, _CUBE, _ROWS)
+MOMENTS_SIGNATURE = numba.void(_DATA, _VECTOR, _ROWS, numba.int64, numba.int64, _VECTOR, _ROWS,
+                               _CUBE)
 NORMALISE_SIGNATURE = numba.boolean(_ROWS, _VECTOR, _VECTOR, _VECTOR)
-FOLD_SIGNATURES = [numba.boolean(x, _VECTOR, _ROWS, _CUBE, _VECTOR, _VECTOR, _VECTOR, _VECTOR,
-                                 numba.int64, numba.int64, _ROWS, _VECTOR, _VECTOR, _VECTOR, _ROWS,
-                                 _CUBE) for x in _DATA]
+FOLD_SIGNATURE = numba.boolean(_DATA, _VECTOR, _ROWS, _CUBE, _VECTOR, _VECTOR, _VECTOR, _VECTOR,
+                               numba.int64, numba.int64, _ROWS, _VECTOR, _VECTOR, _VECTOR, _ROWS,
+                               _CUBE)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _lane_sum(parts):
     total = 0.0
     for p in parts:
@@ -56,7 +64,7 @@ def _lane_sum(parts):
     return total
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _layout(x, start, m, origin, y):
     # rows [start, start + m) of x less origin, coordinate by coordinate: y (D, CHUNK)
     for i in range(m):
@@ -64,7 +72,7 @@ def _layout(x, start, m, origin, y):
             y[a, i] = x[start + i, a] - origin[a]
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _component_squares(y, m, offsets, whitening, k, v, z, total):
     # total[:m] = |(y - offsets[k]) whitening[k]|^2 of the chunk laid out in y (each sum's
     # first term assigned: 0 + t is t)
@@ -90,7 +98,7 @@ def _component_squares(y, m, offsets, whitening, k, v, z, total):
                 total[i] += z[i] * z[i]
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _features(x, start, m, point, features):
     # [1, y_a, y_a y_b (a <= b)] of rows [start, start + m), y = x - point; 0 past m (weight 0)
     d = x.shape[1]
@@ -108,7 +116,7 @@ def _features(x, start, m, point, features):
             f += 1
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _add_features(lanes, k, r, features):
     # lanes[k] += the chunk's features weighted by r (CHUNK,), LANES partial sums each
     for f in range(features.shape[0]):
@@ -117,7 +125,7 @@ def _add_features(lanes, k, r, features):
                 lanes[k, f, lane] += r[g + lane] * features[f, g + lane]
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _hand_out(lanes, d, mass, sum_x, sum_xx):
     # the partial sums added up: mass (K,), sum_x (K, D), sum_xx (K, D, D) mirrored
     for k in range(lanes.shape[0]):
@@ -130,7 +138,7 @@ def _hand_out(lanes, d, mass, sum_x, sum_xx):
                 f += 1
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _raise_top(top, s, k, m):
     # top[:m] = max(top, s[k]) row by row (NaN kept: NumPy's max); with k = 0, s[0]
     if k == 0:
@@ -141,7 +149,7 @@ def _raise_top(top, s, k, m):
         top[i] = v if (v > top[i] or v != v) else top[i]
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _all_finite(top, m):
     dead = 0
     for i in range(m):
@@ -149,7 +157,7 @@ def _all_finite(top, m):
     return dead == 0
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _exp_factors(s, m, weights, start, top, total, factor):
     # s[:, :m] (every row's top finite) -> exp(s - top) in place; total[:m] = their sums,
     # factor[:m] = weights[start + i] / total (the posteriors are s times factor)
@@ -163,7 +171,7 @@ def _exp_factors(s, m, weights, start, top, total, factor):
         factor[i] = weights[start + i] / total[i]
 
 
-@numba.njit(SQUARES_SIGNATURES, nogil=True, cache=on_disk())
+@numba.njit(SQUARES_SIGNATURE, nogil=True, cache=on_disk())
 def full_squares(x, center, offsets, whitening, out):
     # x (n, D), center (D,), offsets (K, D) = mu_k - c, whitening (K, D, D), out (K, n)
     n, d = x.shape
@@ -179,7 +187,7 @@ def full_squares(x, center, offsets, whitening, out):
             out[k, lo:lo + m] = total[:m]
 
 
-@numba.njit(MOMENTS_SIGNATURES, nogil=True, cache=on_disk())
+@numba.njit(MOMENTS_SIGNATURE, nogil=True, cache=on_disk())
 def full_moments(x, point, resp, lo, hi, mass, sum_x, sum_xx):
     # rows [lo, hi) of x (n, D) about point (D,), weighted by resp (K, n); writes mass (K,),
     # sum_x (K, D), sum_xx (K, D, D)
@@ -223,7 +231,7 @@ def normalise_scores(scores, weights, top, total):
     return True
 
 
-@numba.njit(FOLD_SIGNATURES, nogil=True, error_model="numpy", cache=on_disk())
+@numba.njit(FOLD_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
 def full_fold(x, center, offsets, whitening, const, log_weights, weights, point, lo, hi,
               resp, top, total, mass, sum_x, sum_xx):
     # rows [lo, hi) of x (n, D): scores (log_weights[k] + const[k] - |..|^2 / 2, as

@@ -11,8 +11,9 @@ differing from the GEMMs' by round-off). The M-step -- diagonal, spherical, full
 covariance key) -- reads the K payloads as (K, D) or (K, D, D) arrays and makes the K estimates
 at once. Both are what small data spends its time on: per-component Python, not arithmetic.
 
-A full covariance's fold stays the generic three steps: the model-parallel executor scores a
-mixture's components by column ranges and must give the serial fold's bits
+A full covariance's fold keeps the generic three steps' bits (at small D in one compiled pass,
+:mod:`mixfold.families._full_gaussian_fold`): the model-parallel executor scores a mixture's
+components by column ranges and must give the serial fold's bits
 (``tests/parallel/test_model_parallel.py``), which a batched GEMM over K does not.
 
 Outside its form -- rows that miss entries, a precision other than float64, a chunk large enough

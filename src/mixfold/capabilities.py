@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the precision package imports these capabilities
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
            "LinearInFeatures", "LinearInFeaturesInBands", "CompensatedAccumulation",
            "FoldsOnTorch", "CentredStatistics", "RelativeScoring", "SharesCovariance",
-           "VariationalBound", "StackedEstimate"]
+           "VariationalBound", "StackedEstimate", "NormalisesStack"]
 
 
 class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
@@ -101,6 +101,19 @@ class RelativeScoring(ABC):
         """Which rows (bool, n_rows) the plain log-densities cannot rank: so far from the
         components that ``x - mu`` has lost the means' digits (or every log-density is below
         the smallest float). A mixture's posterior scores these rows relatively."""
+
+
+class NormalisesStack(ABC):
+    """Its stack's scores are normalised by the stack's own row normalisation in every path a
+    mixture's fold takes (its fused pass, the three steps, the model-parallel column fold), so
+    that they all give the same bits."""
+
+    @staticmethod
+    @abstractmethod
+    def stack_normalise(scores: np.ndarray, weights: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """Turn (n_rows, K) scores into posteriors times the row ``weights`` (n_rows,) in
+        place; return (posteriors, log-sum-exp per row)."""
 
 
 class SeedsFromPoints(ABC):

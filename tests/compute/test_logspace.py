@@ -8,6 +8,7 @@ from scipy.special import logsumexp, softmax
 
 from mixfold.compute.logspace import (FAR_OUT, LOG_2PI, affine_far_rows, far_rows,
                                       log_normalize_rows, logsumexp_rows,
+                                      normalise_rows_compiled,
                                       relative_affine_scores, relative_quadratic_scores)
 
 NINF = -np.inf
@@ -191,3 +192,22 @@ def test_live_rows_get_the_same_bits_beside_dead_rows_as_alone() -> None:
     assert np.array_equal(post[:50], alone) and np.array_equal(lse[:50], lse_alone)
     assert lse[50] == NINF and not post[50].any()
     assert np.allclose(alone.sum(axis=1), weights, rtol=1e-14)
+
+
+@pytest.mark.parametrize("order", ["F", "C"])
+def test_compiled_normalisation_is_numpy_s_to_a_few_ulps_in_either_order(order):
+    scores = np.array(np.random.default_rng(3).normal(0.0, 40.0, size=(500, 4)), order=order)
+    weights = np.random.default_rng(4).uniform(0.0, 2.0, 500)
+    want, want_lse = log_normalize_rows(np.array(scores, order="F"), weights)
+    got, lse = normalise_rows_compiled(scores, weights)
+    assert got is scores  # in place
+    np.testing.assert_allclose(got, want, rtol=1e-15, atol=1e-300)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-15)
+
+
+def test_compiled_normalisation_leaves_rows_without_a_finite_score_to_numpy():
+    scores = np.asfortranarray([[0.0, -1.0], [NINF, NINF], [np.nan, 0.0]])
+    got, lse = normalise_rows_compiled(scores.copy(order="F"), np.ones(3))
+    want, want_lse = log_normalize_rows(scores.copy(order="F"), np.ones(3))
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(lse, want_lse, equal_nan=True)

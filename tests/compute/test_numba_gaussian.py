@@ -8,7 +8,9 @@ import pytest
 
 pytest.importorskip("numba")
 
-from mixfold.compute.numba_gaussian import CHUNK, full_moments, full_squares  # noqa: E402
+from mixfold.compute.logspace import log_normalize_rows  # noqa: E402
+from mixfold.compute.numba_gaussian import (CHUNK, full_fold, full_moments, full_squares,  # noqa: E402
+                                            normalise_scores)
 
 LONG = np.longdouble
 
@@ -117,4 +119,61 @@ def test_read_only_rows_are_taken_as_they_are():
     want = [np.empty(2), np.empty((2, 3)), np.empty((2, 3, 3))]
     full_moments(frozen, means[0], resp, 0, len(x), *got)
     full_moments(x, means[0], resp, 0, len(x), *want)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def _scores(n: int = 3 * CHUNK + 5, k: int = 4, seed: int = 4) -> np.ndarray:
+    """(K, n) log-scores: a wide spread, gaps past exp's underflow, ties."""
+    rng = np.random.default_rng(seed)
+    s = rng.normal(0.0, 30.0, size=(k, n)) - 1e3
+    s[1, :10] = s[0, :10]
+    s[2, 10:20] = s[0, 10:20] - 800.0
+    return s
+
+
+def test_normalise_scores_is_numpy_s_normalisation_to_a_few_ulps():
+    s = _scores()
+    w = np.random.default_rng(5).uniform(0.0, 3.0, s.shape[1])
+    top, total = np.empty(s.shape[1]), np.empty(s.shape[1])
+    got = s.copy()
+    assert normalise_scores(got, w, top, total)
+    want, lse = log_normalize_rows(np.asfortranarray(s.T), w)
+    np.testing.assert_allclose(got.T, want, rtol=1e-15, atol=1e-300)
+    np.testing.assert_allclose(top + np.log(total), lse, rtol=1e-15)
+
+
+def test_normalise_scores_writes_nothing_where_a_row_has_no_finite_score():
+    s = _scores()
+    s[:, 2 * CHUNK + 3] = -np.inf
+    got = s.copy()
+    n = s.shape[1]
+    assert not normalise_scores(got, np.ones(n), np.empty(n), np.empty(n))
+    assert np.array_equal(got, s)
+
+
+@pytest.mark.parametrize("d", [1, 3, 8])
+def test_the_fused_fold_is_the_squares_the_normalisation_and_the_moments(d):
+    x, means, factors = _hard(d)
+    n, k = len(x), len(means)
+    center = means.mean(axis=0)
+    offsets = np.ascontiguousarray(means - center)
+    const, log_w = np.linspace(-3.0, 1.0, k), np.log(np.full(k, 1.0 / k))
+    w = np.random.default_rng(6).uniform(0.5, 2.0, n)
+    point = means[1]
+    lo, hi = 7, n - 3
+    squares = np.empty((k, n))
+    full_squares(x, center, offsets, factors, squares)
+    scores = np.ascontiguousarray(((squares * -0.5) + const[:, None] + log_w[:, None])[:, lo:hi])
+    top, total = np.empty(hi - lo), np.empty(hi - lo)
+    assert normalise_scores(scores, np.ascontiguousarray(w[lo:hi]), top, total)
+    want = [np.empty(k), np.empty((k, d)), np.empty((k, d, d))]
+    resp = np.zeros((k, n))
+    resp[:, lo:hi] = scores
+    full_moments(x, point, resp, lo, hi, *want)
+    got = [np.empty(k), np.empty((k, d)), np.empty((k, d, d))]
+    got_resp, got_top, got_total = np.zeros((k, n)), np.empty(n), np.empty(n)
+    assert full_fold(x, center, offsets, factors, const, log_w, w, point, lo, hi, got_resp,
+                     got_top, got_total, *got)
+    assert np.array_equal(got_resp, resp)
+    assert np.array_equal(got_top[lo:hi], top) and np.array_equal(got_total[lo:hi], total)
     assert all(np.array_equal(a, b) for a, b in zip(got, want))

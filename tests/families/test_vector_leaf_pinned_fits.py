@@ -28,7 +28,9 @@ PINNED = {  # computed with main at e5493bf; the entries with a number were re-p
     # covariance's float64 scores and sums of chunks from 8192 rows became compiled passes
     # (compute/numba_gaussian.py), then those of small data too: the largest relative difference
     # of any fitted parameter (of a score array) old vs new, round-off that the fit's iterations
-    # amplify (sums about a centre shared by far means)
+    # amplify (sums about a centre shared by far means); "fused": re-pinned when one compiled
+    # pass scored, normalised (its own vectorised exp) and summed (64 partial sums) a chunk
+    # (families/_full_gaussian_fold.py), measured against 836e1ef
     "diagonal: float64": "c8794b22354adf6e",
     "diagonal: float32": "c8794b22354adf6e",
     "diagonal: dd": "a9a3eae56853a7d5",
@@ -42,20 +44,21 @@ PINNED = {  # computed with main at e5493bf; the entries with a number were re-p
     "diagonal: prior, relative": "cbc1431cd50ed446",
     "diagonal: missing": "c61f8d0813b77e7e",
     "diagonal: single": "61da265a04de846d",
-    "full: float64": "a4bbabe8b41ba83f",  # small data compiled too: 7.6e-13
-    "full: float32": "a67c071d383d750f",  # 7.3e-13
+    "full: float64": "47c6b2499855808b",  # small data compiled too: 7.6e-13; fused: 2.0e-11
+    "full: float32": "b4f3063eadf492b3",  # 7.3e-13; fused: 4.3e-11
     "full: dd": "b94d7b41d772490a",
-    "full: large": "47c4ad67e8dc445d",  # 1.6e-10
-    "full: large float32": "8c08b95e895b5543",  # 1.6e-10
+    "full: large": "74c665e9dd68dffe",  # 1.6e-10; fused: 6.9e-11
+    "full: large float32": "7096cec90d1649e9",  # 1.6e-10; fused: 6.7e-11
     # the tied small-data fold pools the scatter before the posteriors (against 4a49e706617146a8:
     # weights and means within 3e-16 of their largest, the covariance 1.1e-10 after 25
     # iterations: two means 1e3 apart in unit spreads, whose within-scatter either way is the
     # difference of sums ~1e5 times larger)
     "full: tied": "0135c776fd4bd970",
-    # the tied M-step pools before its one division: against 815097d7f93075ee, the covariance
-    # within 6.9e-12 of its largest, means 1.1e-16, weights the same
-    "full: tied large": "1e271a1ee448320d",
-    "full: prior, relative": "7947b6849206ff24",  # 1.3e-13
+    # the tied M-step pools before its one division, and the fused pass's normalisation: against
+    # 836e1ef (815097d7f93075ee), the covariance within 1.1e-10 of its largest, means 1.3e-15,
+    # weights the same
+    "full: tied large": "661438f18e67b19c",
+    "full: prior, relative": "a3f0470a7c9aa78f",  # 1.3e-13; fused: 1.1e-11
     "full: missing": "aa33a66dd44d50c9",
     "full: single": "90158bcdc82cb5b4",
     "student_t: single": "0c531415071b0ab3",

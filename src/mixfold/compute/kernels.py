@@ -165,14 +165,16 @@ def mixture_kernels() -> dict[str, Any] | None:
 
 
 def full_gaussian_kernels() -> dict[str, Any] | None:
-    """The compiled float64 passes of stacked full-covariance Gaussians (``full_squares`` and
-    ``full_moments`` of :mod:`mixfold.compute.numba_gaussian`), loaded on the first call;
+    """The compiled float64 passes of stacked full-covariance Gaussians (``full_squares``,
+    ``full_moments``, their fused ``full_fold`` and the row normalisation ``normalise_scores``
+    of :mod:`mixfold.compute.numba_gaussian`), loaded on the first call;
     ``None`` where the kernels cannot be used (the NumPy passes run instead)."""
     if not kernels_available():
         return None
     if "full_squares" not in _KERNELS:
         gaussian = load_kernel_module("mixfold.compute.numba_gaussian")
-        _KERNELS.update(full_squares=gaussian.full_squares, full_moments=gaussian.full_moments)
+        _KERNELS.update(full_squares=gaussian.full_squares, full_moments=gaussian.full_moments,
+                        full_fold=gaussian.full_fold, normalise_scores=gaussian.normalise_scores)
     return _KERNELS
 
 

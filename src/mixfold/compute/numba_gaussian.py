@@ -10,11 +10,18 @@ it, each loop over the chunk's rows vectorising without reassociation (one lane 
 - :func:`full_squares`: ``out[k, i] = |(x_i - c - m_k) W_k|^2``, the whitening form (the row
   and the mean differenced before the product: the expanded quadratic would cancel);
 - :func:`full_moments`: per component ``sum r``, ``sum r y`` and ``sum r y y^T`` of
-  ``y = x - point`` (both triangles), each summed in :data:`LANES` interleaved partial sums.
+  ``y = x - point`` (the upper triangle, mirrored), each summed in :data:`LANES` interleaved
+  partial sums;
+- :func:`normalise_scores`: each row's K scores into posteriors times the row weight, with
+  the vectorised ``exp64`` (:mod:`mixfold.compute.numba_math`), the row's largest score and
+  the sum of its exps written for the log-sum-exp;
+- :func:`full_fold`: the three at once, chunk by chunk: the (rows, K) scores never leave the
+  cache, the posteriors are written once.
 
-No fast-math, and every component's results come from its own loops over the rows in row
-order: a range of components gets the bits the whole stack gets (the model-parallel column
-fold).
+No fast-math (exp64 alone contracts its polynomial into FMAs), and every component's results
+come from its own loops over the rows in row order: a range of components gets the bits the
+whole stack gets (the model-parallel column fold). The three steps and the fused pass share
+their helpers, so the fused pass gives the bits of the three.
 """
 
 from __future__ import annotations
@@ -23,26 +30,33 @@ import numba
 import numpy as np
 
 from mixfold.compute.kernel_cache import on_disk
+from mixfold.compute.numba_math import exp64
 
-__all__ = ["full_squares", "full_moments", "CHUNK", "LANES"]
+__all__ = ["full_squares", "full_moments", "full_fold", "normalise_scores", "CHUNK", "LANES"]
 
 #: rows laid out per coordinate at a time: a few hundred, so that the layout stays in cache while
 #: every component reads it
 CHUNK = 256
-#: partial sums per statistic (one SIMD register's worth twice over: adds do not wait on adds)
-LANES = 8
+#: partial sums per statistic, interleaved: a loop this long over them vectorises (8, a
+#: register's worth, is unrolled into scalar adds), and its adds do not wait on one another
+LANES = 64
 
 _ROWS = numba.float64[:, ::1]
 _VECTOR = numba.float64[::1]
 _CUBE = numba.float64[:, :, ::1]
-# the data rows writable or not (a read-only buffer: an Arrow table's, a memory map's)
-_DATA = (_ROWS, numba.types.Array(numba.float64, 2, "C", readonly=True))
-SQUARES_SIGNATURES = [numba.void(x, _VECTOR, _ROWS, _CUBE, _ROWS) for x in _DATA]
-MOMENTS_SIGNATURES = [numba.void(x, _VECTOR, _ROWS, numba.int64, numba.int64, _VECTOR, _ROWS,
-                                 _CUBE) for x in _DATA]
+# the data rows as read-only (a writable array converts to it at the call): one compiled
+# signature takes an Arrow table's or a memory map's buffer and any other
+_DATA = numba.types.Array(numba.float64, 2, "C", readonly=True)
+SQUARES_SIGNATURE = numba.void(_DATA, _VECTOR, _ROWS, _CUBE, _ROWS)
+MOMENTS_SIGNATURE = numba.void(_DATA, _VECTOR, _ROWS, numba.int64, numba.int64, _VECTOR, _ROWS,
+                               _CUBE)
+NORMALISE_SIGNATURE = numba.boolean(_ROWS, _VECTOR, _VECTOR, _VECTOR)
+FOLD_SIGNATURE = numba.boolean(_DATA, _VECTOR, _ROWS, _CUBE, _VECTOR, _VECTOR, _VECTOR, _VECTOR,
+                               numba.int64, numba.int64, _ROWS, _VECTOR, _VECTOR, _VECTOR, _ROWS,
+                               _CUBE)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _lane_sum(parts):
     total = 0.0
     for p in parts:
@@ -50,7 +64,114 @@ def _lane_sum(parts):
     return total
 
 
-@numba.njit(SQUARES_SIGNATURES, nogil=True, cache=on_disk())
+@numba.njit
+def _layout(x, start, m, origin, y):
+    # rows [start, start + m) of x less origin, coordinate by coordinate: y (D, CHUNK)
+    for i in range(m):
+        for a in range(x.shape[1]):
+            y[a, i] = x[start + i, a] - origin[a]
+
+
+@numba.njit
+def _component_squares(y, m, offsets, whitening, k, v, z, total):
+    # total[:m] = |(y - offsets[k]) whitening[k]|^2 of the chunk laid out in y (each sum's
+    # first term assigned: 0 + t is t)
+    d = y.shape[0]
+    for a in range(d):
+        o = offsets[k, a]
+        for i in range(m):
+            v[a, i] = y[a, i] - o
+    for j in range(d):
+        w = whitening[k, 0, j]
+        for i in range(m):
+            z[i] = v[0, i] * w
+        for a in range(1, d):
+            w = whitening[k, a, j]
+            if w != 0.0:  # a triangular factor: half the products
+                for i in range(m):
+                    z[i] += v[a, i] * w
+        if j == 0:
+            for i in range(m):
+                total[i] = z[i] * z[i]
+        else:
+            for i in range(m):
+                total[i] += z[i] * z[i]
+
+
+@numba.njit
+def _features(x, start, m, point, features):
+    # [1, y_a, y_a y_b (a <= b)] of rows [start, start + m), y = x - point; 0 past m (weight 0)
+    d = x.shape[1]
+    if m < CHUNK:
+        features[:, m:] = 0.0
+    for i in range(m):
+        features[0, i] = 1.0
+        for a in range(d):
+            features[1 + a, i] = x[start + i, a] - point[a]
+    f = 1 + d
+    for a in range(d):
+        for b in range(a, d):
+            for i in range(m):
+                features[f, i] = features[1 + a, i] * features[1 + b, i]
+            f += 1
+
+
+@numba.njit
+def _add_features(lanes, k, r, features):
+    # lanes[k] += the chunk's features weighted by r (CHUNK,), LANES partial sums each
+    for f in range(features.shape[0]):
+        for g in range(0, CHUNK, LANES):
+            for lane in range(LANES):
+                lanes[k, f, lane] += r[g + lane] * features[f, g + lane]
+
+
+@numba.njit
+def _hand_out(lanes, d, mass, sum_x, sum_xx):
+    # the partial sums added up: mass (K,), sum_x (K, D), sum_xx (K, D, D) mirrored
+    for k in range(lanes.shape[0]):
+        mass[k] = _lane_sum(lanes[k, 0])
+        f = 1 + d
+        for a in range(d):
+            sum_x[k, a] = _lane_sum(lanes[k, 1 + a])
+            for b in range(a, d):
+                sum_xx[k, a, b] = sum_xx[k, b, a] = _lane_sum(lanes[k, f])
+                f += 1
+
+
+@numba.njit
+def _raise_top(top, s, k, m):
+    # top[:m] = max(top, s[k]) row by row (NaN kept: NumPy's max); with k = 0, s[0]
+    if k == 0:
+        top[:m] = s[0, :m]
+        return
+    for i in range(m):
+        v = s[k, i]
+        top[i] = v if (v > top[i] or v != v) else top[i]
+
+
+@numba.njit
+def _all_finite(top, m):
+    dead = 0
+    for i in range(m):
+        dead += not (np.abs(top[i]) < np.inf)
+    return dead == 0
+
+
+@numba.njit
+def _exp_factors(s, m, weights, start, top, total, factor):
+    # s[:, :m] (every row's top finite) -> exp(s - top) in place; total[:m] = their sums,
+    # factor[:m] = weights[start + i] / total (the posteriors are s times factor)
+    total[:m] = 0.0
+    for k in range(s.shape[0]):
+        for i in range(m):
+            e = exp64(s[k, i] - top[i])
+            s[k, i] = e
+            total[i] += e
+    for i in range(m):
+        factor[i] = weights[start + i] / total[i]
+
+
+@numba.njit(SQUARES_SIGNATURE, nogil=True, cache=on_disk())
 def full_squares(x, center, offsets, whitening, out):
     # x (n, D), center (D,), offsets (K, D) = mu_k - c, whitening (K, D, D), out (K, n)
     n, d = x.shape
@@ -60,63 +181,91 @@ def full_squares(x, center, offsets, whitening, out):
     total = np.empty(CHUNK)
     for lo in range(0, n, CHUNK):
         m = min(CHUNK, n - lo)
-        for i in range(m):
-            for a in range(d):
-                y[a, i] = x[lo + i, a] - center[a]
+        _layout(x, lo, m, center, y)
         for k in range(offsets.shape[0]):
-            for a in range(d):
-                o = offsets[k, a]
-                for i in range(m):
-                    v[a, i] = y[a, i] - o
-            total[:m] = 0.0
-            for j in range(d):
-                z[:m] = 0.0
-                for a in range(d):
-                    w = whitening[k, a, j]
-                    if w != 0.0:  # a triangular factor: half the products
-                        for i in range(m):
-                            z[i] += v[a, i] * w
-                for i in range(m):
-                    total[i] += z[i] * z[i]
+            _component_squares(y, m, offsets, whitening, k, v, z, total)
             out[k, lo:lo + m] = total[:m]
 
 
-@numba.njit(MOMENTS_SIGNATURES, nogil=True, cache=on_disk())
+@numba.njit(MOMENTS_SIGNATURE, nogil=True, cache=on_disk())
 def full_moments(x, point, resp, lo, hi, mass, sum_x, sum_xx):
     # rows [lo, hi) of x (n, D) about point (D,), weighted by resp (K, n); writes mass (K,),
     # sum_x (K, D), sum_xx (K, D, D)
     d = x.shape[1]
     k_count = resp.shape[0]
     width = 1 + d + d * (d + 1) // 2  # [1, y_a, y_a y_b (a <= b)]
-    features = np.zeros((width, CHUNK))  # rows past a short last chunk stay 0 (weight 0)
+    features = np.zeros((width, CHUNK))
     r = np.zeros(CHUNK)
     lanes = np.zeros((k_count, width, LANES))
     for start in range(lo, hi, CHUNK):
         m = min(CHUNK, hi - start)
-        if m < CHUNK:
-            features[:, m:] = 0.0
-        for i in range(m):
-            features[0, i] = 1.0
-            for a in range(d):
-                features[1 + a, i] = x[start + i, a] - point[a]
-        f = 1 + d
-        for a in range(d):
-            for b in range(a, d):
-                for i in range(m):
-                    features[f, i] = features[1 + a, i] * features[1 + b, i]
-                f += 1
+        _features(x, start, m, point, features)
         for k in range(k_count):
             r[:m] = resp[k, start:start + m]
             r[m:] = 0.0
-            for f in range(width):
-                for g in range(0, CHUNK, LANES):
-                    for lane in range(LANES):
-                        lanes[k, f, lane] += r[g + lane] * features[f, g + lane]
-    for k in range(k_count):
-        mass[k] = _lane_sum(lanes[k, 0])
-        f = 1 + d
-        for a in range(d):
-            sum_x[k, a] = _lane_sum(lanes[k, 1 + a])
-            for b in range(a, d):
-                sum_xx[k, a, b] = sum_xx[k, b, a] = _lane_sum(lanes[k, f])
-                f += 1
+            _add_features(lanes, k, r, features)
+    _hand_out(lanes, d, mass, sum_x, sum_xx)
+
+
+@numba.njit(NORMALISE_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def normalise_scores(scores, weights, top, total):
+    # scores (K, n): each column a row's K scores, turned into its posteriors times weights (n,)
+    # in place; top (n,) and total (n,) written (the log-sum-exp is top + log(total)). False,
+    # nothing written, where a row has no finite largest score
+    k_count, n = scores.shape
+    s = np.empty((k_count, CHUNK))
+    factor = np.empty(CHUNK)
+    for lo in range(0, n, CHUNK):
+        m = min(CHUNK, n - lo)
+        for k in range(k_count):
+            _raise_top(top[lo:lo + m], scores[:, lo:lo + m], k, m)
+        if not _all_finite(top[lo:lo + m], m):
+            return False
+    for lo in range(0, n, CHUNK):
+        m = min(CHUNK, n - lo)
+        s[:, :m] = scores[:, lo:lo + m]
+        _exp_factors(s, m, weights, lo, top[lo:lo + m], total[lo:lo + m], factor)
+        for k in range(k_count):
+            for i in range(m):
+                scores[k, lo + i] = s[k, i] * factor[i]
+    return True
+
+
+@numba.njit(FOLD_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def full_fold(x, center, offsets, whitening, const, log_weights, weights, point, lo, hi,
+              resp, top, total, mass, sum_x, sum_xx):
+    # rows [lo, hi) of x (n, D): scores (log_weights[k] + const[k] - |..|^2 / 2, as
+    # full_squares, the stack and the mixture add them), posteriors times weights (n,) as
+    # normalise_scores makes them, into resp (K, n), top and total (n,), and the sums about
+    # point as full_moments adds them. False where a row has no finite largest score
+    d = x.shape[1]
+    k_count = offsets.shape[0]
+    width = 1 + d + d * (d + 1) // 2
+    y, v = np.empty((d, CHUNK)), np.empty((d, CHUNK))
+    z, squares, factor = np.empty(CHUNK), np.empty(CHUNK), np.empty(CHUNK)
+    s = np.zeros((k_count, CHUNK))  # past a short last chunk: weight 0 for the sums
+    features = np.zeros((width, CHUNK))
+    lanes = np.zeros((k_count, width, LANES))
+    for start in range(lo, hi, CHUNK):
+        m = min(CHUNK, hi - start)
+        t = top[start:start + m]
+        _layout(x, start, m, center, y)
+        for k in range(k_count):
+            _component_squares(y, m, offsets, whitening, k, v, z, squares)
+            c, w = const[k], log_weights[k]
+            for i in range(m):
+                s[k, i] = (squares[i] * -0.5 + c) + w
+            _raise_top(t, s, k, m)
+        if not _all_finite(t, m):
+            return False
+        _exp_factors(s, m, weights, start, t, total[start:start + m], factor)
+        for k in range(k_count):
+            for i in range(m):
+                s[k, i] *= factor[i]
+                resp[k, start + i] = s[k, i]
+        s[:, m:] = 0.0
+        _features(x, start, m, point, features)
+        for k in range(k_count):
+            _add_features(lanes, k, s[k], features)
+    _hand_out(lanes, d, mass, sum_x, sum_xx)
+    return True

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import RelativeScoring, StackedScoring
-from mixfold.compute.logspace import LOG_2PI, affine_far_rows, relative_affine_scores
+from mixfold.capabilities import NormalisesStack, RelativeScoring, StackedScoring
+from mixfold.compute.logspace import (LOG_2PI, affine_far_rows, normalise_rows_compiled,
+                                     relative_affine_scores)
 from mixfold.compute.scratch import scratch
 from mixfold.families._full_gaussian_moments import compiled_passes
 from mixfold.families._missing import has_missing, require_native
@@ -23,9 +24,12 @@ from mixfold.precision.bands import FLOAT64, Precision
 __all__ = ["FullGaussianStack"]
 
 
-class FullGaussianStack(StackedScoring, RelativeScoring):
+class FullGaussianStack(StackedScoring, RelativeScoring, NormalisesStack):
     """What K full-covariance Gaussians (``mu`` (D,), ``precision_cholesky`` (D, D) each) do at
     once."""
+
+    # the fused fold's normalisation (families/_full_gaussian_fold.py), in every path
+    stack_normalise = staticmethod(normalise_rows_compiled)
 
     @classmethod
     def can_stack(cls, components: Sequence[Any]) -> bool:

@@ -11,8 +11,9 @@ differing from the GEMMs' by round-off). The M-step -- diagonal, spherical, full
 covariance key) -- reads the K payloads as (K, D) or (K, D, D) arrays and makes the K estimates
 at once. Both are what small data spends its time on: per-component Python, not arithmetic.
 
-A full covariance's fold stays the generic three steps: the model-parallel executor scores a
-mixture's components by column ranges and must give the serial fold's bits
+A full covariance's fold keeps the generic three steps' bits (at small D in one compiled pass,
+:mod:`mixfold.families._full_gaussian_fold`): the model-parallel executor scores a mixture's
+components by column ranges and must give the serial fold's bits
 (``tests/parallel/test_model_parallel.py``), which a batched GEMM over K does not. A tied one
 (one covariance for all K, their accumulators of one covariance key) is a documented exception:
 the rows are whitened once by one GEMM, a compiled call
@@ -47,8 +48,9 @@ from mixfold.compute.band_engines import fused_linear_mixture
 from mixfold.compute.feature_cache import cache_for
 from mixfold.compute.kernels import mixture_kernels
 from mixfold.compute.linear import gaussian_centre
-from mixfold.compute.logspace import LOG_2PI, log_normalize_rows, normalise_live_rows
+from mixfold.compute.logspace import LOG_2PI, normalise_live_rows
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
+from mixfold.families._full_gaussian_fold import fused_full_fold
 from mixfold.families._full_gaussian_moments import add_block_moments, block_moments
 from mixfold.families._missing import has_missing
 from mixfold.compute.row_blocks import map_row_blocks
@@ -160,23 +162,31 @@ def _compiled_diagonal_fold(estep: Any, accs: Sequence[Any], components: Sequenc
 def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
               enc: Any, weights: np.ndarray, precision: Precision = FLOAT64
               ) -> tuple[np.ndarray, np.ndarray] | None:
-    """A mixture of full-covariance (or tied) Gaussians' E-step on a small chunk: the three
-    steps' own calls -- the stack's scores, the log-sum-exp, the stacked update's sums about
-    the stack's reference point -- without the layers between them, so the bits of the three
-    steps (and of the model-parallel column fold, which gives those). Returns (posterior mass
-    per component, per-row log-density); the torch engine's fused E-step; ``None`` outside the
-    form (the mixture runs its three steps)."""
+    """A mixture of full-covariance (or tied) Gaussians' E-step: in float64 at small D, one
+    compiled pass over the rows (:func:`~mixfold.families._full_gaussian_fold.fused_full_fold`);
+    wider rows of a small chunk, the three steps' own calls -- the stack's scores, its row
+    normalisation, the stacked update's sums about the stack's reference point -- without the
+    layers between them. Either way the bits of the three steps (and of the model-parallel
+    column fold, which gives those). Returns (posterior mass per component, per-row
+    log-density); the torch engine's fused E-step; ``None`` outside the form (the mixture runs
+    its three steps)."""
     if precision.engine is Engine.TORCH:
         return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
     x = enc.values
+    if precision.native and precision.dtype == np.float64:
+        folded = fused_full_fold(accs, components, log_weights, enc, weights,
+                                 update_block_rows(x.shape[1]))
+        if folded is not None:
+            return folded
     if not _small_float64(enc, precision, len(components) * x.shape[1]) \
             or enc.n_rows > STACK_BLOCK_ROWS:
         return None
+    stack = type(components[0])
 
     def posteriors(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        scores = type(components[0]).stack_log_density(components, enc, precision)
+        scores = stack.stack_log_density(components, enc, precision)
         scores += log_weights
-        return log_normalize_rows(scores, weights)
+        return stack.stack_normalise(scores, weights)
 
     # one block, as the three steps normalise it (BLAS held as they hold it)
     resp, lse = map_row_blocks(enc.n_rows, enc.n_rows, posteriors)[0]

@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import CentredStatistics, RelativeScoring, StackedScoring, StackedUpdate
+from mixfold.capabilities import (CentredStatistics, NormalisesStack, RelativeScoring,
+                                  StackedScoring, StackedUpdate)
 from mixfold.compute.estep_plan import Fusion, fused_pass_of, fusion_of
 from mixfold.compute.logspace import log_normalize_rows, logsumexp_rows
 from mixfold.compute.row_blocks import map_row_blocks
@@ -307,7 +308,7 @@ class Units:
         lse = np.empty(enc.n_rows)
 
         def normalise_block(lo: int, hi: int) -> None:
-            resp[lo:hi], lse[lo:hi] = log_normalize_rows(
+            resp[lo:hi], lse[lo:hi] = self._normalise_rows(
                 self.scores(enc.rows(lo, hi), precision, offsets), weights[lo:hi])
 
         self.each_block(enc.n_rows, normalise_block)
@@ -320,10 +321,18 @@ class Units:
         lse = np.empty(scores.shape[0])
 
         def normalise_block(lo: int, hi: int) -> None:
-            lse[lo:hi] = log_normalize_rows(scores[lo:hi], weights[lo:hi])[1]
+            lse[lo:hi] = self._normalise_rows(scores[lo:hi], weights[lo:hi])[1]
 
         self.each_block(scores.shape[0], normalise_block)
         return lse
+
+    def _normalise_rows(self, scores: np.ndarray,
+                        weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`~mixfold.compute.logspace.log_normalize_rows`, or the stack's own where it has
+        one (:class:`~mixfold.capabilities.NormalisesStack`: every path then gives its bits)."""
+        if self.stack is not None and issubclass(self.stack, NormalisesStack):
+            return self.stack.stack_normalise(scores, weights)
+        return log_normalize_rows(scores, weights)
 
     def log_sum_exp(self, scores: np.ndarray) -> np.ndarray:
         """:meth:`log_density` of gathered ``scores`` (rows, K), on its blocks."""

@@ -1,0 +1,71 @@
+"""A full-covariance (or tied) Gaussian mixture's float64 E-step in one compiled pass over the
+rows (``full_fold`` of :mod:`mixfold.compute.numba_gaussian`): each chunk of rows scored under
+every component, normalised into posteriors and added to the sums while it is in cache, so the
+(rows, K) scores never make the round trips through memory that the three steps' NumPy calls
+make.
+
+Every step has the arithmetic of the three steps' own compiled calls -- the stack's squares,
+its row normalisation (:func:`~mixfold.compute.logspace.normalise_rows_compiled`, which every
+path of this mixture's fold uses), the stacked update's sums in its row blocks -- so the fold
+gives their bits, and the model-parallel column fold's (a range of components scored and added
+apart). The posteriors are written out: their column sums are the posterior masses, summed as
+the three steps sum them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mixfold.compute.logspace import LOG_2PI
+from mixfold.compute.row_blocks import map_row_blocks
+from mixfold.compute.scratch import scratch
+from mixfold.families._full_gaussian_moments import (BlockMoments, add_block_moments,
+                                                     compiled_passes)
+from mixfold.families._missing import has_missing
+
+__all__ = ["fused_full_fold"]
+
+
+def fused_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+                    enc: Any, weights: np.ndarray, block_rows: int
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(posterior mass per component (K,), per-row log-density (n_rows,)) of complete float64
+    rows, the sums added to ``accs`` about the stack's reference point in blocks of
+    ``block_rows`` rows (the stacked update's); ``None``, nothing added, where the compiled
+    sums do not take rows this wide, rows miss entries, or a row has no finite score (the
+    three steps then run, and report it)."""
+    x = enc.values
+    kernels = None if has_missing(enc) else compiled_passes(x.shape[1])
+    if kernels is None:
+        return None
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    (n, d), k = x.shape, len(components)
+    mu = np.array([c.mu for c in components])
+    center = np.add.reduce(mu) / k  # the stack's centre (_full_gaussian_stack.py)
+    factors = np.array([c.precision_cholesky for c in components], dtype=np.float64)
+    const = np.array([c.log_det_precision_cholesky for c in components]) - 0.5 * d * LOG_2PI
+    point = accs[0].stack_reference(components)[0]
+    # the posteriors by component (K, n): the transpose of the three steps' Fortran (n, K)
+    resp_t = scratch("mvg.fused_resp", (k, n))
+    top, total = scratch("mvg.fused_top", (n,)), scratch("mvg.fused_total", (n,))
+    args = (x, center, np.ascontiguousarray(mu - center), factors, const,
+            np.ascontiguousarray(log_weights, dtype=np.float64),
+            np.ascontiguousarray(weights, dtype=np.float64), np.array(point, dtype=np.float64))
+
+    def fold_block(lo: int, hi: int) -> BlockMoments | None:
+        out = BlockMoments(np.empty(k), np.empty((k, d)), np.empty((k, d, d)))
+        ok = kernels["full_fold"](*args, lo, hi, resp_t, top, total, out.mass, out.sum_x,
+                                  out.sum_xx)
+        return out if ok else None
+
+    parts = map_row_blocks(n, block_rows, fold_block)
+    if any(part is None for part in parts):
+        return None
+    for acc in accs:
+        acc.set_reference(point)
+    for part in parts:  # in block order, as the stacked update adds them
+        add_block_moments(accs, part, point)
+    return resp_t.T.sum(axis=0), top + np.log(total)

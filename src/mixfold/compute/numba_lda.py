@@ -20,7 +20,7 @@ import numpy as np
 
 from mixfold.compute.kernel_cache import on_disk
 
-__all__ = ["lda_norm", "lda_update", "lda_step"]
+__all__ = ["lda_norm", "lda_update", "lda_step", "lda_documents", "lda_word_sums", "digamma"]
 
 
 def _input(dtype: Any, ndim: int, layout: str = "A") -> Any:
@@ -95,3 +95,105 @@ def lda_step(theta, cols, sizes, counts, alpha, out):
             _add_scaled(acc, counts[p] / _dot(t, col), col)
             p += 1
         _gamma_row(out[d], alpha, t, acc)
+
+
+# --- every topic at once: each document solved to convergence in one call ---------------------
+
+#: digamma's argument is raised by its recurrence to at least this before the asymptotic
+#: series, whose first omitted term is then under 1e-17
+_SERIES_FROM = 10.0
+_I8 = numba.int64
+LDA_DOCUMENTS_SIGNATURE = numba.void(
+    _input(_F8, 2, "C"), _input(_I8, 1, "C"), _input(_F8, 1, "C"), _input(_I8, 1, "C"),
+    _input(_F8, 1, "C"), _I8, _F8, _I8, _I8, _F8[:, ::1], _F8[:, ::1], _F8[::1], _I8[::1])
+
+
+@numba.njit(inline="always")
+def _raised(x):
+    # (y, s): y = x + n >= _SERIES_FROM, s = sum of 1 / (x + i) for i < n (the recurrence)
+    s = 0.0
+    while x < _SERIES_FROM:
+        s += 1.0 / x
+        x += 1.0
+    return x, s
+
+
+@numba.njit(inline="always")
+def _series_tail(y):
+    # digamma(y) - log(y) for y >= _SERIES_FROM: -1/(2y) - sum_k B_2k / (2k y^2k), k <= 7
+    z = 1.0 / (y * y)
+    poly = z * (1.0 / 12 - z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 - z * (
+        1.0 / 132 - z * (691.0 / 32760 - z / 12.0))))))
+    return -0.5 / y - poly
+
+
+@numba.njit(inline="always")
+def digamma(x):
+    y, s = _raised(x)
+    return np.log(y) + _series_tail(y) - s
+
+
+@numba.njit(inline="always")
+def _expect(gamma, out):
+    # out = exp(E[log theta]) of the Dirichlet(gamma): exp(digamma(gamma_k) - digamma(sum))
+    total = 0.0
+    for k in range(gamma.size):
+        total += gamma[k]
+    d_total = digamma(total)
+    for k in range(gamma.size):
+        out[k] = np.exp(digamma(gamma[k]) - d_total)
+
+
+@numba.njit(LDA_DOCUMENTS_SIGNATURE, nogil=True, fastmath=True, cache=on_disk())
+def lda_documents(table, words, counts, offsets, alpha, iterations, tol, first, last, gamma,
+                  exp_theta, norm, steps):
+    # documents first..last-1, each iterated to convergence (mean |change| < tol) or
+    # `iterations`; table (V, K): each word's row of exp(E[log beta]) (shifted per word)
+    k = table.shape[1]
+    acc = np.empty(k)
+    for d in range(first, last):
+        p0, p1 = offsets[d], offsets[d + 1]
+        g, et = gamma[d], exp_theta[d]
+        if p0 == p1:  # an empty document's posterior is its prior
+            g[:] = alpha
+            _expect(g, et)
+            steps[d] = 0
+            continue
+        g[:] = 1.0
+        _expect(g, et)
+        n = 0
+        while n < iterations:
+            acc[:] = 0.0
+            for p in range(p0, p1):
+                row = table[words[p]]
+                _add_scaled(acc, counts[p] / _dot(et, row), row)
+            change = 0.0
+            for j in range(k):
+                v = alpha[j] + et[j] * acc[j]
+                change += abs(v - g[j])
+                g[j] = v
+            n += 1
+            _expect(g, et)
+            if change / k < tol:
+                break
+        steps[d] = n
+        for p in range(p0, p1):
+            norm[p] = _dot(et, table[words[p]])
+
+
+LDA_WORD_SUMS_SIGNATURE = numba.void(
+    _input(_F8, 2, "C"), _input(_I8, 1, "C"), _input(_F8, 1, "C"), _input(_I8, 1, "C"),
+    _input(_F8, 1, "C"), _input(_F8, 1, "C"), _F8[:, ::1])
+
+
+@numba.njit(LDA_WORD_SUMS_SIGNATURE, nogil=True, cache=on_disk())
+def lda_word_sums(exp_theta, words, counts, offsets, norm, weights, out):
+    # out[w] += counts[p] / norm[p] * weights[d] * exp_theta[d] over the nonzeros p (word w) of
+    # the documents d in order: each word's sum in NumPy's sparse product's order (no fastmath)
+    for d in range(offsets.size - 1):
+        et = exp_theta[d]
+        for p in range(offsets[d], offsets[d + 1]):
+            r = counts[p] / norm[p] * weights[d]
+            row = out[words[p]]
+            for k in range(et.size):
+                row[k] += r * et[k]

@@ -81,3 +81,39 @@ def test_the_wrappers_take_a_topic_range_slice_and_write_a_slice():
     kernels.lda_step(theta, cols, sizes, counts, alpha, step)
     np.testing.assert_allclose(step, _reference(theta, cols, sizes, counts, alpha)[1],
                                rtol=1e-13)
+
+
+# --- every topic at once: digamma's pieces and exp(E[log theta]) against scipy ---------------
+
+def _digamma(x):
+    """digamma from the kernels' pieces: the recurrence's raised argument and sum, the series."""
+    y, s = lda._raised(x)
+    return np.log(y) + lda._series_tail(y) - s
+
+
+def test_the_kernels_digamma_equals_scipy_over_sixteen_decades():
+    from scipy.special import digamma
+    xs = np.exp(np.random.default_rng(5).uniform(np.log(1e-8), np.log(1e8), 20_000))
+    xs = np.concatenate([xs, [1e-8, 0.5, 1.0, 1.4616321449683622, 2.0, 9.999999, 10.0, 1e8]])
+    got = np.array([_digamma(x) for x in xs])
+    want = digamma(xs)
+    # relative, or absolute near digamma's root (1.4616...), where no float is relative-exact
+    np.testing.assert_array_less(np.abs(got - want), 3e-15 * np.maximum(np.abs(want), 1.0))
+
+
+def test_exp_expectation_equals_scipys_exp_digamma_difference():
+    from scipy.special import digamma
+    rng = np.random.default_rng(6)
+    gammas = np.concatenate([rng.gamma(0.3, 30.0, (300, 10)) + 1e-3,
+                             10.0 ** rng.uniform(-6, 6, (300, 10))])
+    got = np.empty_like(gammas)
+    for g, out in zip(gammas, got):
+        lda._expect(g, out)
+    terms = digamma(gammas), np.broadcast_to(digamma(gammas.sum(axis=1))[:, None], gammas.shape)
+    want = np.exp(terms[0] - terms[1])
+    # the exponent to the precision of its two digammas' floats; subnormals aside
+    normal = want > 1e-300
+    scale = np.maximum(np.maximum(np.abs(terms[0]), np.abs(terms[1])), 1.0)[normal]
+    np.testing.assert_array_less(np.abs(np.log(got[normal]) - np.log(want[normal])),
+                                 2e-15 * scale)
+    assert (got[~normal] < 1e-299).all()

@@ -20,7 +20,7 @@ import numpy as np
 
 from mixfold.compute.kernel_cache import on_disk
 
-__all__ = ["lda_norm", "lda_update", "lda_step", "lda_documents", "lda_word_sums", "digamma"]
+__all__ = ["lda_norm", "lda_update", "lda_step", "lda_documents", "lda_word_sums"]
 
 
 def _input(dtype: Any, ndim: int, layout: str = "A") -> Any:
@@ -108,17 +108,7 @@ LDA_DOCUMENTS_SIGNATURE = numba.void(
     _input(_F8, 1, "C"), _I8, _F8, _I8, _I8, _F8[:, ::1], _F8[:, ::1], _F8[::1], _I8[::1])
 
 
-@numba.njit(inline="always")
-def _raised(x):
-    # (y, s): y = x + n >= _SERIES_FROM, s = sum of 1 / (x + i) for i < n (the recurrence)
-    s = 0.0
-    while x < _SERIES_FROM:
-        s += 1.0 / x
-        x += 1.0
-    return x, s
-
-
-@numba.njit(inline="always")
+@numba.njit(inline="always", fastmath=True)
 def _series_tail(y):
     # digamma(y) - log(y) for y >= _SERIES_FROM: -1/(2y) - sum_k B_2k / (2k y^2k), k <= 7
     z = 1.0 / (y * y)
@@ -127,21 +117,80 @@ def _series_tail(y):
     return -0.5 / y - poly
 
 
-@numba.njit(inline="always")
-def digamma(x):
-    y, s = _raised(x)
-    return np.log(y) + _series_tail(y) - s
+@numba.njit(inline="always", fastmath=True)
+def _raised(x):
+    # (y, s): y = x + n >= _SERIES_FROM, s = sum of 1 / (x + i) for i < n (digamma's
+    # recurrence), carried as one fraction num / den: one division, not n
+    num, den = 0.0, 1.0
+    while x < _SERIES_FROM:
+        num = num * x + den
+        den *= x
+        x += 1.0
+    return x, num / den
 
 
-@numba.njit(inline="always")
+@numba.njit(inline="always", fastmath=True)
 def _expect(gamma, out):
-    # out = exp(E[log theta]) of the Dirichlet(gamma): exp(digamma(gamma_k) - digamma(sum))
+    # out = exp(E[log theta]) of the Dirichlet(gamma) = exp(digamma(gamma_k) - digamma(total)),
+    # the logs of the two raised arguments taken out as their ratio (no log per topic)
     total = 0.0
     for k in range(gamma.size):
         total += gamma[k]
-    d_total = digamma(total)
+    y_total, s_total = _raised(total)
+    shift = _series_tail(y_total) - s_total
     for k in range(gamma.size):
-        out[k] = np.exp(digamma(gamma[k]) - d_total)
+        y, s = _raised(gamma[k])
+        out[k] = (y / y_total) * np.exp(_series_tail(y) - s - shift)
+
+
+@numba.njit(inline="always", fastmath=True)
+def _gather(table, words, p0, m, out):
+    # out[k, j] = table[words[p0 + j], k]: a document's rows, topic-major (its loops then run
+    # over the document's words, contiguous, whatever K)
+    for j in range(m):
+        row = table[words[p0 + j]]
+        for k in range(row.size):
+            out[k, j] = row[k]
+
+
+#: a document's words are padded to a multiple of this (whole SIMD vectors)
+_LANES = 8
+
+
+@numba.njit(inline="always", fastmath=True)
+def _sweep(rows, ratio, cnt, et, m, acc):
+    # acc[k] = sum_j rows[k, j] * cnt[j] / (et . rows[:, j]): one step of the fixed point, each
+    # loop over the document's (padded) words
+    for j in range(m):
+        ratio[j] = 0.0
+    for k in range(et.size):
+        e = et[k]
+        r = rows[k]
+        for j in range(m):
+            ratio[j] += e * r[j]
+    for j in range(m):
+        ratio[j] = cnt[j] / ratio[j]
+    for k in range(et.size):
+        r = rows[k]
+        total = 0.0
+        for j in range(m):
+            total += r[j] * ratio[j]
+        acc[k] = total
+
+
+@numba.njit(inline="always")
+def _padded(m):
+    return (m + _LANES - 1) // _LANES * _LANES
+
+
+@numba.njit(inline="always", fastmath=True)
+def _norms(table, words, p0, m, et, norm):
+    for j in range(m):
+        row = table[words[p0 + j]]
+        total = 0.0
+        for k in range(et.size):
+            total += et[k] * row[k]
+        norm[p0 + j] = total
 
 
 @numba.njit(LDA_DOCUMENTS_SIGNATURE, nogil=True, fastmath=True, cache=on_disk())
@@ -150,35 +199,39 @@ def lda_documents(table, words, counts, offsets, alpha, iterations, tol, first, 
     # documents first..last-1, each iterated to convergence (mean |change| < tol) or
     # `iterations`; table (V, K): each word's row of exp(E[log beta]) (shifted per word)
     k = table.shape[1]
+    longest = 0
+    for d in range(first, last):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    longest = _padded(longest)
+    rows, ratio, cnt = np.ones((k, longest)), np.empty(longest), np.zeros(longest)
     acc = np.empty(k)
     for d in range(first, last):
-        p0, p1 = offsets[d], offsets[d + 1]
+        p0, m = offsets[d], offsets[d + 1] - offsets[d]
         g, et = gamma[d], exp_theta[d]
-        if p0 == p1:  # an empty document's posterior is its prior
+        steps[d] = 0
+        if m == 0:  # an empty document's posterior is its prior
             g[:] = alpha
             _expect(g, et)
-            steps[d] = 0
             continue
+        _gather(table, words, p0, m, rows)
+        mp = _padded(m)
+        rows[:, m:mp] = 1.0  # padding: a positive normaliser times a count of 0
+        cnt[:m] = counts[p0:p0 + m]
+        cnt[m:mp] = 0.0
         g[:] = 1.0
         _expect(g, et)
-        n = 0
-        while n < iterations:
-            acc[:] = 0.0
-            for p in range(p0, p1):
-                row = table[words[p]]
-                _add_scaled(acc, counts[p] / _dot(et, row), row)
+        while steps[d] < iterations:
+            _sweep(rows, ratio, cnt, et, mp, acc)
             change = 0.0
             for j in range(k):
                 v = alpha[j] + et[j] * acc[j]
                 change += abs(v - g[j])
                 g[j] = v
-            n += 1
+            steps[d] += 1
             _expect(g, et)
             if change / k < tol:
                 break
-        steps[d] = n
-        for p in range(p0, p1):
-            norm[p] = _dot(et, table[words[p]])
+        _norms(table, words, p0, m, et, norm)
 
 
 LDA_WORD_SUMS_SIGNATURE = numba.void(

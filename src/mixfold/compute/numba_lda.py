@@ -158,24 +158,50 @@ _LANES = 8
 
 
 @numba.njit(inline="always", fastmath=True)
-def _sweep(rows, ratio, cnt, et, m, acc):
-    # acc[k] = sum_j rows[k, j] * cnt[j] / (et . rows[:, j]): one step of the fixed point, each
-    # loop over the document's (padded) words
-    for j in range(m):
-        ratio[j] = 0.0
-    for k in range(et.size):
-        e = et[k]
-        r = rows[k]
+def _normalisers(rows, et, m, out):
+    # out[j] = et . rows[:, j], topics four at a time: one pass over the words per four
+    k4 = et.size - et.size % 4
+    out[:m] = 0.0
+    for k in range(0, k4, 4):
+        e0, e1, e2, e3 = et[k], et[k + 1], et[k + 2], et[k + 3]
+        r0, r1, r2, r3 = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
         for j in range(m):
-            ratio[j] += e * r[j]
-    for j in range(m):
-        ratio[j] = cnt[j] / ratio[j]
-    for k in range(et.size):
+            out[j] += (e0 * r0[j] + e1 * r1[j]) + (e2 * r2[j] + e3 * r3[j])
+    for k in range(k4, et.size):
+        e, r = et[k], rows[k]
+        for j in range(m):
+            out[j] += e * r[j]
+
+
+@numba.njit(inline="always", fastmath=True)
+def _weighted_sums(rows, ratio, m, acc):
+    # acc[k] = rows[k, :m] . ratio[:m], topics four at a time
+    k4 = acc.size - acc.size % 4
+    for k in range(0, k4, 4):
+        r0, r1, r2, r3 = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
+        t0 = t1 = t2 = t3 = 0.0
+        for j in range(m):
+            q = ratio[j]
+            t0 += r0[j] * q
+            t1 += r1[j] * q
+            t2 += r2[j] * q
+            t3 += r3[j] * q
+        acc[k], acc[k + 1], acc[k + 2], acc[k + 3] = t0, t1, t2, t3
+    for k in range(k4, acc.size):
         r = rows[k]
         total = 0.0
         for j in range(m):
             total += r[j] * ratio[j]
         acc[k] = total
+
+
+@numba.njit(inline="always", fastmath=True)
+def _sweep(rows, ratio, cnt, et, m, acc):
+    # acc[k] = sum_j rows[k, j] * cnt[j] / (et . rows[:, j]): one step of the fixed point
+    _normalisers(rows, et, m, ratio)
+    for j in range(m):
+        ratio[j] = cnt[j] / ratio[j]
+    _weighted_sums(rows, ratio, m, acc)
 
 
 @numba.njit(inline="always")
@@ -193,7 +219,8 @@ def _norms(table, words, p0, m, et, norm):
         norm[p0 + j] = total
 
 
-@numba.njit(LDA_DOCUMENTS_SIGNATURE, nogil=True, fastmath=True, cache=on_disk())
+@numba.njit(LDA_DOCUMENTS_SIGNATURE, nogil=True, fastmath=True, error_model="numpy",
+            cache=on_disk())
 def lda_documents(table, words, counts, offsets, alpha, iterations, tol, first, last, gamma,
                   exp_theta, norm, steps):
     # documents first..last-1, each iterated to convergence (mean |change| < tol) or

@@ -4,7 +4,8 @@ An HMM's forward-backward recursion is a loop over time steps with a few states 
 a call per step, a compiled loop does not; the same holds for an explicit-duration HMM's
 segment recursion (:mod:`mixfold.compute.numba_semi_markov`, whose NumPy reference is
 :mod:`mixfold.compute.semi_markov`). LDA's fixed point reads each nonzero's topic columns
-twice per step, where NumPy copies each document's row per nonzero and runs a sparse product
+twice per step, where NumPy copies each document's row per nonzero and runs a sparse product;
+over every topic at once one call solves each document to convergence
 (:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). A large diagonal Gaussian
 mixture's E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in
 cache-sized row blocks (:mod:`mixfold.compute.row_blocks`); a small one's (a notebook's few

@@ -9,6 +9,14 @@ document's row per nonzero and a sparse product for the same (three passes and a
 as large as the columns). The loops run over the topics innermost, contiguous in both operands.
 Explicit signatures (contiguous arrays, read-only inputs) keep one cached machine-code version
 per kernel; :mod:`mixfold.compute.kernels` hands them contiguous copies of a topic range's slices.
+
+A fold over every topic at once needs none of that: :func:`lda_documents` solves each document
+to convergence in one call (its words' rows of the (V, K) table, which stays in cache, gathered
+once per document topic-major; its steps and its convergence test those of the range path), and
+exp(E[log theta]) with its own digamma (the recurrence up to 10, then the asymptotic series),
+with no log per topic: digamma's logs come out as the ratio of the raised arguments, so a step
+costs one libm exp per topic. :func:`lda_word_sums` adds the expected counts in the order of
+NumPy's sparse product, bit for bit.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ piece: each document's posterior gamma by Blei, Ng & Jordan's fixed point (compi
 beside them), what the solved posteriors give (each document's ELBO terms, the expected
 topic-word counts), the topics' table the fixed point reads, and the pieces a chunk is cut into.
 The work over topics runs by ranges of topics through a :data:`~mixfold.families._hooks.RunRanges`
-(all of them at once, or each worker's range under model parallelism).
+(all of them at once, or each worker's range under model parallelism); a fold over every topic
+(:class:`AllTopics`) with the compiled kernels solves each document to convergence in one call
+instead (:func:`mixfold.compute.kernels.lda_documents`: the same steps and convergence test).
 
 >>> import numpy as np
 >>> from mixfold.families._hooks import whole_range

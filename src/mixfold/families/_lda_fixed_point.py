@@ -247,4 +247,3 @@ def add_expected_counts(topic_words: np.ndarray, table: np.ndarray, enc: BagOfWo
     def add(a: int, b: int) -> None:
         topic_words[a:b, seen] += table[a:b, seen] * (per_word @ post.exp_theta[:, a:b]).T
     run(add)
-

@@ -1,6 +1,9 @@
 """compute/numba_lda.py: the compiled steps of LDA's fixed point against dense float64 NumPy
 (each nonzero's normaliser, each document's gamma), with empty documents, a single document
-and values far from 1; through :mod:`mixfold.compute.kernels` on a topic range's slice too."""
+and values far from 1; through :mod:`mixfold.compute.kernels` on a topic range's slice too.
+Each document at once: the kernels' digamma and exp(E[log theta]) against scipy, and the same
+bits on any number of threads (the documents against a plain fixed point:
+``tests/families/test_lda_fixed_point.py``)."""
 
 import numpy as np
 import pytest
@@ -117,3 +120,20 @@ def test_exp_expectation_equals_scipys_exp_digamma_difference():
     np.testing.assert_array_less(np.abs(np.log(got[normal]) - np.log(want[normal])),
                                  2e-15 * scale)
     assert (got[~normal] < 1e-299).all()
+
+
+def test_each_document_at_once_gives_the_same_bits_on_any_number_of_threads(monkeypatch):
+    # each document's result is its own: the blocks the threads take never change a bit
+    rng = np.random.default_rng(8)
+    sizes = rng.integers(0, 40, 3000)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    words = np.concatenate([np.sort(rng.choice(200, s, replace=False)) for s in sizes])
+    counts = rng.integers(1, 5, words.size).astype(float)
+    table = rng.gamma(0.5, 1.0, (200, 9))
+    args = (table, words, counts, offsets, np.full(9, 0.2), 100, 1e-3)
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "1")
+    serial = kernels.lda_documents(*args)
+    assert serial[3].max() > 1 and (serial[3][sizes == 0] == 0).all()
+    monkeypatch.setenv("MIXFOLD_NUM_THREADS", "3")
+    for _ in range(3):  # threaded, then on this thread once measured, then the faster
+        assert all(np.array_equal(a, b) for a, b in zip(serial, kernels.lda_documents(*args)))

@@ -108,7 +108,7 @@ def lda_step(theta, cols, sizes, counts, alpha, out):
 # --- every topic at once: each document solved to convergence in one call ---------------------
 
 #: digamma's argument is raised by its recurrence to at least this before the asymptotic
-#: series, whose first omitted term is then under 1e-17
+#: series, whose first omitted term is then under 5e-17
 _SERIES_FROM = 10.0
 _I8 = numba.int64
 LDA_DOCUMENTS_SIGNATURE = numba.void(

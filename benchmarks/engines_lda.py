@@ -50,8 +50,11 @@ def corpus(docs: int, vocabulary: int, seed: int = 0) -> sp.csr_matrix:
     topics = rng.dirichlet(np.full(vocabulary, 0.05), size=K)
     theta = rng.dirichlet(np.full(K, ALPHA), size=docs)
     lengths = np.maximum(rng.poisson(100, size=docs), 1)
-    return sp.csr_matrix(np.vstack([rng.multinomial(n, p) for n, p in
-                                    zip(lengths, theta @ topics)]).astype(np.float64))
+    rows = [rng.multinomial(n, p) for n, p in zip(lengths, theta @ topics)]  # the same draws
+    columns = [np.flatnonzero(r) for r in rows]  # sparse as drawn: never (docs, V) counts twice
+    offsets = np.concatenate([[0], np.cumsum([c.size for c in columns])])
+    return sp.csr_matrix((np.concatenate([r[c] for r, c in zip(rows, columns)]).astype(np.float64),
+                          np.concatenate(columns), offsets), shape=(docs, vocabulary))
 
 
 def write_parquet(session, x: sp.csr_matrix, path: str) -> None:

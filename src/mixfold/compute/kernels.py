@@ -4,7 +4,8 @@ An HMM's forward-backward recursion is a loop over time steps with a few states 
 a call per step, a compiled loop does not; the same holds for an explicit-duration HMM's
 segment recursion (:mod:`mixfold.compute.numba_semi_markov`, whose NumPy reference is
 :mod:`mixfold.compute.semi_markov`). LDA's fixed point reads each nonzero's topic columns
-twice per step, where NumPy copies each document's row per nonzero and runs a sparse product
+twice per step, where NumPy copies each document's row per nonzero and runs a sparse product;
+over every topic at once one call solves each document to convergence
 (:mod:`mixfold.compute.numba_lda`, loaded on the first LDA fold). A large diagonal Gaussian
 mixture's E-step is GEMMs and vectorised exps, which NumPy already runs at full speed in
 cache-sized row blocks (:mod:`mixfold.compute.row_blocks`); a small one's (a notebook's few
@@ -38,8 +39,8 @@ from mixfold.compute.row_blocks import MeasuredThreads, map_row_blocks, row_thre
 from mixfold.compute.semi_markov import SegmentLaws, SegmentStatistics
 
 __all__ = ["hmm_forward_backward", "hsmm_forward_backward", "hsmm_log_likelihood", "lda_norm",
-           "lda_update", "lda_step", "kernels_available", "band_kernels", "mixture_kernels",
-           "full_gaussian_kernels"]
+           "lda_update", "lda_step", "lda_documents", "lda_word_sums", "kernels_available",
+           "band_kernels", "mixture_kernels", "full_gaussian_kernels"]
 
 _KERNELS: dict[str, Any] = {}
 #: the HMM fold's row blocks: partial counts per block, added in block order
@@ -102,6 +103,39 @@ def lda_step(theta: np.ndarray, cols: np.ndarray, sizes: np.ndarray, counts: np.
         theta[d:e], cols[p:q], sizes[d:e], counts[p:q], alpha, out[d:e]))
 
 
+def lda_documents(table_rows: np.ndarray, words: np.ndarray, counts: np.ndarray,
+                  offsets: np.ndarray, alpha: np.ndarray, iterations: int,
+                  tol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every document's variational fixed point solved to convergence, one document at a time
+    (``table_rows`` (V, K): each word's topic row of exp(E[log beta]); documents as CSR
+    ``offsets``, ``words``, ``counts``): (gamma (n, K), exp(E[log theta]) (n, K), each
+    nonzero's normaliser (nnz,), each document's iterations (n,))."""
+    n, k = offsets.size - 1, table_rows.shape[1]
+    gamma, exp_theta = np.empty((n, k)), np.empty((n, k))
+    norm, steps = np.empty(words.shape[0]), np.empty(n, dtype=np.int64)
+    args = (np.ascontiguousarray(table_rows, dtype=np.float64),
+            np.ascontiguousarray(words, dtype=np.int64), _vector(counts),
+            np.ascontiguousarray(offsets, dtype=np.int64), _vector(alpha), int(iterations),
+            float(tol))
+    solve = _lda_kernels()["lda_documents"]
+    _by_documents(np.diff(offsets), k, lambda d, e, p, q: solve(
+        *args, d, e, gamma, exp_theta, norm, steps))
+    return gamma, exp_theta, norm, steps
+
+
+def lda_word_sums(exp_theta: np.ndarray, words: np.ndarray, counts: np.ndarray,
+                  offsets: np.ndarray, norm: np.ndarray, weights: np.ndarray,
+                  n_words: int) -> np.ndarray:
+    """(V, K): each word's sum over its nonzeros of ``counts / norm * weights[doc] *
+    exp_theta[doc]`` (LDA's expected topic-word counts before the table's factor), every word's
+    terms added in document order."""
+    out = np.zeros((n_words, exp_theta.shape[1]))
+    _lda_kernels()["lda_word_sums"](
+        _rows(exp_theta), np.ascontiguousarray(words, dtype=np.int64), _vector(counts),
+        np.ascontiguousarray(offsets, dtype=np.int64), _vector(norm), _vector(weights), out)
+    return out
+
+
 def _by_documents(sizes: np.ndarray, n_topics: int,
                   call: Callable[[int, int, int, int], None]) -> None:
     """``call(d, e, p, q)`` for blocks of documents ``[d, e)`` owning nonzeros ``[p, q)``,
@@ -130,7 +164,8 @@ def _rows(a: np.ndarray) -> np.ndarray:
 def _lda_kernels() -> dict[str, Any]:
     if "lda_norm" not in _KERNELS:
         lda = load_kernel_module("mixfold.compute.numba_lda")
-        _KERNELS.update(lda_norm=lda.lda_norm, lda_update=lda.lda_update, lda_step=lda.lda_step)
+        _KERNELS.update(lda_norm=lda.lda_norm, lda_update=lda.lda_update, lda_step=lda.lda_step,
+                        lda_documents=lda.lda_documents, lda_word_sums=lda.lda_word_sums)
     return _KERNELS
 
 

@@ -84,16 +84,22 @@ def test_the_fused_fold_has_the_three_steps_bits(n, d):
         assert all(np.array_equal(u, v) for u, v in zip(a.arrays(), b.arrays()))
 
 
-def test_read_only_rows_give_the_same_bits():
+def _frozen(a):
+    a = a.copy()
+    a.flags.writeable = False  # an Arrow table's buffer
+    return a
+
+
+def test_read_only_rows_and_weights_give_the_same_bits():
     x, start = _hard(3000, 3)
-    frozen = x.copy()
-    frozen.flags.writeable = False  # an Arrow table's buffer
+    w = np.random.default_rng(4).uniform(0.5, 2.0, len(x))
     got = []
-    for rows in (x, frozen):
+    for rows, weights, log_weights in ((x, w, np.log(start.weights)),
+                                       (_frozen(x), _frozen(w), _frozen(np.log(start.weights)))):
         enc = start.components[0].encoder().encode(rows)
         accs = _accumulators(3, 3)
-        mass, lse = fused_full_fold(accs, start.components, np.log(start.weights), enc,
-                                    np.ones(len(x)), update_block_rows(3))
+        mass, lse = fused_full_fold(accs, start.components, log_weights, enc, weights,
+                                    update_block_rows(3))
         got.append([mass, lse] + [a for acc in accs for a in acc.arrays()])
     assert all(np.array_equal(a, b) for a, b in zip(*got))
 
@@ -142,3 +148,13 @@ def test_the_fit_on_hard_data_equals_numpy_s_float64_path(monkeypatch, n, d):
                                 np.array([c.mu for c in comps]) - OFFSET,
                                 np.array([np.linalg.inv(c.cov) for c in comps]), len(ll))
     assert np.abs(ll - ref).max() <= np.abs(plain_ll - ref).max() + 5e-9 * np.abs(ref).max()
+
+
+def test_a_fit_with_a_read_only_weight_column_equals_the_writable_one():
+    # a weight column read from Arrow (the engines' local fit) reaches every compiled pass
+    x, _ = _hard(3000, 3)
+    w = np.random.default_rng(5).uniform(0.5, 2.0, len(x))
+    est = MixtureEstimator([MultivariateGaussianEstimator()] * 3)
+    fits = [mixfold.fit(rows, est, weights=weights, max_iter=4, tol=0.0, progress=False)
+            for rows, weights in ((x, w), (_frozen(x), _frozen(w)))]
+    assert fits[0].log_likelihood == fits[1].log_likelihood

@@ -47,13 +47,17 @@ _CUBE = numba.float64[:, :, ::1]
 # the data rows as read-only (a writable array converts to it at the call): one compiled
 # signature takes an Arrow table's or a memory map's buffer and any other
 _DATA = numba.types.Array(numba.float64, 2, "C", readonly=True)
-SQUARES_SIGNATURE = numba.void(_DATA, _VECTOR, _ROWS, _CUBE, _ROWS)
-MOMENTS_SIGNATURE = numba.void(_DATA, _VECTOR, _ROWS, numba.int64, numba.int64, _VECTOR, _ROWS,
-                               _CUBE)
-NORMALISE_SIGNATURE = numba.boolean(_ROWS, _VECTOR, _VECTOR, _VECTOR)
-FOLD_SIGNATURE = numba.boolean(_DATA, _VECTOR, _ROWS, _CUBE, _VECTOR, _VECTOR, _VECTOR, _VECTOR,
-                               numba.int64, numba.int64, _ROWS, _VECTOR, _VECTOR, _VECTOR, _ROWS,
-                               _CUBE)
+# ... and so is every other input (a weight column read from Arrow is read-only too)
+_IN_VECTOR = numba.types.Array(numba.float64, 1, "C", readonly=True)
+_IN_ROWS = _DATA
+_IN_CUBE = numba.types.Array(numba.float64, 3, "C", readonly=True)
+SQUARES_SIGNATURE = numba.void(_DATA, _IN_VECTOR, _IN_ROWS, _IN_CUBE, _ROWS)
+MOMENTS_SIGNATURE = numba.void(_DATA, _IN_VECTOR, _IN_ROWS, numba.int64, numba.int64, _VECTOR,
+                               _ROWS, _CUBE)
+NORMALISE_SIGNATURE = numba.boolean(_ROWS, _IN_VECTOR, _VECTOR, _VECTOR)
+FOLD_SIGNATURE = numba.boolean(_DATA, _IN_VECTOR, _IN_ROWS, _IN_CUBE, _IN_VECTOR, _IN_VECTOR,
+                               _IN_VECTOR, _IN_VECTOR, numba.int64, numba.int64, _ROWS, _VECTOR,
+                               _VECTOR, _VECTOR, _ROWS, _CUBE)
 
 
 @numba.njit

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("MIXFOLD_NUM_THREADS", "1")
 
@@ -35,6 +34,8 @@ from mixfold.families._full_gaussian_fold import fused_full_fold  # noqa: E402
 from mixfold.families.stacked_gaussian import update_block_rows  # noqa: E402
 from mixfold.families.units import STACK_BLOCK_ROWS  # noqa: E402
 
+from _timing import best_cpu_seconds  # noqa: E402  (benchmarks/: the script's folder is on the path)
+
 #: values per exp call: a block of the mixture's normalisation, in cache for both
 PIECE = STACK_BLOCK_ROWS
 
@@ -47,16 +48,6 @@ def _model(n: int):
     est = mixfold.MixtureEstimator([mixfold.MultivariateGaussianEstimator()] * 4)
     model = mixfold.optimize(x[:20000], est, max_iter=3, seed=0, progress=False)
     return x, model
-
-
-def _best(call, repeats: int) -> float:
-    call()
-    times = []
-    for _ in range(repeats):
-        t = time.process_time()  # one thread: CPU time, steadier than wall time under load
-        call()
-        times.append(time.process_time() - t)
-    return min(times)
 
 
 def _three_steps(x, model, accs):
@@ -134,8 +125,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     x, model = _model(args.rows)
-    three = _best(_three_steps(x, model, _accumulators(model, 3)), args.repeats)
-    fused = _best(_fused(x, model), args.repeats)
+    three = best_cpu_seconds(_three_steps(x, model, _accumulators(model, 3)), args.repeats)
+    fused = best_cpu_seconds(_fused(x, model), args.repeats)
     print(f"One E-step of the E1 model (K=4 full covariances, D=3), {args.rows} rows, one "
           "thread, best CPU time:\n")
     print("| E-step | ms | vs the three steps |")
@@ -146,8 +137,8 @@ def main() -> None:
           f"{fused / three:.2f} |")
     values = np.random.default_rng(2).uniform(-40.0, 0.0, 4_000_000)
     out = np.empty_like(values)
-    ours = _best(lambda: _exp_pieces(values, out, PIECE), args.repeats)
-    theirs = _best(lambda: _numpy_pieces(values, out, PIECE), args.repeats)
+    ours = best_cpu_seconds(lambda: _exp_pieces(values, out, PIECE), args.repeats)
+    theirs = best_cpu_seconds(lambda: _numpy_pieces(values, out, PIECE), args.repeats)
     probe = np.random.default_rng(3).uniform(-708.0, 709.7, 20000)
     got = np.empty_like(probe)
     _exp_pieces(probe, got, PIECE)

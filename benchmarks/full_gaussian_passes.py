@@ -26,6 +26,8 @@ from mixfold import MultivariateGaussianDistribution, MultivariateGaussianEstima
 from mixfold.compute.row_blocks import blas_threads  # noqa: E402
 from mixfold.families import _full_gaussian_moments as moments  # noqa: E402
 
+from _timing import best_cpu_seconds  # noqa: E402  (benchmarks/: the script's folder is on the path)
+
 WIDTHS = (2, 3, 5, 8, 10, 12, 16, 20, 24, 32)
 
 
@@ -41,16 +43,6 @@ def _case(n: int, k: int, d: int):
     return comps, enc, resp
 
 
-def _best(call, repeats: int) -> float:
-    call()  # warm: scratch buffers, compiled code loaded
-    times = []
-    for _ in range(repeats):
-        t = time.process_time()  # one thread: CPU time, steadier than wall time under load
-        call()
-        times.append(time.process_time() - t)
-    return min(times)
-
-
 def _timings(comps, enc, resp, repeats: int) -> tuple[float, float]:
     cls = type(comps[0])
     d = comps[0].dim
@@ -62,7 +54,8 @@ def _timings(comps, enc, resp, repeats: int) -> tuple[float, float]:
             acc.set_reference(np.zeros(d))
         type(accs[0]).stack_update(accs, enc, resp)
 
-    return (_best(lambda: cls.stack_log_density(comps, enc), repeats), _best(update, repeats))
+    return (best_cpu_seconds(lambda: cls.stack_log_density(comps, enc), repeats),
+            best_cpu_seconds(update, repeats))
 
 
 def main() -> None:

@@ -9,33 +9,22 @@ import numpy as np
 import pytest
 
 import mixfold
-from mixfold import (MixtureDistribution, MixtureEstimator, MultivariateGaussianDistribution,
-                     MultivariateGaussianEstimator)
+from mixfold import (MixtureEstimator, MultivariateGaussianEstimator)
 from mixfold.compute import logspace
 from mixfold.families import _full_gaussian_moments as moments
 from mixfold.families._full_gaussian_fold import fused_full_fold
 from mixfold.families.stacked_gaussian import update_block_rows
+from tests.families.hard_full_gaussians import OFFSET, hard_full_rows
 from tests.families.sklearn_em import sklearn_trajectory
 
 pytest.importorskip("numba")
 
-OFFSET = 1e6
 
 
 def _hard(n: int, d: int, k: int = 3, seed: int = 0):
-    """(rows, start): K clusters 1e6 from the origin, each of condition number 1e8 in a random
-    basis, their means 40 long-axis sd apart (well separated); the start's means moved 1 sd."""
-    rng = np.random.default_rng(seed)
-    basis = np.linalg.qr(rng.normal(size=(d, d)))[0]
-    long_axis = basis[:, 0]
-    means = OFFSET + rng.normal(0.0, 3.0, size=d) + 4000.0 * np.arange(k)[:, None] * long_axis
-    covs = [basis @ np.diag(np.logspace(4, -4, d) * (1 + 0.3 * j)) @ basis.T for j in range(k)]
-    covs = [0.5 * (c + c.T) for c in covs]
-    x = np.concatenate([rng.multivariate_normal(m, c, size=n // k) for m, c in zip(means, covs)])
-    x = x[rng.permutation(len(x))]
-    start = MixtureDistribution([MultivariateGaussianDistribution(m + 100.0 * long_axis, 1.5 * c)
-                                 for m, c in zip(means, covs)], np.full(k, 1.0 / k))
-    return x, start
+    """(rows, start): well separated (means 40 long-axis sd apart), rows shuffled; the start's means
+    moved 1 sd."""
+    return hard_full_rows(n, d, k, seed, spacing=4000.0, start_shift=100.0, shuffled=True)
 
 
 def _fit(x, start, iterations=8):

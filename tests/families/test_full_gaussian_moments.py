@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 
 import mixfold
-from mixfold import (MixtureDistribution, MixtureEstimator, MultivariateGaussianDistribution,
-                     MultivariateGaussianEstimator)
+from mixfold import (MixtureDistribution, MixtureEstimator, MultivariateGaussianEstimator)
 from mixfold.families import _full_gaussian_moments as moments
+from tests.families.hard_full_gaussians import OFFSET, hard_full_rows
 from tests.families.sklearn_em import max_relative_difference, sklearn_trajectory
 
-OFFSET = 1e6
 
 
 def _numpy_passes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -22,19 +21,9 @@ def _numpy_passes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _hard(n: int, d: int, k: int = 3, seed: int = 0):
-    """(rows, start): K clusters 1e6 from the origin, of condition number 1e8 in one random
-    basis, their means 150 apart (1.5 sd) along the long axis (where they overlap: EM has work); the
-    start's means moved along it, its covariances 1.5x."""
-    rng = np.random.default_rng(seed)
-    basis = np.linalg.qr(rng.normal(size=(d, d)))[0]
-    long_axis = basis[:, 0]
-    means = OFFSET + rng.normal(0.0, 3.0, size=d) + 150.0 * np.arange(k)[:, None] * long_axis
-    covs = [basis @ np.diag(np.logspace(4, -4, d) * (1 + 0.3 * j)) @ basis.T for j in range(k)]
-    covs = [0.5 * (c + c.T) for c in covs]
-    x = np.concatenate([rng.multivariate_normal(m, c, size=n // k) for m, c in zip(means, covs)])
-    start = MixtureDistribution([MultivariateGaussianDistribution(m + 50.0 * long_axis, 1.5 * c)
-                                 for m, c in zip(means, covs)], np.full(k, 1.0 / k))
-    return x, start
+    """(rows, start): means 1.5 sd apart along the long axis (where they overlap: EM has work); the
+    start's means moved along it."""
+    return hard_full_rows(n, d, k, seed, spacing=150.0, start_shift=50.0)
 
 
 def test_compiled_and_numpy_block_sums_agree(monkeypatch):

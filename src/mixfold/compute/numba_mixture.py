@@ -64,6 +64,25 @@ def _centre(mu, s2, out):
                 out[j] = snapped
 
 
+@numba.njit(inline="always", fastmath=_FLAGS, error_model="numpy")
+def _posteriors(score, weight):
+    # one row's K scores made exp(score - top) in place: (their log-sum-exp, weight / their
+    # sum, the factor that makes them its posteriors times its weight); NaN for both, the
+    # scores unchanged, where a score is NaN or none is finite
+    top = -np.inf
+    for s in score:
+        if s != s:
+            return np.nan, np.nan
+        top = max(top, s)
+    if not math.isfinite(top):
+        return np.nan, np.nan
+    total = 0.0
+    for i in range(score.size):
+        score[i] = math.exp(score[i] - top)
+        total += score[i]
+    return top + math.log(total), weight / total
+
+
 @numba.njit(DIAGONAL_ESTEP_SIGNATURE, nogil=True, fastmath=_FLAGS, error_model="numpy",
             cache=on_disk())
 def diagonal_estep(x, w, mu, s2, log_weights, centre, sums, lse):
@@ -92,23 +111,14 @@ def diagonal_estep(x, w, mu, s2, log_weights, centre, sums, lse):
         for j in range(d):
             xc[j] = x[r, j] - centre[j]
             sq[j] = xc[j] * xc[j]
-        top = -np.inf
         for i in range(k):
             s = const[i]
             for j in range(d):
                 s += a[i, j] * sq[j] + b[i, j] * xc[j]
             score[i] = s
-            if s != s:  # a row the generic path must name (an infinite value)
-                return False
-            top = max(top, s)
-        if not math.isfinite(top):
+        lse[r], scale = _posteriors(score, w[r])
+        if scale != scale:  # a row the generic path must name (an infinite value)
             return False
-        total = 0.0
-        for i in range(k):
-            score[i] = math.exp(score[i] - top)
-            total += score[i]
-        lse[r] = top + math.log(total)
-        scale = w[r] / total
         for i in range(k):
             p = score[i] * scale
             for j in range(d):
@@ -132,28 +142,18 @@ def tied_estep(xc, white, w, offsets, const, sums, lse):
     sums[:] = 0.0
     score = np.empty(k)
     for r in range(n):
-        top = -np.inf
         for i in range(k):
             q = 0.0
             for j in range(d):
                 t = white[r, j] - offsets[i, j]
                 q += t * t
-            s = const[i] - 0.5 * q
-            score[i] = s
-            if s != s:  # a row the generic path must name (an infinite value)
-                return False
-            top = max(top, s)
-        if not math.isfinite(top):
+            score[i] = const[i] - 0.5 * q
+        lse[r], scale = _posteriors(score, w[r])
+        if scale != scale:  # a row the generic path must name (an infinite value)
             return False
-        total = 0.0
-        for i in range(k):
-            score[i] = math.exp(score[i] - top)
-            total += score[i]
-        lse[r] = top + math.log(total)
-        scale = w[r] / total
         for i in range(k):
             p = score[i] * scale
+            sums[i, d] += p
             for j in range(d):
                 sums[i, j] += p * xc[r, j]
-            sums[i, d] += p
     return True

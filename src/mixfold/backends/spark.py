@@ -253,8 +253,9 @@ class _BatchRecords:
 
 class _Batch(NamedTuple):
     """What one batch's task reports: its node sizes and weight when it was encoded (None
-    when the guessed vocabularies lacked its levels), and its own fitted encoder when it
-    was encoded with that, or when the guess lacked its levels."""
+    when the guessed vocabularies lacked its levels), its own fitted encoder when it was
+    encoded with that, or when the guess lacked its levels, and its rows (a bad row's index
+    in the whole DataFrame counts them)."""
 
     node_sizes: list[int] | None
     weight: float
@@ -454,16 +455,16 @@ class SparkEncodedData(ShardedEncodedData):
 
     def __init__(self, session: Any, owned: bool, rdd: Any, bounds: list[tuple[int, int]],
                  total_weight: float, chunk_rows: int, reduce_depth: int = 2, plan: Any = None,
-                 starts: list[_Layout | None] | None = None):
+                 layouts: list[_Layout | None] | None = None):
         self.session, self.owned = session, owned
         self.sc = getattr(session, "sparkContext", session)
         self.cached = rdd
         # a DataFrame's partitions are encoded apart: each task joins its partition's batches,
         # re-bases their row indices and maps their codes onto the merged levels
-        self.starts = None if starts is None else self.sc.broadcast(
-            {i: s for i, s in enumerate(starts) if s is not None})
-        self.rdd = rdd if self.starts is None else rdd.mapPartitionsWithIndex(
-            lambda i, rows, b=self.starts: _joined_partition(i, rows, b))
+        self.layouts = None if layouts is None else self.sc.broadcast(
+            {i: s for i, s in enumerate(layouts) if s is not None})
+        self.rdd = rdd if self.layouts is None else rdd.mapPartitionsWithIndex(
+            lambda i, rows, b=self.layouts: _joined_partition(i, rows, b))
         self.num_partitions = int(rdd.getNumPartitions())
         self.reduce_depth = max(1, int(reduce_depth))
         self.folds = 0
@@ -527,7 +528,7 @@ class SparkEncodedData(ShardedEncodedData):
         cached, measured, encoder, layouts = encode(src, encoding)
         _, bounds, total = row_starts(measured.sizes)
         handle = cls(df.sparkSession, False, cached, bounds, total, chunk_rows, reduce_depth,
-                     starts=layouts)
+                     layouts=layouts)
         return handle, estimator.bind(encoder)
 
     def shard(self, i: int) -> tuple[Encoded, np.ndarray]:
@@ -646,7 +647,7 @@ class SparkEncodedData(ShardedEncodedData):
             self.resident.stop()
             self.resident = None
         self.cached.unpersist()
-        if self.starts is not None:
-            self.starts.destroy()
+        if self.layouts is not None:
+            self.layouts.destroy()
         if self.owned:
             stop_spark_session(self.session)

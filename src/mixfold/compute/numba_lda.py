@@ -220,11 +220,7 @@ def _padded(m):
 @numba.njit(inline="always", fastmath=True)
 def _norms(table, words, p0, m, et, norm):
     for j in range(m):
-        row = table[words[p0 + j]]
-        total = 0.0
-        for k in range(et.size):
-            total += et[k] * row[k]
-        norm[p0 + j] = total
+        norm[p0 + j] = _dot(et, table[words[p0 + j]])
 
 
 @numba.njit(LDA_DOCUMENTS_SIGNATURE, nogil=True, fastmath=True, error_model="numpy",

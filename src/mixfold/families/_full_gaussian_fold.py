@@ -24,6 +24,7 @@ from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.scratch import scratch
 from mixfold.families._full_gaussian_moments import (BlockMoments, add_block_moments,
                                                      compiled_passes)
+from mixfold.families._full_gaussian_stack import stack_centre, whitening_terms
 from mixfold.families._missing import has_missing
 
 __all__ = ["fused_full_fold"]
@@ -43,15 +44,14 @@ def fused_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights:
         return None
     x = np.ascontiguousarray(x, dtype=np.float64)
     (n, d), k = x.shape, len(components)
-    mu = np.array([c.mu for c in components])
-    center = np.add.reduce(mu) / k  # the stack's centre (_full_gaussian_stack.py)
-    factors = np.array([c.precision_cholesky for c in components], dtype=np.float64)
+    center = stack_centre(components)
+    offsets, factors = whitening_terms(components, center)
     const = np.array([c.log_det_precision_cholesky for c in components]) - 0.5 * d * LOG_2PI
     point = accs[0].stack_reference(components)[0]
     # the posteriors by component (K, n): the transpose of the three steps' Fortran (n, K)
     resp_t = scratch("mvg.fused_resp", (k, n))
     top, total = scratch("mvg.fused_top", (n,)), scratch("mvg.fused_total", (n,))
-    args = (x, center, np.ascontiguousarray(mu - center), factors, const,
+    args = (x, center, offsets, factors, const,
             np.ascontiguousarray(log_weights, dtype=np.float64),
             np.ascontiguousarray(weights, dtype=np.float64), np.array(point, dtype=np.float64))
 

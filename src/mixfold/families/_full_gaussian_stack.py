@@ -21,7 +21,7 @@ from mixfold.families._protocol import Encoded
 from mixfold.precision import native_dtype
 from mixfold.precision.bands import FLOAT64, Precision
 
-__all__ = ["FullGaussianStack"]
+__all__ = ["FullGaussianStack", "stack_centre", "whitening_terms"]
 
 
 class FullGaussianStack(StackedScoring, RelativeScoring, NormalisesStack):
@@ -64,7 +64,7 @@ class FullGaussianStack(StackedScoring, RelativeScoring, NormalisesStack):
                              for c in components[start:stop]], axis=1)
         dt = native_dtype(precision)
         d = components[0].dim
-        center = np.add.reduce(np.array([c.mu for c in components])) / len(components)  # (mean)
+        center = stack_centre(components)
         n = enc.n_rows
         out = np.empty((stop - start, n), dtype=dt)
         if dt != np.float64 or not _compiled_squares(components[start:stop], enc.values,
@@ -102,11 +102,23 @@ def _compiled_squares(components: Sequence[Any], x: np.ndarray, center: np.ndarr
     kernels = compiled_passes(x.shape[1], scores=True)
     if kernels is None:
         return False
-    offsets = np.array([comp.mu - center for comp in components])
-    factors = np.array([comp.precision_cholesky for comp in components], dtype=np.float64)
+    offsets, factors = whitening_terms(components, center)
     kernels["full_squares"](np.ascontiguousarray(x, dtype=np.float64),
                             np.array(center, dtype=np.float64), offsets, factors, out)
     return True
+
+
+def stack_centre(components: Sequence[Any]) -> np.ndarray:
+    """The point every path of the stack centres its rows on: the mean of the component means."""
+    return np.add.reduce(np.array([c.mu for c in components])) / len(components)
+
+
+def whitening_terms(components: Sequence[Any], center: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(each component's mean less ``center`` (K, D), its whitening factor ``U_k`` (K, D, D)),
+    as the compiled passes read them."""
+    offsets = np.array([comp.mu - center for comp in components])
+    return offsets, np.array([comp.precision_cholesky for comp in components], dtype=np.float64)
 
 
 def _numpy_squares(components: Sequence[Any], start: int, stop: int, x: np.ndarray,

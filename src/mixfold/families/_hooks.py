@@ -77,11 +77,23 @@ def score_serially(children: Sequence[ChildScore], precision: Precision) -> list
     return [c.dist.seq_log_density(c.rows, precision) for c in children]
 
 
+class WholeRange:
+    """The serial :data:`RunRanges`: one task over units ``[0, num_units)``. A node may tell it
+    from an executor's ranges and take a path over every unit at once (LDA solves each document
+    in one compiled call)."""
+
+    __slots__ = ("num_units",)
+
+    def __init__(self, num_units: int):
+        self.num_units = num_units
+
+    def __call__(self, task: Callable[[int, int], Any]) -> list[Any]:
+        return [task(0, self.num_units)]
+
+
 def whole_range(num_units: int) -> RunRanges:
-    """The serial :data:`RunRanges`: one task over units ``[0, num_units)``."""
-    def run(task: Callable[[int, int], Any]) -> list[Any]:
-        return [task(0, num_units)]
-    return run
+    """The serial :data:`RunRanges` (a :class:`WholeRange`)."""
+    return WholeRange(num_units)
 
 
 class FoldsChildren(ABC):

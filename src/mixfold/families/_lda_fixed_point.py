@@ -4,9 +4,10 @@ piece: each document's posterior gamma by Blei, Ng & Jordan's fixed point (compi
 beside them), what the solved posteriors give (each document's ELBO terms, the expected
 topic-word counts), the topics' table the fixed point reads, and the pieces a chunk is cut into.
 The work over topics runs by ranges of topics through a :data:`~mixfold.families._hooks.RunRanges`
-(all of them at once, or each worker's range under model parallelism); a fold over every topic
-(:class:`AllTopics`) with the compiled kernels solves each document to convergence in one call
-instead (:func:`mixfold.compute.kernels.lda_documents`: the same steps and convergence test).
+(all of them at once, or each worker's range under model parallelism); over every topic at once
+(:class:`~mixfold.families._hooks.WholeRange`, the serial run) the compiled kernels solve each
+document to convergence in one call instead (:func:`mixfold.compute.kernels.lda_documents`: the
+same steps and convergence test).
 
 >>> import numpy as np
 >>> from mixfold.families._hooks import whole_range
@@ -20,18 +21,17 @@ instead (:func:`mixfold.compute.kernels.lda_documents`: the same steps and conve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 
 from mixfold.compute.kernels import (kernels_available, lda_documents, lda_norm, lda_step,
                                      lda_update, lda_word_sums)
 from mixfold.families._bag_of_words import BagOfWordsEncoded
-from mixfold.families._hooks import RunRanges
+from mixfold.families._hooks import RunRanges, WholeRange
 from mixfold.families._scipy import csr_matrix, digamma, gammaln
 
-__all__ = ["AllTopics", "Posterior", "FixedPoint", "solve", "doc_bound", "pieces", "topic_table",
+__all__ = ["Posterior", "FixedPoint", "solve", "doc_bound", "pieces", "topic_table",
            "add_expected_counts", "MAX_PIECE_CELLS", "COMPACT_BELOW"]
 
 #: Nonzeros x topics per piece of a chunk: bounds the gathered topic columns (32 MiB each).
@@ -40,23 +40,8 @@ MAX_PIECE_CELLS = 1 << 22
 COMPACT_BELOW = 0.75
 
 
-class AllTopics:
-    """The serial :data:`RunRanges` of a fold over every topic (one task over ``[0, n_topics)``,
-    as :func:`~mixfold.families._hooks.whole_range`), which also lets :func:`solve` and
-    :func:`add_expected_counts` take their compiled paths: each document solved to convergence
-    in one call, reading its words' rows of the table (no topic cut to keep in step)."""
-
-    __slots__ = ("n_topics",)
-
-    def __init__(self, n_topics: int):
-        self.n_topics = n_topics
-
-    def __call__(self, task: Callable[[int, int], Any]) -> list[Any]:
-        return [task(0, self.n_topics)]
-
-
 def _compiled(run: RunRanges) -> bool:
-    return isinstance(run, AllTopics) and kernels_available()
+    return isinstance(run, WholeRange) and kernels_available()
 
 
 def topic_table(lam: np.ndarray, eta: float) -> tuple[np.ndarray, np.ndarray, float]:
@@ -190,8 +175,8 @@ def solve(enc: BagOfWordsEncoded, alpha: np.ndarray, table: np.ndarray, run: Run
     """Each document's gamma by Blei et al.'s fixed point (prior ``alpha`` (K,), the topics'
     ``table`` (K, V)), stopped document by document when its mean change falls under ``tol``
     (as scikit-learn's E-step) or after ``iterations``; the work over topics runs by ranges
-    through ``run``, everything over all topics centrally (:class:`AllTopics`: each document at
-    once, compiled)."""
+    through ``run``, everything over all topics centrally (the serial
+    :class:`~mixfold.families._hooks.WholeRange`: each document at once, compiled)."""
     if _compiled(run):
         gamma, exp_theta, norm, _ = lda_documents(table.T, enc.words, enc.counts, enc.offsets,
                                                   alpha, iterations, tol)
@@ -233,8 +218,9 @@ def pieces(enc: BagOfWordsEncoded, n_topics: int) -> Iterator[tuple[int, int]]:
 def add_expected_counts(topic_words: np.ndarray, table: np.ndarray, enc: BagOfWordsEncoded,
                         w: np.ndarray, post: Posterior, run: RunRanges) -> None:
     """Add the documents' expected topic-word counts, weighted by ``w`` (n_rows,), to
-    ``topic_words`` (K, V): each range of topics adds its own rows (:class:`AllTopics`: all at
-    once, compiled, the same sums in the same order; a word no document holds adds zero)."""
+    ``topic_words`` (K, V): each range of topics adds its own rows (the serial
+    :class:`~mixfold.families._hooks.WholeRange`: all at once, compiled, the same sums in the
+    same order; a word no document holds adds zero)."""
     if _compiled(run):
         topic_words += table * lda_word_sums(post.exp_theta, enc.words, enc.counts, enc.offsets,
                                              post.norm, w, table.shape[1]).T

@@ -43,9 +43,9 @@ from mixfold.decomposition import DecompAxis, Decomposition, ReductionOp
 from mixfold.errors import ParameterError
 from mixfold.families._bag_of_words import UNKNOWN, BagOfWordsEncoded, BagOfWordsEncoder
 from mixfold.families._dirichlet_fixed_point import learn_alpha
-from mixfold.families._hooks import FoldsRanges, RunRanges, ScoresRanges
-from mixfold.families._lda_fixed_point import (AllTopics, Posterior, add_expected_counts,
-                                               doc_bound, pieces, solve, topic_table)
+from mixfold.families._hooks import FoldsRanges, RunRanges, ScoresRanges, whole_range
+from mixfold.families._lda_fixed_point import (Posterior, add_expected_counts, doc_bound, pieces,
+                                               solve, topic_table)
 from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distribution, Encoded,
                                         Encoder, Estimator, InitRandom, family)
 from mixfold.families._scipy import digamma
@@ -156,7 +156,7 @@ class LDADistribution(TopicQueries, Distribution, ScoresRanges):
     # --- scoring ---
 
     def seq_log_density(self, enc: Encoded, precision: Precision = FLOAT64) -> np.ndarray:
-        return self.score_ranges(enc, precision, AllTopics(self.n_topics))
+        return self.score_ranges(enc, precision, whole_range(self.n_topics))
 
     def score_ranges(self, enc: Encoded, precision: Precision, run: RunRanges) -> np.ndarray:
         """Each document's ELBO plus its words' share of the topics' term, shape (n_rows,)."""
@@ -241,7 +241,7 @@ class LDAAccumulator(Accumulator, FoldsRanges):
 
     def seq_update(self, enc: Encoded, weights: np.ndarray, model: LDADistribution,
                    precision: Precision = FLOAT64) -> np.ndarray:
-        return self.fold_ranges(enc, weights, model, precision, AllTopics(model.n_topics))
+        return self.fold_ranges(enc, weights, model, precision, whole_range(model.n_topics))
 
     def fold_ranges(self, enc: Encoded, weights: np.ndarray, model: LDADistribution,
                     precision: Precision, run: RunRanges) -> np.ndarray:

@@ -35,7 +35,8 @@ if TYPE_CHECKING:  # the precision package imports these capabilities
 __all__ = ["StackedScoring", "SeedsFromPoints", "RunsInBands", "StackedUpdate", "FusedFold",
            "LinearInFeatures", "LinearInFeaturesInBands", "CompensatedAccumulation",
            "FoldsOnTorch", "CentredStatistics", "RelativeScoring", "SharesCovariance",
-           "VariationalBound", "StackedEstimate", "NormalisesStack"]
+           "VariationalBound", "StackedEstimate", "NormalisesStack", "StackedStatistics",
+           "ChunkStatistics"]
 
 
 class _ReadsRows(ABC):  # noqa: B024 -- its subclasses name the abstract methods
@@ -159,6 +160,33 @@ class FusedFold(ABC):
                    ) -> tuple[np.ndarray, np.ndarray] | None:
         """(posterior mass per component, per-row log-density), or ``None`` when these
         parameters fall outside the fused form (the mixture then runs its three steps)."""
+
+
+class StackedStatistics(ABC):
+    """Gives K estimators of this one class (a mixture's children) their statistics over one
+    chunk of rows directly, as their accumulators' ``value()`` would after that chunk alone: a
+    small fit's iteration makes no accumulator."""
+
+    @staticmethod
+    @abstractmethod
+    def stack_statistics(estimators: Sequence[Any], components: Sequence[Any],
+                         log_weights: np.ndarray, enc: Any, weights: np.ndarray,
+                         precision: Precision = ...
+                         ) -> tuple[np.ndarray, list[Any], np.ndarray] | None:
+        """(posterior mass per component, each component's statistics, per-row log-density),
+        or ``None`` outside the form (the caller folds into accumulators)."""
+
+
+class ChunkStatistics(ABC):
+    """An estimator whose statistics over one chunk of rows come without accumulators (its
+    children :class:`StackedStatistics`): the local backend's iteration over resident rows
+    that fit one chunk asks it first."""
+
+    @abstractmethod
+    def chunk_statistics(self, model: Any, enc: Any, weights: np.ndarray,
+                         precision: Precision = ...) -> tuple[Any, np.ndarray] | None:
+        """(what ``accumulator_factory().make()`` gives as ``value()`` after folding ``enc``
+        under ``model``, the per-row log-density), or ``None``: fold into accumulators."""
 
 
 class FoldsOnTorch(ABC):

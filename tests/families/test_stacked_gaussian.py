@@ -155,10 +155,15 @@ def test_the_fold_and_m_step_run_stacked(monkeypatch: pytest.MonkeyPatch) -> Non
                         counted("fold", stacked_gaussian.diagonal_fold))
     monkeypatch.setattr(DiagonalGaussianEstimator, "stack_estimate",
                         counted("estimate", stacked_gaussian.diagonal_estimate))
+    # (the local backend's one-chunk fold of a diagonal mixture makes no accumulators)
+    monkeypatch.setattr(DiagonalGaussianEstimator, "stack_statistics",
+                        counted("fold", stacked_gaussian.diagonal_statistics))
     monkeypatch.setattr(MultivariateGaussianEstimator, "stack_estimate",
                         counted("estimate", stacked_gaussian.full_estimate))
     monkeypatch.setattr(TiedGaussianAccumulator, "stack_fold",
                         counted("fold", stacked_gaussian.tied_fold))
+    monkeypatch.setattr(MultivariateGaussianEstimator, "stack_statistics",
+                        counted("fold", stacked_gaussian.tied_statistics))
     for kind in ("diag", "spherical", "full", "tied"):
         calls.update(fold=0, estimate=0)
         GaussianMixture(3, covariance_type=kind, max_iter=5, tol=0.0).fit(_data())

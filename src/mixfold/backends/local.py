@@ -10,7 +10,9 @@ from mixfold.backends._interface import EncodedDataHandle
 from mixfold.backends.worker_records import FoldTimes, WorkerRecord, this_process
 from mixfold.compute.encoded import Encoded, as_weights
 from mixfold.compute.feature_cache import FeatureCache
-from mixfold.compute.fold import DEFAULT_CHUNK_ROWS, FoldResult, fold_rows, init_sample_mask
+from mixfold.capabilities import ChunkStatistics
+from mixfold.compute.fold import (DEFAULT_CHUNK_ROWS, FoldResult, fold_rows, init_sample_mask,
+                                  weighted_total)
 from mixfold.families._protocol import Distribution, Estimator
 from mixfold.precision.doubledouble import DD, dd_sum_rows
 from mixfold.precision.bands import FLOAT64, Precision
@@ -57,6 +59,23 @@ class LocalEncodedData(EncodedDataHandle):
         if precision.compensated:
             weight = float(dd_sum_rows(DD(self.weights, np.zeros_like(self.weights))).hi)
         return FoldResult(self.n_rows, weight, total, acc)
+
+    def estimate(self, estimator: Estimator, model: Distribution,
+                 precision: Precision = FLOAT64) -> tuple[Distribution, FoldResult]:
+        """One EM iteration; rows that fit one chunk of an estimator that makes their
+        statistics without accumulators (:class:`~mixfold.capabilities.ChunkStatistics`: a
+        small mixture) skip them -- the same numbers, without a small fit's per-fold objects."""
+        if isinstance(estimator, ChunkStatistics) and self.n_rows <= self.chunk_rows:
+            start = time.perf_counter()
+            with self.features.active():  # (a tied mixture keeps its pooled scatter there)
+                found = estimator.chunk_statistics(model, self.enc, self.weights, precision)
+            if found is not None:
+                stats, ll = found
+                total = weighted_total(self.weights, ll, 0)
+                self.fold_times.add(np.array([time.perf_counter() - start]), [precision])
+                fold = FoldResult(self.n_rows, self.total_weight, total, stats)
+                return estimator.estimate(self.total_weight, stats), fold
+        return super().estimate(estimator, model, precision)
 
     def worker_records(self) -> tuple[WorkerRecord, ...]:
         return self.fold_times.records([(0, self.n_rows)], [this_process()], ["cpu"])

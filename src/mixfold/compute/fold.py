@@ -23,7 +23,8 @@ from mixfold.precision.doubledouble import DD, dd_add, dd_sum_rows, two_prod
 from mixfold.precision.support import require_band
 
 __all__ = ["DEFAULT_CHUNK_ROWS", "FoldResult", "Folds", "Scores", "MakesAccumulators",
-           "INIT_SAMPLE_ROWS", "fold_rows", "fold_rows_total", "init_sample_mask"]
+           "INIT_SAMPLE_ROWS", "fold_rows", "fold_rows_total", "init_sample_mask",
+           "weighted_total"]
 
 
 class Scores(Protocol):
@@ -68,12 +69,16 @@ def fold_rows(acc: Folds | None, enc: Encoded, weights: np.ndarray, model: Score
             return fold_rows_total(acc, enc, weights, model, precision, chunk_rows).hi
     total = 0.0
     for part, w, ll in _folded_chunks(acc, enc, weights, model, precision, chunk_rows):
-        with np.errstate(invalid="ignore"):  # einsum: no temporary, and not BLAS (whose
-            chunk_total = float(np.einsum("i,i->", w, ll))  # threads would change the bits)
-        if not math.isfinite(chunk_total):
-            chunk_total = _checked_total(ll, w, part.start)
-        total += chunk_total
+        total += weighted_total(w, ll, part.start)
     return total
+
+
+def weighted_total(w: np.ndarray, ll: np.ndarray, start: int) -> float:
+    """One chunk's weighted log-density ``sum w * ll`` (its first row the global row ``start``);
+    a row of positive weight with no finite log-density raises a NumericalError naming it."""
+    with np.errstate(invalid="ignore"):  # einsum: no temporary, and not BLAS (whose threads
+        total = float(np.einsum("i,i->", w, ll))  # would change the bits)
+    return total if math.isfinite(total) else _checked_total(ll, w, start)
 
 
 def _folded_chunks(acc: Folds | None, enc: Encoded, weights: np.ndarray,

@@ -28,6 +28,7 @@ import numpy as np
 from mixfold.capabilities import CentredStatistics
 from mixfold.compute.centre import weighted_centre
 from mixfold.errors import DegenerateFitWarning
+from mixfold.families._protocol import NodeStatistics
 
 __all__ = ["CentredMoments", "VectorMoments", "ScalarReference", "central_moments",
            "weighted_centre", "warn_collapsed_variance"]
@@ -127,6 +128,13 @@ class VectorMoments(CentredMoments):
 
     def own_arrays(self) -> list[np.ndarray]:
         return [self.weight, self.sum_x, self.sum_xx, self.ref_mass]
+
+    @staticmethod
+    def value_of(weight: np.ndarray, sum_x: np.ndarray, sum_xx: np.ndarray,
+                 ref_mass: np.ndarray) -> NodeStatistics:
+        """What :meth:`value` gives for these sums (the arrays themselves, in
+        :meth:`own_arrays` order): statistics made without an accumulator."""
+        return NodeStatistics((weight, sum_x, sum_xx, ref_mass), ())
 
 
 class ScalarReference(CentredStatistics):

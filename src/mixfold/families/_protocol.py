@@ -152,8 +152,8 @@ class Accumulator(ABC):
     def value(self) -> NodeStatistics:
         """The statistics as nested ``NodeStatistics`` of array copies (what
         ``Estimator.estimate`` reads)."""
-        return NodeStatistics(tuple(a.copy() for a in self.own_arrays()),
-                              tuple(c.value() for c in self.children()))
+        return NodeStatistics(tuple([a.copy() for a in self.own_arrays()]),
+                              tuple([c.value() for c in self.children()]))
 
     def from_value(self, value: Any) -> Accumulator:
         """Set the statistics from ``value()`` output; returns self."""

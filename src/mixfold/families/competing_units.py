@@ -29,14 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from mixfold.capabilities import FoldsOnTorch, RunsInBands
+from mixfold.capabilities import ChunkStatistics, FoldsOnTorch, RunsInBands, StackedStatistics
 from mixfold.compute.estep_plan import EStep, EStepPlan, Fusion, plan_estep
 from mixfold.compute.labelled import Labelled
 from mixfold.compute.logspace import log_normalize_rows, logsumexp_rows
 from mixfold.errors import DegenerateFitWarning
 from mixfold.families._dirichlet_prior import dirichlet_mode
 from mixfold.families._missing import has_missing, require_native
-from mixfold.families._protocol import Accumulator, Distribution, Encoded, InitRandom
+from mixfold.families._protocol import (Accumulator, Distribution, Encoded, InitRandom,
+                                        NodeStatistics)
 from mixfold.families.units import (UnitColumns, UnitsFold, band_matrix, band_posterior_matrix,
                                     band_posteriors, seeded_posteriors)
 from mixfold.precision import band_ops, log_density_in_band, require_band
@@ -44,7 +45,8 @@ from mixfold.precision.compensated import add_into, low_parts
 from mixfold.precision.doubledouble import DD
 from mixfold.precision.bands import DOUBLE_DOUBLE, FLOAT64, Precision
 
-__all__ = ["CompetingUnits", "CompetingUnitsFold", "unit_weights", "EMPTY_MASS"]
+__all__ = ["CompetingUnits", "CompetingUnitsFold", "UnitsChunkStatistics", "unit_weights",
+           "one_chunk_statistics", "EMPTY_MASS"]
 
 #: A unit with less than this fraction of the total posterior mass has lost its rows.
 EMPTY_MASS = 1e-12
@@ -222,6 +224,35 @@ class CompetingUnitsFold(UnitsFold, Accumulator, FoldsOnTorch):
         resp *= weights[:, None]
         self.counts += resp.sum(axis=0)
         self.units.initialize(enc, resp, rng)
+
+
+def one_chunk_statistics(estimator: Any, model: CompetingUnits, enc: Encoded,
+                         weights: np.ndarray, precision: Precision = FLOAT64
+                         ) -> tuple[NodeStatistics, np.ndarray] | None:
+    """The statistics a fresh accumulator of ``estimator`` (its units ``parts()``, one
+    encoding, ``keys`` and ``slots`` none) holds after folding one chunk under ``model``, as
+    its ``value()``, and the per-row log-density, made with no accumulator: the fused pass's
+    numbers, where the children's one estimator class gives them
+    (:class:`~mixfold.capabilities.StackedStatistics`); ``None`` otherwise (fold into
+    accumulators)."""
+    children = estimator.parts()
+    cls = type(children[0])
+    if estimator.keys is not None or estimator.slots is not None or isinstance(enc, Labelled) \
+            or not issubclass(cls, StackedStatistics) or any(type(e) is not cls for e in children):
+        return None
+    found = cls.stack_statistics(children, model.components, model.log_weights, enc, weights,
+                                 precision)
+    if found is None:
+        return None
+    mass, stats, lse = found
+    return NodeStatistics((mass + 0.0,), tuple(stats)), lse
+
+
+class UnitsChunkStatistics(ChunkStatistics):
+    """An estimator of units (a mixture's) whose statistics over one chunk come without
+    accumulators where its children's one class makes them (:func:`one_chunk_statistics`)."""
+
+    chunk_statistics = one_chunk_statistics
 
 
 def unit_weights(counts: np.ndarray, prior: Any, pseudo_count: float,

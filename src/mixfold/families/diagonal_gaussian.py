@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from mixfold.capabilities import RunsInBands, SharesCovariance, StackedEstimate
+from mixfold.capabilities import (RunsInBands, SharesCovariance, StackedEstimate,
+                                  StackedStatistics)
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import ParameterError
 from mixfold.families._centred import (FLOOR_MODES, central_moments, variance_floor,
@@ -24,7 +25,7 @@ from mixfold.families._missing import (MissingPatterns, check_missing_flag, has_
                                        require_native)
 from mixfold.families.contract import (Distribution, Encoded, SeedsFromVectors,
                                        VectorLeafDistribution, VectorLeafEstimator, family)
-from mixfold.families.stacked_gaussian import diagonal_estimate
+from mixfold.families.stacked_gaussian import diagonal_estimate, diagonal_statistics
 from mixfold.options import flag, instance_of, integer, none_or, number, one_of
 
 __all__ = ["DiagonalGaussianDistribution", "DiagonalGaussianEstimator",
@@ -120,7 +121,8 @@ class DiagonalGaussianDistribution(VectorLeafDistribution, DiagonalStack, SeedsF
         return rng.normal(self.mu, np.sqrt(self.sigma2), size=(n, self.dim))
 
 
-class DiagonalGaussianEstimator(VectorLeafEstimator, SharesCovariance, StackedEstimate):
+class DiagonalGaussianEstimator(VectorLeafEstimator, SharesCovariance, StackedEstimate,
+                                StackedStatistics):
     """M-step for :class:`DiagonalGaussianDistribution`.
 
     ``dim`` is the vector length D; ``None`` learns it from the data when it is encoded.
@@ -158,6 +160,8 @@ class DiagonalGaussianEstimator(VectorLeafEstimator, SharesCovariance, StackedEs
     distribution_class = DiagonalGaussianDistribution
     # a mixture's M-step of all K at once (families/stacked_gaussian.py)
     stack_estimate = staticmethod(diagonal_estimate)
+    # ... and its E-step of one small chunk with no accumulator (the local backend's)
+    stack_statistics = staticmethod(diagonal_statistics)
 
     option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0),
                     "min_variance": number(0, above=True), "missing": flag(),

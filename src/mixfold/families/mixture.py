@@ -22,7 +22,7 @@ from mixfold.families._protocol import (Accumulator, AccumulatorFactory, Distrib
                                         Encoder, Estimator, InitRandom, family)
 from mixfold.families._shared_covariance import estimate_children
 from mixfold.families.competing_units import (EMPTY_MASS, CompetingUnits, CompetingUnitsFold,
-                                              unit_weights)
+                                              UnitsChunkStatistics, unit_weights)
 from mixfold.families.units import (UnitAccumulators, Units, bind_units, child_rows,
                                     encoding_slots, shared_encoder)
 from mixfold.options import number
@@ -120,7 +120,7 @@ class MixtureAccumulator(CompetingUnitsFold):
         return [self.counts]
 
 
-class MixtureEstimator(Estimator):
+class MixtureEstimator(Estimator, UnitsChunkStatistics):
     """Estimator of a mixture of ``components`` (one estimator per component).
 
     ``pseudo_count`` is added to every component's posterior mass before the weights are

@@ -12,7 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from mixfold.capabilities import RunsInBands, SharesCovariance, StackedEstimate
+from mixfold.capabilities import (RunsInBands, SharesCovariance, StackedEstimate,
+                                  StackedStatistics)
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.errors import ParameterError
 from mixfold.families._centred import FLOOR_MODES, central_moments, warn_collapsed_variance
@@ -27,7 +28,7 @@ from mixfold.families._missing import (Conditionals, MissingPatterns, check_miss
                                        gaussian_conditionals, has_missing, require_native)
 from mixfold.families.contract import (Distribution, Encoded, SeedsFromVectors,
                                        VectorLeafDistribution, VectorLeafEstimator, family)
-from mixfold.families.stacked_gaussian import full_estimate
+from mixfold.families.stacked_gaussian import full_estimate, tied_statistics
 from mixfold.options import flag, instance_of, integer, none_or, number, one_of
 
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
@@ -135,7 +136,8 @@ class MultivariateGaussianDistribution(VectorLeafDistribution, FactoredCovarianc
         return float(self.dim * self.dim)
 
 
-class MultivariateGaussianEstimator(VectorLeafEstimator, SharesCovariance, StackedEstimate):
+class MultivariateGaussianEstimator(VectorLeafEstimator, SharesCovariance, StackedEstimate,
+                                    StackedStatistics):
     """M-step for :class:`MultivariateGaussianDistribution`.
 
     ``dim`` is the vector length D; ``None`` learns it from the data when it is encoded.
@@ -181,6 +183,8 @@ class MultivariateGaussianEstimator(VectorLeafEstimator, SharesCovariance, Stack
     distribution_class = MultivariateGaussianDistribution
     # a mixture's M-step of all K at once (families/stacked_gaussian.py)
     stack_estimate = staticmethod(full_estimate)
+    # ... and a tied mixture's E-step of one small chunk with no accumulator (the local backend's)
+    stack_statistics = staticmethod(tied_statistics)
 
     option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0), "missing": flag(),
                     "reg_covar_mode": one_of(*FLOOR_MODES), **PRIOR_RULES,

@@ -21,6 +21,11 @@ the rows are whitened once by one GEMM, a compiled call
 first sums, and the second sums -- only their pooled sum counts, ``sum w (x-c)(x-c)^T``, which
 the posteriors do not change -- are made once per chunk and kept between iterations.
 
+The diagonal and tied E-steps are also given as the K components' statistics themselves
+(:func:`diagonal_statistics`, :func:`tied_statistics`: what the K fresh accumulators' ``value()``
+would be after the hand-over, the same numbers), for the local backend's iteration over rows
+that fit one chunk: a small fit makes no accumulator per iteration.
+
 Outside its form -- rows that miss entries, a precision other than float64, a chunk large enough
 for the threaded fused E-step (:mod:`mixfold.compute.linear`), rows no component can score,
 estimators with different options, a prior, a component with no weight -- each function gives
@@ -59,8 +64,9 @@ from mixfold.families.units import STACK_BLOCK_ROWS
 from mixfold.precision import Engine
 from mixfold.precision.bands import FLOAT64, Precision
 
-__all__ = ["diagonal_fold", "full_fold", "tied_fold", "pooled_scatter", "diagonal_estimate",
-           "full_estimate",
+__all__ = ["diagonal_fold", "diagonal_statistics", "full_fold", "tied_fold", "tied_statistics",
+           "pooled_scatter",
+           "diagonal_estimate", "full_estimate",
            "update_block_rows", "add_outer_sums",
            "STACKED_ROWS", "STACKED_VALUES"]
 
@@ -145,6 +151,20 @@ def _compiled_diagonal_fold(estep: Any, accs: Sequence[Any], components: Sequenc
                             mu: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`diagonal_fold`'s E-step in one compiled call
     (:func:`~mixfold.compute.numba_mixture.diagonal_estep`)."""
+    found = _diagonal_sums(estep, enc, weights, mu, s2, log_weights)
+    if found is None:  # a row no component can score: the generic path names it
+        return fused_linear_mixture(accs, components, log_weights, enc, weights, FLOAT64)
+    center, sums, lse = found
+    d = len(center)
+    mass = sums[:, -1].copy()
+    _hand_over(accs, center, mass, sums[:, d:-1], sums[:, :d])
+    return mass, lse
+
+
+def _diagonal_sums(estep: Any, enc: Any, weights: np.ndarray, mu: np.ndarray, s2: np.ndarray,
+                   log_weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The compiled E-step's (centre (D,), sums (K, 2D + 1): ``[w(x-c)^2, w(x-c), w]`` per
+    component, per-row log-density), or ``None`` where a row no component can score."""
     x = np.ascontiguousarray(enc.values)
     d = x.shape[1]
     center = np.empty(d)
@@ -152,11 +172,36 @@ def _compiled_diagonal_fold(estep: Any, accs: Sequence[Any], components: Sequenc
     lse = np.empty(enc.n_rows)
     if not estep(x, np.ascontiguousarray(weights, dtype=np.float64), mu, s2,
                  np.ascontiguousarray(log_weights, dtype=np.float64), center, sums, lse):
-        # a row no component can score: the generic path names it
-        return fused_linear_mixture(accs, components, log_weights, enc, weights, FLOAT64)
-    mass = sums[:, -1].copy()
-    _hand_over(accs, center, mass, sums[:, d:-1], sums[:, :d])
-    return mass, lse
+        return None
+    return center, sums, lse
+
+
+def diagonal_statistics(estimators: Sequence[Any], components: Sequence[Any],
+                        log_weights: np.ndarray, enc: Any, weights: np.ndarray,
+                        precision: Precision = FLOAT64
+                        ) -> tuple[np.ndarray, list[Any], np.ndarray] | None:
+    """:func:`diagonal_fold`'s compiled E-step of one chunk with no accumulator: (posterior mass
+    per component, each component's statistics as its fresh accumulator's ``value()`` would be
+    after :func:`_hand_over` -- the same numbers, each sum ``0 + s`` -- per-row log-density);
+    ``None`` outside that form (rows that miss entries or are many, keyed or missing-aware
+    estimators, no numba, a row no component can score)."""
+    x = enc.values
+    kernels = mixture_kernels()
+    if kernels is None or any(e.missing or e.keys is not None for e in estimators) \
+            or not _small_float64(enc, precision, len(components) * x.shape[1]):
+        return None
+    mu = np.array([c.mu for c in components])
+    s2 = np.array([c.sigma2 for c in components])
+    found = _diagonal_sums(kernels["diagonal_estep"], enc, weights, mu, s2, log_weights)
+    if found is None:
+        return None
+    center, sums, lse = found
+    d = len(center)
+    sums += 0.0  # an accumulator starts at +0: its -0 sums read +0
+    ref = sums[:, -1:] * center + 0.0
+    value_of = estimators[0].accumulator_class.value_of
+    stats = [value_of(s[-1:], s[d:-1], s[:d], r) for s, r in zip(sums, ref)]
+    return sums[:, -1].copy(), stats, lse
 
 
 def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
@@ -213,16 +258,34 @@ def tied_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
     is handed to the components in shares of their posterior mass: the pooled M-step reads only
     the sum of the shares. Outside that form (no numba, components not sharing one factor, keys
     that differ), :func:`full_fold`."""
+    key = accs[0].covariance_key
+    if any(a.covariance_key != key for a in accs):
+        return full_fold(accs, components, log_weights, enc, weights, precision)
+    found = _tied_sums(components, log_weights, enc, weights, precision)
+    if found is None:  # (a row no component can score: the generic path names it)
+        return full_fold(accs, components, log_weights, enc, weights, precision)
+    center, mass, sum_x, scatter, lse = found
+    total = np.add.reduce(mass)
+    share = mass / total if total > 0 else mass
+    _hand_over(accs, center, mass, sum_x, share[:, None, None] * scatter)
+    return mass, lse
+
+
+def _tied_sums(components: Sequence[Any], log_weights: np.ndarray, enc: Any,
+               weights: np.ndarray, precision: Precision
+               ) -> tuple[np.ndarray, ...] | None:
+    """:func:`tied_fold`'s compiled E-step: (centre (D,), posterior masses (K,), first sums
+    (K, D) about it, the chunk's pooled scatter (D, D), per-row log-density), or ``None`` outside
+    its form (no numba, the torch engine, rows that miss entries or are many, components not
+    sharing one factor, a row no component can score)."""
     x = enc.values
     u = components[0].precision_cholesky
     kernels = mixture_kernels()
-    key = accs[0].covariance_key
     if kernels is None or precision.engine is Engine.TORCH \
             or not _small_float64(enc, precision, len(components) * x.shape[1]) \
-            or any(a.covariance_key != key for a in accs) \
             or any(c.precision_cholesky is not u and not np.array_equal(c.precision_cholesky, u)
                    for c in components):
-        return full_fold(accs, components, log_weights, enc, weights, precision)
+        return None
     k, d = len(components), x.shape[1]
     mu = np.array([c.mu for c in components])
     s2 = np.empty((k, d))
@@ -237,14 +300,34 @@ def tied_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
     sums = np.empty((k, d + 1))
     lse = np.empty(enc.n_rows)
     if not kernels["tied_estep"](xc, white, w, (mu - center) @ u, const, sums, lse):
-        # a row no component can score: the generic path names it
-        return full_fold(accs, components, log_weights, enc, weights, precision)
-    mass = sums[:, -1].copy()
+        return None
+    return center, sums[:, -1].copy(), sums[:, :d], pooled_scatter(x, w, center), lse
+
+
+def tied_statistics(estimators: Sequence[Any], components: Sequence[Any],
+                    log_weights: np.ndarray, enc: Any, weights: np.ndarray,
+                    precision: Precision = FLOAT64
+                    ) -> tuple[np.ndarray, list[Any], np.ndarray] | None:
+    """:func:`tied_fold` of one chunk with no accumulator, as :func:`diagonal_statistics` is
+    :func:`diagonal_fold`'s: (posterior masses, each component's statistics as its fresh
+    accumulator's ``value()`` after the hand-over, per-row log-density); ``None`` where the
+    estimators are not of one covariance key (no key: a full covariance each), are keyed or
+    missing-aware, or outside :func:`_tied_sums`'s form."""
+    key = estimators[0].covariance_keys
+    if key is None or any(e.covariance_keys != key or e.missing or e.keys is not None
+                          for e in estimators):
+        return None
+    found = _tied_sums(components, log_weights, enc, weights, precision)
+    if found is None:
+        return None
+    center, mass, sum_x, scatter, lse = found
     total = np.add.reduce(mass)
     share = mass / total if total > 0 else mass
-    scatter = pooled_scatter(x, w, center)
-    _hand_over(accs, center, mass, sums[:, :d], share[:, None, None] * scatter)
-    return mass, lse
+    mass += 0.0  # an accumulator starts at +0: its -0 sums read +0
+    value_of = estimators[0].accumulator_class.value_of
+    stats = [value_of(m, sx + 0.0, s * scatter + 0.0, m * center + 0.0)
+             for m, sx, s in zip(mass[:, None], sum_x, share)]
+    return mass.copy(), stats, lse
 
 
 def pooled_scatter(x: np.ndarray, w: np.ndarray, point: np.ndarray) -> np.ndarray:

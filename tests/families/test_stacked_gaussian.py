@@ -316,3 +316,37 @@ def test_the_pooled_scatter_is_kept_for_its_rows_and_weights_only() -> None:
         w[::5] *= 3.0  # the same buffer, other weights: made again
         np.testing.assert_allclose(stacked_gaussian.pooled_scatter(x, w, point), exact(),
                                    rtol=1e-13)
+
+
+@pytest.mark.parametrize("mode", ["absolute", "relative"])
+def test_the_compiled_diagonal_m_step_gives_numpys_bits(mode: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``diagonal_moments`` (one compiled call) against NumPy's operations on the same
+    payloads: far from the origin, a coordinate whose rows sit on two values a few ulps apart
+    (its variances collapse, round-off below 0 among them), weights over ten decades."""
+    rng = np.random.default_rng(7)
+    x = 1e6 + rng.normal(0.0, [1.0, 1e-3, 5.0], (90, 3))
+    x[:, 1] = 1e6 + np.where(np.arange(len(x)) < 45, 0.0, 2e-10)  # nearly on one value
+    w = 10.0 ** rng.uniform(-5, 5, len(x))
+    est = [DiagonalGaussianEstimator(dim=3, reg_covar_mode=mode, reg_covar=1e-9)] * 3
+    comps = [DiagonalGaussianDistribution(x[i * 30:(i + 1) * 30].mean(axis=0), [1.0, 1e-6, 4.0])
+             for i in range(3)]
+    accs = [e.accumulator_factory().make() for e in est]
+    enc = comps[0].encoder().encode(x)
+    stacked_gaussian.diagonal_fold(accs, comps, np.log(np.ones(3) / 3), enc, w)
+    stats = [a.value() for a in accs]
+    masses = np.array([s[0][0][0] for s in stats])
+
+    def estimated() -> tuple[list, list[str]]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = stacked_gaussian.diagonal_estimate(est, masses, stats)
+        return out, [str(c.message) for c in caught]
+
+    compiled, compiled_words = estimated()
+    monkeypatch.setattr(stacked_gaussian, "mixture_kernels", lambda: None)
+    numpy_path, numpy_words = estimated()
+    assert compiled_words == numpy_words and any("collapsed" in m for m in numpy_words)
+    for a, b in zip(compiled, numpy_path):
+        assert np.array_equal(a.mu.view(np.uint64), b.mu.view(np.uint64))
+        assert np.array_equal(a.sigma2.view(np.uint64), b.sigma2.view(np.uint64))

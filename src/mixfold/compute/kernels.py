@@ -188,14 +188,16 @@ def band_kernels() -> dict[str, Any] | None:
 
 def mixture_kernels() -> dict[str, Any] | None:
     """The compiled small-mixture E-steps (``diagonal_estep``, ``tied_estep`` and the stack's
-    ``stack_centre`` of :mod:`mixfold.compute.numba_mixture`), loaded on the first call;
+    ``stack_centre`` of :mod:`mixfold.compute.numba_mixture`) and its diagonal M-step's
+    ``diagonal_moments``, loaded on the first call;
     ``None`` where the kernels cannot be used (the E-step then runs NumPy's operations)."""
     if not kernels_available():
         return None
     if "diagonal_estep" not in _KERNELS:
         mixture = load_kernel_module("mixfold.compute.numba_mixture")
         _KERNELS.update(diagonal_estep=mixture.diagonal_estep, tied_estep=mixture.tied_estep,
-                        stack_centre=mixture.stack_centre)
+                        stack_centre=mixture.stack_centre,
+                        diagonal_moments=mixture.diagonal_moments)
     return _KERNELS
 
 

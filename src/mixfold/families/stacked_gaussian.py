@@ -383,13 +383,10 @@ def _stacked_moments(estimators: Sequence[Any], stats: Sequence[Any]
     ``None`` outside the stacked M-step's form (options differ, missing entries, a prior, a
     mixed covariance key, a component with no weight)."""
     first = estimators[0]
-    if first.missing or not first._prior().is_flat \
-            or any(e is not first and vars(e) != vars(first) for e in estimators):
+    payloads = _stacked_payloads(estimators, stats)
+    if payloads is None:
         return None
-    own = [s[0] for s in stats]
-    s0 = np.array([o[0][0] for o in own])
-    if not (s0 > 0).all():
-        return None
+    own, s0 = payloads
     shape = (-1,) + (1,) * own[0][2].ndim
     m = np.array([o[1] for o in own]) / s0[:, None]
     mean = np.array([o[3] for o in own]) / s0[:, None] + m
@@ -404,6 +401,19 @@ def _stacked_moments(estimators: Sequence[Any], stats: Sequence[Any]
         weight, pooled = _pooled(s0, second)
         s0, second = np.array([weight]), pooled[None]
     return s0, mean, second
+
+
+def _stacked_payloads(estimators: Sequence[Any], stats: Sequence[Any]
+                      ) -> tuple[list[Any], np.ndarray] | None:
+    """(the K payloads' own arrays, their weights (K,)), or ``None`` outside the stacked
+    M-step's form (options differ, missing entries, a prior, a component with no weight)."""
+    first = estimators[0]
+    if first.missing or not first._prior().is_flat \
+            or any(e is not first and vars(e) != vars(first) for e in estimators):
+        return None
+    own = [s[0] for s in stats]
+    s0 = np.array([o[0][0] for o in own])
+    return (own, s0) if (s0 > 0).all() else None
 
 
 def _pooled(s0: np.ndarray, second: np.ndarray) -> tuple[float, np.ndarray]:
@@ -428,25 +438,53 @@ def _pooled_outer(s0: np.ndarray, m: np.ndarray, sum_xx: np.ndarray
 def diagonal_estimate(estimators: Sequence[Any], masses: np.ndarray,
                       stats: Sequence[Any]) -> list[Any] | None:
     """The K diagonal (or spherical) Gaussians of the K payloads (one covariance key: their
-    pooled variances), or ``None`` outside the stacked form."""
+    pooled variances), or ``None`` outside the stacked form. Each variance per coordinate and
+    no key: one compiled call (:func:`~mixfold.compute.numba_mixture.diagonal_moments`, NumPy's
+    operations, so their bits)."""
+    first = estimators[0]
+    kernels = mixture_kernels()
+    if kernels is not None and not first.spherical and first.covariance_keys is None:
+        return _compiled_diagonal_estimate(kernels["diagonal_moments"], estimators, stats)
     moments = _stacked_moments(estimators, stats)
     if moments is None:
         return None
     s0, mu, raw = moments
-    first = estimators[0]
     if first.spherical:
         raw = np.repeat(raw.mean(axis=1, keepdims=True), raw.shape[1], axis=1)
     floor = variance_floor(raw, first.reg_covar, first.reg_covar_mode)
     var = np.maximum(np.maximum(raw, 0.0) + floor, first.min_variance)
+    _warn_collapsed(first, s0, mu, raw, var, floor)
+    return first.distribution_class.stack_of(mu, var)
+
+
+def _compiled_diagonal_estimate(moments: Any, estimators: Sequence[Any],
+                                stats: Sequence[Any]) -> list[Any] | None:
+    """:func:`diagonal_estimate` of one variance per coordinate and component, its moments and
+    floors in one compiled call."""
+    payloads = _stacked_payloads(estimators, stats)
+    if payloads is None:
+        return None
+    own, s0 = payloads
+    first = estimators[0]
+    sum_x, sum_xx, ref = (np.array([o[i] for o in own]) for i in (1, 2, 3))
+    mu, raw, var = (np.empty_like(sum_x) for _ in range(3))
+    if moments(s0, sum_x, sum_xx, ref, float(first.reg_covar),
+               first.reg_covar_mode == "relative", float(first.min_variance), mu, raw, var):
+        _warn_collapsed(first, s0, mu, raw, var,
+                        variance_floor(raw, first.reg_covar, first.reg_covar_mode))
+    return first.distribution_class.stack_of(mu, var)
+
+
+def _warn_collapsed(first: Any, s0: np.ndarray, mu: np.ndarray, raw: np.ndarray,
+                    var: np.ndarray, floor: np.ndarray) -> None:
+    """The generic M-step's words for each component whose variance fell onto its floor."""
     collapsed = raw <= np.maximum(floor, first.min_variance)
-    # the generic M-step's words, each (rows searched only when one collapsed: most iterations
-    # have none)
+    # (rows searched only when one collapsed: most iterations have none)
     for k in np.flatnonzero(collapsed.any(axis=1)) if collapsed.any() else ():
         j = int(np.flatnonzero(collapsed[k])[0])
         warn_collapsed_variance(raw[k, j], var[k, j], s0[k], mu[k, j],
                                 f" in dimension {j} ({int(collapsed[k].sum())} of "
-                                f"{raw.shape[1]})")
-    return first.distribution_class.stack_of(mu, var)
+                                f"{raw.shape[1]})", stacklevel=4)
 
 
 def full_estimate(estimators: Sequence[Any], masses: np.ndarray,

@@ -1,4 +1,4 @@
-"""The local backend's one-chunk iteration of a small diagonal or tied mixture, which makes the
+"""The local backend's one-chunk iteration of a small Gaussian mixture, which makes the
 components' statistics with no accumulator (``ChunkStatistics``), against the accumulators' fold
 it replaces: the same model bit for bit, the same log-likelihood, the same warnings and errors,
 for every option the two share; and the forms it declines fold into accumulators."""
@@ -20,6 +20,10 @@ from mixfold.precision.bands import FLOAT64
 from tests.reliability.models import assert_bit_identical
 
 OPTIONS = {
+    "full": ({"full": True}, {}),
+    "full-weights-prior": ({"full": True}, {"weights_prior": 2.0}),
+    "full-relative-floor": ({"full": True, "reg_covar_mode": "relative", "reg_covar": 1e-3},
+                            {}),
     "tied": ({"covariance_keys": "c", "full": True}, {}),
     "tied-pseudo-count": ({"covariance_keys": "c", "full": True}, {"pseudo_count": 1.5}),
     "tied-relative-floor": ({"covariance_keys": "c", "full": True, "reg_covar_mode": "relative",
@@ -125,11 +129,13 @@ def test_a_row_no_component_scores_is_named_as_the_fold_names_it() -> None:
 
 
 @pytest.mark.parametrize("case", ["missing entries", "keyed components", "float32",
-                                  "two chunks", "full covariances"])
+                                  "two chunks", "full covariances of 12 coordinates"])
 def test_the_forms_it_declines_fold_into_accumulators(case: str) -> None:
     x = _rows()
-    component = {"keys": "k"} if case == "keyed components" else \
-        {"full": True} if case == "full covariances" else {}
+    component = {"keys": "k"} if case == "keyed components" else {}
+    if case.startswith("full"):  # wider than the fused pass takes
+        noise = np.random.default_rng(5).normal(size=(len(x), 9))
+        x, component = np.hstack([x, noise]), {"full": True}
     if case == "missing entries":
         x[4, 1] = np.nan
         component = {"missing": True}

@@ -27,7 +27,7 @@ from mixfold.families._full_gaussian_moments import (BlockMoments, add_block_mom
 from mixfold.families._full_gaussian_stack import stack_centre, whitening_terms
 from mixfold.families._missing import has_missing
 
-__all__ = ["fused_full_fold"]
+__all__ = ["fused_full_fold", "fused_full_parts"]
 
 
 def fused_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
@@ -38,6 +38,24 @@ def fused_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights:
     ``block_rows`` rows (the stacked update's); ``None``, nothing added, where the compiled
     sums do not take rows this wide, rows miss entries, or a row has no finite score (the
     three steps then run, and report it)."""
+    folded = fused_full_parts(accs[0].stack_reference, components, log_weights, enc, weights,
+                              block_rows)
+    if folded is None:
+        return None
+    parts, point, mass, lse = folded
+    for acc in accs:
+        acc.set_reference(point)
+    for part in parts:  # in block order, as the stacked update adds them
+        add_block_moments(accs, part, point)
+    return mass, lse
+
+
+def fused_full_parts(reference: Any, components: Sequence[Any], log_weights: np.ndarray,
+                     enc: Any, weights: np.ndarray, block_rows: int
+                     ) -> tuple[list[BlockMoments], np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`fused_full_fold`'s pass before its hand-over: (each row block's sums, the point
+    ``reference(components)[0]`` they are about, the posterior masses, the per-row
+    log-density), or ``None`` where it declines."""
     x = enc.values
     kernels = None if has_missing(enc) else compiled_passes(x.shape[1])
     if kernels is None:
@@ -47,7 +65,7 @@ def fused_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights:
     center = stack_centre(components)
     offsets, factors = whitening_terms(components, center)
     const = np.array([c.log_det_precision_cholesky for c in components]) - 0.5 * d * LOG_2PI
-    point = accs[0].stack_reference(components)[0]
+    point = reference(components)[0]
     # the posteriors by component (K, n): the transpose of the three steps' Fortran (n, K)
     resp_t = scratch("mvg.fused_resp", (k, n))
     top, total = scratch("mvg.fused_top", (n,)), scratch("mvg.fused_total", (n,))
@@ -64,8 +82,4 @@ def fused_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights:
     parts = map_row_blocks(n, block_rows, fold_block)
     if any(part is None for part in parts):
         return None
-    for acc in accs:
-        acc.set_reference(point)
-    for part in parts:  # in block order, as the stacked update adds them
-        add_block_moments(accs, part, point)
-    return resp_t.T.sum(axis=0), top + np.log(total)
+    return parts, point, resp_t.T.sum(axis=0), top + np.log(total)

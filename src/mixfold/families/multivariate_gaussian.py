@@ -28,7 +28,7 @@ from mixfold.families._missing import (Conditionals, MissingPatterns, check_miss
                                        gaussian_conditionals, has_missing, require_native)
 from mixfold.families.contract import (Distribution, Encoded, SeedsFromVectors,
                                        VectorLeafDistribution, VectorLeafEstimator, family)
-from mixfold.families.stacked_gaussian import full_estimate, tied_statistics
+from mixfold.families.stacked_gaussian import full_estimate, full_statistics
 from mixfold.options import flag, instance_of, integer, none_or, number, one_of
 
 __all__ = ["MultivariateGaussianDistribution", "MultivariateGaussianEstimator",
@@ -183,8 +183,8 @@ class MultivariateGaussianEstimator(VectorLeafEstimator, SharesCovariance, Stack
     distribution_class = MultivariateGaussianDistribution
     # a mixture's M-step of all K at once (families/stacked_gaussian.py)
     stack_estimate = staticmethod(full_estimate)
-    # ... and a tied mixture's E-step of one small chunk with no accumulator (the local backend's)
-    stack_statistics = staticmethod(tied_statistics)
+    # ... and its E-step of one chunk with no accumulator (the local backend's small fits)
+    stack_statistics = staticmethod(full_statistics)
 
     option_rules = {"dim": none_or(integer(1)), "reg_covar": number(0), "missing": flag(),
                     "reg_covar_mode": one_of(*FLOOR_MODES), **PRIOR_RULES,

@@ -21,8 +21,9 @@ the rows are whitened once by one GEMM, a compiled call
 first sums, and the second sums -- only their pooled sum counts, ``sum w (x-c)(x-c)^T``, which
 the posteriors do not change -- are made once per chunk and kept between iterations.
 
-The diagonal and tied E-steps are also given as the K components' statistics themselves
-(:func:`diagonal_statistics`, :func:`tied_statistics`: what the K fresh accumulators' ``value()``
+The diagonal, tied and (D <= 8) full E-steps are also given as the K components' statistics
+themselves (:func:`diagonal_statistics`, :func:`tied_statistics`, :func:`full_statistics`: what
+the K fresh accumulators' ``value()``
 would be after the hand-over, the same numbers), for the local backend's iteration over rows
 that fit one chunk: a small fit makes no accumulator per iteration.
 
@@ -55,7 +56,7 @@ from mixfold.compute.kernels import mixture_kernels
 from mixfold.compute.linear import gaussian_centre
 from mixfold.compute.logspace import LOG_2PI, normalise_live_rows
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
-from mixfold.families._full_gaussian_fold import fused_full_fold
+from mixfold.families._full_gaussian_fold import fused_full_fold, fused_full_parts
 from mixfold.families._full_gaussian_moments import add_block_moments, block_moments
 from mixfold.families._missing import has_missing
 from mixfold.compute.row_blocks import map_row_blocks
@@ -64,7 +65,8 @@ from mixfold.families.units import STACK_BLOCK_ROWS
 from mixfold.precision import Engine
 from mixfold.precision.bands import FLOAT64, Precision
 
-__all__ = ["diagonal_fold", "diagonal_statistics", "full_fold", "tied_fold", "tied_statistics",
+__all__ = ["diagonal_fold", "diagonal_statistics", "full_fold", "full_statistics", "tied_fold",
+           "tied_statistics",
            "pooled_scatter",
            "diagonal_estimate", "full_estimate",
            "update_block_rows", "add_outer_sums",
@@ -328,6 +330,38 @@ def tied_statistics(estimators: Sequence[Any], components: Sequence[Any],
     stats = [value_of(m, sx + 0.0, s * scatter + 0.0, m * center + 0.0)
              for m, sx, s in zip(mass[:, None], sum_x, share)]
     return mass.copy(), stats, lse
+
+
+def full_statistics(estimators: Sequence[Any], components: Sequence[Any],
+                    log_weights: np.ndarray, enc: Any, weights: np.ndarray,
+                    precision: Precision = FLOAT64
+                    ) -> tuple[np.ndarray, list[Any], np.ndarray] | None:
+    """:func:`full_fold` of one chunk with no accumulator, as :func:`diagonal_statistics` is
+    :func:`diagonal_fold`'s: the fused compiled pass (float64, D <= 8) whose row blocks' sums
+    are added up as the hand-over adds them into fresh accumulators; a tied stack (one
+    covariance key), :func:`tied_statistics`; ``None`` outside those forms (keyed or
+    missing-aware estimators, the torch engine, other precisions, wider rows)."""
+    if estimators[0].covariance_keys is not None:
+        return tied_statistics(estimators, components, log_weights, enc, weights, precision)
+    if any(e.covariance_keys is not None or e.missing or e.keys is not None
+           for e in estimators) or precision.engine is Engine.TORCH \
+            or not (precision.native and precision.dtype == np.float64):
+        return None
+    folded = fused_full_parts(estimators[0].accumulator_class.stack_reference, components,
+                              log_weights, enc, weights, update_block_rows(enc.values.shape[1]))
+    if folded is None:
+        return None
+    parts, point, mass, lse = folded
+    k, d = len(components), len(point)
+    weight, sum_x, sum_xx, ref = np.zeros((k, 1)), np.zeros((k, d)), np.zeros((k, d, d)), \
+        np.zeros((k, d))
+    for part in parts:  # add_block_moments' sums, in block order, from +0
+        weight[:, 0] += part.mass
+        sum_x += part.sum_x
+        sum_xx += part.sum_xx
+        ref += part.mass[:, None] * point
+    value_of = estimators[0].accumulator_class.value_of
+    return mass, [value_of(*parts_k) for parts_k in zip(weight, sum_x, sum_xx, ref)], lse
 
 
 def pooled_scatter(x: np.ndarray, w: np.ndarray, point: np.ndarray) -> np.ndarray:

@@ -18,6 +18,17 @@ it, each loop over the chunk's rows vectorising without reassociation (one lane 
 - :func:`full_fold`: the three at once, chunk by chunk: the (rows, K) scores never leave the
   cache, the posteriors are written once.
 
+Wider rows are whitened by BLAS (a GEMM per component of the centred rows laid out coordinate by
+coordinate, :func:`centred_columns`: ``yt[k] = U_k^T (x - c)^T`` (K, D, rows)), and these kernels
+make the thin passes around it:
+
+- :func:`whitened_squares`: each row's ``|y - o_k|^2`` per component (``o_k = (mu_k - c) U_k``),
+  summed coordinate by coordinate;
+- :func:`whitened_fold`: those squares made into scores and normalised as
+  :func:`normalise_scores` does, in one pass (the posteriors written once);
+- :func:`weighted_rows`: per component ``sum r``, ``sum r y`` and the rows ``sqrt(r) y``
+  (``y = x - point``) whose rank-k update BLAS makes.
+
 No fast-math (exp64 alone contracts its polynomial into FMAs), and every component's results
 come from its own loops over the rows in row order: a range of components gets the bits the
 whole stack gets (the model-parallel column fold). The three steps and the fused pass share
@@ -32,7 +43,8 @@ import numpy as np
 from mixfold.compute.kernel_cache import on_disk
 from mixfold.compute.numba_math import exp64
 
-__all__ = ["full_squares", "full_moments", "full_fold", "normalise_scores", "CHUNK", "LANES"]
+__all__ = ["full_squares", "full_moments", "full_fold", "normalise_scores", "centred_columns",
+           "whitened_squares", "whitened_fold", "weighted_rows", "CHUNK", "LANES"]
 
 #: rows laid out per coordinate at a time: a few hundred, so that the layout stays in cache while
 #: every component reads it
@@ -58,6 +70,12 @@ NORMALISE_SIGNATURE = numba.boolean(_ROWS, _IN_VECTOR, _VECTOR, _VECTOR)
 FOLD_SIGNATURE = numba.boolean(_DATA, _IN_VECTOR, _IN_ROWS, _IN_CUBE, _IN_VECTOR, _IN_VECTOR,
                                _IN_VECTOR, _IN_VECTOR, numba.int64, numba.int64, _ROWS, _VECTOR,
                                _VECTOR, _VECTOR, _ROWS, _CUBE)
+CENTRED_COLUMNS_SIGNATURE = numba.void(_DATA, _IN_VECTOR, numba.int64, numba.int64, _ROWS)
+WHITENED_SQUARES_SIGNATURE = numba.void(_IN_CUBE, _IN_ROWS, numba.int64, _ROWS)
+WHITENED_FOLD_SIGNATURE = numba.boolean(_IN_CUBE, _IN_ROWS, _IN_VECTOR, _IN_VECTOR, _IN_VECTOR,
+                                        _ROWS, _VECTOR, _VECTOR)
+WEIGHTED_ROWS_SIGNATURE = numba.void(_DATA, _IN_VECTOR, _IN_ROWS, numba.int64, numba.int64,
+                                     _VECTOR, _ROWS, _CUBE)
 
 
 @numba.njit
@@ -273,3 +291,80 @@ def full_fold(x, center, offsets, whitening, const, log_weights, weights, point,
             _add_features(lanes, k, s[k], features)
     _hand_out(lanes, d, mass, sum_x, sum_xx)
     return True
+
+
+@numba.njit(CENTRED_COLUMNS_SIGNATURE, nogil=True, cache=on_disk())
+def centred_columns(x, center, lo, hi, out):
+    # out (D, hi - lo) = rows [lo, hi) of x (n, D) less center, coordinate by coordinate
+    _layout(x, lo, hi - lo, center, out)
+
+
+@numba.njit
+def _whitened_squares(yt, offsets, k, start, m, total):
+    # total[:m] = |y - offsets[k]|^2 of rows [start, start + m) of component k's whitened rows
+    # yt[k] (D, n), each row's squares summed coordinate by coordinate (0 + t is t)
+    o = offsets[k, 0]
+    for i in range(m):
+        v = yt[k, 0, start + i] - o
+        total[i] = v * v
+    for a in range(1, yt.shape[1]):
+        o = offsets[k, a]
+        for i in range(m):
+            v = yt[k, a, start + i] - o
+            total[i] += v * v
+
+
+@numba.njit(WHITENED_SQUARES_SIGNATURE, nogil=True, cache=on_disk())
+def whitened_squares(yt, offsets, lo, out):
+    # yt (K, D, m) whitened rows, coordinate by coordinate, offsets (K, D) each component's
+    # whitened mean; out[k, lo:lo + m] = |y - offsets[k]|^2
+    m = yt.shape[2]
+    for k in range(yt.shape[0]):
+        _whitened_squares(yt, offsets, k, 0, m, out[k, lo:lo + m])
+
+
+@numba.njit(WHITENED_FOLD_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def whitened_fold(yt, offsets, const, log_weights, weights, resp, top, total):
+    # yt (K, D, n) whitened rows, offsets (K, D): scores (log_weights[k] + const[k] - |y|^2 / 2, as
+    # whitened_squares, the stack and the mixture add them), posteriors times weights (n,) as
+    # normalise_scores makes them, into resp (K, n), top and total (n,). False where a row has
+    # no finite largest score
+    k_count, n = yt.shape[0], yt.shape[2]
+    s = np.empty((k_count, CHUNK))
+    squares, factor = np.empty(CHUNK), np.empty(CHUNK)
+    for start in range(0, n, CHUNK):
+        m = min(CHUNK, n - start)
+        t = top[start:start + m]
+        for k in range(k_count):
+            _whitened_squares(yt, offsets, k, start, m, squares)
+            c, w = const[k], log_weights[k]
+            for i in range(m):
+                s[k, i] = (squares[i] * -0.5 + c) + w
+            _raise_top(t, s, k, m)
+        if not _all_finite(t, m):
+            return False
+        _exp_factors(s, m, weights, start, t, total[start:start + m], factor)
+        for k in range(k_count):
+            for i in range(m):
+                resp[k, start + i] = s[k, i] * factor[i]
+    return True
+
+
+@numba.njit(WEIGHTED_ROWS_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def weighted_rows(x, point, resp, lo, hi, mass, sum_x, rooted):
+    # rows [lo, hi) of x (n, D) less point (D,), component k weighted by resp (K, n): mass[k] =
+    # sum r, sum_x[k] = sum r y (row by row, in order), rooted[k, i - lo] = sqrt(r_i) y_i
+    d = x.shape[1]
+    y = np.empty(d)
+    mass[:] = 0.0
+    sum_x[:] = 0.0
+    for i in range(lo, hi):
+        for a in range(d):
+            y[a] = x[i, a] - point[a]
+        for k in range(resp.shape[0]):
+            r = resp[k, i]
+            root = np.sqrt(r)  # responsibilities are never negative
+            mass[k] += r
+            for a in range(d):
+                sum_x[k, a] += r * y[a]
+                rooted[k, i - lo, a] = root * y[a]

@@ -10,6 +10,11 @@ path of this mixture's fold uses), the stacked update's sums in its row blocks -
 gives their bits, and the model-parallel column fold's (a range of components scored and added
 apart). The posteriors are written out: their column sums are the posterior masses, summed as
 the three steps sum them.
+
+Wider rows of a small chunk (:func:`whitened_full_fold`): the rows whitened by BLAS (a GEMM per
+component, as the stack's scores make them), then one compiled pass scores and normalises them,
+and the sums are the stacked update's (per component a compiled pass and BLAS's rank-k update):
+again the three steps' bits, in a handful of calls where the three steps make dozens.
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ import numpy as np
 from mixfold.compute.logspace import LOG_2PI
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.scratch import scratch
-from mixfold.families._full_gaussian_moments import (BlockMoments, add_block_moments,
-                                                     compiled_passes)
-from mixfold.families._full_gaussian_stack import stack_centre, whitening_terms
+from mixfold.families._full_gaussian_moments import (COMPILED_SCORES_MAX_DIM, BlockMoments,
+                                                     add_block_moments, block_moments,
+                                                     compiled_passes, compiled_rows)
+from mixfold.families._full_gaussian_stack import (stack_centre, stack_constants, whiten_rows,
+                                                   whitened_block_rows, whitened_terms,
+                                                   whitening_terms)
 from mixfold.families._missing import has_missing
 
-__all__ = ["fused_full_fold"]
+__all__ = ["fused_full_fold", "whitened_full_fold"]
 
 
 def fused_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
@@ -67,5 +75,50 @@ def fused_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights:
     for acc in accs:
         acc.set_reference(point)
     for part in parts:  # in block order, as the stacked update adds them
+        add_block_moments(accs, part, point)
+    return resp_t.T.sum(axis=0), top + np.log(total)
+
+
+def whitened_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
+                       enc: Any, weights: np.ndarray, block_rows: int
+                       ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`fused_full_fold` of rows wider than the compiled scores take, in one block of
+    rows (at most :func:`~mixfold.families._full_gaussian_stack.whitened_block_rows`): each
+    component's whitened rows by one GEMM, their scores and posteriors by one compiled pass
+    (``whitened_fold``), the sums by :func:`block_moments` in blocks of ``block_rows`` rows;
+    ``None``, nothing added, outside that form (narrower or more rows, rows that miss entries,
+    a tied stack, no numba) or where a row has no finite score (the three steps then run, and
+    report it)."""
+    x = enc.values
+    (n, d), k = x.shape, len(components)
+    kernels = compiled_rows()
+    shared = components[0].precision_cholesky
+    if kernels is None or d <= COMPILED_SCORES_MAX_DIM or n > whitened_block_rows(d) \
+            or has_missing(enc) or (k > 1 and all(c.precision_cholesky is shared
+                                                  for c in components)):
+        return None
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    center = stack_centre(components)
+    factors, offsets = whitened_terms(components, center)
+    resp_t = scratch("mvg.fused_resp", (k, n))
+    top, total = np.empty(n), np.empty(n)
+    const = stack_constants(components, d)
+    log_weights = np.ascontiguousarray(log_weights, dtype=np.float64)
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+
+    def posteriors(lo: int, hi: int) -> bool:
+        yt = scratch("mvg.whitened", (k, d, n))
+        whiten_rows(kernels, x, center, 0, n, factors, yt)
+        return kernels["whitened_fold"](yt, offsets, const, log_weights, weights, resp_t, top,
+                                        total)
+
+    # one block, as the three steps score it (BLAS held as they hold it)
+    if not map_row_blocks(n, n, posteriors)[0]:
+        return None
+    point = accs[0].stack_reference(components)[0]
+    for acc in accs:
+        acc.set_reference(point)
+    for part in map_row_blocks(n, block_rows, lambda lo, hi: block_moments(
+            x, point, resp_t, lo, hi)):
         add_block_moments(accs, part, point)
     return resp_t.T.sum(axis=0), top + np.log(total)

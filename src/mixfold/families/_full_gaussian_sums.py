@@ -19,7 +19,7 @@ from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.scratch import scratch
 from mixfold.families._centred import VectorMoments
 from mixfold.families._full_gaussian_moments import (add_block_moments, block_moments,
-                                                     compiled_passes)
+                                                     compiled_rows)
 from mixfold.families._missing import add_weighted_outer, has_missing, require_native
 from mixfold.families._protocol import Encoded
 from mixfold.families.contract import LeafAccumulator
@@ -127,7 +127,7 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
         if all(c is points[0] or (c == points[0]).all() for c in points):
             point = points[0]
             about = point if np.any(point) else None  # about the origin: nothing to subtract
-            if about is not None and compiled_passes(x.shape[1]) is None:
+            if about is not None and compiled_rows() is None:
                 x, about = _centred_rows(x, point), None  # NumPy's passes read centred rows
             resp_t = np.ascontiguousarray(resp.T)  # (K, n): no copy of a Fortran-order resp
             for part in map_row_blocks(x.shape[0], step, lambda lo, hi: block_moments(

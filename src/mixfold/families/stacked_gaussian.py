@@ -50,7 +50,7 @@ from mixfold.compute.kernels import mixture_kernels
 from mixfold.compute.linear import gaussian_centre
 from mixfold.compute.logspace import LOG_2PI, normalise_live_rows
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
-from mixfold.families._full_gaussian_fold import fused_full_fold
+from mixfold.families._full_gaussian_fold import fused_full_fold, whitened_full_fold
 from mixfold.families._full_gaussian_moments import add_block_moments, block_moments
 from mixfold.families._missing import has_missing
 from mixfold.compute.row_blocks import map_row_blocks
@@ -174,8 +174,9 @@ def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
         return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
     x = enc.values
     if precision.native and precision.dtype == np.float64:
-        folded = fused_full_fold(accs, components, log_weights, enc, weights,
-                                 update_block_rows(x.shape[1]))
+        step = update_block_rows(x.shape[1])
+        folded = fused_full_fold(accs, components, log_weights, enc, weights, step) \
+            or whitened_full_fold(accs, components, log_weights, enc, weights, step)
         if folded is not None:
             return folded
     if not _small_float64(enc, precision, len(components) * x.shape[1]) \

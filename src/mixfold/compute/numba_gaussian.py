@@ -29,6 +29,14 @@ make the thin passes around it:
 - :func:`weighted_rows`: per component ``sum r``, ``sum r y`` and the rows ``sqrt(r) y``
   (``y = x - point``) whose rank-k update BLAS makes.
 
+:func:`reference_point` is :func:`~mixfold.compute.linear.gaussian_centre` in one call, with
+its operations in its order (no fast-math): the point the stack's sums are about.
+
+:func:`factor_covariances` factors K small covariances at once (an M-step's): each symmetrised,
+its Cholesky factor ``L`` (LAPACK's unblocked column order), ``U = (L^-1)^T`` by forward
+substitution and ``log|U|``: one call where LAPACK's are two per component, each costing more than
+a small factorisation.
+
 No fast-math (exp64 alone contracts its polynomial into FMAs), and every component's results
 come from its own loops over the rows in row order: a range of components gets the bits the
 whole stack gets (the model-parallel column fold). The three steps and the fused pass share
@@ -44,7 +52,9 @@ from mixfold.compute.kernel_cache import on_disk
 from mixfold.compute.numba_math import exp64
 
 __all__ = ["full_squares", "full_moments", "full_fold", "normalise_scores", "centred_columns",
-           "whitened_squares", "whitened_fold", "weighted_rows", "CHUNK", "LANES"]
+           "whitened_squares", "whitened_fold", "weighted_rows", "reference_point",
+           "factor_covariances", "CHUNK",
+           "LANES"]
 
 #: rows laid out per coordinate at a time: a few hundred, so that the layout stays in cache while
 #: every component reads it
@@ -70,6 +80,8 @@ NORMALISE_SIGNATURE = numba.boolean(_ROWS, _IN_VECTOR, _VECTOR, _VECTOR)
 FOLD_SIGNATURE = numba.boolean(_DATA, _IN_VECTOR, _IN_ROWS, _IN_CUBE, _IN_VECTOR, _IN_VECTOR,
                                _IN_VECTOR, _IN_VECTOR, numba.int64, numba.int64, _ROWS, _VECTOR,
                                _VECTOR, _VECTOR, _ROWS, _CUBE)
+FACTOR_SIGNATURE = numba.int64(_IN_CUBE, _CUBE, _CUBE, _CUBE, _VECTOR)
+REFERENCE_SIGNATURE = numba.void(_IN_ROWS, _IN_ROWS, _VECTOR)
 CENTRED_COLUMNS_SIGNATURE = numba.void(_DATA, _IN_VECTOR, numba.int64, numba.int64, _ROWS)
 WHITENED_SQUARES_SIGNATURE = numba.void(_IN_CUBE, _IN_ROWS, numba.int64, _ROWS)
 WHITENED_FOLD_SIGNATURE = numba.boolean(_IN_CUBE, _IN_ROWS, _IN_VECTOR, _IN_VECTOR, _IN_VECTOR,
@@ -368,3 +380,82 @@ def weighted_rows(x, point, resp, lo, hi, mass, sum_x, rooted):
             for a in range(d):
                 sum_x[k, a] += r * y[a]
                 rooted[k, i - lo, a] = root * y[a]
+
+
+@numba.njit(REFERENCE_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def reference_point(mu, s2, out):
+    # out (D,) = gaussian_centre(mu (K, D), s2 (K, D)): the mean of the means rounded to a
+    # power-of-two grid no finer than the spread, each sum over K in order as NumPy's
+    k, d = mu.shape
+    for j in range(d):
+        c = mu[0, j]
+        for i in range(1, k):
+            c += mu[i, j]
+        c /= k
+        t = mu[0, j] - c
+        spread = s2[0, j] + t * t
+        for i in range(1, k):
+            t = mu[i, j] - c
+            spread += s2[i, j] + t * t
+        spread = np.sqrt(spread / k)
+        out[j] = c
+        if spread > 0.0:  # (0 or NaN: NumPy's grid is 0 or NaN, the mean kept)
+            grid = np.exp2(np.ceil(np.log2(spread)))
+            snapped = np.round(c / grid) * grid
+            if np.isfinite(snapped) and grid > 0.0:
+                out[j] = snapped
+
+
+@numba.njit
+def _cholesky(a, low):
+    # low (D, D) = L, lower triangular, L L^T = a; False where a is not positive definite (a
+    # pivot <= 0 or NaN, as LAPACK's dpotrf finds it)
+    d = a.shape[0]
+    low[:] = 0.0
+    for j in range(d):
+        pivot = a[j, j]
+        for k in range(j):
+            pivot -= low[j, k] * low[j, k]
+        if not pivot > 0.0:
+            return False
+        root = np.sqrt(pivot)
+        low[j, j] = root
+        for i in range(j + 1, d):
+            t = a[i, j]
+            for k in range(j):
+                t -= low[i, k] * low[j, k]
+            low[i, j] = t / root
+    return True
+
+
+@numba.njit
+def _precision_factor(low, up):
+    # up (D, D) = (L^-1)^T, upper triangular: column j of L^-1 by forward substitution of
+    # L x = e_j, written as row j of up; returns log|U| = sum log U_jj
+    d = low.shape[0]
+    up[:] = 0.0
+    log_det = 0.0
+    for j in range(d):
+        up[j, j] = 1.0 / low[j, j]
+        log_det += np.log(up[j, j])
+        for i in range(j + 1, d):
+            t = 0.0
+            for k in range(j, i):
+                t += low[i, k] * up[j, k]
+            up[j, i] = -t / low[i, i]
+    return log_det
+
+
+@numba.njit(FACTOR_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def factor_covariances(cov, sym, low, up, log_det):
+    # cov (K, D, D): sym[k] = (cov[k] + cov[k]^T) / 2, low[k] its Cholesky factor, up[k] =
+    # (low[k]^-1)^T, log_det[k] = log|up[k]|; returns the first k not positive definite, or -1
+    d = cov.shape[1]
+    for k in range(cov.shape[0]):
+        for i in range(d):
+            for j in range(d):
+                sym[k, i, j] = 0.5 * (cov[k, i, j] + cov[k, j, i])
+        if not _cholesky(sym[k], low[k]):
+            return k
+        log_det[k] = _precision_factor(low[k], up[k])
+    return -1

@@ -83,42 +83,44 @@ def whitened_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weigh
                        enc: Any, weights: np.ndarray, block_rows: int
                        ) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`fused_full_fold` of rows wider than the compiled scores take, in one block of
-    rows (at most :func:`~mixfold.families._full_gaussian_stack.whitened_block_rows`): each
-    component's whitened rows by one GEMM, their scores and posteriors by one compiled pass
-    (``whitened_fold``), the sums by :func:`block_moments` in blocks of ``block_rows`` rows;
-    ``None``, nothing added, outside that form (narrower or more rows, rows that miss entries,
-    a tied stack, no numba) or where a row has no finite score (the three steps then run, and
-    report it)."""
+    rows (at most :func:`~mixfold.families._full_gaussian_stack.whitened_block_rows` and
+    ``block_rows``, the stacked update's): each component's whitened rows by one GEMM, their
+    scores and posteriors by one compiled pass (``whitened_fold``), the sums by
+    :func:`block_moments`; ``None``, nothing added, outside that form (narrower or more rows,
+    rows that miss entries, a tied stack, no numba) or where a row has no finite score (the
+    three steps then run, and report it)."""
     x = enc.values
     (n, d), k = x.shape, len(components)
     kernels = compiled_rows()
     shared = components[0].precision_cholesky
-    if kernels is None or d <= COMPILED_SCORES_MAX_DIM or n > whitened_block_rows(d) \
+    if kernels is None or d <= COMPILED_SCORES_MAX_DIM or n > min(whitened_block_rows(d),
+                                                                  block_rows) \
             or has_missing(enc) or (k > 1 and all(c.precision_cholesky is shared
                                                   for c in components)):
         return None
     x = np.ascontiguousarray(x, dtype=np.float64)
     center = stack_centre(components)
     factors, offsets = whitened_terms(components, center)
+    const = stack_constants(components, d)
+    point = accs[0].stack_reference(components)[0]
     resp_t = scratch("mvg.fused_resp", (k, n))
     top, total = np.empty(n), np.empty(n)
-    const = stack_constants(components, d)
     log_weights = np.ascontiguousarray(log_weights, dtype=np.float64)
     weights = np.ascontiguousarray(weights, dtype=np.float64)
 
-    def posteriors(lo: int, hi: int) -> bool:
+    def fold_block(lo: int, hi: int) -> BlockMoments | None:
         yt = scratch("mvg.whitened", (k, d, n))
         whiten_rows(kernels, x, center, 0, n, factors, yt)
-        return kernels["whitened_fold"](yt, offsets, const, log_weights, weights, resp_t, top,
-                                        total)
+        if not kernels["whitened_fold"](yt, offsets, const, log_weights, weights, resp_t, top,
+                                        total):
+            return None
+        return block_moments(x, point, resp_t, 0, n)
 
-    # one block, as the three steps score it (BLAS held as they hold it)
-    if not map_row_blocks(n, n, posteriors)[0]:
+    # one block, as the three steps score and add it (BLAS held as they hold it)
+    part = map_row_blocks(n, n, fold_block)[0]
+    if part is None:
         return None
-    point = accs[0].stack_reference(components)[0]
     for acc in accs:
         acc.set_reference(point)
-    for part in map_row_blocks(n, block_rows, lambda lo, hi: block_moments(
-            x, point, resp_t, lo, hi)):
-        add_block_moments(accs, part, point)
+    add_block_moments(accs, part, point)
     return resp_t.T.sum(axis=0), top + np.log(total)

@@ -52,9 +52,16 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
     @staticmethod
     def stack_reference(components: Sequence[Any]) -> np.ndarray:
         """The mean of the components' means on a grid no finer than their spread
-        (:func:`~mixfold.compute.linear.gaussian_centre`), for each."""
-        centre = gaussian_centre(np.array([c.mu for c in components]),
-                                 np.array([np.diagonal(c.cov) for c in components]))
+        (:func:`~mixfold.compute.linear.gaussian_centre`; in float64 one compiled call with its
+        bits), for each."""
+        mu = np.array([c.mu for c in components])
+        s2 = np.array([np.diagonal(c.cov) for c in components])
+        kernels = compiled_rows()
+        if kernels is None or mu.dtype != np.float64 or s2.dtype != np.float64:
+            centre = gaussian_centre(mu, s2)
+        else:
+            centre = np.empty(mu.shape[1])
+            kernels["reference_point"](mu, s2, centre)
         return np.repeat(centre[None], len(components), axis=0)
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:

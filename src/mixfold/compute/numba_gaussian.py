@@ -241,8 +241,8 @@ def full_moments(x, point, resp, lo, hi, mass, sum_x, sum_xx):
     _hand_out(lanes, d, mass, sum_x, sum_xx)
 
 
-@numba.njit(NORMALISE_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
-def normalise_scores(scores, weights, top, total):
+@numba.njit
+def _normalise(scores, weights, top, total):
     # scores (K, n): each column a row's K scores, turned into its posteriors times weights (n,)
     # in place; top (n,) and total (n,) written (the log-sum-exp is top + log(total)). False,
     # nothing written, where a row has no finite largest score
@@ -263,6 +263,12 @@ def normalise_scores(scores, weights, top, total):
             for i in range(m):
                 scores[k, lo + i] = s[k, i] * factor[i]
     return True
+
+
+@numba.njit(NORMALISE_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def normalise_scores(scores, weights, top, total):
+    # _normalise: the three steps' normalisation of the stack's scores
+    return _normalise(scores, weights, top, total)
 
 
 @numba.njit(FOLD_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
@@ -338,28 +344,17 @@ def whitened_squares(yt, offsets, lo, out):
 @numba.njit(WHITENED_FOLD_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
 def whitened_fold(yt, offsets, const, log_weights, weights, resp, top, total):
     # yt (K, D, n) whitened rows, offsets (K, D): scores (log_weights[k] + const[k] - |y|^2 / 2, as
-    # whitened_squares, the stack and the mixture add them), posteriors times weights (n,) as
-    # normalise_scores makes them, into resp (K, n), top and total (n,). False where a row has
-    # no finite largest score
-    k_count, n = yt.shape[0], yt.shape[2]
-    s = np.empty((k_count, CHUNK))
-    squares, factor = np.empty(CHUNK), np.empty(CHUNK)
-    for start in range(0, n, CHUNK):
-        m = min(CHUNK, n - start)
-        t = top[start:start + m]
-        for k in range(k_count):
-            _whitened_squares(yt, offsets, k, start, m, squares)
-            c, w = const[k], log_weights[k]
-            for i in range(m):
-                s[k, i] = (squares[i] * -0.5 + c) + w
-            _raise_top(t, s, k, m)
-        if not _all_finite(t, m):
-            return False
-        _exp_factors(s, m, weights, start, t, total[start:start + m], factor)
-        for k in range(k_count):
-            for i in range(m):
-                resp[k, start + i] = s[k, i] * factor[i]
-    return True
+    # whitened_squares, the stack and the mixture add them) into resp (K, n), turned into
+    # posteriors times weights (n,) as normalise_scores turns them; top and total (n,). False
+    # where a row has no finite largest score
+    n = yt.shape[2]
+    for k in range(yt.shape[0]):
+        row = resp[k]
+        _whitened_squares(yt, offsets, k, 0, n, row)
+        c, w = const[k], log_weights[k]
+        for i in range(n):
+            row[i] = (row[i] * -0.5 + c) + w
+    return _normalise(resp, weights, top, total)
 
 
 @numba.njit(WEIGHTED_ROWS_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())

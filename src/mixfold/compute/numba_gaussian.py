@@ -25,7 +25,7 @@ make the thin passes around it:
 - :func:`whitened_squares`: each row's ``|y - o_k|^2`` per component (``o_k = (mu_k - c) U_k``),
   summed coordinate by coordinate;
 - :func:`whitened_fold`: those squares made into scores and normalised as
-  :func:`normalise_scores` does, in one pass (the posteriors written once);
+  :func:`normalise_scores` does, then :func:`weighted_rows` of the posteriors, in one call;
 - :func:`weighted_rows`: per component ``sum r``, ``sum r y`` and the rows ``sqrt(r) y``
   (``y = x - point``) whose rank-k update BLAS makes.
 
@@ -85,7 +85,8 @@ REFERENCE_SIGNATURE = numba.void(_IN_ROWS, _IN_ROWS, _VECTOR)
 CENTRED_COLUMNS_SIGNATURE = numba.void(_DATA, _IN_VECTOR, numba.int64, numba.int64, _ROWS)
 WHITENED_SQUARES_SIGNATURE = numba.void(_IN_CUBE, _IN_ROWS, numba.int64, _ROWS)
 WHITENED_FOLD_SIGNATURE = numba.boolean(_IN_CUBE, _IN_ROWS, _IN_VECTOR, _IN_VECTOR, _IN_VECTOR,
-                                        _ROWS, _VECTOR, _VECTOR)
+                                        _ROWS, _VECTOR, _VECTOR, _DATA, _IN_VECTOR, _VECTOR,
+                                        _ROWS, _CUBE)
 WEIGHTED_ROWS_SIGNATURE = numba.void(_DATA, _IN_VECTOR, _IN_ROWS, numba.int64, numba.int64,
                                      _VECTOR, _ROWS, _CUBE)
 
@@ -341,24 +342,8 @@ def whitened_squares(yt, offsets, lo, out):
         _whitened_squares(yt, offsets, k, 0, m, out[k, lo:lo + m])
 
 
-@numba.njit(WHITENED_FOLD_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
-def whitened_fold(yt, offsets, const, log_weights, weights, resp, top, total):
-    # yt (K, D, n) whitened rows, offsets (K, D): scores (log_weights[k] + const[k] - |y|^2 / 2, as
-    # whitened_squares, the stack and the mixture add them) into resp (K, n), turned into
-    # posteriors times weights (n,) as normalise_scores turns them; top and total (n,). False
-    # where a row has no finite largest score
-    n = yt.shape[2]
-    for k in range(yt.shape[0]):
-        row = resp[k]
-        _whitened_squares(yt, offsets, k, 0, n, row)
-        c, w = const[k], log_weights[k]
-        for i in range(n):
-            row[i] = (row[i] * -0.5 + c) + w
-    return _normalise(resp, weights, top, total)
-
-
-@numba.njit(WEIGHTED_ROWS_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
-def weighted_rows(x, point, resp, lo, hi, mass, sum_x, rooted):
+@numba.njit
+def _weighted_rows(x, point, resp, lo, hi, mass, sum_x, rooted):
     # rows [lo, hi) of x (n, D) less point (D,), component k weighted by resp (K, n): mass[k] =
     # sum r, sum_x[k] = sum r y (row by row, in order), rooted[k, i - lo] = sqrt(r_i) y_i
     d = x.shape[1]
@@ -375,6 +360,33 @@ def weighted_rows(x, point, resp, lo, hi, mass, sum_x, rooted):
             for a in range(d):
                 sum_x[k, a] += r * y[a]
                 rooted[k, i - lo, a] = root * y[a]
+
+
+@numba.njit(WEIGHTED_ROWS_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def weighted_rows(x, point, resp, lo, hi, mass, sum_x, rooted):
+    # _weighted_rows: the stacked update's first sums and weighted rows
+    _weighted_rows(x, point, resp, lo, hi, mass, sum_x, rooted)
+
+
+@numba.njit(WHITENED_FOLD_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def whitened_fold(yt, offsets, const, log_weights, weights, resp, top, total, x, point, mass,
+                  sum_x, rooted):
+    # yt (K, D, n) whitened rows, offsets (K, D): scores (log_weights[k] + const[k] - |y|^2 / 2, as
+    # whitened_squares, the stack and the mixture add them) into resp (K, n), turned into
+    # posteriors times weights (n,) as normalise_scores turns them; top and total (n,); then the
+    # rows x (n, D) about point weighted by them, as weighted_rows weights them (mass (K,),
+    # sum_x (K, D), rooted (K, n, D)). False, no sums, where a row has no finite largest score
+    n = yt.shape[2]
+    for k in range(yt.shape[0]):
+        row = resp[k]
+        _whitened_squares(yt, offsets, k, 0, n, row)
+        c, w = const[k], log_weights[k]
+        for i in range(n):
+            row[i] = (row[i] * -0.5 + c) + w
+    if not _normalise(resp, weights, top, total):
+        return False
+    _weighted_rows(x, point, resp, 0, n, mass, sum_x, rooted)
+    return True
 
 
 @numba.njit(REFERENCE_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())

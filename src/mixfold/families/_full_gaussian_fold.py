@@ -28,7 +28,7 @@ from mixfold.compute.logspace import LOG_2PI
 from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.scratch import scratch
 from mixfold.families._full_gaussian_moments import (COMPILED_SCORES_MAX_DIM, BlockMoments,
-                                                     add_block_moments, block_moments,
+                                                     add_block_moments, add_rank_k,
                                                      compiled_passes, compiled_rows)
 from mixfold.families._full_gaussian_stack import (stack_centre, stack_constants, whiten_rows,
                                                    whitened_block_rows, whitened_terms,
@@ -102,7 +102,7 @@ def whitened_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weigh
     center = stack_centre(components)
     factors, offsets = whitened_terms(components, center)
     const = stack_constants(components, d)
-    point = accs[0].stack_reference(components)[0]
+    point = np.array(accs[0].stack_reference(components)[0], dtype=np.float64)
     resp_t = scratch("mvg.fused_resp", (k, n))
     top, total = np.empty(n), np.empty(n)
     log_weights = np.ascontiguousarray(log_weights, dtype=np.float64)
@@ -111,10 +111,14 @@ def whitened_full_fold(accs: Sequence[Any], components: Sequence[Any], log_weigh
     def fold_block(lo: int, hi: int) -> BlockMoments | None:
         yt = scratch("mvg.whitened", (k, d, n))
         whiten_rows(kernels, x, center, 0, n, factors, yt)
+        out = BlockMoments(np.empty(k), np.empty((k, d)), np.empty((k, d, d)))
+        rooted = scratch("mvg.rooted", (k, n, d))
+        # the posteriors, then the stacked update's sums of them (block_moments' calls)
         if not kernels["whitened_fold"](yt, offsets, const, log_weights, weights, resp_t, top,
-                                        total):
+                                        total, x, point, out.mass, out.sum_x, rooted):
             return None
-        return block_moments(x, point, resp_t, 0, n)
+        add_rank_k(rooted, out.sum_xx)
+        return out
 
     # one block, as the three steps score and add it (BLAS held as they hold it)
     part = map_row_blocks(n, n, fold_block)[0]

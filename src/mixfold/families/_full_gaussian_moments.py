@@ -31,7 +31,7 @@ from mixfold.compute.kernels import full_gaussian_kernels
 from mixfold.compute.scratch import scratch
 
 __all__ = ["BlockMoments", "block_moments", "add_block_moments", "compiled_passes",
-           "compiled_rows", "COMPILED_MAX_DIM", "COMPILED_SCORES_MAX_DIM"]
+           "compiled_rows", "add_rank_k", "COMPILED_MAX_DIM", "COMPILED_SCORES_MAX_DIM"]
 
 #: the widest rows the compiled sums take: their work grows as D^2 per row and component without
 #: BLAS's register blocking, so past it the per-component rank-k updates win
@@ -79,8 +79,7 @@ def block_moments(x: np.ndarray, point: np.ndarray | None, resp_t: np.ndarray, l
             return out
         rooted = scratch("mvg.rooted", (k, hi - lo, d))
         kernels["weighted_rows"](x, origin, weights, lo, hi, out.mass, out.sum_x, rooted)
-        for s, sum_xx in zip(rooted, out.sum_xx):
-            np.matmul(s.T, s, out=sum_xx)  # NumPy runs s.T @ s as a rank-k update
+        add_rank_k(rooted, out.sum_xx)
         return out
     y = x[lo:hi] if point is None else np.subtract(
         x[lo:hi], point, out=scratch("mvg.centred_block", (hi - lo, d)))
@@ -91,6 +90,13 @@ def block_moments(x: np.ndarray, point: np.ndarray | None, resp_t: np.ndarray, l
         np.multiply(np.sqrt(r)[:, None], y, out=rx)  # responsibilities are never negative
         out.sum_xx[j] = rx.T @ rx  # NumPy runs s.T @ s as a rank-k update: half the products
     return out
+
+
+def add_rank_k(rooted: np.ndarray, sum_xx: np.ndarray) -> None:
+    """``sum_xx[k] = rooted[k].T @ rooted[k]`` of the weighted rows ``rooted`` (K, rows, D): per
+    component BLAS's symmetric rank-k update."""
+    for s, out in zip(rooted, sum_xx):
+        np.matmul(s.T, s, out=out)  # NumPy runs s.T @ s as a rank-k update
 
 
 def add_block_moments(accs: Sequence[Any], moments: BlockMoments, point: np.ndarray) -> None:

@@ -164,9 +164,10 @@ def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
               ) -> tuple[np.ndarray, np.ndarray] | None:
     """A mixture of full-covariance (or tied) Gaussians' E-step: in float64 at small D, one
     compiled pass over the rows (:func:`~mixfold.families._full_gaussian_fold.fused_full_fold`);
-    wider rows of a small chunk, the three steps' own calls -- the stack's scores, its row
-    normalisation, the stacked update's sums about the stack's reference point -- without the
-    layers between them. Either way the bits of the three steps (and of the model-parallel
+    wider rows of a small chunk, whitened by BLAS and scored, normalised and weighted by one
+    compiled call (:func:`~mixfold.families._full_gaussian_fold.whitened_full_fold`), else the
+    three steps' own calls -- the stack's scores, its row normalisation, the stacked update's
+    sums about the stack's reference point -- without the layers between them. Either way the bits of the three steps (and of the model-parallel
     column fold, which gives those). Returns (posterior mass per component, per-row
     log-density); the torch engine's fused E-step; ``None`` outside the form (the mixture runs
     its three steps)."""

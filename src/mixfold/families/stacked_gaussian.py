@@ -167,10 +167,10 @@ def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
     wider rows of a small chunk, whitened by BLAS and scored, normalised and weighted by one
     compiled call (:func:`~mixfold.families._full_gaussian_fold.whitened_full_fold`), else the
     three steps' own calls -- the stack's scores, its row normalisation, the stacked update's
-    sums about the stack's reference point -- without the layers between them. Either way the bits of the three steps (and of the model-parallel
-    column fold, which gives those). Returns (posterior mass per component, per-row
-    log-density); the torch engine's fused E-step; ``None`` outside the form (the mixture runs
-    its three steps)."""
+    sums about the stack's reference point -- without the layers between them. Either way the
+    bits of the three steps (and of the model-parallel column fold, which gives those). Returns
+    (posterior mass per component, per-row log-density); the torch engine's fused E-step;
+    ``None`` outside the form (the mixture runs its three steps)."""
     if precision.engine is Engine.TORCH:
         return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
     x = enc.values

@@ -1,13 +1,14 @@
-"""Full-covariance Gaussians' float64 scores and sums, compiled passes vs NumPy's, by width D.
+"""Full-covariance Gaussians' float64 scores and sums, compiled passes vs BLAS's, by width D.
 
     python benchmarks/full_gaussian_passes.py [--rows 100000] [--k 8] [--repeats 5]
 
 For each D, the stacked scores (``stack_log_density`` of K components) and the stacked update
 (``stack_update`` of K accumulators) of the same rows, timed with the compiled passes
-(:mod:`mixfold.compute.numba_gaussian`) and with NumPy's (the widths they take set to 0), on one
-thread (``MIXFOLD_NUM_THREADS=1`` unless set; BLAS held to one thread, as the fold's row blocks
-hold it): the best CPU time of ``--repeats`` each, and the ratio
-NumPy / compiled. ``COMPILED_MAX_DIM`` and ``COMPILED_SCORES_MAX_DIM``
+(:mod:`mixfold.compute.numba_gaussian`) and with the wider rows' path (the widths they take set
+to 0): BLAS's products -- a whitening GEMM, a rank-k update per component -- with compiled passes
+around them, on one thread (``MIXFOLD_NUM_THREADS=1`` unless set; BLAS held to one thread, as
+the fold's row blocks hold it): the best CPU time of ``--repeats`` each, and the ratio
+BLAS / compiled. ``COMPILED_MAX_DIM`` and ``COMPILED_SCORES_MAX_DIM``
 (families/_full_gaussian_moments.py) are where the ratios fall to about 1.
 """
 
@@ -67,8 +68,8 @@ def main() -> None:
     print(f"{platform.node()} {time.strftime('%Y-%m-%d %H:%M')}: {args.rows:,} rows, K={args.k}, "
           f"MIXFOLD_NUM_THREADS={os.environ['MIXFOLD_NUM_THREADS']}, "
           f"best CPU time of {args.repeats} (ms)")
-    print("| D | scores compiled | scores NumPy | NumPy/compiled | sums compiled | sums NumPy "
-          "| NumPy/compiled |")
+    print("| D | scores compiled | scores BLAS | BLAS/compiled | sums compiled | sums BLAS "
+          "| BLAS/compiled |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     limits = moments.COMPILED_MAX_DIM, moments.COMPILED_SCORES_MAX_DIM
     hold = blas_threads(1)

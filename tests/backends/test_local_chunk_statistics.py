@@ -160,3 +160,19 @@ def test_the_forms_it_declines_fold_into_accumulators(case: str) -> None:
     bound.accumulator_factory = counted  # (an instance attribute: this estimator only)
     handle.estimate(bound, fit.model, precision)
     assert made, case
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e6])
+def test_wide_full_covariances_give_the_accumulators_bits(offset: float) -> None:
+    """30 coordinates: the whitened pass's statistics (BLAS's products, one row block)."""
+    rng = np.random.default_rng(11)
+    x = offset + np.vstack([rng.normal(c, 1.0, (100, 30)) for c in (-1.0, 0.5, 2.0)])
+    weights = rng.uniform(0.5, 1.5, len(x))
+    handle, est, model = _start(_estimator({"full": True}, {}), x, weights)
+    assert one_chunk_statistics(est, model, handle.enc, handle.weights, FLOAT64) is not None
+    for _ in range(2):
+        fast, fast_fold = handle.estimate(est, model, FLOAT64)
+        slow, slow_fold = _accumulators_step(handle, est, model)
+        assert assert_bit_identical(fast, slow) > 0
+        assert fast_fold.log_density == slow_fold.log_density
+        model = fast

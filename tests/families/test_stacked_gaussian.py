@@ -264,7 +264,7 @@ def test_tied_components_share_the_covariance_and_hold_their_means() -> None:
 
 SMALL_CASES = [("iris", kind, 20) for kind in ("full", "tied", "diag", "spherical")] + [
     ("iris", "tied", 100), ("wine", "tied", 20), ("breast_cancer", "tied", 20),
-    ("breast_cancer", "tied", 100)]
+    ("breast_cancer", "tied", 100), ("breast_cancer", "full", 20), ("breast_cancer", "full", 60)]
 
 
 @pytest.mark.parametrize("name, kind, iterations", SMALL_CASES)

@@ -30,7 +30,10 @@ PINNED = {  # computed with main at e5493bf; the entries with a number were re-p
     # of any fitted parameter (of a score array) old vs new, round-off that the fit's iterations
     # amplify (sums about a centre shared by far means); "fused": re-pinned when one compiled
     # pass scored, normalised (its own vectorised exp) and summed (64 partial sums) a chunk
-    # (families/_full_gaussian_fold.py), measured against 836e1ef
+    # (families/_full_gaussian_fold.py), measured against 836e1ef; "factor": re-pinned when
+    # covariances up to D = 32 were factored by one compiled call (families/_covariance.py:
+    # L by its columns, U by forward substitution, not LAPACK's blocked kernels), against
+    # 459749a: the largest relative difference of a fitted parameter (of a score array)
     "diagonal: float64": "c8794b22354adf6e",
     "diagonal: float32": "c8794b22354adf6e",
     "diagonal: dd": "a9a3eae56853a7d5",
@@ -59,13 +62,13 @@ PINNED = {  # computed with main at e5493bf; the entries with a number were re-p
     # weights the same
     "full: tied large": "661438f18e67b19c",
     "full: prior, relative": "a3f0470a7c9aa78f",  # 1.3e-13; fused: 1.1e-11
-    "full: missing": "aa33a66dd44d50c9",
+    "full: missing": "16f2608a3060d653",  # factor: 3.4e-14
     "full: single": "90158bcdc82cb5b4",
-    "student_t: single": "0c531415071b0ab3",
-    "student_t: mixture": "7de49f20d5b6a87d",
-    "student_t: fixed nu, relative": "b41a2a2e5cac288b",
-    "student_t: missing": "f00a4e401ed1b139",
-    "record: vector fields": "98b17855e02e6420",  # 1.6e-17
+    "student_t: single": "7657c127637778ad",  # factor: 5.7e-17
+    "student_t: mixture": "cb79374ccb0f4c03",  # factor: 3.4e-16
+    "student_t: fixed nu, relative": "b94da04c7f8c2d34",  # factor: 5.9e-16
+    "student_t: missing": "5ad1721fca3380b0",  # factor: 3.5e-15
+    "record: vector fields": "795e430a26282bbf",  # 1.6e-17; factor: 5.5e-12
     "record: vector fields float32": "db779395726ffd2d",
     "gaussian: mixture": "130bd27d0930fb16",
     "diagonal scores: float64 one": "0763d0652451f4df",
@@ -74,21 +77,21 @@ PINNED = {  # computed with main at e5493bf; the entries with a number were re-p
     "diagonal scores: float32 stacked": "f4a792bcf1fe66f5",
     "diagonal scores: bfloat16@emulated one": "1c794c8b73e9fa91",
     "diagonal scores: relative": "f3677a4b38f01f0e",
-    "full scores: float64 one": "9a92d2e087046cc7",
-    "full scores: float64 stacked": "29916f7df0d3e694",  # 5.4e-16
+    "full scores: float64 one": "01a9a564e5afdb99",  # factor: 2.7e-16
+    "full scores: float64 stacked": "b8c11223021b8bbf",  # 5.4e-16; factor: 2.7e-16
     "full scores: float32 one": "fabaf5e112a839bb",
     "full scores: float32 stacked": "a49b0e084dc368ba",
     "full scores: bfloat16@emulated one": "5f39a61232747767",
-    "full scores: relative": "a4186bebb5288907",
-    "tied scores: float64 one": "3dc2683184a1ec20",
-    "tied scores: float64 stacked": "12e9e88188a6084c",  # 5.4e-16
+    "full scores: relative": "fce166be4f609b71",  # factor: 4.1e-16
+    "tied scores: float64 one": "5b7bedc9b94da1c7",  # factor: 2.7e-16
+    "tied scores: float64 stacked": "1e0fde24b67f4d94",  # 5.4e-16; factor: 2.7e-16
     "tied scores: float32 one": "9ef1994e6591c67f",
     "tied scores: float32 stacked": "40989960e490b7cf",
     "tied scores: bfloat16@emulated one": "d6d52f9f07713337",
-    "tied scores: relative": "e1ebd62e24236589",
-    "student_t scores: float64 one": "04d75319cb52b9b9",
-    "student_t scores: float32 one": "04d75319cb52b9b9",
-    "student_t scores: bfloat16@emulated one": "04d75319cb52b9b9",
+    "tied scores: relative": "f63dbfbb05b71e16",  # factor: 5.4e-16
+    "student_t scores: float64 one": "d69154db914cdcfb",  # factor: 3.2e-16
+    "student_t scores: float32 one": "d69154db914cdcfb",  # factor: as float64 one
+    "student_t scores: bfloat16@emulated one": "d69154db914cdcfb",  # factor: as float64 one
     "gaussian scores: float64 one": "8faf6d0893cfd640",
     "gaussian scores: float64 stacked": "ebdad50870cd0b7a",
     "gaussian scores: float32 one": "354f3c07b47142c9",

@@ -123,6 +123,16 @@ def test_full_covariance_mixture_columns_share_the_stack_centre(precision):
     assert_same_bits(serial, threaded)
 
 
+@pytest.mark.parametrize("rows", [600, 5000])
+def test_wide_full_covariance_columns_match_the_whitened_fold(rows):
+    # D = 30: the serial fold of a small chunk whitens by BLAS and scores in one compiled pass
+    # (families/_full_gaussian_fold.py), a larger one runs the three steps; cut apart, the same
+    model = mvg_mixture(4, 30, seed=5)
+    data = model.sampler(1).sample(rows)
+    for stops in [(1, 4), (2, 3, 4)]:
+        assert_same_bits(*serial_and_threaded(model, data, cut_plan(model, "", stops))[:2])
+
+
 @pytest.mark.parametrize("dim", [1, 3])
 def test_single_component_ranges_are_scored_by_the_same_calls(dim):
     # a one-component range must not fall onto another BLAS routine (a GEMM of one row is a

@@ -203,15 +203,24 @@ def mixture_kernels() -> dict[str, Any] | None:
 
 def full_gaussian_kernels() -> dict[str, Any] | None:
     """The compiled float64 passes of stacked full-covariance Gaussians (``full_squares``,
-    ``full_moments``, their fused ``full_fold`` and the row normalisation ``normalise_scores``
-    of :mod:`mixfold.compute.numba_gaussian`), loaded on the first call;
+    ``full_moments``, their fused ``full_fold``, the row normalisation ``normalise_scores``, and
+    around BLAS's products at wider D ``centred_columns``, ``whitened_squares``,
+    ``whitened_fold`` and ``weighted_rows``, the sums' ``reference_point`` and the M-step's
+    ``factor_covariances`` of
+    :mod:`mixfold.compute.numba_gaussian`), loaded on the first call;
     ``None`` where the kernels cannot be used (the NumPy passes run instead)."""
     if not kernels_available():
         return None
     if "full_squares" not in _KERNELS:
         gaussian = load_kernel_module("mixfold.compute.numba_gaussian")
         _KERNELS.update(full_squares=gaussian.full_squares, full_moments=gaussian.full_moments,
-                        full_fold=gaussian.full_fold, normalise_scores=gaussian.normalise_scores)
+                        full_fold=gaussian.full_fold, normalise_scores=gaussian.normalise_scores,
+                        reference_point=gaussian.reference_point,
+                        factor_covariances=gaussian.factor_covariances,
+                        centred_columns=gaussian.centred_columns,
+                        whitened_squares=gaussian.whitened_squares,
+                        whitened_fold=gaussian.whitened_fold,
+                        weighted_rows=gaussian.weighted_rows)
     return _KERNELS
 
 

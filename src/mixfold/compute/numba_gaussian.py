@@ -18,6 +18,25 @@ it, each loop over the chunk's rows vectorising without reassociation (one lane 
 - :func:`full_fold`: the three at once, chunk by chunk: the (rows, K) scores never leave the
   cache, the posteriors are written once.
 
+Wider rows are whitened by BLAS (a GEMM per component of the centred rows laid out coordinate by
+coordinate, :func:`centred_columns`: ``yt[k] = U_k^T (x - c)^T`` (K, D, rows)), and these kernels
+make the thin passes around it:
+
+- :func:`whitened_squares`: each row's ``|y - o_k|^2`` per component (``o_k = (mu_k - c) U_k``),
+  summed coordinate by coordinate;
+- :func:`whitened_fold`: those squares made into scores and normalised as
+  :func:`normalise_scores` does, then :func:`weighted_rows` of the posteriors, in one call;
+- :func:`weighted_rows`: per component ``sum r``, ``sum r y`` and the rows ``sqrt(r) y``
+  (``y = x - point``) whose rank-k update BLAS makes.
+
+:func:`reference_point` is :func:`~mixfold.compute.linear.gaussian_centre` in one call, with
+its operations in its order (no fast-math): the point the stack's sums are about.
+
+:func:`factor_covariances` factors K small covariances at once (an M-step's): each symmetrised,
+its Cholesky factor ``L`` (LAPACK's unblocked column order), ``U = (L^-1)^T`` by forward
+substitution and ``log|U|``: one call where LAPACK's are two per component, each costing more than
+a small factorisation.
+
 No fast-math (exp64 alone contracts its polynomial into FMAs), and every component's results
 come from its own loops over the rows in row order: a range of components gets the bits the
 whole stack gets (the model-parallel column fold). The three steps and the fused pass share
@@ -32,7 +51,10 @@ import numpy as np
 from mixfold.compute.kernel_cache import on_disk
 from mixfold.compute.numba_math import exp64
 
-__all__ = ["full_squares", "full_moments", "full_fold", "normalise_scores", "CHUNK", "LANES"]
+__all__ = ["full_squares", "full_moments", "full_fold", "normalise_scores", "centred_columns",
+           "whitened_squares", "whitened_fold", "weighted_rows", "reference_point",
+           "factor_covariances", "CHUNK",
+           "LANES"]
 
 #: rows laid out per coordinate at a time: a few hundred, so that the layout stays in cache while
 #: every component reads it
@@ -58,6 +80,15 @@ NORMALISE_SIGNATURE = numba.boolean(_ROWS, _IN_VECTOR, _VECTOR, _VECTOR)
 FOLD_SIGNATURE = numba.boolean(_DATA, _IN_VECTOR, _IN_ROWS, _IN_CUBE, _IN_VECTOR, _IN_VECTOR,
                                _IN_VECTOR, _IN_VECTOR, numba.int64, numba.int64, _ROWS, _VECTOR,
                                _VECTOR, _VECTOR, _ROWS, _CUBE)
+FACTOR_SIGNATURE = numba.int64(_IN_CUBE, _CUBE, _CUBE, _CUBE, _VECTOR)
+REFERENCE_SIGNATURE = numba.void(_IN_ROWS, _IN_ROWS, _VECTOR)
+CENTRED_COLUMNS_SIGNATURE = numba.void(_DATA, _IN_VECTOR, numba.int64, numba.int64, _ROWS)
+WHITENED_SQUARES_SIGNATURE = numba.void(_IN_CUBE, _IN_ROWS, numba.int64, _ROWS)
+WHITENED_FOLD_SIGNATURE = numba.boolean(_IN_CUBE, _IN_ROWS, _IN_VECTOR, _IN_VECTOR, _IN_VECTOR,
+                                        _ROWS, _VECTOR, _VECTOR, _DATA, _IN_VECTOR, _VECTOR,
+                                        _ROWS, _CUBE)
+WEIGHTED_ROWS_SIGNATURE = numba.void(_DATA, _IN_VECTOR, _IN_ROWS, numba.int64, numba.int64,
+                                     _VECTOR, _ROWS, _CUBE)
 
 
 @numba.njit
@@ -211,8 +242,8 @@ def full_moments(x, point, resp, lo, hi, mass, sum_x, sum_xx):
     _hand_out(lanes, d, mass, sum_x, sum_xx)
 
 
-@numba.njit(NORMALISE_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
-def normalise_scores(scores, weights, top, total):
+@numba.njit
+def _normalise(scores, weights, top, total):
     # scores (K, n): each column a row's K scores, turned into its posteriors times weights (n,)
     # in place; top (n,) and total (n,) written (the log-sum-exp is top + log(total)). False,
     # nothing written, where a row has no finite largest score
@@ -233,6 +264,12 @@ def normalise_scores(scores, weights, top, total):
             for i in range(m):
                 scores[k, lo + i] = s[k, i] * factor[i]
     return True
+
+
+@numba.njit(NORMALISE_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def normalise_scores(scores, weights, top, total):
+    # _normalise: the three steps' normalisation of the stack's scores
+    return _normalise(scores, weights, top, total)
 
 
 @numba.njit(FOLD_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
@@ -273,3 +310,159 @@ def full_fold(x, center, offsets, whitening, const, log_weights, weights, point,
             _add_features(lanes, k, s[k], features)
     _hand_out(lanes, d, mass, sum_x, sum_xx)
     return True
+
+
+@numba.njit(CENTRED_COLUMNS_SIGNATURE, nogil=True, cache=on_disk())
+def centred_columns(x, center, lo, hi, out):
+    # out (D, hi - lo) = rows [lo, hi) of x (n, D) less center, coordinate by coordinate
+    _layout(x, lo, hi - lo, center, out)
+
+
+@numba.njit
+def _whitened_squares(yt, offsets, k, start, m, total):
+    # total[:m] = |y - offsets[k]|^2 of rows [start, start + m) of component k's whitened rows
+    # yt[k] (D, n), each row's squares summed coordinate by coordinate (0 + t is t)
+    o = offsets[k, 0]
+    for i in range(m):
+        v = yt[k, 0, start + i] - o
+        total[i] = v * v
+    for a in range(1, yt.shape[1]):
+        o = offsets[k, a]
+        for i in range(m):
+            v = yt[k, a, start + i] - o
+            total[i] += v * v
+
+
+@numba.njit(WHITENED_SQUARES_SIGNATURE, nogil=True, cache=on_disk())
+def whitened_squares(yt, offsets, lo, out):
+    # yt (K, D, m) whitened rows, coordinate by coordinate, offsets (K, D) each component's
+    # whitened mean; out[k, lo:lo + m] = |y - offsets[k]|^2
+    m = yt.shape[2]
+    for k in range(yt.shape[0]):
+        _whitened_squares(yt, offsets, k, 0, m, out[k, lo:lo + m])
+
+
+@numba.njit
+def _weighted_rows(x, point, resp, lo, hi, mass, sum_x, rooted):
+    # rows [lo, hi) of x (n, D) less point (D,), component k weighted by resp (K, n): mass[k] =
+    # sum r, sum_x[k] = sum r y (row by row, in order), rooted[k, i - lo] = sqrt(r_i) y_i
+    d = x.shape[1]
+    y = np.empty(d)
+    mass[:] = 0.0
+    sum_x[:] = 0.0
+    for i in range(lo, hi):
+        for a in range(d):
+            y[a] = x[i, a] - point[a]
+        for k in range(resp.shape[0]):
+            r = resp[k, i]
+            root = np.sqrt(r)  # responsibilities are never negative
+            mass[k] += r
+            for a in range(d):
+                sum_x[k, a] += r * y[a]
+                rooted[k, i - lo, a] = root * y[a]
+
+
+@numba.njit(WEIGHTED_ROWS_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def weighted_rows(x, point, resp, lo, hi, mass, sum_x, rooted):
+    # _weighted_rows: the stacked update's first sums and weighted rows
+    _weighted_rows(x, point, resp, lo, hi, mass, sum_x, rooted)
+
+
+@numba.njit(WHITENED_FOLD_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def whitened_fold(yt, offsets, const, log_weights, weights, resp, top, total, x, point, mass,
+                  sum_x, rooted):
+    # yt (K, D, n) whitened rows, offsets (K, D): scores (log_weights[k] + const[k] - |y|^2 / 2, as
+    # whitened_squares, the stack and the mixture add them) into resp (K, n), turned into
+    # posteriors times weights (n,) as normalise_scores turns them; top and total (n,); then the
+    # rows x (n, D) about point weighted by them, as weighted_rows weights them (mass (K,),
+    # sum_x (K, D), rooted (K, n, D)). False, no sums, where a row has no finite largest score
+    n = yt.shape[2]
+    for k in range(yt.shape[0]):
+        row = resp[k]
+        _whitened_squares(yt, offsets, k, 0, n, row)
+        c, w = const[k], log_weights[k]
+        for i in range(n):
+            row[i] = (row[i] * -0.5 + c) + w
+    if not _normalise(resp, weights, top, total):
+        return False
+    _weighted_rows(x, point, resp, 0, n, mass, sum_x, rooted)
+    return True
+
+
+@numba.njit(REFERENCE_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def reference_point(mu, s2, out):
+    # out (D,) = gaussian_centre(mu (K, D), s2 (K, D)): the mean of the means rounded to a
+    # power-of-two grid no finer than the spread, each sum over K in order as NumPy's
+    k, d = mu.shape
+    for j in range(d):
+        c = mu[0, j]
+        for i in range(1, k):
+            c += mu[i, j]
+        c /= k
+        t = mu[0, j] - c
+        spread = s2[0, j] + t * t
+        for i in range(1, k):
+            t = mu[i, j] - c
+            spread += s2[i, j] + t * t
+        spread = np.sqrt(spread / k)
+        out[j] = c
+        if spread > 0.0:  # (0 or NaN: NumPy's grid is 0 or NaN, the mean kept)
+            grid = np.exp2(np.ceil(np.log2(spread)))
+            snapped = np.round(c / grid) * grid
+            if np.isfinite(snapped) and grid > 0.0:
+                out[j] = snapped
+
+
+@numba.njit
+def _cholesky(a, low):
+    # low (D, D) = L, lower triangular, L L^T = a; False where a is not positive definite (a
+    # pivot <= 0 or NaN, as LAPACK's dpotrf finds it)
+    d = a.shape[0]
+    low[:] = 0.0
+    for j in range(d):
+        pivot = a[j, j]
+        for k in range(j):
+            pivot -= low[j, k] * low[j, k]
+        if not pivot > 0.0:
+            return False
+        root = np.sqrt(pivot)
+        low[j, j] = root
+        for i in range(j + 1, d):
+            t = a[i, j]
+            for k in range(j):
+                t -= low[i, k] * low[j, k]
+            low[i, j] = t / root
+    return True
+
+
+@numba.njit
+def _precision_factor(low, up):
+    # up (D, D) = (L^-1)^T, upper triangular: column j of L^-1 by forward substitution of
+    # L x = e_j, written as row j of up; returns log|U| = sum log U_jj
+    d = low.shape[0]
+    up[:] = 0.0
+    log_det = 0.0
+    for j in range(d):
+        up[j, j] = 1.0 / low[j, j]
+        log_det += np.log(up[j, j])
+        for i in range(j + 1, d):
+            t = 0.0
+            for k in range(j, i):
+                t += low[i, k] * up[j, k]
+            up[j, i] = -t / low[i, i]
+    return log_det
+
+
+@numba.njit(FACTOR_SIGNATURE, nogil=True, error_model="numpy", cache=on_disk())
+def factor_covariances(cov, sym, low, up, log_det):
+    # cov (K, D, D): sym[k] = (cov[k] + cov[k]^T) / 2, low[k] its Cholesky factor, up[k] =
+    # (low[k]^-1)^T, log_det[k] = log|up[k]|; returns the first k not positive definite, or -1
+    d = cov.shape[1]
+    for k in range(cov.shape[0]):
+        for i in range(d):
+            for j in range(d):
+                sym[k, i, j] = 0.5 * (cov[k, i, j] + cov[k, j, i])
+        if not _cholesky(sym[k], low[k]):
+            return k
+        log_det[k] = _precision_factor(low[k], up[k])
+    return -1

@@ -1,6 +1,8 @@
 """A covariance matrix held with its Cholesky factors: checked (finite, symmetric, positive
-definite), factored once by LAPACK, and shared read-only by the components of a tied covariance;
-and the floor an estimated covariance's diagonal gets."""
+definite), factored once -- up to :data:`COMPILED_FACTOR_MAX_DIM` coordinates by one compiled
+call for a whole stack (:func:`~mixfold.compute.numba_gaussian.factor_covariances`), wider by
+LAPACK -- and shared read-only by the components of a tied covariance; and the floor an
+estimated covariance's diagonal gets."""
 
 from __future__ import annotations
 
@@ -9,15 +11,21 @@ from typing import Any
 
 import numpy as np
 
+from mixfold.compute.kernels import full_gaussian_kernels
 from mixfold.errors import ParameterError
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
 from mixfold.families._scipy import dpotrf, dtrtrs
 
-__all__ = ["FactoredCovariance", "SYMMETRY_TOLERANCE", "checked_array", "covariance_floor"]
+__all__ = ["FactoredCovariance", "SYMMETRY_TOLERANCE", "COMPILED_FACTOR_MAX_DIM",
+           "checked_array", "covariance_floor"]
 
 
 #: How far from symmetric (relative to the largest entry) a given covariance may be.
 SYMMETRY_TOLERANCE = 1e-10
+#: The widest covariance the compiled factorisation takes: its unblocked loops grow as D^3,
+#: LAPACK's calls cost a fixed few microseconds more; past about here LAPACK's blocked
+#: factorisation wins (benchmarks/full_gaussian_factor.py)
+COMPILED_FACTOR_MAX_DIM = 32
 
 
 def checked_array(name: str, value: Any, ndim: int) -> np.ndarray:
@@ -57,7 +65,12 @@ class FactoredCovariance:
     def _factor(self, cov: np.ndarray, eye: np.ndarray) -> None:
         """Hold the symmetric ``cov`` (D, D) and its factors, read-only: L (LAPACK directly, as
         scipy.linalg's cholesky and solve_triangular call it; their checks cost more than a
-        small factorisation), then U = (L^-1)^T from ``eye``, the identity (D, D)."""
+        small factorisation), then U = (L^-1)^T from ``eye``, the identity (D, D); at small D
+        the compiled factorisation's (:func:`_compiled_factors`)."""
+        factored = _compiled_factors(cov[None])
+        if factored is not None:
+            self._hold(*(a[0] for a in factored))
+            return
         cov_chol, info = dpotrf(cov, lower=1, clean=1)
         if info != 0:
             raise ParameterError(f"cov must be positive definite, got {cov.tolist()}")
@@ -67,6 +80,12 @@ class FactoredCovariance:
         self.log_det_precision_cholesky = float(np.log(self.precision_cholesky.diagonal()).sum())
         for a in (self.cov, self.cov_cholesky, self.precision_cholesky):
             a.setflags(write=False)
+
+    def _hold(self, cov: np.ndarray, cov_chol: np.ndarray, prec_chol: np.ndarray,
+              log_det: float) -> None:
+        """Hold a compiled factorisation's read-only arrays."""
+        self.cov, self.cov_cholesky, self.precision_cholesky = cov, cov_chol, prec_chol
+        self.log_det_precision_cholesky = float(log_det)
 
     @classmethod
     def stack_of(cls, mu: np.ndarray, cov: np.ndarray) -> list[Any]:
@@ -86,13 +105,21 @@ class FactoredCovariance:
             if len(cov) == 1:
                 return cls(mu[0], cov[0]).sharing_covariance(mu)
             return [cls(m, c) for m, c in zip(mu, cov)]
-        eye = np.eye(mu.shape[1])
+        factors = _compiled_factors(cov)
         factored = []
-        for c in 0.5 * (cov + cov.transpose(0, 2, 1)):
-            one = cls.__new__(cls)  # the checks of __init__, made above for the whole stack
-            one._factor(c, eye)
-            one.missing = False
-            factored.append(one)
+        if factors is not None:
+            for arrays in zip(*factors):
+                one = cls.__new__(cls)  # the checks of __init__, made above for the whole stack
+                one._hold(*arrays)
+                one.missing = False
+                factored.append(one)
+        else:
+            eye = np.eye(mu.shape[1])
+            for c in 0.5 * (cov + cov.transpose(0, 2, 1)):
+                one = cls.__new__(cls)
+                one._factor(c, eye)
+                one.missing = False
+                factored.append(one)
         mu.setflags(write=False)
         return [factored[k if len(factored) > 1 else 0]._moved(m) for k, m in enumerate(mu)]
 
@@ -155,3 +182,23 @@ class FactoredCovariance:
         moved.__dict__.update(self.__dict__)
         moved.mu = mu
         return moved
+
+
+def _compiled_factors(cov: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(symmetrised covariances, L, U = (L^-1)^T, each (K, D, D) and read-only; log|U| (K,)) of
+    the finite stack ``cov`` (K, D, D) in one compiled call, or ``None`` past
+    :data:`COMPILED_FACTOR_MAX_DIM` or without numba (LAPACK's, one covariance at a time). A
+    covariance that is not positive definite raises the constructor's error."""
+    kernels = full_gaussian_kernels() if cov.shape[-1] <= COMPILED_FACTOR_MAX_DIM else None
+    if kernels is None:
+        return None
+    sym, low, up = (np.empty(cov.shape) for _ in range(3))
+    log_det = np.empty(len(cov))
+    failed = kernels["factor_covariances"](np.ascontiguousarray(cov, dtype=np.float64), sym, low,
+                                           up, log_det)
+    if failed >= 0:
+        raise ParameterError(f"cov must be positive definite, got {sym[failed].tolist()}")
+    for a in (sym, low, up):
+        a.setflags(write=False)
+    return sym, low, up, log_det

@@ -2,8 +2,10 @@
 ``sum r (x-c)`` and ``sum r (x-c)(x-c)^T`` about a point ``c``. Up to :data:`COMPILED_MAX_DIM`
 coordinates, one compiled pass over the rows for every component
 (:mod:`mixfold.compute.numba_gaussian`; on small data too, where it replaces a few NumPy calls
-per component, each costing more than its arithmetic); wider rows, or no numba: NumPy's passes
-per component: a sum, a GEMV, and a symmetric rank-k update ``s.T @ s`` of ``s = sqrt(r) (x-c)``.
+per component, each costing more than its arithmetic); wider rows: one compiled pass makes each
+component's sum, first sums and weighted rows ``s = sqrt(r) (x-c)``, whose symmetric rank-k update
+``s.T @ s`` BLAS makes per component; without numba, NumPy's passes per component: a sum, a
+GEMV, the weighted rows and the rank-k update.
 (How wide the compiled scores go, :data:`COMPILED_SCORES_MAX_DIM`, is set here too: the two
 widths in one place.)
 
@@ -29,7 +31,7 @@ from mixfold.compute.kernels import full_gaussian_kernels
 from mixfold.compute.scratch import scratch
 
 __all__ = ["BlockMoments", "block_moments", "add_block_moments", "compiled_passes",
-           "COMPILED_MAX_DIM", "COMPILED_SCORES_MAX_DIM"]
+           "compiled_rows", "add_rank_k", "COMPILED_MAX_DIM", "COMPILED_SCORES_MAX_DIM"]
 
 #: the widest rows the compiled sums take: their work grows as D^2 per row and component without
 #: BLAS's register blocking, so past it the per-component rank-k updates win
@@ -56,18 +58,28 @@ def compiled_passes(d: int, scores: bool = False) -> dict[str, Any] | None:
     return full_gaussian_kernels() if d <= widest else None
 
 
+def compiled_rows() -> dict[str, Any] | None:
+    """The compiled float64 passes around BLAS's products (any D), or ``None`` (NumPy's)."""
+    return full_gaussian_kernels()
+
+
 def block_moments(x: np.ndarray, point: np.ndarray | None, resp_t: np.ndarray, lo: int, hi: int,
                   rx: np.ndarray | None = None) -> BlockMoments:
     """The sums of rows ``[lo, hi)`` of ``x`` (n, D) about ``point`` (D,; ``None``: the rows are
     already centred), component k weighted by ``resp_t[k]`` (``resp_t`` (K, n), C-contiguous);
-    ``rx`` (hi - lo, D) is the NumPy passes' scratch."""
+    ``rx`` (hi - lo, D) is the NumPy passes' scratch (without numba)."""
     k, d = resp_t.shape[0], x.shape[1]
     out = BlockMoments(np.empty(k), np.empty((k, d)), np.empty((k, d, d)))
-    kernels = compiled_passes(d)
+    kernels = compiled_rows()
     if kernels is not None and x.dtype == np.float64 and x.flags.c_contiguous:
         origin = np.zeros(d) if point is None else np.array(point, dtype=np.float64)
         weights = resp_t if resp_t.flags.writeable else resp_t.copy()  # (the kernel's types)
-        kernels["full_moments"](x, origin, weights, lo, hi, out.mass, out.sum_x, out.sum_xx)
+        if d <= COMPILED_MAX_DIM:
+            kernels["full_moments"](x, origin, weights, lo, hi, out.mass, out.sum_x, out.sum_xx)
+            return out
+        rooted = scratch("mvg.rooted", (k, hi - lo, d))
+        kernels["weighted_rows"](x, origin, weights, lo, hi, out.mass, out.sum_x, rooted)
+        add_rank_k(rooted, out.sum_xx)
         return out
     y = x[lo:hi] if point is None else np.subtract(
         x[lo:hi], point, out=scratch("mvg.centred_block", (hi - lo, d)))
@@ -78,6 +90,13 @@ def block_moments(x: np.ndarray, point: np.ndarray | None, resp_t: np.ndarray, l
         np.multiply(np.sqrt(r)[:, None], y, out=rx)  # responsibilities are never negative
         out.sum_xx[j] = rx.T @ rx  # NumPy runs s.T @ s as a rank-k update: half the products
     return out
+
+
+def add_rank_k(rooted: np.ndarray, sum_xx: np.ndarray) -> None:
+    """``sum_xx[k] = rooted[k].T @ rooted[k]`` of the weighted rows ``rooted`` (K, rows, D): per
+    component BLAS's symmetric rank-k update."""
+    for s, out in zip(rooted, sum_xx):
+        np.matmul(s.T, s, out=out)  # NumPy runs s.T @ s as a rank-k update
 
 
 def add_block_moments(accs: Sequence[Any], moments: BlockMoments, point: np.ndarray) -> None:

@@ -15,13 +15,14 @@ from mixfold.capabilities import NormalisesStack, RelativeScoring, StackedScorin
 from mixfold.compute.logspace import (LOG_2PI, affine_far_rows, normalise_rows_compiled,
                                      relative_affine_scores)
 from mixfold.compute.scratch import scratch
-from mixfold.families._full_gaussian_moments import compiled_passes
+from mixfold.families._full_gaussian_moments import compiled_passes, compiled_rows
 from mixfold.families._missing import has_missing, require_native
 from mixfold.families._protocol import Encoded
 from mixfold.precision import native_dtype
 from mixfold.precision.bands import FLOAT64, Precision
 
-__all__ = ["FullGaussianStack", "stack_centre", "whitening_terms"]
+__all__ = ["FullGaussianStack", "stack_centre", "stack_constants", "whitening_terms",
+           "whitened_terms", "whiten_rows", "whitened_block_rows"]
 
 
 class FullGaussianStack(StackedScoring, RelativeScoring, NormalisesStack):
@@ -67,12 +68,11 @@ class FullGaussianStack(StackedScoring, RelativeScoring, NormalisesStack):
         center = stack_centre(components)
         n = enc.n_rows
         out = np.empty((stop - start, n), dtype=dt)
-        if dt != np.float64 or not _compiled_squares(components[start:stop], enc.values,
+        if dt != np.float64 or not _compiled_squares(components, start, stop, enc.values,
                                                      center, out):
             _numpy_squares(components, start, stop, enc.values, center, dt, out)
-        const = np.array([c.log_det_precision_cholesky for c in components[start:stop]])
         out *= dt.type(-0.5)
-        out += (const - 0.5 * d * LOG_2PI).astype(dt)[:, None]
+        out += stack_constants(components[start:stop], d).astype(dt)[:, None]
         return out.T  # (n, K) in Fortran order: the log-sum-exp reduces contiguous columns
 
     @classmethod
@@ -94,17 +94,39 @@ class FullGaussianStack(StackedScoring, RelativeScoring, NormalisesStack):
                                np.array([c.precision_cholesky for c in components]))
 
 
-def _compiled_squares(components: Sequence[Any], x: np.ndarray, center: np.ndarray,
-                      out: np.ndarray) -> bool:
-    """``out[k] = |((x - c) - (mu_k - c)) U_k|^2`` per row in one compiled pass over the rows for
-    every component (tied or not: at small D the products cost less than a pass); ``False``
-    where the compiled passes do not take rows of this width."""
+def _compiled_squares(components: Sequence[Any], start: int, stop: int, x: np.ndarray,
+                      center: np.ndarray, out: np.ndarray) -> bool:
+    """``out[k] = |((x - c) - (mu_k - c)) U_k|^2`` per row of components ``[start, stop)`` in
+    one compiled pass over the rows (tied or not: at small D the products cost less than a
+    pass); wider rows,
+    whitened by BLAS (:func:`whiten_rows`) and squared by a compiled pass; ``False`` without
+    numba."""
     kernels = compiled_passes(x.shape[1], scores=True)
     if kernels is None:
-        return False
-    offsets, factors = whitening_terms(components, center)
+        return _whitened_squares(components, start, stop, x, center, out)
+    offsets, factors = whitening_terms(components[start:stop], center)
     kernels["full_squares"](np.ascontiguousarray(x, dtype=np.float64),
                             np.array(center, dtype=np.float64), offsets, factors, out)
+    return True
+
+
+def _whitened_squares(components: Sequence[Any], start: int, stop: int, x: np.ndarray,
+                      center: np.ndarray, out: np.ndarray) -> bool:
+    """:func:`_compiled_squares` of wide rows, block by block of :func:`whitened_block_rows`
+    rows; ``False`` without numba or where every component of the stack has the same factor
+    (a tied mixture's blocks are whitened once, :func:`_tied_squares`)."""
+    kernels = compiled_rows()
+    if kernels is None or _tied(components):
+        return False
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    n, d = x.shape
+    factors, offsets = whitened_terms(components[start:stop], center)
+    step = whitened_block_rows(d)
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        yt = scratch("mvg.whitened", (stop - start, d, hi - lo))
+        whiten_rows(kernels, x, center, lo, hi, factors, yt)
+        kernels["whitened_squares"](yt, offsets, lo, out)
     return True
 
 
@@ -121,13 +143,52 @@ def whitening_terms(components: Sequence[Any], center: np.ndarray
     return offsets, np.array([comp.precision_cholesky for comp in components], dtype=np.float64)
 
 
+def _tied(components: Sequence[Any]) -> bool:
+    """Whether the stack's components share one factor (a tied mixture's)."""
+    shared = components[0].precision_cholesky
+    return len(components) > 1 and all(c.precision_cholesky is shared for c in components)
+
+
+def whitened_block_rows(d: int) -> int:
+    """Rows per block whitened by BLAS: a block of rows (rows, D) and a component's whitened
+    copy stay within ~2 MB."""
+    return max(64, (1 << 17) // d)
+
+
+def stack_constants(components: Sequence[Any], d: int) -> np.ndarray:
+    """Each component's ``log|U_k| - D/2 log(2 pi)`` (K,), as every path adds it to the
+    scores."""
+    return np.array([c.log_det_precision_cholesky for c in components]) - 0.5 * d * LOG_2PI
+
+
+def whitened_terms(components: Sequence[Any], center: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(each component's whitening factor ``U_k`` (K, D, D), its whitened mean
+    ``(mu_k - c) U_k`` (K, D)), as :func:`whiten_rows` and the compiled passes after it read
+    them."""
+    factors = np.array([c.precision_cholesky for c in components], dtype=np.float64)
+    offsets = np.array([(c.mu - center) @ c.precision_cholesky for c in components])
+    return factors, offsets
+
+
+def whiten_rows(kernels: dict[str, Any], x: np.ndarray, center: np.ndarray, lo: int, hi: int,
+                factors: np.ndarray, yt: np.ndarray) -> None:
+    """``yt[k]`` (D, hi - lo) = rows ``[lo, hi)`` of ``x`` (n, D; float64, C-contiguous) less
+    ``center``, whitened by ``factors[k]``, coordinate by coordinate: the rows laid out by a
+    compiled pass, then one GEMM per component, so that the compiled passes after it read each
+    coordinate's rows contiguously. ``hi - lo`` at most :func:`whitened_block_rows`."""
+    xct = scratch("mvg.centred_columns", (x.shape[1], hi - lo))
+    kernels["centred_columns"](x, center, lo, hi, xct)
+    for y, u in zip(yt, factors):
+        np.matmul(u.T, xct, out=y)
+
+
 def _numpy_squares(components: Sequence[Any], start: int, stop: int, x: np.ndarray,
                    center: np.ndarray, dt: np.dtype, out: np.ndarray) -> None:
     """:func:`_squares` of components ``[start, stop)``, or :func:`_tied_squares` where every
     component has the same factor."""
-    step = max(64, (1 << 17) // x.shape[1])  # a block of rows (rows, D), its whitened copy: ~2 MB
-    shared = components[0].precision_cholesky  # a tied mixture: whiten each block once
-    if len(components) > 1 and all(c.precision_cholesky is shared for c in components):
+    step = whitened_block_rows(x.shape[1])
+    if _tied(components):  # a tied mixture: whiten each block once
         _tied_squares(components[start:stop], x, center, dt, step, out)
     else:
         _squares(components[start:stop], x, center, dt, step, out)

@@ -19,7 +19,7 @@ from mixfold.compute.row_blocks import map_row_blocks
 from mixfold.compute.scratch import scratch
 from mixfold.families._centred import VectorMoments
 from mixfold.families._full_gaussian_moments import (add_block_moments, block_moments,
-                                                     compiled_passes)
+                                                     compiled_rows)
 from mixfold.families._missing import add_weighted_outer, has_missing, require_native
 from mixfold.families._protocol import Encoded
 from mixfold.families.contract import LeafAccumulator
@@ -52,9 +52,16 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
     @staticmethod
     def stack_reference(components: Sequence[Any]) -> np.ndarray:
         """The mean of the components' means on a grid no finer than their spread
-        (:func:`~mixfold.compute.linear.gaussian_centre`), for each."""
-        centre = gaussian_centre(np.array([c.mu for c in components]),
-                                 np.array([np.diagonal(c.cov) for c in components]))
+        (:func:`~mixfold.compute.linear.gaussian_centre`; in float64 one compiled call with its
+        bits), for each."""
+        mu = np.array([c.mu for c in components])
+        s2 = np.array([np.diagonal(c.cov) for c in components])
+        kernels = compiled_rows()
+        if kernels is None or mu.dtype != np.float64 or s2.dtype != np.float64:
+            centre = gaussian_centre(mu, s2)
+        else:
+            centre = np.empty(mu.shape[1])
+            kernels["reference_point"](mu, s2, centre)
         return np.repeat(centre[None], len(components), axis=0)
 
     def _add(self, x: np.ndarray, w: np.ndarray) -> None:
@@ -127,7 +134,7 @@ class MultivariateGaussianAccumulator(VectorMoments, LeafAccumulator, StackedUpd
         if all(c is points[0] or (c == points[0]).all() for c in points):
             point = points[0]
             about = point if np.any(point) else None  # about the origin: nothing to subtract
-            if about is not None and compiled_passes(x.shape[1]) is None:
+            if about is not None and compiled_rows() is None:
                 x, about = _centred_rows(x, point), None  # NumPy's passes read centred rows
             resp_t = np.ascontiguousarray(resp.T)  # (K, n): no copy of a Fortran-order resp
             for part in map_row_blocks(x.shape[0], step, lambda lo, hi: block_moments(

@@ -21,7 +21,7 @@ the rows are whitened once by one GEMM, a compiled call
 first sums, and the second sums -- only their pooled sum counts, ``sum w (x-c)(x-c)^T``, which
 the posteriors do not change -- are made once per chunk and kept between iterations.
 
-The diagonal, tied and (D <= 8) full E-steps are also given as the K components' statistics
+The diagonal, tied and compiled full E-steps are also given as the K components' statistics
 themselves (:func:`diagonal_statistics`, :func:`tied_statistics`, :func:`full_statistics`: what
 the K fresh accumulators' ``value()``
 would be after the hand-over, the same numbers), for the local backend's iteration over rows
@@ -56,7 +56,8 @@ from mixfold.compute.kernels import mixture_kernels
 from mixfold.compute.linear import gaussian_centre
 from mixfold.compute.logspace import LOG_2PI, normalise_live_rows
 from mixfold.families._centred import ROUNDOFF_FLOOR, variance_floor
-from mixfold.families._full_gaussian_fold import fused_full_fold, fused_full_parts
+from mixfold.families._full_gaussian_fold import (fused_full_fold, fused_full_parts,
+                                                  whitened_full_fold, whitened_full_parts)
 from mixfold.families._full_gaussian_moments import add_block_moments, block_moments
 from mixfold.families._missing import has_missing
 from mixfold.compute.row_blocks import map_row_blocks
@@ -211,18 +212,20 @@ def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
               ) -> tuple[np.ndarray, np.ndarray] | None:
     """A mixture of full-covariance (or tied) Gaussians' E-step: in float64 at small D, one
     compiled pass over the rows (:func:`~mixfold.families._full_gaussian_fold.fused_full_fold`);
-    wider rows of a small chunk, the three steps' own calls -- the stack's scores, its row
-    normalisation, the stacked update's sums about the stack's reference point -- without the
-    layers between them. Either way the bits of the three steps (and of the model-parallel
-    column fold, which gives those). Returns (posterior mass per component, per-row
-    log-density); the torch engine's fused E-step; ``None`` outside the form (the mixture runs
-    its three steps)."""
+    wider rows of a small chunk, whitened by BLAS and scored, normalised and weighted by one
+    compiled call (:func:`~mixfold.families._full_gaussian_fold.whitened_full_fold`), else the
+    three steps' own calls -- the stack's scores, its row normalisation, the stacked update's
+    sums about the stack's reference point -- without the layers between them. Either way the
+    bits of the three steps (and of the model-parallel column fold, which gives those). Returns
+    (posterior mass per component, per-row log-density); the torch engine's fused E-step;
+    ``None`` outside the form (the mixture runs its three steps)."""
     if precision.engine is Engine.TORCH:
         return fused_linear_mixture(accs, components, log_weights, enc, weights, precision)
     x = enc.values
     if precision.native and precision.dtype == np.float64:
-        folded = fused_full_fold(accs, components, log_weights, enc, weights,
-                                 update_block_rows(x.shape[1]))
+        step = update_block_rows(x.shape[1])
+        folded = fused_full_fold(accs, components, log_weights, enc, weights, step) \
+            or whitened_full_fold(accs, components, log_weights, enc, weights, step)
         if folded is not None:
             return folded
     if not _small_float64(enc, precision, len(components) * x.shape[1]) \
@@ -337,18 +340,21 @@ def full_statistics(estimators: Sequence[Any], components: Sequence[Any],
                     precision: Precision = FLOAT64
                     ) -> tuple[np.ndarray, list[Any], np.ndarray] | None:
     """:func:`full_fold` of one chunk with no accumulator, as :func:`diagonal_statistics` is
-    :func:`diagonal_fold`'s: the fused compiled pass (float64, D <= 8) whose row blocks' sums
-    are added up as the hand-over adds them into fresh accumulators; a tied stack (one
-    covariance key), :func:`tied_statistics`; ``None`` outside those forms (keyed or
-    missing-aware estimators, the torch engine, other precisions, wider rows)."""
+    :func:`diagonal_fold`'s: the fused compiled pass (float64, D <= 8) or the whitened one
+    (D > 24, one row block), whose row blocks' sums are added up as the hand-over adds them
+    into fresh accumulators; a tied stack (one covariance key), :func:`tied_statistics`;
+    ``None`` outside those forms (keyed or missing-aware estimators, the torch engine, other
+    precisions, rows of 9 to 24 coordinates)."""
     if estimators[0].covariance_keys is not None:
         return tied_statistics(estimators, components, log_weights, enc, weights, precision)
     if any(e.covariance_keys is not None or e.missing or e.keys is not None
            for e in estimators) or precision.engine is Engine.TORCH \
             or not (precision.native and precision.dtype == np.float64):
         return None
-    folded = fused_full_parts(estimators[0].accumulator_class.stack_reference, components,
-                              log_weights, enc, weights, update_block_rows(enc.values.shape[1]))
+    reference, step = estimators[0].accumulator_class.stack_reference, \
+        update_block_rows(enc.values.shape[1])
+    folded = fused_full_parts(reference, components, log_weights, enc, weights, step) \
+        or whitened_full_parts(reference, components, log_weights, enc, weights, step)
     if folded is None:
         return None
     parts, point, mass, lse = folded

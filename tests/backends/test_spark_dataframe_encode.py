@@ -206,7 +206,13 @@ def test_an_array_column_fits_a_vector_field_as_the_rows_do(spark_session, small
     est = mixfold.MixtureEstimator([mixfold.RecordEstimator(
         {"v": mixfold.MultivariateGaussianEstimator(), "y": mixfold.GaussianEstimator()})] * 2)
     on_spark, local = fit_both(df, est, seed=3, max_iter=5, tol=0.0)
-    np.testing.assert_allclose(on_spark.log_likelihood, local.log_likelihood, rtol=1e-12)
+    # (tol=0 stops at an exact fixed point, which a last bit of the partitions' summation order
+    # reaches an iteration sooner or later: the common iterations and the ends are compared)
+    common = min(len(on_spark.log_likelihood), len(local.log_likelihood))
+    assert common >= 3
+    np.testing.assert_allclose(on_spark.log_likelihood[:common], local.log_likelihood[:common],
+                               rtol=1e-12)
+    assert on_spark.final_log_likelihood == pytest.approx(local.final_log_likelihood, rel=1e-12)
     for ours, theirs in zip(on_spark.model.components, local.model.components):
         np.testing.assert_allclose(ours.fields["v"].cov, theirs.fields["v"].cov, rtol=1e-10)
 

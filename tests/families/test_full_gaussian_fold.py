@@ -125,20 +125,26 @@ def test_the_fit_on_hard_data_equals_numpy_s_float64_path(monkeypatch, n, d):
     # covariances' small directions (1e-4 against rows ~1e4 from the sums' point) amplify in
     # the log-likelihood: measured 4.5e-10 (D=3) and 2.1e-9 (D=5)
     np.testing.assert_allclose(ll, plain_ll, rtol=5e-9, atol=0)
-    a, b = fit.model, plain.model
-    np.testing.assert_allclose(a.weights, b.weights, rtol=1e-10, atol=0)
-    for ca, cb in zip(a.components, b.components):
-        # the means relative to their offset from the origin: the digits the data carry
-        assert np.abs(ca.mu - cb.mu).max() <= 1e-10 * np.abs(cb.mu - OFFSET).max()
-        assert np.abs(ca.cov - cb.cov).max() <= 1e-10 * np.abs(cb.cov).max()
-    # and scikit-learn's EM from the same start (rows moved exactly to the origin; its start
-    # takes the precisions as inv(cov), which at condition 1e8 moves the first log-likelihood
-    # by up to 1.5e-6): the fused fold no further from it than NumPy's path, to that rounding
+    np.testing.assert_allclose(fit.model.weights, plain.model.weights, rtol=1e-10, atol=0)
+    _assert_near_numpy_and_scikit_learn(fit, plain, start, x, 1e-10, 5e-9)
+
+
+def _assert_near_numpy_and_scikit_learn(fit, plain, start, x, params: float,
+                                        slack: float) -> None:
+    """Each component's parameters within ``params`` of NumPy's path (the means relative to
+    their offset from the origin: the digits the data carry), and scikit-learn's EM from the
+    same start (rows moved exactly to the origin; its start takes the precisions as inv(cov),
+    which at condition 1e8 moves the first log-likelihood by up to 1.5e-6) no nearer to NumPy's
+    path than to the fit's, to ``slack`` of its log-likelihood."""
+    for ca, cb in zip(fit.model.components, plain.model.components):
+        assert np.abs(ca.mu - cb.mu).max() <= params * np.abs(cb.mu - OFFSET).max()
+        assert np.abs(ca.cov - cb.cov).max() <= params * np.abs(cb.cov).max()
+    ll, plain_ll = np.array(fit.log_likelihood), np.array(plain.log_likelihood)
     comps = start.components
     ref, _ = sklearn_trajectory(x - OFFSET, "full", start.weights,
                                 np.array([c.mu for c in comps]) - OFFSET,
                                 np.array([np.linalg.inv(c.cov) for c in comps]), len(ll))
-    assert np.abs(ll - ref).max() <= np.abs(plain_ll - ref).max() + 5e-9 * np.abs(ref).max()
+    assert np.abs(ll - ref).max() <= np.abs(plain_ll - ref).max() + slack * np.abs(ref).max()
 
 
 def test_a_fit_with_a_read_only_weight_column_equals_the_writable_one():
@@ -237,11 +243,4 @@ def test_the_wide_fit_on_hard_data_equals_numpy_s_float64_path_and_scikit_learn(
     ll, plain_ll = np.array(fit.log_likelihood), np.array(plain.log_likelihood)
     assert len(ll) == 15 and ll[-1] - ll[0] > 1.0  # EM moved
     np.testing.assert_allclose(ll, plain_ll, rtol=1e-10, atol=0)
-    for ca, cb in zip(fit.model.components, plain.model.components):
-        assert np.abs(ca.mu - cb.mu).max() <= 1e-8 * np.abs(cb.mu - OFFSET).max()
-        assert np.abs(ca.cov - cb.cov).max() <= 1e-8 * np.abs(cb.cov).max()
-    comps = start.components
-    ref, _ = sklearn_trajectory(x - OFFSET, "full", start.weights,
-                                np.array([c.mu for c in comps]) - OFFSET,
-                                np.array([np.linalg.inv(c.cov) for c in comps]), len(ll))
-    assert np.abs(ll - ref).max() <= np.abs(plain_ll - ref).max() + 1e-10 * np.abs(ref).max()
+    _assert_near_numpy_and_scikit_learn(fit, plain, start, x, 1e-8, 1e-10)

@@ -10,6 +10,7 @@ import pytest
 
 import mixfold
 from mixfold import (MixtureDistribution, MixtureEstimator, MultivariateGaussianEstimator)
+from mixfold.compute.kernels import kernels_available
 from mixfold.families import _full_gaussian_moments as moments
 from tests.families.hard_full_gaussians import OFFSET, hard_full_rows
 from tests.families.sklearn_em import max_relative_difference, sklearn_trajectory
@@ -38,6 +39,7 @@ def test_compiled_and_numpy_block_sums_agree(monkeypatch):
         assert max_relative_difference(a, b) < 1e-13
 
 
+@pytest.mark.skipif(not kernels_available(), reason="no compiled passes (numba disabled)")
 def test_wide_rows_take_numpy_s_passes():
     assert moments.compiled_passes(moments.COMPILED_MAX_DIM) is not None
     assert moments.compiled_passes(moments.COMPILED_MAX_DIM + 1) is None

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import mixfold
+import mixfold.sklearn
 from mixfold import (DiagonalGaussianDistribution, DiagonalGaussianEstimator, MixtureDistribution,
                      MixtureEstimator, MultivariateGaussianEstimator, NumericalError)
 from mixfold.backends._interface import EncodedDataHandle
@@ -176,3 +177,27 @@ def test_wide_full_covariances_give_the_accumulators_bits(offset: float) -> None
         assert assert_bit_identical(fast, slow) > 0
         assert fast_fold.log_density == slow_fold.log_density
         model = fast
+
+
+@pytest.mark.parametrize("kind", ["full", "tied", "diag", "spherical"])
+@pytest.mark.parametrize("wrapper", ["GaussianMixture", "BayesianGaussianMixture"])
+def test_the_scikit_learn_wrappers_fit_the_accumulators_bits(kind: str, wrapper: str,
+                                                            monkeypatch) -> None:
+    """The wrappers' whole fits (a variational mixture's expected log-weights included)."""
+    cls = getattr(mixfold.sklearn, wrapper)
+    x = _rows(offset=50.0)
+
+    def fitted() -> dict:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = cls(n_components=3, covariance_type=kind, max_iter=12, random_state=0).fit(x)
+        return {name: getattr(est, name) for name in ("weights_", "means_", "covariances_",
+                                                      "lower_bound_")}
+
+    fast = fitted()
+    for family in (DiagonalGaussianEstimator, MultivariateGaussianEstimator):
+        monkeypatch.setattr(family, "stack_statistics", staticmethod(lambda *a: None))
+    slow = fitted()
+    for name in fast:
+        assert np.array_equal(np.asarray(fast[name]).view(np.uint64),
+                              np.asarray(slow[name]).view(np.uint64)), name

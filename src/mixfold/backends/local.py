@@ -8,9 +8,9 @@ import numpy as np
 
 from mixfold.backends._interface import EncodedDataHandle
 from mixfold.backends.worker_records import FoldTimes, WorkerRecord, this_process
+from mixfold.capabilities import ChunkStatistics
 from mixfold.compute.encoded import Encoded, as_weights
 from mixfold.compute.feature_cache import FeatureCache
-from mixfold.capabilities import ChunkStatistics
 from mixfold.compute.fold import (DEFAULT_CHUNK_ROWS, FoldResult, fold_rows, init_sample_mask,
                                   weighted_total)
 from mixfold.families._protocol import Distribution, Estimator

@@ -238,8 +238,9 @@ def one_chunk_statistics(estimator: Any, model: CompetingUnits, enc: Encoded,
     children = estimator.parts()
     cls = type(children[0])
     if estimator.keys is not None or estimator.slots is not None or isinstance(enc, Labelled) \
-            or not issubclass(cls, StackedStatistics) or any(type(e) is not cls for e in children):
-        return None
+            or model.units.stack is None or not issubclass(cls, StackedStatistics) \
+            or any(type(e) is not cls for e in children):
+        return None  # (components that do not stack: the fold's three steps)
     found = cls.stack_statistics(children, model.components, model.log_weights, enc, weights,
                                  precision)
     if found is None:

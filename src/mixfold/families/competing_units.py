@@ -230,17 +230,18 @@ def one_chunk_statistics(estimator: Any, model: CompetingUnits, enc: Encoded,
                          weights: np.ndarray, precision: Precision = FLOAT64
                          ) -> tuple[NodeStatistics, np.ndarray] | None:
     """The statistics a fresh accumulator of ``estimator`` (its units ``parts()``, one
-    encoding, ``keys`` and ``slots`` none) holds after folding one chunk under ``model``, as
-    its ``value()``, and the per-row log-density, made with no accumulator: the fused pass's
-    numbers, where the children's one estimator class gives them
+    encoding, no ``keys`` on it or them, ``slots`` none) holds after folding one chunk under
+    ``model``, as its ``value()``, and the per-row log-density, made with no accumulator: the
+    fused pass's numbers, where the children's one estimator class gives them
     (:class:`~mixfold.capabilities.StackedStatistics`); ``None`` otherwise (fold into
     accumulators)."""
     children = estimator.parts()
     cls = type(children[0])
-    if estimator.keys is not None or estimator.slots is not None or isinstance(enc, Labelled) \
-            or model.units.stack is None or not issubclass(cls, StackedStatistics) \
-            or any(type(e) is not cls for e in children):
-        return None  # (components that do not stack: the fold's three steps)
+    if any(e.keys is not None for e in (estimator, *children)) or estimator.slots is not None \
+            or isinstance(enc, Labelled) or model.units.stack is None \
+            or not issubclass(cls, StackedStatistics) or any(type(e) is not cls for e in children):
+        return None  # (keys tie statistics across the tree; components that do not stack: the
+        # fold's three steps)
     found = cls.stack_statistics(children, model.components, model.log_weights, enc, weights,
                                  precision)
     if found is None:

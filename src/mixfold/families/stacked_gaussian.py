@@ -186,11 +186,11 @@ def diagonal_statistics(estimators: Sequence[Any], components: Sequence[Any],
     """:func:`diagonal_fold`'s compiled E-step of one chunk with no accumulator: (posterior mass
     per component, each component's statistics as its fresh accumulator's ``value()`` would be
     after :func:`_hand_over` -- the same numbers, each sum ``0 + s`` -- per-row log-density);
-    ``None`` outside that form (rows that miss entries or are many, keyed or missing-aware
-    estimators, no numba, a row no component can score)."""
+    ``None`` outside that form (rows that miss entries or are many, missing-aware estimators,
+    no numba, a row no component can score)."""
     x = enc.values
     kernels = mixture_kernels()
-    if kernels is None or any(e.missing or e.keys is not None for e in estimators) \
+    if kernels is None or any(e.missing for e in estimators) \
             or not _small_float64(enc, precision, len(components) * x.shape[1]):
         return None
     mu = np.array([c.mu for c in components])
@@ -200,11 +200,18 @@ def diagonal_statistics(estimators: Sequence[Any], components: Sequence[Any],
         return None
     center, sums, lse = found
     d = len(center)
-    sums += 0.0  # an accumulator starts at +0: its -0 sums read +0
-    ref = sums[:, -1:] * center + 0.0
+    mass = sums[:, -1:]
+    return sums[:, -1].copy(), _fresh_values(estimators, mass, sums[:, d:-1], sums[:, :d],
+                                             mass * center), lse
+
+
+def _fresh_values(estimators: Sequence[Any], weight: np.ndarray, sum_x: np.ndarray,
+                  sum_xx: np.ndarray, ref_mass: np.ndarray) -> list[Any]:
+    """The K fresh accumulators' ``value()`` once these stacked sums (K, ...) are added to them
+    (:func:`_hand_over`): each ``0 + s``, so a -0 sum reads +0."""
     value_of = estimators[0].accumulator_class.value_of
-    stats = [value_of(s[-1:], s[d:-1], s[:d], r) for s, r in zip(sums, ref)]
-    return sums[:, -1].copy(), stats, lse
+    return [value_of(*sums) for sums in zip(weight + 0.0, sum_x + 0.0, sum_xx + 0.0,
+                                             ref_mass + 0.0)]
 
 
 def full_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.ndarray,
@@ -269,10 +276,8 @@ def tied_fold(accs: Sequence[Any], components: Sequence[Any], log_weights: np.nd
     found = _tied_sums(components, log_weights, enc, weights, precision)
     if found is None:  # (a row no component can score: the generic path names it)
         return full_fold(accs, components, log_weights, enc, weights, precision)
-    center, mass, sum_x, scatter, lse = found
-    total = np.add.reduce(mass)
-    share = mass / total if total > 0 else mass
-    _hand_over(accs, center, mass, sum_x, share[:, None, None] * scatter)
+    center, mass, sum_x, shares, lse = found
+    _hand_over(accs, center, mass, sum_x, shares)
     return mass, lse
 
 
@@ -280,7 +285,8 @@ def _tied_sums(components: Sequence[Any], log_weights: np.ndarray, enc: Any,
                weights: np.ndarray, precision: Precision
                ) -> tuple[np.ndarray, ...] | None:
     """:func:`tied_fold`'s compiled E-step: (centre (D,), posterior masses (K,), first sums
-    (K, D) about it, the chunk's pooled scatter (D, D), per-row log-density), or ``None`` outside
+    (K, D) about it, the chunk's pooled scatter (:func:`pooled_scatter`) in shares of the
+    posterior masses (K, D, D), per-row log-density), or ``None`` outside
     its form (no numba, the torch engine, rows that miss entries or are many, components not
     sharing one factor, a row no component can score)."""
     x = enc.values
@@ -306,7 +312,10 @@ def _tied_sums(components: Sequence[Any], log_weights: np.ndarray, enc: Any,
     lse = np.empty(enc.n_rows)
     if not kernels["tied_estep"](xc, white, w, (mu - center) @ u, const, sums, lse):
         return None
-    return center, sums[:, -1].copy(), sums[:, :d], pooled_scatter(x, w, center), lse
+    mass = sums[:, -1].copy()
+    total = np.add.reduce(mass)
+    share = mass / total if total > 0 else mass
+    return center, mass, sums[:, :d], share[:, None, None] * pooled_scatter(x, w, center), lse
 
 
 def tied_statistics(estimators: Sequence[Any], components: Sequence[Any],
@@ -316,23 +325,17 @@ def tied_statistics(estimators: Sequence[Any], components: Sequence[Any],
     """:func:`tied_fold` of one chunk with no accumulator, as :func:`diagonal_statistics` is
     :func:`diagonal_fold`'s: (posterior masses, each component's statistics as its fresh
     accumulator's ``value()`` after the hand-over, per-row log-density); ``None`` where the
-    estimators are not of one covariance key (no key: a full covariance each), are keyed or
+    estimators are not of one covariance key (no key: a full covariance each), are
     missing-aware, or outside :func:`_tied_sums`'s form."""
     key = estimators[0].covariance_keys
-    if key is None or any(e.covariance_keys != key or e.missing or e.keys is not None
-                          for e in estimators):
+    if key is None or any(e.covariance_keys != key or e.missing for e in estimators):
         return None
     found = _tied_sums(components, log_weights, enc, weights, precision)
     if found is None:
         return None
-    center, mass, sum_x, scatter, lse = found
-    total = np.add.reduce(mass)
-    share = mass / total if total > 0 else mass
-    mass += 0.0  # an accumulator starts at +0: its -0 sums read +0
-    value_of = estimators[0].accumulator_class.value_of
-    stats = [value_of(m, sx + 0.0, s * scatter + 0.0, m * center + 0.0)
-             for m, sx, s in zip(mass[:, None], sum_x, share)]
-    return mass.copy(), stats, lse
+    center, mass, sum_x, shares, lse = found
+    return mass, _fresh_values(estimators, mass[:, None], sum_x, shares,
+                               mass[:, None] * center), lse
 
 
 def full_statistics(estimators: Sequence[Any], components: Sequence[Any],
@@ -343,12 +346,12 @@ def full_statistics(estimators: Sequence[Any], components: Sequence[Any],
     :func:`diagonal_fold`'s: the fused compiled pass (float64, D <= 8) or the whitened one
     (D > 24, one row block), whose row blocks' sums are added up as the hand-over adds them
     into fresh accumulators; a tied stack (one covariance key), :func:`tied_statistics`;
-    ``None`` outside those forms (keyed or missing-aware estimators, the torch engine, other
+    ``None`` outside those forms (missing-aware estimators, the torch engine, other
     precisions, rows of 9 to 24 coordinates)."""
     if estimators[0].covariance_keys is not None:
         return tied_statistics(estimators, components, log_weights, enc, weights, precision)
-    if any(e.covariance_keys is not None or e.missing or e.keys is not None
-           for e in estimators) or precision.engine is Engine.TORCH \
+    if any(e.covariance_keys is not None or e.missing for e in estimators) \
+            or precision.engine is Engine.TORCH \
             or not (precision.native and precision.dtype == np.float64):
         return None
     reference, step = estimators[0].accumulator_class.stack_reference, \
@@ -366,8 +369,7 @@ def full_statistics(estimators: Sequence[Any], components: Sequence[Any],
         sum_x += part.sum_x
         sum_xx += part.sum_xx
         ref += part.mass[:, None] * point
-    value_of = estimators[0].accumulator_class.value_of
-    return mass, [value_of(*parts_k) for parts_k in zip(weight, sum_x, sum_xx, ref)], lse
+    return mass, _fresh_values(estimators, weight, sum_x, sum_xx, ref), lse
 
 
 def pooled_scatter(x: np.ndarray, w: np.ndarray, point: np.ndarray) -> np.ndarray:
@@ -493,7 +495,7 @@ def diagonal_estimate(estimators: Sequence[Any], masses: np.ndarray,
         raw = np.repeat(raw.mean(axis=1, keepdims=True), raw.shape[1], axis=1)
     floor = variance_floor(raw, first.reg_covar, first.reg_covar_mode)
     var = np.maximum(np.maximum(raw, 0.0) + floor, first.min_variance)
-    _warn_collapsed(first, s0, mu, raw, var, floor)
+    _warn_collapsed(raw <= np.maximum(floor, first.min_variance), s0, mu, raw, var)
     return first.distribution_class.stack_of(mu, var)
 
 
@@ -510,19 +512,19 @@ def _compiled_diagonal_estimate(moments: Any, estimators: Sequence[Any],
     mu, raw, var = (np.empty_like(sum_x) for _ in range(3))
     if moments(s0, sum_x, sum_xx, ref, float(first.reg_covar),
                first.reg_covar_mode == "relative", float(first.min_variance), mu, raw, var):
-        _warn_collapsed(first, s0, mu, raw, var,
-                        variance_floor(raw, first.reg_covar, first.reg_covar_mode))
+        floor = variance_floor(raw, first.reg_covar, first.reg_covar_mode)
+        _warn_collapsed(raw <= np.maximum(floor, first.min_variance), s0, mu, raw, var)
     return first.distribution_class.stack_of(mu, var)
 
 
-def _warn_collapsed(first: Any, s0: np.ndarray, mu: np.ndarray, raw: np.ndarray,
-                    var: np.ndarray, floor: np.ndarray) -> None:
-    """The generic M-step's words for each component whose variance fell onto its floor."""
-    collapsed = raw <= np.maximum(floor, first.min_variance)
+def _warn_collapsed(collapsed: np.ndarray, s0: np.ndarray, mu: np.ndarray, raw: np.ndarray,
+                    floored: np.ndarray) -> None:
+    """The generic M-step's words for each component with a variance on its floor
+    (``collapsed`` (K, D)): its first such coordinate's ``raw`` and ``floored`` variance."""
     # (rows searched only when one collapsed: most iterations have none)
     for k in np.flatnonzero(collapsed.any(axis=1)) if collapsed.any() else ():
         j = int(np.flatnonzero(collapsed[k])[0])
-        warn_collapsed_variance(raw[k, j], var[k, j], s0[k], mu[k, j],
+        warn_collapsed_variance(raw[k, j], floored[k, j], s0[k], mu[k, j],
                                 f" in dimension {j} ({int(collapsed[k].sum())} of "
                                 f"{raw.shape[1]})", stacklevel=4)
 
@@ -543,11 +545,6 @@ def full_estimate(estimators: Sequence[Any], masses: np.ndarray,
         scale = first.reg_covar * np.maximum(diag.max(axis=1, keepdims=True), 1.0)
         floor = np.where(diag > 0, floor, scale)
     floor = np.maximum(floor, ROUNDOFF_FLOOR * np.maximum(diag, 0.0))
-    collapsed = diag <= floor
-    # the generic M-step's words, each (rows searched only when one collapsed)
-    for k in np.flatnonzero(collapsed.any(axis=1)) if collapsed.any() else ():
-        j = int(np.flatnonzero(collapsed[k])[0])
-        warn_collapsed_variance(cov[k, j, j], cov[k, j, j] + floor[k, j], s0[k], mu[k, j],
-                                f" in dimension {j} ({int(collapsed[k].sum())} of {d})")
+    _warn_collapsed(diag <= floor, s0, mu, diag, diag + floor)
     cov.reshape(len(cov), d * d)[:, ::d + 1] += floor  # (a view: the moments are C-ordered)
     return first.distribution_class.stack_of(mu, cov)
